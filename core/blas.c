@@ -1,0 +1,79 @@
+#include "blas.h"
+
+#include <cblas.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+/* Declared by OpenBLAS's cblas.h in recent versions; repeated for older. */
+char *openblas_get_corename(void);
+char *openblas_get_config(void);
+int openblas_get_num_threads(void);
+
+#define DETECTED_ENV "ASSAY_BLAS_DETECTED"
+
+static bool is_generic_core(const char *core)
+{
+    static const char *const generic[] = {"prescott", "core2", "nehalem", "penryn", "dunnington",
+                                          "atom", "katmai", "coppermine", "northwood", "banias"};
+    for (size_t i = 0; i < sizeof generic / sizeof generic[0]; i++) {
+        if (strcasecmp(core, generic[i]) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static const char *better_core(void)
+{
+#if defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl") &&
+        __builtin_cpu_supports("avx512cd")) {
+        return "SkylakeX";
+    }
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        return "Haswell";
+    }
+#endif
+    return NULL;
+}
+
+void assay_blas_get_info(struct assay_blas_info *out)
+{
+    memset(out, 0, sizeof *out);
+    const char *core = openblas_get_corename();
+    snprintf(out->core, sizeof out->core, "%s", core != NULL ? core : "unknown");
+    const char *config = openblas_get_config();
+    snprintf(out->config, sizeof out->config, "%s", config != NULL ? config : "unknown");
+    out->threads = openblas_get_num_threads();
+    const char *detected = getenv(DETECTED_ENV);
+    if (detected != NULL && detected[0] != '\0') {
+        out->overridden = true;
+        snprintf(out->detected, sizeof out->detected, "%s", detected);
+    } else {
+        out->user_set = getenv("OPENBLAS_CORETYPE") != NULL;
+    }
+}
+
+void assay_blas_select_core(char **argv)
+{
+    if (getenv("OPENBLAS_CORETYPE") != NULL || argv == NULL || argv[0] == NULL) {
+        return;
+    }
+    const char *core = openblas_get_corename();
+    const char *better = better_core();
+    if (core == NULL || better == NULL || !is_generic_core(core)) {
+        return;
+    }
+    if (setenv("OPENBLAS_CORETYPE", better, 1) != 0 || setenv(DETECTED_ENV, core, 1) != 0) {
+        return;
+    }
+    execv("/proc/self/exe", argv);
+    /* exec failed: run on with the kernel OpenBLAS chose, and say so. */
+    unsetenv("OPENBLAS_CORETYPE");
+    unsetenv(DETECTED_ENV);
+}

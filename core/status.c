@@ -1,0 +1,89 @@
+#include "status.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+const char *assay_status_str(enum assay_status status)
+{
+    switch (status) {
+    case ASSAY_OK: return "ok";
+    case ASSAY_ERR_NOMEM: return "out of memory";
+    case ASSAY_ERR_INVALID: return "invalid argument";
+    case ASSAY_ERR_IO: return "input/output error";
+    case ASSAY_ERR_PARSE: return "malformed input";
+    case ASSAY_ERR_FULL: return "capacity exhausted";
+    case ASSAY_ERR_NOT_FOUND: return "not found";
+    case ASSAY_ERR_DUPLICATE: return "duplicate id";
+    case ASSAY_ERR_UNSUPPORTED: return "unsupported";
+    case ASSAY_ERR_NUMERIC: return "numeric failure";
+    case ASSAY_ERR_NET: return "network error";
+    case ASSAY_ERR_TIMEOUT: return "timed out";
+    case ASSAY_ERR_INTERNAL: return "internal invariant broken";
+    }
+    return "unknown status";
+}
+
+static void copy_field(char *dst, size_t size, const char *src)
+{
+    if (src == NULL) {
+        return;
+    }
+    snprintf(dst, size, "%s", src);
+}
+
+void assay_diag_clear(struct assay_diag *diag)
+{
+    if (diag != NULL) {
+        memset(diag, 0, sizeof *diag);
+    }
+}
+
+void assay_diag_set(struct assay_diag *diag, const char *file, const char *where,
+                    const char *expected, const char *got_fmt, ...)
+{
+    if (diag == NULL) {
+        return;
+    }
+    copy_field(diag->file, sizeof diag->file, file);
+    diag->where[0] = '\0';
+    copy_field(diag->where, sizeof diag->where, where);
+    diag->expected[0] = '\0';
+    copy_field(diag->expected, sizeof diag->expected, expected);
+    diag->got[0] = '\0';
+    if (got_fmt != NULL) {
+        va_list ap;
+        va_start(ap, got_fmt);
+        vsnprintf(diag->got, sizeof diag->got, got_fmt, ap);
+        va_end(ap);
+    }
+}
+
+char *assay_diag_format(const struct assay_diag *diag, char *buf, size_t size)
+{
+    if (size == 0) {
+        return buf;
+    }
+    buf[0] = '\0';
+    if (diag == NULL) {
+        return buf;
+    }
+    size_t n = 0;
+    const char *sep = "";
+    if (diag->file[0] != '\0') {
+        n += (size_t)snprintf(buf + n, size - n, "%s", diag->file);
+        sep = ": ";
+    }
+    if (n < size && diag->where[0] != '\0') {
+        n += (size_t)snprintf(buf + n, size - n, "%s%s", sep, diag->where);
+        sep = ": ";
+    }
+    if (n < size && diag->expected[0] != '\0') {
+        n += (size_t)snprintf(buf + n, size - n, "%sexpected %s", sep, diag->expected);
+        sep = ", ";
+    }
+    if (n < size && diag->got[0] != '\0') {
+        snprintf(buf + n, size - n, "%sgot %s", sep, diag->got);
+    }
+    return buf;
+}

@@ -1,0 +1,279 @@
+#include "model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../core/alloc.h"
+#include "../core/rng.h"
+#include "../core/sha256.h"
+#include "model_internal.h"
+
+static struct assay_model_config make_config(const char *name, int32_t n_layer, int32_t d_model,
+                                             int32_t n_head, int32_t n_kv_head, int32_t head_dim,
+                                             int32_t d_ff, int32_t n_ctx)
+{
+    struct assay_model_config c;
+    memset(&c, 0, sizeof c);
+    snprintf(c.name, sizeof c.name, "%s", name);
+    c.n_layer = n_layer;
+    c.d_model = d_model;
+    c.n_head = n_head;
+    c.n_kv_head = n_kv_head;
+    c.head_dim = head_dim;
+    c.d_ff = d_ff;
+    c.vocab = ASSAY_VOCAB_TINYGPT;
+    c.n_ctx = n_ctx;
+    c.norm_eps = 1e-5f;
+    c.rope_theta = 10000.0f;
+    return c;
+}
+
+struct assay_model_config assay_model_config_tinygpt(void)
+{
+    return make_config("tinygpt", 6, 256, 8, 2, 32, 1024, 2048);
+}
+
+struct assay_model_config assay_model_config_draft(void)
+{
+    return make_config("draft", 2, 128, 4, 2, 32, 512, 2048);
+}
+
+struct assay_model_config assay_model_config_mini(void)
+{
+    return make_config("mini", 2, 64, 4, 2, 16, 256, 256);
+}
+
+struct assay_model_config assay_model_config_mini_draft(void)
+{
+    return make_config("mini-draft", 1, 32, 2, 1, 16, 128, 256);
+}
+
+enum assay_status assay_model_config_by_name(const char *name, struct assay_model_config *out)
+{
+    static const struct {
+        const char *name;
+        struct assay_model_config (*make)(void);
+    } table[] = {
+        {"tinygpt", assay_model_config_tinygpt},
+        {"draft", assay_model_config_draft},
+        {"mini", assay_model_config_mini},
+        {"mini-draft", assay_model_config_mini_draft},
+    };
+    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+        if (name != NULL && strcmp(name, table[i].name) == 0) {
+            *out = table[i].make();
+            return ASSAY_OK;
+        }
+    }
+    return ASSAY_ERR_NOT_FOUND;
+}
+
+int64_t assay_model_config_n_params(const struct assay_model_config *c)
+{
+    int64_t d = c->d_model;
+    int64_t q = (int64_t)c->n_head * c->head_dim;
+    int64_t kv = (int64_t)c->n_kv_head * c->head_dim;
+    int64_t per_layer = d + q * d + 2 * kv * d + d * q + d + 3 * (int64_t)c->d_ff * d;
+    return 2 * (int64_t)c->vocab * d + d + c->n_layer * per_layer;
+}
+
+enum assay_status assay_model_config_validate(const struct assay_model_config *c,
+                                              struct assay_diag *diag)
+{
+    /* Limits keep every tensor's element count and every scratch size well
+     * inside int32 and size_t arithmetic, so later code need not re-check. */
+    struct {
+        const char *key;
+        int32_t value;
+        int32_t max;
+    } dims[] = {
+        {"llama.block_count", c->n_layer, 256},
+        {"llama.embedding_length", c->d_model, 16384},
+        {"llama.attention.head_count", c->n_head, 256},
+        {"llama.attention.head_count_kv", c->n_kv_head, 256},
+        {"llama.rope.dimension_count", c->head_dim, 1024},
+        {"llama.feed_forward_length", c->d_ff, 65536},
+        {"llama.vocab_size", c->vocab, 1 << 20},
+        {"llama.context_length", c->n_ctx, 1 << 20},
+    };
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
+        if (dims[i].value < 1 || dims[i].value > dims[i].max) {
+            char expected[64];
+            snprintf(expected, sizeof expected, "an integer in 1..%d", (int)dims[i].max);
+            assay_diag_set(diag, NULL, dims[i].key, expected, "%d", (int)dims[i].value);
+            return ASSAY_ERR_INVALID;
+        }
+    }
+    if (c->n_head % c->n_kv_head != 0) {
+        assay_diag_set(diag, NULL, "llama.attention.head_count_kv",
+                       "a divisor of llama.attention.head_count", "%d (head_count %d)",
+                       (int)c->n_kv_head, (int)c->n_head);
+        return ASSAY_ERR_INVALID;
+    }
+    if (c->head_dim % 2 != 0) {
+        assay_diag_set(diag, NULL, "llama.rope.dimension_count", "an even number", "%d",
+                       (int)c->head_dim);
+        return ASSAY_ERR_INVALID;
+    }
+    if ((int64_t)c->n_head * c->head_dim > 65536) {
+        assay_diag_set(diag, NULL, "llama.attention.head_count",
+                       "head_count * head_dim <= 65536", "%d * %d", (int)c->n_head,
+                       (int)c->head_dim);
+        return ASSAY_ERR_INVALID;
+    }
+    if (!(c->norm_eps > 0.0f && c->norm_eps < 1.0f)) {
+        assay_diag_set(diag, NULL, "llama.attention.layer_norm_rms_epsilon",
+                       "a number in (0, 1)", "%g", (double)c->norm_eps);
+        return ASSAY_ERR_INVALID;
+    }
+    if (!(c->rope_theta > 1.0f && isfinite(c->rope_theta))) {
+        assay_diag_set(diag, NULL, "llama.rope.freq_base", "a finite number > 1", "%g",
+                       (double)c->rope_theta);
+        return ASSAY_ERR_INVALID;
+    }
+    if (assay_model_config_n_params(c) > ((int64_t)1 << 31)) {
+        assay_diag_set(diag, NULL, "config", "at most 2^31 parameters", "%lld",
+                       (long long)assay_model_config_n_params(c));
+        return ASSAY_ERR_INVALID;
+    }
+    return ASSAY_OK;
+}
+
+/* Point the tensor fields into model->data, in GGUF tensor order:
+ * token_embd, then per layer attn_norm, q, k, v, output, ffn_norm, gate, up,
+ * down, then output_norm and output. */
+static void bind_tensors(struct assay_model *m)
+{
+    const struct assay_model_config *c = &m->cfg;
+    int64_t d = c->d_model, q = (int64_t)c->n_head * c->head_dim;
+    int64_t kv = (int64_t)c->n_kv_head * c->head_dim, ff = c->d_ff;
+    float *p = m->data;
+    m->tok_embd = p;
+    p += (int64_t)c->vocab * d;
+    for (int32_t l = 0; l < c->n_layer; l++) {
+        struct assay_layer_weights *w = &m->layers[l];
+        w->attn_norm = p;
+        p += d;
+        w->wq = p;
+        p += q * d;
+        w->wk = p;
+        p += kv * d;
+        w->wv = p;
+        p += kv * d;
+        w->wo = p;
+        p += d * q;
+        w->ffn_norm = p;
+        p += d;
+        w->w_gate = p;
+        p += ff * d;
+        w->w_up = p;
+        p += ff * d;
+        w->w_down = p;
+        p += d * ff;
+    }
+    m->out_norm = p;
+    p += d;
+    m->output = p;
+}
+
+/* Allocate an unbound-weights model for cfg (data zeroed). Exposed to the
+ * GGUF loader through model_internal.h. */
+enum assay_status assay_model_alloc(struct assay_model **out, const struct assay_model_config *cfg)
+{
+    *out = NULL;
+    enum assay_status st = assay_model_config_validate(cfg, NULL);
+    if (st != ASSAY_OK) {
+        return st;
+    }
+    struct assay_model *m = assay_calloc(1, sizeof *m);
+    if (m == NULL) {
+        return ASSAY_ERR_NOMEM;
+    }
+    m->cfg = *cfg;
+    m->n_floats = assay_model_config_n_params(cfg);
+    m->layers = assay_calloc((size_t)cfg->n_layer, sizeof *m->layers);
+    m->data = assay_calloc((size_t)m->n_floats, sizeof(float));
+    if (m->layers == NULL || m->data == NULL) {
+        assay_model_free(m);
+        return ASSAY_ERR_NOMEM;
+    }
+    bind_tensors(m);
+    *out = m;
+    return ASSAY_OK;
+}
+
+static void fill_gaussian(float *x, int64_t n, float std, uint64_t seed, uint32_t tensor)
+{
+    for (int64_t i = 0; i < n; i += 2) {
+        double u1 = assay_rng_u01(seed, (uint64_t)i, tensor);
+        double u2 = assay_rng_u01(seed, (uint64_t)i + 1, tensor);
+        double r = sqrt(-2.0 * log(1.0 - u1));
+        x[i] = (float)(std * r * cos(2.0 * M_PI * u2));
+        if (i + 1 < n) {
+            x[i + 1] = (float)(std * r * sin(2.0 * M_PI * u2));
+        }
+    }
+}
+
+static void fill_const(float *x, int64_t n, float v)
+{
+    for (int64_t i = 0; i < n; i++) {
+        x[i] = v;
+    }
+}
+
+enum assay_status assay_model_init_random(struct assay_model **out,
+                                          const struct assay_model_config *cfg, uint64_t seed)
+{
+    struct assay_model *m;
+    enum assay_status st = assay_model_alloc(&m, cfg);
+    if (st != ASSAY_OK) {
+        *out = NULL;
+        return st;
+    }
+    const struct assay_model_config *c = &m->cfg;
+    int64_t d = c->d_model, q = (int64_t)c->n_head * c->head_dim;
+    int64_t kv = (int64_t)c->n_kv_head * c->head_dim, ff = c->d_ff;
+    float sd = 1.0f / sqrtf((float)d);
+    uint32_t tensor = 0;
+    fill_gaussian(m->tok_embd, (int64_t)c->vocab * d, 1.0f, seed, tensor++);
+    for (int32_t l = 0; l < c->n_layer; l++) {
+        struct assay_layer_weights *w = &m->layers[l];
+        fill_const(w->attn_norm, d, 1.0f);
+        fill_gaussian(w->wq, q * d, ASSAY_INIT_QK_GAIN * sd, seed, tensor++);
+        fill_gaussian(w->wk, kv * d, ASSAY_INIT_QK_GAIN * sd, seed, tensor++);
+        fill_gaussian(w->wv, kv * d, sd, seed, tensor++);
+        fill_gaussian(w->wo, d * q, 1.0f / sqrtf((float)q), seed, tensor++);
+        fill_const(w->ffn_norm, d, 1.0f);
+        fill_gaussian(w->w_gate, ff * d, sd, seed, tensor++);
+        fill_gaussian(w->w_up, ff * d, sd, seed, tensor++);
+        fill_gaussian(w->w_down, d * ff, 1.0f / sqrtf((float)ff), seed, tensor++);
+    }
+    fill_const(m->out_norm, d, 1.0f);
+    fill_gaussian(m->output, (int64_t)c->vocab * d, ASSAY_INIT_OUT_GAIN * sd, seed, tensor++);
+    assay_model_rehash(m);
+    *out = m;
+    return ASSAY_OK;
+}
+
+void assay_model_rehash(struct assay_model *m)
+{
+    struct assay_sha256 ctx;
+    uint8_t digest[32];
+    assay_sha256_init(&ctx);
+    /* fp32 little-endian: the bytes as stored on every platform assay builds on. */
+    assay_sha256_update(&ctx, m->data, (size_t)m->n_floats * sizeof(float));
+    assay_sha256_final(&ctx, digest);
+    assay_sha256_hex(digest, m->sha256);
+}
+
+void assay_model_free(struct assay_model *m)
+{
+    if (m == NULL) {
+        return;
+    }
+    assay_free(m->data);
+    assay_free(m->layers);
+    assay_free(m);
+}

@@ -1,0 +1,140 @@
+/*
+ * model.h - TinyGPT: the configuration and weights of a llama-style decoder.
+ *
+ * A model is plain data shared read-only by the engine and the oracle (the
+ * oracle may include this header and nothing else of engine/). Weights are
+ * fp32, row-major with the shape [out][in] of GGUF and of most checkpoints;
+ * the engine keeps its own transposed copy for its products.
+ *
+ * Lifetime: assay_model_init_random / assay_model_load_gguf allocate, and
+ * assay_model_free releases.
+ */
+#ifndef ASSAY_MODEL_H
+#define ASSAY_MODEL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../core/status.h"
+
+/* Token ids of the 260-token vocabulary: ids 0..255 are the bytes. */
+enum {
+    ASSAY_TOKEN_BOS = 256,
+    ASSAY_TOKEN_EOS = 257,
+    ASSAY_TOKEN_PAD = 258,
+    ASSAY_TOKEN_UNK = 259,
+    ASSAY_VOCAB_TINYGPT = 260,
+};
+
+struct assay_model_config {
+    char name[32];       /* "tinygpt", "draft", "mini", ... */
+    int32_t n_layer;
+    int32_t d_model;
+    int32_t n_head;      /* query heads */
+    int32_t n_kv_head;   /* key/value heads (grouped-query attention) */
+    int32_t head_dim;
+    int32_t d_ff;        /* SwiGLU hidden size */
+    int32_t vocab;
+    int32_t n_ctx;
+    float norm_eps;      /* RMSNorm epsilon */
+    float rope_theta;    /* RoPE base; adjacent pairs (x[2i], x[2i+1]) rotate */
+};
+
+/* TinyGPT: 6 layers, d 256, 8 q heads / 2 kv heads of 32, SwiGLU 1024,
+ * vocab 260, ctx 2048: 5,838,080 parameters. */
+struct assay_model_config assay_model_config_tinygpt(void);
+
+/* The draft for speculative decoding with TinyGPT: 2 layers, d 128,
+ * 4 q heads / 2 kv heads of 32, SwiGLU 512, same vocabulary and context. */
+struct assay_model_config assay_model_config_draft(void);
+
+/* A small config for the distributional runs (many thousands of samples):
+ * 2 layers, d 64, 4 q heads / 2 kv heads of 16, SwiGLU 256, vocab 260,
+ * ctx 256. The sampling logic under test is the same. */
+struct assay_model_config assay_model_config_mini(void);
+
+/* The draft for mini: 1 layer, d 32, 2 q heads / 1 kv head of 16,
+ * SwiGLU 128, vocab 260, ctx 256. */
+struct assay_model_config assay_model_config_mini_draft(void);
+
+/* Look a config up by name ("tinygpt", "draft", "mini", "mini-draft").
+ * Returns ASSAY_ERR_NOT_FOUND for any other name. */
+enum assay_status assay_model_config_by_name(const char *name, struct assay_model_config *out);
+
+/* Number of parameters a config has. */
+int64_t assay_model_config_n_params(const struct assay_model_config *cfg);
+
+/* Check a config for consistency (positive sizes, heads dividing, even head
+ * dimension, limits that keep sizes within int32). Fills diag (field names
+ * as in GGUF metadata) and returns ASSAY_ERR_INVALID when it is not. */
+enum assay_status assay_model_config_validate(const struct assay_model_config *cfg,
+                                              struct assay_diag *diag);
+
+struct assay_layer_weights {
+    float *attn_norm; /* (d_model) */
+    float *wq;        /* (n_head * head_dim, d_model) */
+    float *wk;        /* (n_kv_head * head_dim, d_model) */
+    float *wv;        /* (n_kv_head * head_dim, d_model) */
+    float *wo;        /* (d_model, n_head * head_dim) */
+    float *ffn_norm;  /* (d_model) */
+    float *w_gate;    /* (d_ff, d_model) */
+    float *w_up;      /* (d_ff, d_model) */
+    float *w_down;    /* (d_model, d_ff) */
+};
+
+struct assay_model {
+    struct assay_model_config cfg;
+    float *tok_embd;  /* (vocab, d_model) */
+    float *out_norm;  /* (d_model) */
+    float *output;    /* (vocab, d_model), untied from tok_embd */
+    struct assay_layer_weights *layers; /* n_layer entries */
+    float *data;      /* every tensor, contiguous, in GGUF tensor order */
+    int64_t n_floats;
+    char sha256[65];  /* hex SHA-256 of data as little-endian fp32 */
+};
+
+/*
+ * The documented random initialisation, a pure function of (config, seed):
+ * every weight is a Gaussian drawn with assay_rng_u01(seed, element, tensor)
+ * through Box-Muller, with standard deviations
+ *   tok_embd 1;  wq, wk ASSAY_INIT_QK_GAIN / sqrt(d_model);
+ *   wv 1 / sqrt(d_model);  wo 1 / sqrt(n_head * head_dim);
+ *   w_gate, w_up 1 / sqrt(d_model);  w_down 1 / sqrt(d_ff);
+ *   output ASSAY_INIT_OUT_GAIN / sqrt(d_model);  norms are 1.
+ * The query/key gain makes attention sharp enough that output depends on the
+ * whole context, not just the last token (see README "Why this scale").
+ * On success *out owns a model to release with assay_model_free; on failure
+ * *out is NULL.
+ */
+#define ASSAY_INIT_QK_GAIN 2.0f
+#define ASSAY_INIT_OUT_GAIN 1.0f
+enum assay_status assay_model_init_random(struct assay_model **out,
+                                          const struct assay_model_config *cfg, uint64_t seed);
+
+/*
+ * Load a model from a GGUF file (version 2 or 3, llama architecture, f32
+ * tensors with llama.cpp's names). Every inconsistency is reported in diag
+ * with the byte offset or key: bad magic or version, truncation, unknown or
+ * missing tensors, wrong types or shapes, dimensions that overflow, NaN or
+ * infinite weights. On failure *out is NULL and nothing is leaked.
+ */
+enum assay_status assay_model_load_gguf(struct assay_model **out, const char *path,
+                                        struct assay_diag *diag);
+
+/*
+ * Save a model as GGUF version 3 that llama.cpp loads: llama architecture
+ * metadata, a "llama" tokenizer block for the 260-token vocabulary (byte
+ * tokens typed NORMAL, no BOS or EOS added), and f32 tensors with
+ * llama.cpp's names. Writes to a temporary name and renames, so a failed
+ * save leaves no partial file at path.
+ */
+enum assay_status assay_model_save_gguf(const struct assay_model *model, const char *path,
+                                        struct assay_diag *diag);
+
+/* Recompute model->sha256 from model->data (after changing weights). */
+void assay_model_rehash(struct assay_model *model);
+
+/* Release a model; NULL is a no-op. */
+void assay_model_free(struct assay_model *model);
+
+#endif

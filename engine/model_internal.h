@@ -1,0 +1,13 @@
+/*
+ * model_internal.h - what the GGUF reader needs of model.c and nobody else.
+ */
+#ifndef ASSAY_MODEL_INTERNAL_H
+#define ASSAY_MODEL_INTERNAL_H
+
+#include "model.h"
+
+/* A model for cfg with zeroed weights and the tensor pointers bound into
+ * data in GGUF tensor order. Free with assay_model_free. */
+enum assay_status assay_model_alloc(struct assay_model **out, const struct assay_model_config *cfg);
+
+#endif

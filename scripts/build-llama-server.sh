@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# Builds llama.cpp's llama-server from the source that the npm package
+# node-llama-cpp ships (a git bundle), into a cache folder outside the
+# checkout, and prints the path of the binary on its last line.
+#
+# Nothing of llama.cpp is kept in this repository: the package is fetched
+# from the npm registry at test time. A finished build is reused.
+#
+# Environment:
+#   ASSAY_CACHE      cache root (default: $XDG_CACHE_HOME/assay or ~/.cache/assay)
+#   ASSAY_LLAMA_PKG  npm package version (default: 3.21.1)
+set -euo pipefail
+
+version="${ASSAY_LLAMA_PKG:-3.21.1}"
+cache="${ASSAY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/assay}"
+root="$cache/llama.cpp-node-llama-cpp-$version"
+bin="$root/build/bin/llama-server"
+
+if [ -x "$bin" ] && [ -f "$root/.built" ]; then
+    echo "llama-server: reusing $bin" >&2
+    echo "$bin"
+    exit 0
+fi
+
+for tool in npm git cmake tar; do
+    command -v "$tool" >/dev/null 2>&1 || {
+        echo "build-llama-server: '$tool' is required but not installed" >&2
+        exit 2
+    }
+done
+
+mkdir -p "$root"
+work="$(mktemp -d "$root/fetch.XXXXXX")"
+trap 'rm -rf "$work"' EXIT
+
+if [ ! -d "$root/src/.git" ]; then
+    echo "llama-server: fetching node-llama-cpp@$version from the npm registry" >&2
+    (cd "$work" && npm pack --silent "node-llama-cpp@$version" >/dev/null)
+    tar -xzf "$work"/node-llama-cpp-"$version".tgz -C "$work" package/llama/gitRelease.bundle
+    rm -rf "$root/src"
+    git clone --quiet "$work/package/llama/gitRelease.bundle" "$root/src"
+fi
+
+echo "llama-server: building (about 7 minutes on 2 cores the first time)" >&2
+generator=()
+command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
+cmake -S "$root/src" -B "$root/build" "${generator[@]}" \
+    -DCMAKE_BUILD_TYPE=Release \
+    -DBUILD_SHARED_LIBS=OFF \
+    -DGGML_NATIVE=ON \
+    -DLLAMA_OPENSSL=OFF \
+    -DLLAMA_BUILD_TESTS=OFF \
+    -DLLAMA_BUILD_EXAMPLES=OFF \
+    -DLLAMA_BUILD_APP=OFF \
+    -DLLAMA_BUILD_UI=OFF \
+    -DLLAMA_USE_PREBUILT_UI=OFF >"$root/configure.log" 2>&1 || {
+        echo "build-llama-server: cmake configure failed; see $root/configure.log" >&2
+        tail -n 20 "$root/configure.log" >&2
+        exit 1
+    }
+cmake --build "$root/build" --target llama-server -j "$(nproc)" >"$root/build.log" 2>&1 || {
+    echo "build-llama-server: build failed; see $root/build.log" >&2
+    tail -n 20 "$root/build.log" >&2
+    exit 1
+}
+touch "$root/.built"
+echo "$bin"

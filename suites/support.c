@@ -1,0 +1,93 @@
+#include "support.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "core/alloc.h"
+#include "core/blas.h"
+
+const char *assay_test_fixture(const char *relative, char *buf, size_t size)
+{
+    const char *root = getenv("ASSAY_FIXTURES");
+    snprintf(buf, size, "%s/%s", root != NULL ? root : "fixtures", relative);
+    return buf;
+}
+
+const char *assay_test_scratch(const char *name, char *buf, size_t size)
+{
+    const char *root = getenv("ASSAY_BUILD");
+    snprintf(buf, size, "%s/scratch-%s", root != NULL ? root : ".", name);
+    return buf;
+}
+
+static long g_fail_at = -1;
+static long g_count;
+static long g_live;
+
+static void *failing_malloc(void *ctx, size_t size)
+{
+    (void)ctx;
+    g_count++;
+    if (g_count == g_fail_at) {
+        return NULL;
+    }
+    void *p = malloc(size);
+    if (p != NULL) {
+        g_live++;
+    }
+    return p;
+}
+
+static void *failing_realloc(void *ctx, void *ptr, size_t size)
+{
+    (void)ctx;
+    g_count++;
+    if (g_count == g_fail_at) {
+        return NULL;
+    }
+    void *p = realloc(ptr, size);
+    if (p != NULL && ptr == NULL) {
+        g_live++;
+    }
+    return p;
+}
+
+static void failing_free(void *ctx, void *ptr)
+{
+    (void)ctx;
+    if (ptr != NULL) {
+        g_live--;
+        free(ptr);
+    }
+}
+
+void assay_test_fail_alloc_at(long k)
+{
+    g_fail_at = k;
+    g_count = 0;
+    g_live = 0;
+    struct assay_alloc_hooks hooks = {failing_malloc, failing_realloc, failing_free, NULL};
+    assay_alloc_set_hooks(&hooks);
+}
+
+void assay_test_fail_alloc_off(void)
+{
+    assay_alloc_set_hooks(NULL);
+    g_fail_at = -1;
+}
+
+long assay_test_alloc_count(void)
+{
+    return g_count;
+}
+
+long assay_test_alloc_live(void)
+{
+    return g_live;
+}
+
+void assay_test_init(int argc, char **argv)
+{
+    (void)argc;
+    assay_blas_select_core(argv);
+}

@@ -1,0 +1,32 @@
+/*
+ * support.h - what every test program shares: fixture paths, a failing
+ * allocator, and OpenBLAS core selection before any test runs.
+ */
+#ifndef ASSAY_TEST_SUPPORT_H
+#define ASSAY_TEST_SUPPORT_H
+
+#include <stddef.h>
+
+/* Path of a file under fixtures/ (ASSAY_FIXTURES, set by CTest) into buf. */
+const char *assay_test_fixture(const char *relative, char *buf, size_t size);
+
+/* Path of a scratch file in the build tree for this test into buf. */
+const char *assay_test_scratch(const char *name, char *buf, size_t size);
+
+/*
+ * The failing allocator: after assay_test_fail_alloc_at(k), the k-th
+ * allocation from then on (1-based) returns NULL, and only that one.
+ * assay_test_alloc_count() says how many allocations were made since the
+ * call; assay_test_alloc_live() how many are still outstanding.
+ * assay_test_fail_alloc_off() restores the plain allocator.
+ */
+void assay_test_fail_alloc_at(long k);
+void assay_test_fail_alloc_off(void);
+long assay_test_alloc_count(void);
+long assay_test_alloc_live(void);
+
+/* Call first in main(): selects a suitable OpenBLAS kernel (see
+ * core/blas.h) by re-executing the test once if needed. */
+void assay_test_init(int argc, char **argv);
+
+#endif
