@@ -94,6 +94,10 @@ struct assay_adapter_vtable {
     /* May be NULL. Run the engine's own internal consistency checks; on
      * failure returns ASSAY_ERR_INTERNAL with a reason in msg. */
     enum assay_status (*check_invariants)(void *self, char *msg, size_t size);
+
+    /* May be NULL. Why the last failing call failed, or "" (borrowed until
+     * the next call). */
+    const char *(*last_error)(void *self);
 };
 
 struct assay_adapter {

@@ -257,6 +257,17 @@ enum assay_status assay_model_init_random(struct assay_model **out,
     return ASSAY_OK;
 }
 
+enum assay_status assay_model_clone(const struct assay_model *model, struct assay_model **out)
+{
+    enum assay_status st = assay_model_alloc(out, &model->cfg);
+    if (st != ASSAY_OK) {
+        return st;
+    }
+    memcpy((*out)->data, model->data, sizeof(float) * (size_t)model->n_floats);
+    memcpy((*out)->sha256, model->sha256, sizeof model->sha256);
+    return ASSAY_OK;
+}
+
 void assay_model_rehash(struct assay_model *m)
 {
     struct assay_sha256 ctx;

@@ -131,6 +131,9 @@ enum assay_status assay_model_load_gguf(struct assay_model **out, const char *pa
 enum assay_status assay_model_save_gguf(const struct assay_model *model, const char *path,
                                         struct assay_diag *diag);
 
+/* A deep copy of a model (weights and config). On failure *out is NULL. */
+enum assay_status assay_model_clone(const struct assay_model *model, struct assay_model **out);
+
 /* Recompute model->sha256 from model->data (after changing weights). */
 void assay_model_rehash(struct assay_model *model);
 

@@ -1,0 +1,264 @@
+#include "spec.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/mutant.h"
+#include "bundled.h"
+
+struct bundled_spec {
+    char model[256];
+    char draft[256];
+    long long seed, draft_seed;
+    struct assay_engine_params p;
+    bool prefix_set, chunk_set, blocks_set;
+};
+
+static enum assay_status bad(struct assay_diag *diag, const char *key, const char *expected,
+                             const char *got)
+{
+    assay_diag_set(diag, "engine spec", key, expected, "%s", got);
+    return ASSAY_ERR_INVALID;
+}
+
+static enum assay_status parse_int(struct assay_diag *diag, const char *key, const char *v,
+                                   long long lo, long long hi, long long *out)
+{
+    char *end = NULL;
+    errno = 0;
+    long long x = strtoll(v, &end, 10);
+    if (errno != 0 || end == v || *end != '\0' || x < lo || x > hi) {
+        char expected[96];
+        snprintf(expected, sizeof expected, "an integer in %lld..%lld", lo, hi);
+        return bad(diag, key, expected, v);
+    }
+    *out = x;
+    return ASSAY_OK;
+}
+
+static enum assay_status parse_onoff(struct assay_diag *diag, const char *key, const char *v,
+                                     bool *out)
+{
+    if (strcmp(v, "on") == 0 || strcmp(v, "1") == 0) {
+        *out = true;
+    } else if (strcmp(v, "off") == 0 || strcmp(v, "0") == 0) {
+        *out = false;
+    } else {
+        return bad(diag, key, "on or off", v);
+    }
+    return ASSAY_OK;
+}
+
+static enum assay_status set_key(struct bundled_spec *b, const char *key, const char *v,
+                                 struct assay_diag *diag)
+{
+    long long x = 0;
+    enum assay_status st = ASSAY_OK;
+    struct assay_engine_params *p = &b->p;
+    if (strcmp(key, "model") == 0) {
+        snprintf(b->model, sizeof b->model, "%s", v);
+    } else if (strcmp(key, "draft") == 0) {
+        snprintf(b->draft, sizeof b->draft, "%s", v);
+    } else if (strcmp(key, "seed") == 0) {
+        st = parse_int(diag, key, v, 1, (1LL << 53), &b->seed);
+    } else if (strcmp(key, "draft_seed") == 0) {
+        st = parse_int(diag, key, v, 1, (1LL << 53), &b->draft_seed);
+    } else if (strcmp(key, "rng_seed") == 0) {
+        st = parse_int(diag, key, v, 0, (1LL << 53), &x);
+        p->seed = (uint64_t)x;
+    } else if (strcmp(key, "kv") == 0) {
+        if (strcmp(v, "paged") == 0 || strcmp(v, "on") == 0) {
+            p->kv_cache = true;
+            p->paged = true;
+        } else if (strcmp(v, "contiguous") == 0) {
+            p->kv_cache = true;
+            p->paged = false;
+        } else if (strcmp(v, "off") == 0) {
+            p->kv_cache = false;
+        } else {
+            st = bad(diag, key, "paged, contiguous or off", v);
+        }
+    } else if (strcmp(key, "block") == 0) {
+        st = parse_int(diag, key, v, 1, 1024, &x);
+        p->block_size = (int32_t)x;
+    } else if (strcmp(key, "blocks") == 0) {
+        st = parse_int(diag, key, v, 1, 1 << 26, &x);
+        p->n_blocks = (int32_t)x;
+        b->blocks_set = true;
+    } else if (strcmp(key, "prefix") == 0) {
+        st = parse_onoff(diag, key, v, &p->prefix_cache);
+        b->prefix_set = true;
+    } else if (strcmp(key, "chunk") == 0) {
+        st = parse_int(diag, key, v, 0, 1 << 16, &x);
+        p->chunk = (int32_t)x;
+        b->chunk_set = true;
+    } else if (strcmp(key, "batch") == 0) {
+        st = parse_int(diag, key, v, 1, 4096, &x);
+        p->batching = x > 1;
+        p->max_batch = (int32_t)x;
+    } else if (strcmp(key, "spec") == 0) {
+        st = parse_int(diag, key, v, 0, 32, &x);
+        p->spec_k = (int32_t)x;
+    } else if (strcmp(key, "invariant") == 0) {
+        st = parse_onoff(diag, key, v, &p->batch_invariant);
+    } else if (strcmp(key, "order") == 0) {
+        if (strcmp(v, "joint") == 0) {
+            p->sampling_order = ASSAY_SAMPLING_JOINT;
+        } else if (strcmp(v, "sequential") == 0) {
+            p->sampling_order = ASSAY_SAMPLING_SEQUENTIAL;
+        } else {
+            st = bad(diag, key, "joint or sequential", v);
+        }
+    } else if (strcmp(key, "requests") == 0) {
+        st = parse_int(diag, key, v, 1, 1 << 20, &x);
+        p->max_requests = (int32_t)x;
+    } else if (strcmp(key, "max_seq_len") == 0) {
+        st = parse_int(diag, key, v, 2, 1 << 20, &x);
+        p->max_seq_len = (int32_t)x;
+    } else if (strcmp(key, "step_tokens") == 0) {
+        st = parse_int(diag, key, v, 1, 1 << 16, &x);
+        p->max_step_tokens = (int32_t)x;
+    } else if (strcmp(key, "mutant") == 0) {
+        enum assay_mutant m;
+        if (assay_mutant_by_name(v, &m) != ASSAY_OK) {
+            st = bad(diag, key, "a mutant of the catalog (assay mutants)", v);
+        }
+        p->mutant = (int)m;
+    } else {
+        st = bad(diag, key,
+                 "one of model, seed, kv, block, blocks, prefix, chunk, batch, spec, draft, "
+                 "draft_seed, invariant, order, requests, max_seq_len, step_tokens, rng_seed, "
+                 "mutant",
+                 key);
+    }
+    return st;
+}
+
+static bool is_path(const char *v)
+{
+    size_t n = strlen(v);
+    return strchr(v, '/') != NULL || (n > 5 && strcmp(v + n - 5, ".gguf") == 0);
+}
+
+static enum assay_status load_model(const char *what, long long seed, struct assay_model **out,
+                                    struct assay_diag *diag)
+{
+    if (is_path(what)) {
+        return assay_model_load_gguf(out, what, diag);
+    }
+    struct assay_model_config cfg;
+    if (assay_model_config_by_name(what, &cfg) != ASSAY_OK) {
+        return bad(diag, "model", "tinygpt, draft, mini, mini-draft or a .gguf path", what);
+    }
+    return assay_model_init_random(out, &cfg, (uint64_t)seed);
+}
+
+static enum assay_status open_bundled(const char *args, struct assay_adapter *out,
+                                      struct assay_diag *diag)
+{
+    struct bundled_spec b;
+    memset(&b, 0, sizeof b);
+    snprintf(b.model, sizeof b.model, "tinygpt");
+    b.seed = 1;
+    b.draft_seed = 2;
+    b.p = assay_engine_default_params(NULL);
+    b.p.max_seq_len = 0;
+    char buf[1024];
+    if (strlen(args) >= sizeof buf) {
+        return bad(diag, "", "a spec shorter than 1024 characters", "a longer one");
+    }
+    snprintf(buf, sizeof buf, "%s", args);
+    enum assay_status st = ASSAY_OK;
+    char *save = NULL;
+    for (char *kv = strtok_r(buf, ",", &save); kv != NULL && st == ASSAY_OK;
+         kv = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(kv, '=');
+        if (eq == NULL || eq == kv || eq[1] == '\0') {
+            return bad(diag, kv, "key=value", kv);
+        }
+        *eq = '\0';
+        st = set_key(&b, kv, eq + 1, diag);
+    }
+    if (st != ASSAY_OK) {
+        return st;
+    }
+    if (!b.prefix_set && (!b.p.paged || !b.p.kv_cache)) {
+        b.p.prefix_cache = false;
+    }
+    if (!b.chunk_set && !b.p.kv_cache) {
+        b.p.chunk = 0;
+    }
+    if (!b.blocks_set && b.p.block_size != 16) {
+        b.p.n_blocks = b.p.max_batch * 512 / b.p.block_size + 1;
+    }
+    struct assay_model *model = NULL, *draft = NULL;
+    st = load_model(b.model, b.seed, &model, diag);
+    if (st == ASSAY_OK && b.p.spec_k > 0) {
+        const char *dname = b.draft[0] != '\0' ? b.draft
+                            : strcmp(model->cfg.name, "mini") == 0 ? "mini-draft" : "draft";
+        st = load_model(dname, b.draft_seed, &draft, diag);
+    }
+    if (st != ASSAY_OK) {
+        assay_model_free(model);
+        return st;
+    }
+    b.p.model = model;
+    b.p.draft = draft;
+    if (b.p.max_seq_len == 0) {
+        b.p.max_seq_len = model->cfg.n_ctx;
+    }
+    st = assay_bundled_open(&b.p, out, diag);
+    if (st != ASSAY_OK) {
+        assay_model_free(model);
+        assay_model_free(draft);
+        return st;
+    }
+    assay_bundled_own_models(out, model, draft);
+    return ASSAY_OK;
+}
+
+enum assay_status assay_adapter_open_spec(const char *spec, struct assay_adapter *out,
+                                          struct assay_diag *diag)
+{
+    out->vt = NULL;
+    out->self = NULL;
+    if (spec == NULL) {
+        return bad(diag, "", "an engine spec", "nothing");
+    }
+    if (strcmp(spec, "bundled") == 0) {
+        return open_bundled("", out, diag);
+    }
+    if (strncmp(spec, "bundled:", 8) == 0) {
+        return open_bundled(spec + 8, out, diag);
+    }
+    return bad(diag, "", "an engine spec such as bundled:kv=paged,block=16", spec);
+}
+
+char *assay_spec_with(const char *spec, const char *key, const char *value, char *buf,
+                      size_t size)
+{
+    /* Copy spec, dropping any existing key=..., then append key=value. */
+    size_t klen = strlen(key);
+    const char *colon = strchr(spec, ':');
+    size_t n = 0;
+    if (colon == NULL) {
+        n = (size_t)snprintf(buf, size, "%s:", spec);
+    } else {
+        n = (size_t)snprintf(buf, size, "%.*s:", (int)(colon - spec), spec);
+        const char *p = colon + 1;
+        while (*p != '\0' && n < size) {
+            const char *comma = strchr(p, ',');
+            size_t len = comma != NULL ? (size_t)(comma - p) : strlen(p);
+            if (!(len > klen && strncmp(p, key, klen) == 0 && p[klen] == '=')) {
+                n += (size_t)snprintf(buf + n, size - n, "%.*s,", (int)len, p);
+            }
+            p += len + (comma != NULL ? 1 : 0);
+        }
+    }
+    if (n < size) {
+        snprintf(buf + n, size - n, "%s=%s", key, value);
+    }
+    return buf;
+}

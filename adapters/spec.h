@@ -1,0 +1,30 @@
+/*
+ * spec.h - engine specs: one string names an engine, the same way in every
+ * command, test and reproducer.
+ *
+ *   bundled[:key=value,...]   the bundled engine (keys in README "Engine specs":
+ *                             model, seed, kv, block, blocks, prefix, chunk,
+ *                             batch, spec, draft, draft_seed, invariant, order,
+ *                             requests, max_seq_len, step_tokens, rng_seed, mutant)
+ *
+ * Defaults follow assay_engine_default_params, except that prefix caching
+ * and chunked prefill default to off where kv makes them impossible.
+ */
+#ifndef ASSAY_SPEC_H
+#define ASSAY_SPEC_H
+
+#include "../engine/engine.h"
+#include "adapter.h"
+
+/* Open the engine named by spec. On failure *out is cleared and diag names
+ * the key and what was expected (ASSAY_ERR_INVALID), or the file that could
+ * not be loaded. */
+enum assay_status assay_adapter_open_spec(const char *spec, struct assay_adapter *out,
+                                          struct assay_diag *diag);
+
+/* A spec with one key set or replaced: "bundled:kv=off" + ("chunk", "8")
+ * gives "bundled:kv=off,chunk=8". Writes into buf (truncated to size). */
+char *assay_spec_with(const char *spec, const char *key, const char *value, char *buf,
+                      size_t size);
+
+#endif

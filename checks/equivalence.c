@@ -1,0 +1,318 @@
+#include "equivalence.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../core/alloc.h"
+#include "../core/clock.h"
+#include "../core/rng.h"
+#include "../oracles/oracle.h"
+
+struct memo_entry {
+    uint64_t hash;
+    int32_t *seq;   /* prompt then output */
+    int32_t prompt_len;
+    int32_t n_out;
+    double *rows;   /* (n_out, vocab) */
+};
+
+struct assay_oracle_memo {
+    struct assay_oracle *oracle;
+    int32_t vocab;
+    int32_t max_len;
+    double *scratch; /* (max_len, vocab) */
+    struct memo_entry *entries;
+    int32_t n, cap;
+};
+
+enum assay_status assay_oracle_memo_init(struct assay_oracle_memo **out,
+                                         const struct assay_model *model, int32_t max_len)
+{
+    *out = NULL;
+    struct assay_oracle_memo *m = assay_calloc(1, sizeof *m);
+    if (m == NULL) {
+        return ASSAY_ERR_NOMEM;
+    }
+    enum assay_status st = assay_oracle_init(&m->oracle, model, max_len);
+    if (st != ASSAY_OK) {
+        assay_free(m);
+        return st;
+    }
+    m->vocab = model->cfg.vocab;
+    m->max_len = max_len;
+    m->scratch = assay_calloc((size_t)max_len * (size_t)m->vocab, sizeof(double));
+    if (m->scratch == NULL) {
+        assay_oracle_memo_free(m);
+        return ASSAY_ERR_NOMEM;
+    }
+    *out = m;
+    return ASSAY_OK;
+}
+
+void assay_oracle_memo_free(struct assay_oracle_memo *m)
+{
+    if (m == NULL) {
+        return;
+    }
+    for (int32_t i = 0; i < m->n; i++) {
+        assay_free(m->entries[i].seq);
+        assay_free(m->entries[i].rows);
+    }
+    assay_free(m->entries);
+    assay_free(m->scratch);
+    assay_oracle_free(m->oracle);
+    assay_free(m);
+}
+
+static uint64_t hash_seq(const int32_t *a, int32_t na, const int32_t *b, int32_t nb)
+{
+    uint64_t h = assay_mix64((uint64_t)na * 0x9e3779b97f4a7c15ULL + (uint64_t)nb);
+    for (int32_t i = 0; i < na; i++) {
+        h = assay_mix64(h ^ (uint32_t)a[i]);
+    }
+    for (int32_t i = 0; i < nb; i++) {
+        h = assay_mix64(h ^ (uint32_t)b[i]);
+    }
+    return h;
+}
+
+enum assay_status assay_oracle_memo_rows(struct assay_oracle_memo *m, const int32_t *prompt,
+                                         int32_t prompt_len, const int32_t *out, int32_t n_out,
+                                         const double **rows)
+{
+    *rows = NULL;
+    if (prompt_len < 1 || n_out < 1 || prompt_len + n_out - 1 > m->max_len) {
+        return ASSAY_ERR_INVALID;
+    }
+    uint64_t h = hash_seq(prompt, prompt_len, out, n_out);
+    for (int32_t i = 0; i < m->n; i++) {
+        struct memo_entry *e = &m->entries[i];
+        if (e->hash == h && e->prompt_len == prompt_len && e->n_out == n_out &&
+            memcmp(e->seq, prompt, sizeof(int32_t) * (size_t)prompt_len) == 0 &&
+            memcmp(e->seq + prompt_len, out, sizeof(int32_t) * (size_t)n_out) == 0) {
+            *rows = e->rows;
+            return ASSAY_OK;
+        }
+    }
+    if (m->n == m->cap) {
+        int32_t cap = m->cap > 0 ? 2 * m->cap : 64;
+        struct memo_entry *grown = assay_realloc(m->entries, sizeof *grown * (size_t)cap);
+        if (grown == NULL) {
+            return ASSAY_ERR_NOMEM;
+        }
+        m->entries = grown;
+        m->cap = cap;
+    }
+    struct memo_entry e = {h, NULL, prompt_len, n_out, NULL};
+    int32_t len = prompt_len + n_out;
+    e.seq = assay_malloc(sizeof(int32_t) * (size_t)len);
+    e.rows = assay_malloc(sizeof(double) * (size_t)n_out * (size_t)m->vocab);
+    if (e.seq == NULL || e.rows == NULL) {
+        assay_free(e.seq);
+        assay_free(e.rows);
+        return ASSAY_ERR_NOMEM;
+    }
+    memcpy(e.seq, prompt, sizeof(int32_t) * (size_t)prompt_len);
+    memcpy(e.seq + prompt_len, out, sizeof(int32_t) * (size_t)n_out);
+    /* The last output token is predicted by the row before it; it never
+     * needs to be fed. */
+    enum assay_status st = assay_oracle_logits(m->oracle, e.seq, len - 1, m->scratch);
+    if (st != ASSAY_OK) {
+        assay_free(e.seq);
+        assay_free(e.rows);
+        return st;
+    }
+    memcpy(e.rows, m->scratch + (int64_t)(prompt_len - 1) * m->vocab,
+           sizeof(double) * (size_t)n_out * (size_t)m->vocab);
+    m->entries[m->n++] = e;
+    *rows = e.rows;
+    return ASSAY_OK;
+}
+
+int32_t assay_check_delivery(const struct assay_workload *w, const struct assay_transcript *t,
+                             char *msg, size_t size)
+{
+    for (int32_t i = 0; i < w->n; i++) {
+        const struct assay_workload_request *wr = &w->reqs[i];
+        const struct assay_transcript_req *q = &t->reqs[i];
+        unsigned long long id = (unsigned long long)wr->id;
+        if (q->submit_status != ASSAY_OK) {
+            snprintf(msg, size, "request %llu was rejected: %s", id,
+                     assay_status_str((enum assay_status)q->submit_status));
+            return i;
+        }
+        if (q->n_finish != 1) {
+            snprintf(msg, size, "request %llu finished %d times (expected once)", id,
+                     (int)q->n_finish);
+            return i;
+        }
+        if (q->reason == ASSAY_FINISH_ERROR) {
+            snprintf(msg, size, "request %llu finished with an error (%s)", id,
+                     assay_status_str((enum assay_status)q->error));
+            return i;
+        }
+        int32_t n = q->n_events < q->cap ? q->n_events : q->cap;
+        for (int32_t j = 0; j < n; j++) {
+            if (q->index[j] != j) {
+                bool again = q->index[j] < j;
+                snprintf(msg, size,
+                         "request %llu: event %d carries output position %d%s (expected %d)", id,
+                         (int)j, (int)q->index[j], again ? ", delivered before" : "", (int)j);
+                return i;
+            }
+        }
+        if (q->finish_index != q->n_events) {
+            snprintf(msg, size, "request %llu: FINISH reports %d tokens, %d were delivered", id,
+                     (int)q->finish_index, (int)q->n_events);
+            return i;
+        }
+        if (q->aborted) {
+            if (q->n_events > wr->max_tokens) {
+                snprintf(msg, size, "request %llu: %d tokens delivered, max_tokens is %d", id,
+                         (int)q->n_events, (int)wr->max_tokens);
+                return i;
+            }
+            continue;
+        }
+        if (q->reason == ASSAY_FINISH_ABORT) {
+            snprintf(msg, size, "request %llu finished as aborted; nobody aborted it", id);
+            return i;
+        }
+        bool stopped = q->reason == ASSAY_FINISH_STOP;
+        if (stopped && (n == 0 || q->tokens[n - 1] != wr->stop_token || n > wr->max_tokens)) {
+            snprintf(msg, size, "request %llu: finished on a stop token it did not deliver", id);
+            return i;
+        }
+        if (!stopped && q->n_events != wr->max_tokens) {
+            snprintf(msg, size, "request %llu: %d tokens delivered, expected max_tokens = %d", id,
+                     (int)q->n_events, (int)wr->max_tokens);
+            return i;
+        }
+        if (stopped) {
+            for (int32_t j = 0; j + 1 < n; j++) {
+                if (q->tokens[j] == wr->stop_token) {
+                    snprintf(msg, size, "request %llu: went on after its stop token at %d", id,
+                             (int)j);
+                    return i;
+                }
+            }
+        }
+    }
+    return -1;
+}
+
+static int32_t argmax_d(const double *x, int32_t n)
+{
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++) {
+        if (x[i] > x[best]) {
+            best = i;
+        }
+    }
+    return best;
+}
+
+enum assay_status assay_check_equivalence(const struct assay_adapter *a,
+                                          const struct assay_workload *w,
+                                          struct assay_oracle_memo *memo,
+                                          const struct assay_equiv_opts *opts,
+                                          struct assay_check_result *res)
+{
+    int64_t t0 = assay_now_ns();
+    double tol = opts != NULL && opts->tie_tol > 0 ? opts->tie_tol : ASSAY_EQUIV_TIE_TOL;
+    res->tie_tol = tol;
+    res->max_tie_gap = 0.0;
+    struct assay_harness_opts ho;
+    memset(&ho, 0, sizeof ho);
+    ho.capture_logits = true;
+    if (opts != NULL) {
+        ho.hook = opts->hook;
+        ho.hook_ctx = opts->hook_ctx;
+    }
+    struct assay_transcript *t = NULL;
+    enum assay_status st = assay_harness_run(a, w, &ho, &t);
+    if (st != ASSAY_OK) {
+        res->verdict = ASSAY_VERDICT_ERROR;
+        snprintf(res->failure, sizeof res->failure, "could not run the workload: %s",
+                 assay_status_str(st));
+        return st;
+    }
+    res->n_requests = w->n;
+    if (t->status != ASSAY_OK) {
+        res->verdict = ASSAY_VERDICT_FAIL;
+        snprintf(res->failure, sizeof res->failure, "%s", t->error);
+    }
+    char msg[512];
+    if (res->verdict == ASSAY_VERDICT_PASS && assay_check_delivery(w, t, msg, sizeof msg) >= 0) {
+        res->verdict = ASSAY_VERDICT_FAIL;
+        snprintf(res->failure, sizeof res->failure, "%s", msg);
+    }
+    double max_diff = t->logits_captured ? 0.0 : NAN;
+    int32_t vocab = memo->vocab;
+    int32_t n_bad = 0;
+    for (int32_t i = 0; i < w->n && st == ASSAY_OK; i++) {
+        const struct assay_workload_request *wr = &w->reqs[i];
+        const struct assay_transcript_req *q = &t->reqs[i];
+        int32_t n = q->n_events;
+        if (n > wr->max_tokens) {
+            n = wr->max_tokens;
+        }
+        if (n > q->cap) {
+            n = q->cap;
+        }
+        if (n == 0) {
+            continue;
+        }
+        const double *rows;
+        st = assay_oracle_memo_rows(memo, wr->prompt, wr->prompt_len, q->tokens, n, &rows);
+        if (st != ASSAY_OK) {
+            break;
+        }
+        for (int32_t j = 0; j < n; j++) {
+            const double *row = rows + (int64_t)j * vocab;
+            int32_t mine = q->tokens[j];
+            int32_t best = argmax_d(row, vocab);
+            if (t->logits_captured && q->has_logits[j]) {
+                const float *el = q->logits + (int64_t)j * vocab;
+                for (int32_t v = 0; v < vocab; v++) {
+                    double d = fabs((double)el[v] - row[v]);
+                    max_diff = d > max_diff || isnan(d) ? d : max_diff;
+                }
+            }
+            res->n_tokens++;
+            if (mine == best) {
+                continue;
+            }
+            double gap = row[best] - row[mine];
+            if (gap <= tol) {
+                res->n_ties++;
+                res->max_tie_gap = gap > res->max_tie_gap ? gap : res->max_tie_gap;
+                continue;
+            }
+            if (n_bad++ == 0 && res->verdict == ASSAY_VERDICT_PASS) {
+                res->verdict = ASSAY_VERDICT_FAIL;
+                snprintf(res->failure, sizeof res->failure,
+                         "request %llu, output position %d: engine token %d (oracle logit %.6f), "
+                         "oracle token %d (logit %.6f); gap %.6f > tie tolerance %g",
+                         (unsigned long long)wr->id, (int)j, (int)mine, row[mine], (int)best,
+                         row[best], gap, tol);
+            }
+            break; /* teacher forcing past a real divergence means nothing */
+        }
+    }
+    res->max_logit_diff = max_diff;
+    if (st != ASSAY_OK) {
+        res->verdict = ASSAY_VERDICT_ERROR;
+        snprintf(res->failure, sizeof res->failure, "the oracle could not run: %s",
+                 assay_status_str(st));
+    }
+    snprintf(res->summary, sizeof res->summary,
+             "%lld requests, %lld tokens compared with the oracle; %d ties within %g (largest "
+             "gap %.2g); largest |engine - oracle| logit %.3g%s",
+             (long long)res->n_requests, (long long)res->n_tokens, (int)res->n_ties, tol,
+             res->max_tie_gap, max_diff, n_bad > 1 ? "; more requests diverge" : "");
+    assay_transcript_free(t);
+    res->seconds = (double)(assay_now_ns() - t0) / 1e9;
+    return st;
+}

@@ -1,0 +1,76 @@
+/*
+ * equivalence.h - the equivalence family: an engine's greedy tokens must be
+ * the oracle's, token for token.
+ *
+ * The engine runs the workload (any adapter); then for every request the
+ * oracle computes, in one teacher-forced pass over the prompt and the
+ * engine's own tokens, the logits at every output position. Position t
+ * agrees when the engine's token is the oracle's argmax. Floating-point
+ * ties are the one legitimate divergence: a different token is accepted
+ * when the oracle's logits for the two tokens differ by at most tie_tol, and
+ * the comparison continues teacher-forced on the engine's token. Anything
+ * else fails, with the request, the position, both tokens and both logits.
+ * The check also fails a request that is rejected, finishes other than once,
+ * finishes with an error, delivers a position twice or out of order, or
+ * delivers a number of tokens other than max_tokens (unless it stopped on
+ * its stop token or was aborted).
+ */
+#ifndef ASSAY_EQUIVALENCE_H
+#define ASSAY_EQUIVALENCE_H
+
+#include "../adapters/adapter.h"
+#include "../core/workload.h"
+#include "../engine/model.h"
+#include "harness.h"
+#include "result.h"
+
+/* The default tie tolerance in logit units, with the reasoning in README
+ * ("The tie rule"): far above the engine's fp32 error, far below a real
+ * divergence. */
+#define ASSAY_EQUIV_TIE_TOL 1e-3
+
+/* The oracle's logits for sequences already seen, so that engine
+ * configurations that produce the same tokens cost one oracle pass. */
+struct assay_oracle_memo;
+
+enum assay_status assay_oracle_memo_init(struct assay_oracle_memo **out,
+                                         const struct assay_model *model, int32_t max_len);
+void assay_oracle_memo_free(struct assay_oracle_memo *memo);
+
+/* Oracle logits (n_out, vocab) at the output positions of prompt followed
+ * by out[0..n_out): row t predicts out[t]. Borrowed until the memo is
+ * freed. */
+enum assay_status assay_oracle_memo_rows(struct assay_oracle_memo *memo, const int32_t *prompt,
+                                         int32_t prompt_len, const int32_t *out, int32_t n_out,
+                                         const double **rows);
+
+struct assay_equiv_opts {
+    double tie_tol;  /* logits; ASSAY_EQUIV_TIE_TOL by default */
+    assay_step_hook hook; /* extra per-step checks (may be NULL) */
+    void *hook_ctx;
+};
+
+/*
+ * Run w on a and judge it as described above. res gets the verdict, the
+ * figures (requests, tokens, ties, largest accepted tie gap, largest engine
+ * vs oracle logit difference when the adapter exposes logits) and, on
+ * failure, the first failing request. Returns ASSAY_OK when a verdict was
+ * reached (PASS or FAIL), or an error status when the check could not run
+ * (then res->verdict is ERROR).
+ */
+enum assay_status assay_check_equivalence(const struct assay_adapter *a,
+                                          const struct assay_workload *w,
+                                          struct assay_oracle_memo *memo,
+                                          const struct assay_equiv_opts *opts,
+                                          struct assay_check_result *res);
+
+/*
+ * Judge a finished transcript of w for delivery (each request finished once
+ * with a valid reason, positions delivered once and in order, the right
+ * count). Returns the index of the first bad request, or -1, and describes
+ * it in msg.
+ */
+int32_t assay_check_delivery(const struct assay_workload *w, const struct assay_transcript *t,
+                             char *msg, size_t size);
+
+#endif

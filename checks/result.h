@@ -1,0 +1,63 @@
+/*
+ * result.h - the outcome of one check, whatever its family, as the report
+ * shows it: a verdict, one line of summary, on failure where and how to
+ * reproduce, and the figures of its family.
+ */
+#ifndef ASSAY_RESULT_H
+#define ASSAY_RESULT_H
+
+#include <stdint.h>
+
+enum assay_verdict {
+    ASSAY_VERDICT_PASS = 0,
+    ASSAY_VERDICT_FAIL = 1,
+    ASSAY_VERDICT_SKIP = 2,  /* could not be checked; the reason says why */
+    ASSAY_VERDICT_ERROR = 3, /* the check itself could not run (bad input, I/O) */
+};
+
+enum assay_family {
+    ASSAY_FAMILY_EQUIVALENCE = 0,
+    ASSAY_FAMILY_DISTRIBUTIONAL = 1,
+    ASSAY_FAMILY_PROPERTY = 2,
+};
+
+const char *assay_verdict_str(enum assay_verdict v);
+const char *assay_family_str(enum assay_family f);
+
+struct assay_check_result {
+    char name[96];
+    enum assay_family family;
+    enum assay_verdict verdict;
+    char engine[320];   /* engine spec it ran on */
+    char workload[256]; /* workload file or description */
+    char summary[320];  /* one line */
+    char failure[640];  /* FAIL/SKIP/ERROR: what, where */
+    char repro[768];    /* FAIL: a one-line command that reruns it */
+    double seconds;
+    /* equivalence */
+    int64_t n_requests;
+    int64_t n_tokens;
+    int32_t n_ties;
+    double tie_tol;
+    double max_tie_gap;     /* largest oracle logit gap accepted as a tie */
+    double max_logit_diff;  /* largest |engine - oracle| logit (NaN: engine exposes none) */
+    /* distributional */
+    double alpha;
+    double statistic;
+    double p_value;
+    double p_adjusted;      /* after Holm across the family */
+    double min_tv;          /* smallest TV detected with the stated power */
+    double power;
+    int64_t n;
+    int32_t df;
+    int64_t n_impossible;   /* samples of tokens the oracle gives probability 0 */
+    /* property */
+    int64_t n_steps;
+    int64_t n_checks;       /* invariant evaluations */
+};
+
+/* A result initialised for `name` in `family`: verdict PASS, figures NaN or 0. */
+void assay_check_result_init(struct assay_check_result *r, const char *name,
+                             enum assay_family family);
+
+#endif

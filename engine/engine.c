@@ -1,0 +1,1324 @@
+#include "engine.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../core/alloc.h"
+#include "../core/clock.h"
+#include "../core/mutant.h"
+#include "../core/rng.h"
+#include "block.h"
+#include "forward.h"
+#include "sampler.h"
+
+/* What each per-request uniform draw is for; the counter is the output
+ * position the draw decides. */
+enum draw_purpose {
+    DRAW_SAMPLE = 1,   /* plain sampling, and the bonus token of a round */
+    DRAW_DRAFT = 2,    /* the draft's proposal */
+    DRAW_ACCEPT = 3,   /* the acceptance test of a proposal */
+    DRAW_RESIDUAL = 4, /* the residual sample after a rejection */
+};
+
+enum seq_state { SEQ_FREE = 0, SEQ_WAITING, SEQ_RUNNING, SEQ_ABORTED };
+
+struct seq {
+    uint64_t id;
+    uint64_t order;         /* arrival order; lower is older */
+    enum seq_state state;
+    int32_t *tokens;        /* (max_seq_len) prompt, generated, then drafts */
+    int32_t n_prompt;
+    int32_t n_tokens;       /* prompt + generated */
+    int32_t max_tokens;
+    int32_t stop_token;
+    int32_t n_delivered;    /* generated tokens delivered; kept across preemption */
+    int32_t n_computed;     /* tokens whose KV the target holds */
+    int32_t *blocks;        /* (max_blocks_per_seq) block table */
+    int32_t n_blocks;
+    int32_t n_hashed;       /* leading blocks offered to the prefix cache */
+    uint64_t last_hash;     /* chained hash of block n_hashed - 1 */
+    int32_t run_slot;       /* while running: draft KV slot, contiguous block */
+    int32_t draft_computed; /* tokens whose KV the draft holds */
+    int32_t n_chunks;       /* prefill chunks since admission */
+    struct assay_sampling sampling;
+    uint64_t seed;
+    enum assay_finish_reason finish;
+};
+
+struct plan {
+    int32_t seq;
+    int32_t n_new;   /* target rows */
+    int32_t k_eff;   /* drafted tokens this round */
+    bool decode;     /* ends by sampling */
+    int32_t row0;    /* first target row */
+    int32_t out0;    /* first logits row */
+    int32_t d_rows;  /* draft catch-up rows in pass 1 */
+    int32_t d_out;   /* draft logits row of pass 1, or -1 */
+};
+
+struct assay_engine {
+    struct assay_engine_params p;
+    struct assay_model_config cfg;
+    struct assay_forward *fwd;
+    struct assay_forward *dfwd;
+    struct assay_block_manager *bm;
+    struct assay_sampler *sampler;
+    int32_t block_size;
+    int32_t max_blocks_per_seq;
+    int32_t max_rows;
+    int32_t max_out;
+    int32_t max_running;
+
+    struct seq *seqs;       /* (max_requests) */
+    int32_t *free_seqs;     /* stack */
+    int32_t n_free_seqs;
+    int32_t *waiting;       /* ring of seq indices, oldest at head */
+    int32_t wait_head;
+    int32_t n_waiting;
+    int32_t *running;       /* seq indices by arrival order */
+    int32_t n_running;
+    int32_t *free_slots;    /* run slots, stack */
+    int32_t n_free_slots;
+    uint64_t *map_key;      /* request id -> seq, open addressing */
+    int32_t *map_val;
+    int32_t map_size;
+    int32_t *pending;       /* aborted seqs whose FINISH is due */
+    int32_t n_pending;
+
+    struct assay_event *events;
+    size_t n_events;
+    size_t cap_events;
+
+    struct plan *plans;
+    int32_t n_plans;
+    int32_t *rows;          /* target tokens of the pass */
+    struct assay_forward_seq *fseqs;
+    int32_t *out_rows;
+    int32_t *d_rows;        /* draft tokens of a pass */
+    struct assay_forward_seq *d_fseqs;
+    int32_t *d_out_rows;
+    int32_t *d_out_plan;    /* plan of each draft logits row */
+    int32_t *slot_table;    /* (max_batch) slot s -> block s, for the draft */
+    double *p_dist;         /* (max_out, vocab) target distributions */
+    double *q_dist;         /* (max_batch * spec_k, vocab) draft distributions */
+    double *residual;       /* (vocab) */
+    uint64_t *audit_ids;    /* (max_batch) block audit of the running */
+    int32_t *audit_nb;
+    const int32_t **audit_tables;
+
+    void (*sink)(void *ctx, uint64_t id, int32_t index, const float *logits, int32_t vocab);
+    void *sink_ctx;
+    uint64_t n_arrivals;
+    uint64_t n_steps;
+    int64_t bytes;
+    char last_error[256];
+    char spec[320];
+};
+
+static void set_error(struct assay_engine *e, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void set_error(struct assay_engine *e, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->last_error, sizeof e->last_error, fmt, ap);
+    va_end(ap);
+}
+
+struct assay_engine_params assay_engine_default_params(const struct assay_model *model)
+{
+    struct assay_engine_params p;
+    memset(&p, 0, sizeof p);
+    p.model = model;
+    p.kv_cache = true;
+    p.batching = true;
+    p.paged = true;
+    p.prefix_cache = true;
+    p.block_size = 16;
+    p.max_batch = 64;
+    p.n_blocks = p.max_batch * 512 / p.block_size;
+    p.chunk = 256;
+    p.spec_k = 0;
+    p.max_requests = 1024;
+    p.max_seq_len = model != NULL ? model->cfg.n_ctx : 2048;
+    p.max_step_tokens = 2048;
+    p.sampling_order = ASSAY_SAMPLING_JOINT;
+    p.seed = 0x5eed;
+    return p;
+}
+
+static enum assay_status bad_param(struct assay_diag *diag, const char *name, const char *expected,
+                                   long long got)
+{
+    assay_diag_set(diag, NULL, name, expected, "%lld", got);
+    return ASSAY_ERR_INVALID;
+}
+
+static enum assay_status validate_params(const struct assay_engine_params *p,
+                                         struct assay_diag *diag)
+{
+    if (p->model == NULL) {
+        assay_diag_set(diag, NULL, "model", "a model", "none");
+        return ASSAY_ERR_INVALID;
+    }
+    const struct assay_model_config *c = &p->model->cfg;
+    if (p->max_batch < 1 || p->max_batch > 4096) {
+        return bad_param(diag, "batch", "1..4096 running requests", p->max_batch);
+    }
+    if (p->max_requests < p->max_batch || p->max_requests > (1 << 20)) {
+        return bad_param(diag, "max_requests", "at least batch and at most 2^20", p->max_requests);
+    }
+    if (p->max_seq_len < 2 || p->max_seq_len > c->n_ctx) {
+        char expected[64];
+        snprintf(expected, sizeof expected, "2..%d (the model's context)", (int)c->n_ctx);
+        return bad_param(diag, "max_seq_len", expected, p->max_seq_len);
+    }
+    if (p->max_step_tokens < 1 || p->max_step_tokens > (1 << 16)) {
+        return bad_param(diag, "max_step_tokens", "1..65536", p->max_step_tokens);
+    }
+    if (p->paged) {
+        if (p->block_size < 1 || p->block_size > 1024) {
+            return bad_param(diag, "block", "a block size in 1..1024", p->block_size);
+        }
+        if (p->n_blocks < 1 || (int64_t)p->n_blocks * p->block_size > (1LL << 26)) {
+            return bad_param(diag, "blocks", "a pool of 1..2^26 positions", p->n_blocks);
+        }
+    }
+    if (p->prefix_cache && !p->paged) {
+        assay_diag_set(diag, NULL, "prefix", "prefix=off when kv is not paged",
+                       "prefix=on with kv=contiguous");
+        return ASSAY_ERR_INVALID;
+    }
+    if (!p->kv_cache && (p->prefix_cache || p->chunk > 0)) {
+        assay_diag_set(diag, NULL, "kv", "kv=on (or prefix=off and chunk=0) ",
+                       "kv=off with %s", p->prefix_cache ? "prefix=on" : "chunked prefill");
+        return ASSAY_ERR_INVALID;
+    }
+    if (p->chunk < 0 || p->chunk > (1 << 16)) {
+        return bad_param(diag, "chunk", "0 (off) or a budget in 1..65536", p->chunk);
+    }
+    if (p->spec_k < 0 || p->spec_k > 32) {
+        return bad_param(diag, "spec", "a draft length in 0..32", p->spec_k);
+    }
+    if (p->spec_k > 0) {
+        if (p->draft == NULL) {
+            assay_diag_set(diag, NULL, "draft", "a draft model when spec > 0", "none");
+            return ASSAY_ERR_INVALID;
+        }
+        if (p->draft->cfg.vocab != c->vocab || p->draft->cfg.n_ctx < p->max_seq_len) {
+            assay_diag_set(diag, NULL, "draft", "the target's vocabulary and context",
+                           "vocab %d, context %d", (int)p->draft->cfg.vocab,
+                           (int)p->draft->cfg.n_ctx);
+            return ASSAY_ERR_INVALID;
+        }
+    }
+    if (p->sampling_order != ASSAY_SAMPLING_JOINT &&
+        p->sampling_order != ASSAY_SAMPLING_SEQUENTIAL) {
+        return bad_param(diag, "order", "joint or sequential", (long long)p->sampling_order);
+    }
+    if (p->mutant != ASSAY_MUTANT_NONE) {
+        if (!assay_mutants_compiled()) {
+            assay_diag_set(diag, NULL, "mutant", "no mutant (this build has none)", "%d",
+                           p->mutant);
+            return ASSAY_ERR_UNSUPPORTED;
+        }
+        if (assay_mutant_info((enum assay_mutant)p->mutant) == NULL) {
+            return bad_param(diag, "mutant", "a mutant of the catalog", p->mutant);
+        }
+    }
+    return ASSAY_OK;
+}
+
+static void *eng_calloc(struct assay_engine *e, size_t n, size_t size)
+{
+    e->bytes += (int64_t)(n * size);
+    return assay_calloc(n, size);
+}
+
+static void make_spec(struct assay_engine *e)
+{
+    const struct assay_engine_params *p = &e->p;
+    int n = snprintf(e->spec, sizeof e->spec, "bundled:model=%s,kv=%s", p->model->cfg.name,
+                     !p->kv_cache ? "off" : p->paged ? "paged" : "contiguous");
+    if (p->paged) {
+        n += snprintf(e->spec + n, sizeof e->spec - (size_t)n, ",block=%d,blocks=%d",
+                      (int)p->block_size, (int)p->n_blocks);
+    }
+    n += snprintf(e->spec + n, sizeof e->spec - (size_t)n,
+                  ",prefix=%s,chunk=%d,batch=%d,spec=%d,invariant=%s,order=%s",
+                  p->prefix_cache ? "on" : "off", (int)p->chunk,
+                  p->batching ? (int)p->max_batch : 1, (int)p->spec_k,
+                  p->batch_invariant ? "on" : "off",
+                  p->sampling_order == ASSAY_SAMPLING_JOINT ? "joint" : "sequential");
+    if (p->spec_k > 0) {
+        n += snprintf(e->spec + n, sizeof e->spec - (size_t)n, ",draft=%s", p->draft->cfg.name);
+    }
+    if (p->mutant != ASSAY_MUTANT_NONE) {
+        snprintf(e->spec + n, sizeof e->spec - (size_t)n, ",mutant=%s",
+                 assay_mutant_info((enum assay_mutant)p->mutant)->name);
+    }
+}
+
+enum assay_status assay_engine_init(struct assay_engine **out, const struct assay_engine_params *p,
+                                    struct assay_diag *diag)
+{
+    *out = NULL;
+    enum assay_status st = validate_params(p, diag);
+    if (st != ASSAY_OK) {
+        return st;
+    }
+    struct assay_engine *e = assay_calloc(1, sizeof *e);
+    if (e == NULL) {
+        return ASSAY_ERR_NOMEM;
+    }
+    e->p = *p;
+    e->cfg = p->model->cfg;
+    e->max_running = p->batching ? p->max_batch : 1;
+    int32_t k = p->spec_k;
+    int32_t seq_len = p->max_seq_len;
+    int32_t n_blocks = p->paged ? p->n_blocks : e->max_running;
+    e->block_size = p->paged ? p->block_size : seq_len;
+    e->max_blocks_per_seq = (seq_len + e->block_size - 1) / e->block_size;
+    int32_t budget = p->chunk > 0 ? p->chunk : p->max_step_tokens;
+    e->max_rows = (budget > seq_len ? budget : seq_len) + e->max_running * (k + 1);
+    e->max_out = e->max_running * (k + 1);
+    make_spec(e);
+
+    struct assay_forward_params fp = {
+        .model = p->model,
+        .n_blocks = n_blocks,
+        .block_size = e->block_size,
+        .max_rows = e->max_rows,
+        .max_out = e->max_out,
+        .max_seq_len = seq_len,
+        .batch_invariant = p->batch_invariant,
+        .mutant = p->mutant,
+    };
+    st = assay_forward_init(&e->fwd, &fp);
+    if (st == ASSAY_OK && k > 0) {
+        struct assay_forward_params dp = fp;
+        dp.model = p->draft;
+        dp.n_blocks = e->max_running;
+        dp.block_size = seq_len;
+        dp.max_rows = e->max_rows + e->max_running * (k + 1);
+        dp.max_out = e->max_running;
+        st = assay_forward_init(&e->dfwd, &dp);
+    }
+    if (st == ASSAY_OK) {
+        st = assay_block_manager_init(&e->bm, n_blocks, e->block_size, p->prefix_cache, p->mutant);
+    }
+    if (st == ASSAY_OK) {
+        st = assay_sampler_init(&e->sampler, e->cfg.vocab, p->mutant);
+    }
+    if (st != ASSAY_OK) {
+        assay_engine_free(e);
+        return st;
+    }
+    e->bytes += assay_forward_bytes(e->fwd) + (e->dfwd != NULL ? assay_forward_bytes(e->dfwd) : 0);
+
+    size_t nr = (size_t)p->max_requests, nb = (size_t)e->max_running, v = (size_t)e->cfg.vocab;
+    e->map_size = 1;
+    while (e->map_size < 2 * p->max_requests) {
+        e->map_size *= 2;
+    }
+    e->cap_events = nr + nb * (size_t)(k + 3);
+    if (assay_mutants_compiled()) {
+        e->cap_events += nb * (size_t)seq_len; /* room for a planted redelivery */
+    }
+    e->seqs = eng_calloc(e, nr, sizeof *e->seqs);
+    int32_t *token_store = eng_calloc(e, nr * (size_t)seq_len, sizeof(int32_t));
+    int32_t *block_store = eng_calloc(e, nr * (size_t)e->max_blocks_per_seq, sizeof(int32_t));
+    e->free_seqs = eng_calloc(e, nr, sizeof(int32_t));
+    e->waiting = eng_calloc(e, nr, sizeof(int32_t));
+    e->running = eng_calloc(e, nb, sizeof(int32_t));
+    e->free_slots = eng_calloc(e, nb, sizeof(int32_t));
+    e->map_key = eng_calloc(e, (size_t)e->map_size, sizeof(uint64_t));
+    e->map_val = eng_calloc(e, (size_t)e->map_size, sizeof(int32_t));
+    e->pending = eng_calloc(e, nr, sizeof(int32_t));
+    e->events = eng_calloc(e, e->cap_events, sizeof *e->events);
+    e->plans = eng_calloc(e, nb, sizeof *e->plans);
+    e->rows = eng_calloc(e, (size_t)e->max_rows, sizeof(int32_t));
+    e->fseqs = eng_calloc(e, nb, sizeof *e->fseqs);
+    e->out_rows = eng_calloc(e, (size_t)e->max_out, sizeof(int32_t));
+    e->d_rows = eng_calloc(e, (size_t)(e->max_rows + e->max_running * (k + 1)), sizeof(int32_t));
+    e->d_fseqs = eng_calloc(e, nb, sizeof *e->d_fseqs);
+    e->d_out_rows = eng_calloc(e, nb, sizeof(int32_t));
+    e->d_out_plan = eng_calloc(e, nb, sizeof(int32_t));
+    e->slot_table = eng_calloc(e, nb, sizeof(int32_t));
+    e->p_dist = eng_calloc(e, (size_t)e->max_out * v, sizeof(double));
+    e->q_dist = eng_calloc(e, nb * (size_t)(k > 0 ? k : 1) * v, sizeof(double));
+    e->residual = eng_calloc(e, v, sizeof(double));
+    e->audit_ids = eng_calloc(e, nb, sizeof(uint64_t));
+    e->audit_nb = eng_calloc(e, nb, sizeof(int32_t));
+    e->audit_tables = eng_calloc(e, nb, sizeof(int32_t *));
+    /* The token and block stores belong to seqs[0]; free() finds them there. */
+    if (e->seqs != NULL) {
+        e->seqs[0].tokens = token_store;
+        e->seqs[0].blocks = block_store;
+    }
+    if (e->seqs == NULL || token_store == NULL || block_store == NULL || e->free_seqs == NULL ||
+        e->waiting == NULL || e->running == NULL || e->free_slots == NULL ||
+        e->map_key == NULL || e->map_val == NULL || e->pending == NULL || e->events == NULL ||
+        e->plans == NULL || e->rows == NULL || e->fseqs == NULL || e->out_rows == NULL ||
+        e->d_rows == NULL || e->d_fseqs == NULL || e->d_out_rows == NULL ||
+        e->d_out_plan == NULL || e->slot_table == NULL || e->p_dist == NULL ||
+        e->q_dist == NULL || e->residual == NULL || e->audit_ids == NULL ||
+        e->audit_nb == NULL || e->audit_tables == NULL) {
+        if (e->seqs == NULL) {
+            assay_free(token_store);
+            assay_free(block_store);
+        }
+        assay_engine_free(e);
+        return ASSAY_ERR_NOMEM;
+    }
+    for (int32_t i = 0; i < p->max_requests; i++) {
+        e->seqs[i].tokens = token_store + (int64_t)i * seq_len;
+        e->seqs[i].blocks = block_store + (int64_t)i * e->max_blocks_per_seq;
+        e->free_seqs[i] = p->max_requests - 1 - i;
+    }
+    e->n_free_seqs = p->max_requests;
+    for (int32_t s = 0; s < e->max_running; s++) {
+        e->free_slots[s] = e->max_running - 1 - s;
+        e->slot_table[s] = s;
+    }
+    e->n_free_slots = e->max_running;
+    for (int32_t i = 0; i < e->map_size; i++) {
+        e->map_val[i] = -1;
+    }
+    *out = e;
+    return ASSAY_OK;
+}
+
+void assay_engine_free(struct assay_engine *e)
+{
+    if (e == NULL) {
+        return;
+    }
+    assay_forward_free(e->fwd);
+    assay_forward_free(e->dfwd);
+    assay_block_manager_free(e->bm);
+    assay_sampler_free(e->sampler);
+    if (e->seqs != NULL) {
+        assay_free(e->seqs[0].tokens);
+        assay_free(e->seqs[0].blocks);
+    }
+    void *bufs[] = {e->seqs,   e->free_seqs, e->waiting,   e->running,    e->free_slots,
+                    e->map_key, e->map_val,  e->pending,   e->events,     e->plans,
+                    e->rows,   e->fseqs,     e->out_rows,  e->d_rows,     e->d_fseqs,
+                    e->d_out_rows, e->d_out_plan, e->slot_table, e->p_dist, e->q_dist,
+                    e->residual, e->audit_ids, e->audit_nb, (void *)e->audit_tables};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+        assay_free(bufs[i]);
+    }
+    assay_free(e);
+}
+
+/* ---- the id map ------------------------------------------------------ */
+
+static int32_t map_slot(const struct assay_engine *e, uint64_t id)
+{
+    return (int32_t)(assay_mix64(id) & (uint64_t)(e->map_size - 1));
+}
+
+static int32_t map_find(const struct assay_engine *e, uint64_t id)
+{
+    int32_t mask = e->map_size - 1;
+    for (int32_t i = map_slot(e, id); e->map_val[i] >= 0; i = (i + 1) & mask) {
+        if (e->map_key[i] == id) {
+            return e->map_val[i];
+        }
+    }
+    return -1;
+}
+
+static void map_put(struct assay_engine *e, uint64_t id, int32_t seq)
+{
+    int32_t mask = e->map_size - 1;
+    int32_t i = map_slot(e, id);
+    while (e->map_val[i] >= 0) {
+        i = (i + 1) & mask;
+    }
+    e->map_key[i] = id;
+    e->map_val[i] = seq;
+}
+
+static void map_remove(struct assay_engine *e, uint64_t id)
+{
+    int32_t mask = e->map_size - 1;
+    int32_t i = map_slot(e, id);
+    while (e->map_val[i] >= 0 && e->map_key[i] != id) {
+        i = (i + 1) & mask;
+    }
+    if (e->map_val[i] < 0) {
+        return;
+    }
+    e->map_val[i] = -1;
+    for (int32_t j = (i + 1) & mask; e->map_val[j] >= 0; j = (j + 1) & mask) {
+        int32_t home = map_slot(e, e->map_key[j]);
+        bool in_range = (i <= j) ? (home > i && home <= j) : (home > i || home <= j);
+        if (!in_range) {
+            e->map_key[i] = e->map_key[j];
+            e->map_val[i] = e->map_val[j];
+            e->map_val[j] = -1;
+            i = j;
+        }
+    }
+}
+
+/* ---- queues ----------------------------------------------------------- */
+
+static int32_t waiting_at(const struct assay_engine *e, int32_t i)
+{
+    return e->waiting[(e->wait_head + i) % e->p.max_requests];
+}
+
+static void waiting_push_back(struct assay_engine *e, int32_t s)
+{
+    e->waiting[(e->wait_head + e->n_waiting) % e->p.max_requests] = s;
+    e->n_waiting++;
+}
+
+static void waiting_push_front(struct assay_engine *e, int32_t s)
+{
+    e->wait_head = (e->wait_head + e->p.max_requests - 1) % e->p.max_requests;
+    e->waiting[e->wait_head] = s;
+    e->n_waiting++;
+}
+
+static void waiting_pop_front(struct assay_engine *e)
+{
+    e->wait_head = (e->wait_head + 1) % e->p.max_requests;
+    e->n_waiting--;
+}
+
+static void waiting_remove(struct assay_engine *e, int32_t s)
+{
+    int32_t n = e->p.max_requests;
+    int32_t i = 0;
+    while (i < e->n_waiting && waiting_at(e, i) != s) {
+        i++;
+    }
+    for (; i + 1 < e->n_waiting; i++) {
+        e->waiting[(e->wait_head + i) % n] = e->waiting[(e->wait_head + i + 1) % n];
+    }
+    e->n_waiting--;
+}
+
+static void running_insert(struct assay_engine *e, int32_t s)
+{
+    int32_t i = e->n_running++;
+    while (i > 0 && e->seqs[e->running[i - 1]].order > e->seqs[s].order) {
+        e->running[i] = e->running[i - 1];
+        i--;
+    }
+    e->running[i] = s;
+}
+
+static void running_remove(struct assay_engine *e, int32_t s)
+{
+    int32_t i = 0;
+    while (i < e->n_running && e->running[i] != s) {
+        i++;
+    }
+    for (; i + 1 < e->n_running; i++) {
+        e->running[i] = e->running[i + 1];
+    }
+    e->n_running--;
+}
+
+/* ---- requests ------------------------------------------------------- */
+
+static enum assay_status invalid(struct assay_engine *e, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static enum assay_status invalid(struct assay_engine *e, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e->last_error, sizeof e->last_error, fmt, ap);
+    va_end(ap);
+    return ASSAY_ERR_INVALID;
+}
+
+enum assay_status assay_engine_add_request(struct assay_engine *e, const struct assay_request *r)
+{
+    e->last_error[0] = '\0';
+    if (r == NULL) {
+        return invalid(e, "no request");
+    }
+    if (r->prompt == NULL || r->prompt_len <= 0) {
+        return invalid(e, "request %llu: empty prompt", (unsigned long long)r->id);
+    }
+    for (int32_t i = 0; i < r->prompt_len; i++) {
+        if (r->prompt[i] < 0 || r->prompt[i] >= e->cfg.vocab) {
+            return invalid(e, "request %llu: prompt[%d] = %d is outside the vocabulary 0..%d",
+                           (unsigned long long)r->id, (int)i, (int)r->prompt[i],
+                           (int)e->cfg.vocab - 1);
+        }
+    }
+    if (r->max_tokens <= 0) {
+        return invalid(e, "request %llu: max_tokens = %d, expected at least 1",
+                       (unsigned long long)r->id, (int)r->max_tokens);
+    }
+    if ((int64_t)r->prompt_len + r->max_tokens > e->p.max_seq_len) {
+        return invalid(e, "request %llu: prompt %d + max_tokens %d exceeds the context %d",
+                       (unsigned long long)r->id, (int)r->prompt_len, (int)r->max_tokens,
+                       (int)e->p.max_seq_len);
+    }
+    if (r->stop_token < -1 || r->stop_token >= e->cfg.vocab) {
+        return invalid(e, "request %llu: stop_token %d is not -1 or a token id",
+                       (unsigned long long)r->id, (int)r->stop_token);
+    }
+    if (!assay_sampling_valid(&r->sampling)) {
+        return invalid(e, "request %llu: sampling needs temperature >= 0, top_k >= 0, top_p in (0, 1]",
+                       (unsigned long long)r->id);
+    }
+    if (e->p.paged) {
+        int64_t need = ((int64_t)r->prompt_len + r->max_tokens + e->block_size - 1) / e->block_size;
+        if (need > e->p.n_blocks) {
+            return invalid(e, "request %llu needs %lld blocks and the pool has %d: it can never fit",
+                           (unsigned long long)r->id, (long long)need, (int)e->p.n_blocks);
+        }
+    }
+    if (map_find(e, r->id) >= 0) {
+        set_error(e, "request %llu: the id is already live", (unsigned long long)r->id);
+        return ASSAY_ERR_DUPLICATE;
+    }
+    if (e->n_free_seqs == 0) {
+        set_error(e, "request %llu: %d requests are already live", (unsigned long long)r->id,
+                  (int)e->p.max_requests);
+        return ASSAY_ERR_FULL;
+    }
+    int32_t s = e->free_seqs[--e->n_free_seqs];
+    struct seq *q = &e->seqs[s];
+    int32_t *tokens = q->tokens, *blocks = q->blocks;
+    memset(q, 0, sizeof *q);
+    q->tokens = tokens;
+    q->blocks = blocks;
+    q->id = r->id;
+    q->order = e->n_arrivals++;
+    q->state = SEQ_WAITING;
+    memcpy(q->tokens, r->prompt, sizeof(int32_t) * (size_t)r->prompt_len);
+    q->n_prompt = q->n_tokens = r->prompt_len;
+    q->max_tokens = r->max_tokens;
+    q->stop_token = r->stop_token;
+    q->sampling = r->sampling;
+    q->seed = r->sampling.seeded ? r->sampling.seed : assay_mix64(e->p.seed ^ assay_mix64(q->order));
+    q->run_slot = -1;
+    map_put(e, r->id, s);
+    waiting_push_back(e, s);
+    return ASSAY_OK;
+}
+
+bool assay_engine_has_work(const struct assay_engine *e)
+{
+    return e->n_running > 0 || e->n_waiting > 0 || e->n_pending > 0;
+}
+
+/* ---- blocks of a sequence -------------------------------------------- */
+
+static void release_blocks_from(struct assay_engine *e, struct seq *q, int32_t keep)
+{
+    while (q->n_blocks > keep) {
+        assay_block_release(e->bm, q->blocks[--q->n_blocks]);
+    }
+    if (q->n_hashed > q->n_blocks) {
+        q->n_hashed = q->n_blocks;
+    }
+}
+
+static void leave_running(struct assay_engine *e, int32_t s)
+{
+    struct seq *q = &e->seqs[s];
+    release_blocks_from(e, q, 0);
+    q->n_hashed = 0;
+    q->last_hash = 0;
+    q->n_computed = 0;
+    q->draft_computed = 0;
+    q->n_chunks = 0;
+    e->free_slots[e->n_free_slots++] = q->run_slot;
+    q->run_slot = -1;
+    running_remove(e, s);
+}
+
+static void release_seq(struct assay_engine *e, int32_t s)
+{
+    struct seq *q = &e->seqs[s];
+    map_remove(e, q->id);
+    q->state = SEQ_FREE;
+    e->free_seqs[e->n_free_seqs++] = s;
+}
+
+/* Recompute-preemption: the newest running request gives its blocks back
+ * and waits at the front of the queue with its tokens. */
+static void preempt(struct assay_engine *e, int32_t s)
+{
+    struct seq *q = &e->seqs[s];
+    leave_running(e, s);
+    q->state = SEQ_WAITING;
+    if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_PREEMPT_REDELIVER)) {
+        q->n_delivered = 0; /* the planted bug: forget what was delivered */
+    }
+    waiting_push_front(e, s);
+}
+
+/* Make the block table cover positions [0, n_pos). Preempts the newest
+ * running requests (possibly s itself) when the pool runs dry. Returns
+ * false if s was preempted. */
+static bool ensure_blocks(struct assay_engine *e, int32_t s, int32_t n_pos, bool may_preempt)
+{
+    struct seq *q = &e->seqs[s];
+    int32_t need = (n_pos + e->block_size - 1) / e->block_size - q->n_blocks;
+    while (need > assay_block_available(e->bm)) {
+        if (!may_preempt) {
+            return false;
+        }
+        int32_t victim = e->running[e->n_running - 1];
+        preempt(e, victim);
+        if (victim == s) {
+            return false;
+        }
+    }
+    for (int32_t i = 0; i < need; i++) {
+        q->blocks[q->n_blocks++] = assay_block_alloc(e->bm);
+    }
+    return true;
+}
+
+/* Take the prefix cache's full blocks for the start of q's tokens, leaving
+ * at least one token of the prefill to compute. */
+static void take_prefix_hits(struct assay_engine *e, struct seq *q, int32_t prefill_target)
+{
+    int32_t limit = prefill_target - 1;
+    uint64_t parent = 0;
+    while ((q->n_blocks + 1) * e->block_size <= limit) {
+        const int32_t *toks = q->tokens + (int64_t)q->n_blocks * e->block_size;
+        uint64_t h = assay_block_hash(e->bm, parent, toks);
+        int32_t b = assay_block_lookup(e->bm, h, parent, toks);
+        if (b < 0) {
+            break;
+        }
+        assay_block_ref(e->bm, b);
+        q->blocks[q->n_blocks++] = b;
+        parent = h;
+    }
+    q->n_hashed = q->n_blocks;
+    q->last_hash = parent;
+    q->n_computed = q->n_blocks * e->block_size;
+}
+
+/* ---- scheduling ------------------------------------------------------ */
+
+static int32_t prefill_target(const struct assay_engine *e, const struct seq *q)
+{
+    /* Speculation verifies the last known token together with the drafts,
+     * so its prefill stops one token short. */
+    return e->p.spec_k > 0 ? q->n_tokens - 1 : q->n_tokens;
+}
+
+/* Decide how many rows sequence s computes this step; 0 means none. */
+static int32_t plan_rows(struct assay_engine *e, const struct seq *q, int32_t budget_left,
+                         int32_t rows_left, int32_t *k_eff, bool *decode)
+{
+    *k_eff = 0;
+    *decode = false;
+    int32_t target = prefill_target(e, q);
+    if (!e->p.kv_cache) {
+        /* Full recompute: every token, every step. */
+        int32_t k = 0;
+        if (e->p.spec_k > 0) {
+            k = e->p.spec_k;
+            int32_t left = q->max_tokens - (q->n_tokens - q->n_prompt) - 1;
+            k = k < left ? k : left;
+        }
+        int32_t n = q->n_tokens + k;
+        if (n > rows_left) {
+            return 0;
+        }
+        *k_eff = k;
+        *decode = true;
+        return n;
+    }
+    if (q->n_computed >= target) {
+        /* Decode: the last token is computed now and the next sampled. */
+        int32_t k = 0;
+        if (e->p.spec_k > 0 && q->n_tokens - q->draft_computed <= e->p.spec_k + 1) {
+            int32_t left = q->max_tokens - (q->n_tokens - q->n_prompt) - 1;
+            k = e->p.spec_k < left ? e->p.spec_k : left;
+        }
+        if (1 + k > rows_left) {
+            return 0;
+        }
+        *k_eff = k;
+        *decode = true;
+        return 1 + k;
+    }
+    int32_t remaining = target - q->n_computed;
+    int32_t n = remaining;
+    if (e->p.chunk > 0) {
+        n = remaining < budget_left ? remaining : budget_left;
+    } else if (remaining > budget_left) {
+        n = 0;
+    }
+    if (n > rows_left) {
+        n = 0;
+    }
+    *decode = e->p.spec_k == 0 && n == remaining;
+    return n;
+}
+
+static void add_plan(struct assay_engine *e, int32_t s, int32_t n, int32_t k, bool decode)
+{
+    struct plan *pl = &e->plans[e->n_plans++];
+    memset(pl, 0, sizeof *pl);
+    pl->seq = s;
+    pl->n_new = n;
+    pl->k_eff = k;
+    pl->decode = decode;
+    pl->d_out = -1;
+}
+
+static void schedule(struct assay_engine *e)
+{
+    e->n_plans = 0;
+    int32_t budget = e->p.chunk > 0 ? e->p.chunk : e->p.max_step_tokens;
+    int32_t rows = 0;
+    int32_t decode_rows = 0;
+    /* Running requests first, oldest first; preemption removes from the end. */
+    for (int32_t i = 0; i < e->n_running; i++) {
+        int32_t s = e->running[i];
+        struct seq *q = &e->seqs[s];
+        int32_t k;
+        bool decode;
+        int32_t n = plan_rows(e, q, budget - (rows - decode_rows), e->max_rows - rows, &k, &decode);
+        if (n == 0) {
+            continue;
+        }
+        int32_t first = e->p.kv_cache ? q->n_computed : 0;
+        if (!ensure_blocks(e, s, first + n, true)) {
+            i--; /* s left the running list */
+            continue;
+        }
+        add_plan(e, s, n, k, decode);
+        rows += n;
+        if (decode && e->p.kv_cache) {
+            decode_rows += n;
+        }
+    }
+    /* Then admit waiting requests in arrival order while they fit. */
+    while (e->n_waiting > 0 && e->n_running < e->max_running) {
+        int32_t s = waiting_at(e, 0);
+        struct seq *q = &e->seqs[s];
+        if (e->p.prefix_cache) {
+            take_prefix_hits(e, q, prefill_target(e, q));
+        }
+        int32_t k;
+        bool decode;
+        int32_t n = plan_rows(e, q, budget - (rows - decode_rows), e->max_rows - rows, &k, &decode);
+        bool fits = n > 0 && (rows == 0 || e->p.chunk > 0 || rows - decode_rows + n <= budget);
+        int32_t first = e->p.kv_cache ? q->n_computed : 0;
+        if (fits) {
+            int32_t need = (first + n + e->block_size - 1) / e->block_size - q->n_blocks;
+            fits = need <= assay_block_available(e->bm);
+        }
+        if (!fits) {
+            release_blocks_from(e, q, 0);
+            q->n_computed = 0;
+            q->n_hashed = 0;
+            q->last_hash = 0;
+            break;
+        }
+        waiting_pop_front(e);
+        q->state = SEQ_RUNNING;
+        q->run_slot = e->free_slots[--e->n_free_slots];
+        running_insert(e, s);
+        ensure_blocks(e, s, first + n, false);
+        add_plan(e, s, n, k, decode);
+        rows += n;
+        if (decode && e->p.kv_cache) {
+            decode_rows += n;
+        }
+    }
+}
+
+/* ---- events ----------------------------------------------------------- */
+
+static struct assay_event *push_event(struct assay_engine *e, enum assay_event_kind kind,
+                                      uint64_t id)
+{
+    if (e->n_events >= e->cap_events) {
+        return NULL;
+    }
+    struct assay_event *ev = &e->events[e->n_events++];
+    memset(ev, 0, sizeof *ev);
+    ev->kind = kind;
+    ev->request_id = id;
+    return ev;
+}
+
+/* Deliver every generated token not yet delivered. */
+static void deliver(struct assay_engine *e, struct seq *q)
+{
+    while (q->n_delivered < q->n_tokens - q->n_prompt) {
+        struct assay_event *ev = push_event(e, ASSAY_EVENT_TOKEN, q->id);
+        if (ev == NULL) {
+            return;
+        }
+        ev->index = q->n_delivered;
+        ev->token = q->tokens[q->n_prompt + q->n_delivered];
+        q->n_delivered++;
+    }
+}
+
+static void finish(struct assay_engine *e, int32_t s)
+{
+    struct seq *q = &e->seqs[s];
+    struct assay_event *ev = push_event(e, ASSAY_EVENT_FINISH, q->id);
+    if (ev != NULL) {
+        ev->index = q->n_delivered;
+        ev->reason = q->finish;
+    }
+    leave_running(e, s);
+    release_seq(e, s);
+}
+
+/* Append a generated token; returns true if the request is now finished. */
+static bool append_token(struct seq *q, int32_t token)
+{
+    q->tokens[q->n_tokens++] = token;
+    if (token == q->stop_token) {
+        q->finish = ASSAY_FINISH_STOP;
+    } else if (q->n_tokens - q->n_prompt >= q->max_tokens) {
+        q->finish = ASSAY_FINISH_LENGTH;
+    }
+    return q->finish != ASSAY_FINISH_NONE;
+}
+
+/* ---- the draft's passes ----------------------------------------------- */
+
+static void draft_seq(struct assay_forward_seq *fs, const struct assay_engine *e,
+                      const struct seq *q, int32_t pos0, int32_t n, int32_t row0)
+{
+    fs->blocks = &e->slot_table[q->run_slot];
+    fs->pos0 = pos0;
+    fs->n_rows = n;
+    fs->row0 = row0;
+    fs->rope_offset = 0;
+}
+
+/* Sample the draft's proposal for plan pl at draft position j from the
+ * draft logits row `lrow`. */
+static void propose(struct assay_engine *e, const struct plan *pl, int32_t j, const float *lrow)
+{
+    struct seq *q = &e->seqs[pl->seq];
+    int32_t v = e->cfg.vocab;
+    int32_t slot = q->run_slot;
+    double *qd = e->q_dist + ((int64_t)slot * e->p.spec_k + j) * v;
+    assay_sampler_distribution(e->sampler, lrow, &q->sampling, e->p.sampling_order, qd);
+    int32_t index = q->n_tokens - q->n_prompt + j;
+    double u = assay_rng_u01(q->seed, (uint64_t)index, DRAW_DRAFT);
+    q->tokens[q->n_tokens + j] = assay_sampler_draw(qd, v, u);
+}
+
+static enum assay_status run_draft(struct assay_engine *e)
+{
+    /* Pass 1: catch the draft up with the tokens the target computes this
+     * step and, for speculative rounds, propose the first draft token. */
+    int32_t rows = 0, n_seqs = 0, n_out = 0, catchup = 0;
+    for (int32_t i = 0; i < e->n_plans; i++) {
+        struct plan *pl = &e->plans[i];
+        struct seq *q = &e->seqs[pl->seq];
+        if (!e->p.kv_cache) {
+            q->draft_computed = 0;
+        }
+        if (pl->k_eff == 0 && !e->p.kv_cache) {
+            continue; /* a recomputing draft has nothing to keep */
+        }
+        /* A speculating sequence brings the draft up to its last token; any
+         * other brings it up to where the target will be after this step,
+         * within the catch-up budget (the draft lags after prefix hits). */
+        int32_t upto = pl->k_eff > 0 ? q->n_tokens : q->n_computed + pl->n_new;
+        int32_t n = upto - q->draft_computed;
+        if (pl->k_eff == 0 && n > e->max_rows - catchup) {
+            n = e->max_rows - catchup;
+        }
+        if (n <= 0) {
+            continue;
+        }
+        if (pl->k_eff == 0) {
+            catchup += n;
+        }
+        draft_seq(&e->d_fseqs[n_seqs++], e, q, q->draft_computed, n, rows);
+        memcpy(e->d_rows + rows, q->tokens + q->draft_computed, sizeof(int32_t) * (size_t)n);
+        rows += n;
+        pl->d_rows = n;
+        if (pl->k_eff > 0) {
+            e->d_out_rows[n_out] = rows - 1;
+            e->d_out_plan[n_out++] = i;
+        }
+    }
+    if (rows > 0) {
+        struct assay_forward_batch b = {rows, e->d_rows, n_seqs, e->d_fseqs, n_out, e->d_out_rows};
+        enum assay_status st = assay_forward_run(e->dfwd, &b);
+        if (st != ASSAY_OK) {
+            return st;
+        }
+        const float *logits = assay_forward_logits(e->dfwd);
+        for (int32_t o = 0; o < n_out; o++) {
+            propose(e, &e->plans[e->d_out_plan[o]], 0, logits + (int64_t)o * e->cfg.vocab);
+        }
+        for (int32_t i = 0; i < e->n_plans; i++) {
+            struct plan *pl = &e->plans[i];
+            e->seqs[pl->seq].draft_computed += pl->d_rows;
+        }
+    }
+    /* Passes 2..k: one row per speculating sequence, feeding its last
+     * proposal. */
+    for (int32_t j = 1; j < e->p.spec_k; j++) {
+        rows = 0;
+        for (int32_t i = 0; i < e->n_plans; i++) {
+            struct plan *pl = &e->plans[i];
+            if (pl->k_eff <= j) {
+                continue;
+            }
+            struct seq *q = &e->seqs[pl->seq];
+            int32_t pos = q->n_tokens + j - 1;
+            draft_seq(&e->d_fseqs[rows], e, q, pos, 1, rows);
+            e->d_rows[rows] = q->tokens[pos];
+            e->d_out_rows[rows] = rows;
+            e->d_out_plan[rows] = i;
+            rows++;
+        }
+        if (rows == 0) {
+            break;
+        }
+        struct assay_forward_batch b = {rows, e->d_rows, rows, e->d_fseqs, rows, e->d_out_rows};
+        enum assay_status st = assay_forward_run(e->dfwd, &b);
+        if (st != ASSAY_OK) {
+            return st;
+        }
+        const float *logits = assay_forward_logits(e->dfwd);
+        for (int32_t o = 0; o < rows; o++) {
+            struct plan *pl = &e->plans[e->d_out_plan[o]];
+            propose(e, pl, j, logits + (int64_t)o * e->cfg.vocab);
+            e->seqs[pl->seq].draft_computed++;
+        }
+    }
+    return ASSAY_OK;
+}
+
+/* ---- the target's pass and what follows it -------------------------- */
+
+static void sink_logits(struct assay_engine *e, const struct seq *q, int32_t index,
+                        const float *lrow)
+{
+    if (e->sink != NULL) {
+        e->sink(e->sink_ctx, q->id, index, lrow, e->cfg.vocab);
+    }
+}
+
+/* Plain sampling of the next token from one logits row. */
+static bool sample_next(struct assay_engine *e, struct seq *q, const float *lrow, double *p)
+{
+    int32_t index = q->n_tokens - q->n_prompt;
+    assay_sampler_distribution(e->sampler, lrow, &q->sampling, e->p.sampling_order, p);
+    int32_t x = assay_sampler_draw(p, e->cfg.vocab, assay_rng_u01(q->seed, (uint64_t)index, DRAW_SAMPLE));
+    sink_logits(e, q, index, lrow);
+    return append_token(q, x);
+}
+
+/*
+ * One speculative round (Leviathan et al. 2023): proposal x_j ~ q_j is
+ * accepted with probability min(1, p_j(x) / q_j(x)); at the first rejection
+ * the token is drawn from normalize(max(0, p_j - q_j)); if all k are
+ * accepted a bonus token is drawn from p_k. p and q are the processed
+ * distributions (temperature, top-k, top-p) the target and the draft
+ * sample from. Returns the number of accepted proposals; sets *finished.
+ */
+static int32_t verify_round(struct assay_engine *e, const struct plan *pl, const float *logits,
+                            bool *finished)
+{
+    struct seq *q = &e->seqs[pl->seq];
+    const int32_t v = e->cfg.vocab;
+    const int32_t g = q->n_tokens - q->n_prompt;
+    const int32_t n_old = q->n_tokens;
+    int32_t accepted = 0;
+    *finished = false;
+    for (int32_t j = 0; j <= pl->k_eff && !*finished; j++) {
+        const float *lrow = logits + (int64_t)(pl->out0 + j) * v;
+        double *p = e->p_dist + (int64_t)(pl->out0 + j) * v;
+        assay_sampler_distribution(e->sampler, lrow, &q->sampling, e->p.sampling_order, p);
+        if (j == pl->k_eff) {
+            /* every proposal accepted: the bonus token from p */
+            int32_t x = assay_sampler_draw(p, v, assay_rng_u01(q->seed, (uint64_t)(g + j), DRAW_SAMPLE));
+            sink_logits(e, q, g + j, lrow);
+            *finished = append_token(q, x);
+            break;
+        }
+        const double *qd = e->q_dist + ((int64_t)q->run_slot * e->p.spec_k + j) * v;
+        int32_t x = q->tokens[n_old + j];
+        double ratio = p[x] / qd[x];
+        double u = assay_rng_u01(q->seed, (uint64_t)(g + j), DRAW_ACCEPT);
+        if (u < ratio) {
+            accepted++;
+            sink_logits(e, q, g + j, lrow);
+            *finished = append_token(q, x);
+            continue;
+        }
+        double sum = 0.0;
+        for (int32_t t = 0; t < v; t++) {
+            double r = p[t] - qd[t];
+            e->residual[t] = r > 0.0 ? r : 0.0;
+            sum += e->residual[t];
+        }
+        for (int32_t t = 0; t < v; t++) {
+            e->residual[t] = sum > 0.0 ? e->residual[t] / sum : p[t];
+        }
+        int32_t y = assay_sampler_draw(e->residual, v, assay_rng_u01(q->seed, (uint64_t)(g + j), DRAW_RESIDUAL));
+        sink_logits(e, q, g + j, lrow);
+        *finished = append_token(q, y);
+        break;
+    }
+    struct assay_event *ev = push_event(e, ASSAY_EVENT_SPEC_ROUND, q->id);
+    if (ev != NULL) {
+        ev->index = g;
+        ev->n_drafted = pl->k_eff;
+        ev->n_accepted = accepted;
+    }
+    return accepted;
+}
+
+/* Offer q's newly completed full blocks to the prefix cache. */
+static void register_blocks(struct assay_engine *e, struct seq *q)
+{
+    while ((q->n_hashed + 1) * e->block_size <= q->n_computed && q->n_hashed < q->n_blocks) {
+        const int32_t *toks = q->tokens + (int64_t)q->n_hashed * e->block_size;
+        uint64_t h = assay_block_hash(e->bm, q->last_hash, toks);
+        assay_block_register(e->bm, q->blocks[q->n_hashed], h, q->last_hash, toks);
+        q->last_hash = h;
+        q->n_hashed++;
+    }
+}
+
+static enum assay_status run_target(struct assay_engine *e)
+{
+    int32_t rows = 0, n_out = 0;
+    for (int32_t i = 0; i < e->n_plans; i++) {
+        struct plan *pl = &e->plans[i];
+        struct seq *q = &e->seqs[pl->seq];
+        int32_t first = e->p.kv_cache ? q->n_computed : 0;
+        bool prefill = first < prefill_target(e, q);
+        struct assay_forward_seq *fs = &e->fseqs[i];
+        fs->blocks = q->blocks;
+        fs->pos0 = first;
+        fs->n_rows = pl->n_new;
+        fs->row0 = rows;
+        fs->rope_offset = 0;
+        if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_CHUNK_ROPE_OFF_BY_ONE) && e->p.chunk > 0 &&
+            prefill && q->n_chunks > 0) {
+            fs->rope_offset = 1; /* the planted bug */
+        }
+        if (prefill) {
+            q->n_chunks++;
+        }
+        memcpy(e->rows + rows, q->tokens + first, sizeof(int32_t) * (size_t)pl->n_new);
+        pl->row0 = rows;
+        pl->out0 = n_out;
+        rows += pl->n_new;
+        if (pl->decode) {
+            for (int32_t j = 0; j <= pl->k_eff; j++) {
+                e->out_rows[n_out++] = rows - 1 - pl->k_eff + j;
+            }
+        }
+    }
+    struct assay_forward_batch b = {rows, e->rows, e->n_plans, e->fseqs, n_out, e->out_rows};
+    return assay_forward_run(e->fwd, &b);
+}
+
+static void after_target(struct assay_engine *e)
+{
+    const float *logits = assay_forward_logits(e->fwd);
+    for (int32_t i = 0; i < e->n_plans; i++) {
+        struct plan *pl = &e->plans[i];
+        struct seq *q = &e->seqs[pl->seq];
+        bool finished = false;
+        if (e->p.kv_cache) {
+            q->n_computed += pl->n_new;
+        }
+        if (pl->decode) {
+            if (pl->k_eff == 0) {
+                finished = sample_next(e, q, logits + (int64_t)pl->out0 * e->cfg.vocab,
+                                       e->p_dist + (int64_t)pl->out0 * e->cfg.vocab);
+            } else {
+                int32_t n_old = q->n_tokens;
+                int32_t accepted = verify_round(e, pl, logits, &finished);
+                /* Roll back what the rejected proposals wrote: the target
+                 * keeps the KV of the verified token and the accepted
+                 * proposals; blocks past them go back to the pool. */
+                int32_t valid = n_old + accepted;
+                if (e->p.kv_cache) {
+                    q->n_computed = valid;
+                }
+                if (q->draft_computed > valid) {
+                    q->draft_computed = valid;
+                }
+                release_blocks_from(e, q, (valid + e->block_size - 1) / e->block_size);
+            }
+        }
+        if (e->p.kv_cache) {
+            register_blocks(e, q);
+        } else {
+            q->n_computed = 0;
+        }
+        deliver(e, q);
+        if (finished) {
+            finish(e, pl->seq);
+        }
+    }
+}
+
+enum assay_status assay_engine_step(struct assay_engine *e, const struct assay_event **events,
+                                    size_t *n_events)
+{
+    e->n_events = 0;
+    e->n_steps++;
+    for (int32_t i = 0; i < e->n_pending; i++) {
+        int32_t s = e->pending[i];
+        struct assay_event *ev = push_event(e, ASSAY_EVENT_FINISH, e->seqs[s].id);
+        if (ev != NULL) {
+            ev->index = e->seqs[s].n_delivered;
+            ev->reason = ASSAY_FINISH_ABORT;
+        }
+        release_seq(e, s);
+    }
+    e->n_pending = 0;
+    schedule(e);
+    enum assay_status st = ASSAY_OK;
+    if (e->n_plans > 0) {
+        if (e->p.spec_k > 0) {
+            st = run_draft(e);
+        }
+        if (st == ASSAY_OK) {
+            st = run_target(e);
+        }
+        if (st == ASSAY_OK) {
+            after_target(e);
+        } else {
+            set_error(e, "step %llu: a forward pass was refused (%s)",
+                      (unsigned long long)e->n_steps, assay_status_str(st));
+        }
+    }
+    int64_t now = assay_now_ns();
+    for (size_t i = 0; i < e->n_events; i++) {
+        e->events[i].t_ns = now;
+    }
+    *events = e->events;
+    *n_events = e->n_events;
+    return st;
+}
+
+enum assay_status assay_engine_abort(struct assay_engine *e, uint64_t request_id)
+{
+    int32_t s = map_find(e, request_id);
+    if (s < 0 || e->seqs[s].state == SEQ_ABORTED) {
+        set_error(e, "abort: request %llu is not live", (unsigned long long)request_id);
+        return ASSAY_ERR_NOT_FOUND;
+    }
+    struct seq *q = &e->seqs[s];
+    if (q->state == SEQ_WAITING) {
+        waiting_remove(e, s);
+    } else {
+        leave_running(e, s);
+    }
+    q->state = SEQ_ABORTED;
+    q->finish = ASSAY_FINISH_ABORT;
+    e->pending[e->n_pending++] = s;
+    return ASSAY_OK;
+}
+
+const char *assay_engine_last_error(const struct assay_engine *e)
+{
+    return e->last_error;
+}
+
+const char *assay_engine_spec(const struct assay_engine *e)
+{
+    return e->spec;
+}
+
+int64_t assay_engine_bytes(const struct assay_engine *e)
+{
+    return e->bytes;
+}
+
+const struct assay_engine_params *assay_engine_params(const struct assay_engine *e)
+{
+    return &e->p;
+}
+
+enum assay_status assay_engine_block_stats(struct assay_engine *e, struct assay_block_stats *out)
+{
+    if (!e->p.paged) {
+        return ASSAY_ERR_UNSUPPORTED;
+    }
+    assay_block_get_stats(e->bm, out);
+    return ASSAY_OK;
+}
+
+enum assay_status assay_engine_block_audit(struct assay_engine *e, struct assay_block_audit *out)
+{
+    if (!e->p.paged) {
+        return ASSAY_ERR_UNSUPPORTED;
+    }
+    assay_block_get_audit(e->bm, out);
+    /* Sequences holding blocks are exactly the running ones. */
+    for (int32_t i = 0; i < e->n_running; i++) {
+        const struct seq *q = &e->seqs[e->running[i]];
+        e->audit_ids[i] = q->id;
+        e->audit_nb[i] = q->n_blocks;
+        e->audit_tables[i] = q->blocks;
+    }
+    out->n_seqs = e->n_running;
+    out->seq_id = e->audit_ids;
+    out->seq_n_blocks = e->audit_nb;
+    out->seq_blocks = e->audit_tables;
+    return ASSAY_OK;
+}
+
+void assay_engine_set_logits_sink(struct assay_engine *e,
+                                  void (*sink)(void *ctx, uint64_t request_id, int32_t index,
+                                               const float *logits, int32_t vocab),
+                                  void *ctx)
+{
+    e->sink = sink;
+    e->sink_ctx = ctx;
+}
+
+enum assay_status assay_engine_check_invariants(struct assay_engine *e, char *msg, size_t size)
+{
+    enum assay_status st = assay_block_check(e->bm, msg, size);
+    if (st != ASSAY_OK) {
+        return st;
+    }
+    int32_t total = e->n_free_seqs + e->n_waiting + e->n_running + e->n_pending;
+    if (total != e->p.max_requests) {
+        snprintf(msg, size, "request slots: %d free + %d waiting + %d running + %d aborted != %d",
+                 (int)e->n_free_seqs, (int)e->n_waiting, (int)e->n_running, (int)e->n_pending,
+                 (int)e->p.max_requests);
+        return ASSAY_ERR_INTERNAL;
+    }
+    for (int32_t i = 0; i < e->n_running; i++) {
+        const struct seq *q = &e->seqs[e->running[i]];
+        if (q->state != SEQ_RUNNING || q->run_slot < 0 ||
+            (e->p.kv_cache && q->n_computed > q->n_blocks * e->block_size) ||
+            q->n_delivered > q->n_tokens - q->n_prompt) {
+            snprintf(msg, size, "request %llu: inconsistent running state",
+                     (unsigned long long)q->id);
+            return ASSAY_ERR_INTERNAL;
+        }
+    }
+    return ASSAY_OK;
+}

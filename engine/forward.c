@@ -1,0 +1,378 @@
+#include "forward.h"
+
+#include <cblas.h>
+#include <math.h>
+#include <string.h>
+
+#include "../core/alloc.h"
+#include "../core/mutant.h"
+
+/* OpenBLAS 0.3.21 sends products with M*N*K at or below this to its
+ * small-matrix kernel on AVX-512 cores. */
+#define SMALL_KERNEL_MNK 1000000.0
+
+struct assay_forward {
+    struct assay_model_config cfg;
+    const struct assay_model *model;
+    int32_t q_dim, kv_dim, qkv_dim;
+    int32_t n_blocks, block_size, max_rows, max_out, max_seq_len, pad_rows;
+    bool batch_invariant;
+    int mutant;
+    /* weights in the [in][out] layout the products use (K x N, NoTrans) */
+    float *wqkv;  /* (layer, d_model, q_dim + 2 kv_dim) */
+    float *wo;    /* (layer, q_dim, d_model) */
+    float *wgu;   /* (layer, d_model, 2 d_ff): gate columns then up columns */
+    float *wdown; /* (layer, d_ff, d_model) */
+    float *wout;  /* (d_model, vocab) */
+    /* KV store */
+    float *k; /* (layer, block, pos_in_block, kv_dim) */
+    float *v; /* (layer, block, pos_in_block, kv_dim) */
+    /* RoPE tables */
+    float *rope_cos; /* (max_seq_len + 1, head_dim / 2) */
+    float *rope_sin;
+    /* scratch, each with pad_rows extra rows */
+    float *x;      /* (rows, d_model) residual stream */
+    float *xn;     /* (rows, d_model) normalised */
+    float *qkv;    /* (rows, qkv_dim) */
+    float *att;    /* (rows, q_dim) */
+    float *proj;   /* (rows, d_model) */
+    float *gu;     /* (rows, 2 d_ff) */
+    float *hidden; /* (rows, d_ff) */
+    float *on;     /* (out rows, d_model) normalised rows for the LM head */
+    float *logits; /* (out rows, vocab) */
+    float *scores; /* (max_seq_len + 1) */
+    int32_t *row_pos; /* (rows) position of each row */
+    int32_t *row_seq; /* (rows) sequence of each row */
+    int64_t bytes;
+};
+
+static float *alloc_floats(struct assay_forward *f, int64_t n)
+{
+    f->bytes += n * (int64_t)sizeof(float);
+    return assay_calloc((size_t)n, sizeof(float));
+}
+
+/* Rows to add so that a product with n columns and k inner size never
+ * takes the small-matrix kernel. */
+static int32_t pad_for(int64_t n, int64_t k)
+{
+    return (int32_t)(SMALL_KERNEL_MNK / (double)(n * k)) + 1;
+}
+
+static void transpose_into(float *dst, const float *src, int32_t rows, int32_t cols,
+                           int32_t dst_stride, int32_t dst_col0)
+{
+    /* src is (rows, cols) = [out][in]; dst gets [in][out] at column dst_col0. */
+    for (int32_t r = 0; r < rows; r++) {
+        for (int32_t c = 0; c < cols; c++) {
+            dst[(int64_t)c * dst_stride + dst_col0 + r] = src[(int64_t)r * cols + c];
+        }
+    }
+}
+
+enum assay_status assay_forward_init(struct assay_forward **out,
+                                     const struct assay_forward_params *p)
+{
+    *out = NULL;
+    if (p->model == NULL || p->n_blocks < 1 || p->block_size < 1 || p->max_rows < 1 ||
+        p->max_out < 1 || p->max_seq_len < 1) {
+        return ASSAY_ERR_INVALID;
+    }
+    struct assay_forward *f = assay_calloc(1, sizeof *f);
+    if (f == NULL) {
+        return ASSAY_ERR_NOMEM;
+    }
+    const struct assay_model_config *c = &p->model->cfg;
+    f->cfg = *c;
+    f->model = p->model;
+    f->q_dim = c->n_head * c->head_dim;
+    f->kv_dim = c->n_kv_head * c->head_dim;
+    f->qkv_dim = f->q_dim + 2 * f->kv_dim;
+    f->n_blocks = p->n_blocks;
+    f->block_size = p->block_size;
+    f->max_rows = p->max_rows;
+    f->max_out = p->max_out;
+    f->max_seq_len = p->max_seq_len;
+    f->batch_invariant = p->batch_invariant;
+    f->mutant = p->mutant;
+    int64_t d = c->d_model, ff = c->d_ff, L = c->n_layer;
+    int32_t pad = 0;
+    if (p->batch_invariant) {
+        int64_t shapes[][2] = {{f->qkv_dim, d}, {d, f->q_dim}, {2 * ff, d}, {d, ff}, {c->vocab, d}};
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+            int32_t need = pad_for(shapes[i][0], shapes[i][1]);
+            pad = need > pad ? need : pad;
+        }
+    }
+    f->pad_rows = pad;
+    int64_t rows = (int64_t)p->max_rows + pad;
+    int64_t outs = (int64_t)p->max_out + pad;
+    int64_t kv_floats = L * p->n_blocks * (int64_t)p->block_size * f->kv_dim;
+    f->wqkv = alloc_floats(f, L * d * f->qkv_dim);
+    f->wo = alloc_floats(f, L * f->q_dim * d);
+    f->wgu = alloc_floats(f, L * d * 2 * ff);
+    f->wdown = alloc_floats(f, L * ff * d);
+    f->wout = alloc_floats(f, d * c->vocab);
+    f->k = alloc_floats(f, kv_floats);
+    f->v = alloc_floats(f, kv_floats);
+    f->rope_cos = alloc_floats(f, ((int64_t)p->max_seq_len + 1) * (c->head_dim / 2));
+    f->rope_sin = alloc_floats(f, ((int64_t)p->max_seq_len + 1) * (c->head_dim / 2));
+    f->x = alloc_floats(f, rows * d);
+    f->xn = alloc_floats(f, rows * d);
+    f->qkv = alloc_floats(f, rows * f->qkv_dim);
+    f->att = alloc_floats(f, rows * f->q_dim);
+    f->proj = alloc_floats(f, rows * d);
+    f->gu = alloc_floats(f, rows * 2 * ff);
+    f->hidden = alloc_floats(f, rows * ff);
+    f->on = alloc_floats(f, outs * d);
+    f->logits = alloc_floats(f, outs * c->vocab);
+    f->scores = alloc_floats(f, (int64_t)p->max_seq_len + 2);
+    f->row_pos = assay_calloc((size_t)rows, sizeof(int32_t));
+    f->row_seq = assay_calloc((size_t)rows, sizeof(int32_t));
+    if (f->wqkv == NULL || f->wo == NULL || f->wgu == NULL || f->wdown == NULL ||
+        f->wout == NULL || f->k == NULL || f->v == NULL || f->rope_cos == NULL ||
+        f->rope_sin == NULL || f->x == NULL || f->xn == NULL || f->qkv == NULL ||
+        f->att == NULL || f->proj == NULL || f->gu == NULL || f->hidden == NULL ||
+        f->on == NULL || f->logits == NULL || f->scores == NULL || f->row_pos == NULL || f->row_seq == NULL) {
+        assay_forward_free(f);
+        return ASSAY_ERR_NOMEM;
+    }
+    for (int32_t l = 0; l < c->n_layer; l++) {
+        const struct assay_layer_weights *w = &p->model->layers[l];
+        float *qkv = f->wqkv + (int64_t)l * d * f->qkv_dim;
+        transpose_into(qkv, w->wq, f->q_dim, (int32_t)d, f->qkv_dim, 0);
+        transpose_into(qkv, w->wk, f->kv_dim, (int32_t)d, f->qkv_dim, f->q_dim);
+        transpose_into(qkv, w->wv, f->kv_dim, (int32_t)d, f->qkv_dim, f->q_dim + f->kv_dim);
+        transpose_into(f->wo + (int64_t)l * f->q_dim * d, w->wo, (int32_t)d, f->q_dim, (int32_t)d, 0);
+        float *gu = f->wgu + (int64_t)l * d * 2 * ff;
+        transpose_into(gu, w->w_gate, (int32_t)ff, (int32_t)d, (int32_t)(2 * ff), 0);
+        transpose_into(gu, w->w_up, (int32_t)ff, (int32_t)d, (int32_t)(2 * ff), (int32_t)ff);
+        transpose_into(f->wdown + (int64_t)l * ff * d, w->w_down, (int32_t)d, (int32_t)ff,
+                       (int32_t)d, 0);
+    }
+    transpose_into(f->wout, p->model->output, c->vocab, (int32_t)d, c->vocab, 0);
+    int32_t half = c->head_dim / 2;
+    for (int32_t pos = 0; pos <= p->max_seq_len; pos++) {
+        for (int32_t i = 0; i < half; i++) {
+            double theta = pos * pow((double)c->rope_theta, -2.0 * i / c->head_dim);
+            f->rope_cos[(int64_t)pos * half + i] = (float)cos(theta);
+            f->rope_sin[(int64_t)pos * half + i] = (float)sin(theta);
+        }
+    }
+    *out = f;
+    return ASSAY_OK;
+}
+
+void assay_forward_free(struct assay_forward *f)
+{
+    if (f == NULL) {
+        return;
+    }
+    float *bufs[] = {f->wqkv, f->wo, f->wgu, f->wdown, f->wout, f->k, f->v, f->rope_cos,
+                     f->rope_sin, f->x, f->xn, f->qkv, f->att, f->proj, f->gu, f->hidden,
+                     f->on, f->logits, f->scores};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+        assay_free(bufs[i]);
+    }
+    assay_free(f->row_pos);
+    assay_free(f->row_seq);
+    assay_free(f);
+}
+
+const float *assay_forward_logits(const struct assay_forward *f)
+{
+    return f->logits;
+}
+
+int64_t assay_forward_bytes(const struct assay_forward *f)
+{
+    return f->bytes;
+}
+
+/* C (m, n) = A (m, k) * B (k, n), padded for batch invariance when asked. */
+static void matmul(const struct assay_forward *f, const float *a, const float *b, float *cm,
+                   int32_t m, int32_t k, int32_t n)
+{
+    int32_t rows = m;
+    if (f->batch_invariant && (double)m * n * k <= SMALL_KERNEL_MNK) {
+        rows = pad_for(n, k);
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, n, k, 1.0f, a, k, b, n, 0.0f,
+                cm, n);
+}
+
+static void rmsnorm(float *out, const float *x, const float *w, int32_t d, float eps)
+{
+    float ss = 0.0f;
+    for (int32_t i = 0; i < d; i++) {
+        ss += x[i] * x[i];
+    }
+    float scale = 1.0f / sqrtf(ss / (float)d + eps);
+    for (int32_t i = 0; i < d; i++) {
+        out[i] = x[i] * scale * w[i];
+    }
+}
+
+/* Rotate adjacent pairs (x[2i], x[2i+1]) of each head by pos * theta_i. */
+static void rope(const struct assay_forward *f, float *x, int32_t n_heads, int32_t pos)
+{
+    int32_t hd = f->cfg.head_dim, half = hd / 2;
+    const float *cs = f->rope_cos + (int64_t)pos * half;
+    const float *sn = f->rope_sin + (int64_t)pos * half;
+    for (int32_t h = 0; h < n_heads; h++) {
+        float *v = x + (int64_t)h * hd;
+        for (int32_t i = 0; i < half; i++) {
+            float x0 = v[2 * i], x1 = v[2 * i + 1];
+            v[2 * i] = x0 * cs[i] - x1 * sn[i];
+            v[2 * i + 1] = x0 * sn[i] + x1 * cs[i];
+        }
+    }
+}
+
+static int64_t kv_offset(const struct assay_forward *f, int32_t layer, int32_t block, int32_t slot)
+{
+    return (((int64_t)layer * f->n_blocks + block) * f->block_size + slot) * f->kv_dim;
+}
+
+static const float *kv_at(const struct assay_forward *f, const float *base, int32_t layer,
+                          const int32_t *blocks, int32_t pos)
+{
+    return base + kv_offset(f, layer, blocks[pos / f->block_size], pos % f->block_size);
+}
+
+/* Attention of one row (query position `pos` of sequence s) for every head. */
+static void attend_row(struct assay_forward *f, const struct assay_forward_batch *b, int32_t layer,
+                       int32_t s, int32_t row, int32_t pos)
+{
+    const struct assay_model_config *c = &f->cfg;
+    int32_t hd = c->head_dim, group = c->n_head / c->n_kv_head;
+    const float scale = 1.0f / sqrtf((float)hd);
+    const struct assay_forward_seq *seq = &b->seqs[s];
+    /* The planted leak: a sequence also sees the last key its batch
+     * neighbour wrote in this pass. */
+    const struct assay_forward_seq *leak = NULL;
+    if (ASSAY_MUTANT_ON(f->mutant, ASSAY_MUTANT_ATTN_NEIGHBOUR_LEAK) && s > 0) {
+        leak = &b->seqs[s - 1];
+    }
+    const float *q_row = f->qkv + (int64_t)row * f->qkv_dim;
+    float *out_row = f->att + (int64_t)row * f->q_dim;
+    for (int32_t h = 0; h < c->n_head; h++) {
+        const float *q = q_row + (int64_t)h * hd;
+        int32_t g = h / group;
+        int32_t n_keys = pos + 1;
+        float max = -INFINITY;
+        for (int32_t j = 0; j < n_keys; j++) {
+            const float *kj = kv_at(f, f->k, layer, seq->blocks, j) + (int64_t)g * hd;
+            float dot = 0.0f;
+            for (int32_t i = 0; i < hd; i++) {
+                dot += q[i] * kj[i];
+            }
+            f->scores[j] = dot * scale;
+            max = f->scores[j] > max ? f->scores[j] : max;
+        }
+        int32_t leak_pos = 0;
+        if (leak != NULL) {
+            leak_pos = leak->pos0 + leak->n_rows - 1;
+            const float *kj = kv_at(f, f->k, layer, leak->blocks, leak_pos) + (int64_t)g * hd;
+            float dot = 0.0f;
+            for (int32_t i = 0; i < hd; i++) {
+                dot += q[i] * kj[i];
+            }
+            f->scores[n_keys] = dot * scale;
+            max = f->scores[n_keys] > max ? f->scores[n_keys] : max;
+        }
+        int32_t n_scores = n_keys + (leak != NULL ? 1 : 0);
+        float sum = 0.0f;
+        for (int32_t j = 0; j < n_scores; j++) {
+            f->scores[j] = expf(f->scores[j] - max);
+            sum += f->scores[j];
+        }
+        float *o = out_row + (int64_t)h * hd;
+        for (int32_t i = 0; i < hd; i++) {
+            o[i] = 0.0f;
+        }
+        for (int32_t j = 0; j < n_scores; j++) {
+            const float *vj = j < n_keys
+                                  ? kv_at(f, f->v, layer, seq->blocks, j) + (int64_t)g * hd
+                                  : kv_at(f, f->v, layer, leak->blocks, leak_pos) + (int64_t)g * hd;
+            float w = f->scores[j] / sum;
+            for (int32_t i = 0; i < hd; i++) {
+                o[i] += w * vj[i];
+            }
+        }
+    }
+}
+
+enum assay_status assay_forward_run(struct assay_forward *f, const struct assay_forward_batch *b)
+{
+    const struct assay_model_config *c = &f->cfg;
+    if (b->n_rows < 1 || b->n_rows > f->max_rows || b->n_out < 0 || b->n_out > f->max_out) {
+        return ASSAY_ERR_INVALID;
+    }
+    const struct assay_model *m = f->model;
+    int32_t d = c->d_model, ff = c->d_ff, n = b->n_rows;
+    for (int32_t s = 0; s < b->n_seqs; s++) {
+        const struct assay_forward_seq *seq = &b->seqs[s];
+        if (seq->pos0 < 0 || seq->pos0 + seq->n_rows > f->max_seq_len) {
+            return ASSAY_ERR_INVALID;
+        }
+        for (int32_t r = 0; r < seq->n_rows; r++) {
+            f->row_pos[seq->row0 + r] = seq->pos0 + r;
+            f->row_seq[seq->row0 + r] = s;
+        }
+    }
+    for (int32_t r = 0; r < n; r++) {
+        memcpy(f->x + (int64_t)r * d, m->tok_embd + (int64_t)b->tokens[r] * d,
+               sizeof(float) * (size_t)d);
+    }
+    for (int32_t l = 0; l < c->n_layer; l++) {
+        const struct assay_layer_weights *w = &m->layers[l];
+        for (int32_t r = 0; r < n; r++) {
+            rmsnorm(f->xn + (int64_t)r * d, f->x + (int64_t)r * d, w->attn_norm, d, c->norm_eps);
+        }
+        matmul(f, f->xn, f->wqkv + (int64_t)l * d * f->qkv_dim, f->qkv, n, d, f->qkv_dim);
+        /* Rotate queries and keys, then store every row's key and value
+         * before any row attends, so a row sees the rows before it. */
+        for (int32_t r = 0; r < n; r++) {
+            const struct assay_forward_seq *seq = &b->seqs[f->row_seq[r]];
+            int32_t pos = f->row_pos[r];
+            float *row = f->qkv + (int64_t)r * f->qkv_dim;
+            rope(f, row, c->n_head, pos + seq->rope_offset);
+            rope(f, row + f->q_dim, c->n_kv_head, pos + seq->rope_offset);
+            int64_t off = kv_offset(f, l, seq->blocks[pos / f->block_size], pos % f->block_size);
+            memcpy(f->k + off, row + f->q_dim, sizeof(float) * (size_t)f->kv_dim);
+            memcpy(f->v + off, row + f->q_dim + f->kv_dim, sizeof(float) * (size_t)f->kv_dim);
+        }
+        for (int32_t r = 0; r < n; r++) {
+            attend_row(f, b, l, f->row_seq[r], r, f->row_pos[r]);
+        }
+        matmul(f, f->att, f->wo + (int64_t)l * f->q_dim * d, f->proj, n, f->q_dim, d);
+        for (int64_t i = 0; i < (int64_t)n * d; i++) {
+            f->x[i] += f->proj[i];
+        }
+        for (int32_t r = 0; r < n; r++) {
+            rmsnorm(f->xn + (int64_t)r * d, f->x + (int64_t)r * d, w->ffn_norm, d, c->norm_eps);
+        }
+        matmul(f, f->xn, f->wgu + (int64_t)l * d * 2 * ff, f->gu, n, d, 2 * ff);
+        for (int32_t r = 0; r < n; r++) {
+            const float *g = f->gu + (int64_t)r * 2 * ff;
+            const float *u = g + ff;
+            float *h = f->hidden + (int64_t)r * ff;
+            for (int32_t i = 0; i < ff; i++) {
+                h[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+            }
+        }
+        matmul(f, f->hidden, f->wdown + (int64_t)l * ff * d, f->proj, n, ff, d);
+        for (int64_t i = 0; i < (int64_t)n * d; i++) {
+            f->x[i] += f->proj[i];
+        }
+    }
+    if (b->n_out > 0) {
+        for (int32_t o = 0; o < b->n_out; o++) {
+            rmsnorm(f->on + (int64_t)o * d, f->x + (int64_t)b->out_rows[o] * d, m->out_norm, d,
+                    c->norm_eps);
+        }
+        matmul(f, f->on, f->wout, f->logits, b->n_out, d, c->vocab);
+    }
+    return ASSAY_OK;
+}

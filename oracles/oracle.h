@@ -1,0 +1,65 @@
+/*
+ * oracle.h - the naive reference: what a TinyGPT model computes, written for
+ * clarity and never optimised.
+ *
+ * One sequence at a time, the whole sequence computed in one pass from the
+ * token embeddings (no KV cache, no batching, no paging), every product and
+ * reduction accumulated in double precision straight from the fp32 weights
+ * in their [out][in] layout. It shares only the weights and the config with
+ * the engine (it includes engine/model.h and nothing else of engine/), so a
+ * bug in the engine's cache, batching, paging, speculation or sampler
+ * cannot hide in the oracle.
+ *
+ * Lifetime: assay_oracle_init / assay_oracle_free. Not thread-safe; make one
+ * per thread.
+ */
+#ifndef ASSAY_ORACLE_H
+#define ASSAY_ORACLE_H
+
+#include <stdint.h>
+
+#include "../core/request.h"
+#include "../core/status.h"
+#include "../engine/model.h"
+
+struct assay_oracle;
+
+/* An oracle for sequences of up to max_len tokens (<= the model's context).
+ * The model is borrowed and must outlive the oracle. */
+enum assay_status assay_oracle_init(struct assay_oracle **out, const struct assay_model *model,
+                                    int32_t max_len);
+void assay_oracle_free(struct assay_oracle *oracle);
+
+/*
+ * Teacher forcing: logits (n, vocab) where row t holds the logits of the
+ * token that follows tokens[0..t]. ASSAY_ERR_INVALID for n outside
+ * 1..max_len or a token outside the vocabulary (logits untouched).
+ */
+enum assay_status assay_oracle_logits(struct assay_oracle *oracle, const int32_t *tokens,
+                                      int32_t n, double *logits);
+
+/* The logits of the token following tokens[0..n) (one row of the above). */
+enum assay_status assay_oracle_next_logits(struct assay_oracle *oracle, const int32_t *tokens,
+                                           int32_t n, double *logits);
+
+/* How close a processed distribution came to a decision boundary, so that
+ * a disagreement there can be told from a bug. */
+struct assay_oracle_dist_info {
+    int32_t n_kept;         /* tokens with probability > 0 */
+    double top_p_margin;    /* distance of the top-p cut from top_p in mass; +inf if unused */
+    double top_k_gap;       /* logit gap between the k-th and (k+1)-th token; +inf if unused */
+    double greedy_gap;      /* temperature 0: logit gap between first and second */
+};
+
+/*
+ * The exact processed next-token distribution of `logits` under s and the
+ * documented order (core/request.h): p (vocab) sums to 1 with removed
+ * tokens exactly 0. info may be NULL. ASSAY_ERR_INVALID for bad sampling
+ * parameters.
+ */
+enum assay_status assay_oracle_distribution(const double *logits, int32_t vocab,
+                                            const struct assay_sampling *s,
+                                            enum assay_sampling_order order, double *p,
+                                            struct assay_oracle_dist_info *info);
+
+#endif
