@@ -1,0 +1,507 @@
+/*
+ * model_gguf.c - the model as a GGUF file llama.cpp loads: llama
+ * architecture metadata, a "llama" tokenizer block for the byte vocabulary,
+ * and f32 tensors with llama.cpp's names (declared in model.h).
+ */
+#include "model.h"
+
+#include <inttypes.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "../core/alloc.h"
+#include "gguf.h"
+#include "model_internal.h"
+
+/* llama.cpp's token types (llama_token_type). */
+enum {
+    TOKEN_TYPE_NORMAL = 1,
+    TOKEN_TYPE_UNKNOWN = 2,
+    TOKEN_TYPE_CONTROL = 3,
+};
+
+/* The nine tensors of a layer, in the order bind_tensors lays them out. */
+static const char *const k_layer_parts[9] = {
+    "attn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
+    "ffn_norm",  "ffn_gate", "ffn_up", "ffn_down",
+};
+
+/* One tensor of the llama layout: name, dimensions in ggml ne order
+ * (fastest first, the reverse of our row-major [out][in]) and its floats in
+ * the model. */
+struct tensor_spec {
+    char name[ASSAY_GGUF_MAX_NAME + 1];
+    uint32_t n_dims;
+    int64_t ne[2];
+    float *data;
+};
+
+static size_t n_tensor_specs(const struct assay_model_config *c)
+{
+    return 3 + 9 * (size_t)c->n_layer;
+}
+
+/* The k-th tensor (0 <= k < n_tensor_specs) in model->data order. */
+static void tensor_spec(const struct assay_model *m, size_t k, struct tensor_spec *out)
+{
+    const struct assay_model_config *c = &m->cfg;
+    int64_t d = c->d_model, q = (int64_t)c->n_head * c->head_dim;
+    int64_t kv = (int64_t)c->n_kv_head * c->head_dim, ff = c->d_ff, vocab = c->vocab;
+    size_t last = n_tensor_specs(c) - 1;
+    int64_t ne0 = d, ne1 = 0; /* ne1 == 0: a vector */
+    if (k == 0) {
+        snprintf(out->name, sizeof out->name, "token_embd.weight");
+        ne1 = vocab;
+        out->data = m->tok_embd;
+    } else if (k == last - 1) {
+        snprintf(out->name, sizeof out->name, "output_norm.weight");
+        out->data = m->out_norm;
+    } else if (k == last) {
+        snprintf(out->name, sizeof out->name, "output.weight");
+        ne1 = vocab;
+        out->data = m->output;
+    } else {
+        size_t layer = (k - 1) / 9, part = (k - 1) % 9;
+        struct assay_layer_weights *w = &m->layers[layer];
+        snprintf(out->name, sizeof out->name, "blk.%zu.%s.weight", layer, k_layer_parts[part]);
+        switch (part) {
+        case 0: out->data = w->attn_norm; break;
+        case 1: ne1 = q; out->data = w->wq; break;
+        case 2: ne1 = kv; out->data = w->wk; break;
+        case 3: ne1 = kv; out->data = w->wv; break;
+        case 4: ne0 = q; ne1 = d; out->data = w->wo; break;
+        case 5: out->data = w->ffn_norm; break;
+        case 6: ne1 = ff; out->data = w->w_gate; break;
+        case 7: ne1 = ff; out->data = w->w_up; break;
+        default: ne0 = ff; ne1 = d; out->data = w->w_down; break;
+        }
+    }
+    out->ne[0] = ne0;
+    out->ne[1] = ne1 > 0 ? ne1 : 1;
+    out->n_dims = ne1 > 0 ? 2 : 1;
+}
+
+/* Whether name is one of the llama tensors of a model with cfg's layers. */
+static bool is_known_tensor(const struct assay_model_config *c, const char *name)
+{
+    if (strcmp(name, "token_embd.weight") == 0 || strcmp(name, "output_norm.weight") == 0 ||
+        strcmp(name, "output.weight") == 0) {
+        return true;
+    }
+    if (strncmp(name, "blk.", 4) != 0) {
+        return false;
+    }
+    const char *p = name + 4;
+    if (p[0] < '0' || p[0] > '9' || (p[0] == '0' && p[1] >= '0' && p[1] <= '9')) {
+        return false; /* no digits, or a leading zero llama.cpp would not write */
+    }
+    long layer = 0;
+    while (*p >= '0' && *p <= '9' && layer <= c->n_layer) {
+        layer = layer * 10 + (*p - '0');
+        p++;
+    }
+    if (layer >= c->n_layer || *p != '.') {
+        return false;
+    }
+    p++;
+    for (size_t i = 0; i < sizeof k_layer_parts / sizeof k_layer_parts[0]; i++) {
+        size_t len = strlen(k_layer_parts[i]);
+        if (strncmp(p, k_layer_parts[i], len) == 0 && strcmp(p + len, ".weight") == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/* A u32 dimension that must fit in int32. */
+static enum assay_status get_dim(const struct assay_gguf *g, const char *path, const char *key,
+                                 int32_t *out, struct assay_diag *diag)
+{
+    uint32_t v;
+    enum assay_status st = assay_gguf_get_u32(g, key, &v, diag);
+    if (st != ASSAY_OK) {
+        return st;
+    }
+    if (v > INT32_MAX) {
+        assay_diag_set(diag, path, key, "an integer in 0..2147483647", "%" PRIu32, v);
+        return ASSAY_ERR_INVALID;
+    }
+    *out = (int32_t)v;
+    return ASSAY_OK;
+}
+
+/* Read the configuration from the metadata. */
+static enum assay_status read_config(const struct assay_gguf *g, const char *path,
+                                     struct assay_model_config *cfg, struct assay_diag *diag)
+{
+    memset(cfg, 0, sizeof *cfg);
+    const char *arch;
+    size_t arch_len;
+    enum assay_status st = assay_gguf_get_string(g, "general.architecture", &arch, &arch_len, diag);
+    if (st != ASSAY_OK) {
+        return st;
+    }
+    if (arch_len != 5 || strcmp(arch, "llama") != 0) {
+        assay_diag_set(diag, path, "general.architecture", "\"llama\"", "\"%s\"", arch);
+        return ASSAY_ERR_UNSUPPORTED;
+    }
+    if (assay_gguf_find_key(g, "general.name") >= 0) {
+        const char *name;
+        st = assay_gguf_get_string(g, "general.name", &name, NULL, diag);
+        if (st != ASSAY_OK) {
+            return st;
+        }
+        snprintf(cfg->name, sizeof cfg->name, "%s", name);
+    } else {
+        snprintf(cfg->name, sizeof cfg->name, "gguf");
+    }
+    const struct {
+        const char *key;
+        int32_t *out;
+    } dims[] = {
+        {"llama.block_count", &cfg->n_layer},
+        {"llama.embedding_length", &cfg->d_model},
+        {"llama.attention.head_count", &cfg->n_head},
+        {"llama.rope.dimension_count", &cfg->head_dim},
+        {"llama.feed_forward_length", &cfg->d_ff},
+        {"llama.context_length", &cfg->n_ctx},
+    };
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
+        st = get_dim(g, path, dims[i].key, dims[i].out, diag);
+        if (st != ASSAY_OK) {
+            return st;
+        }
+    }
+    /* Without head_count_kv there is no grouping (GGUF spec). */
+    cfg->n_kv_head = cfg->n_head;
+    if (assay_gguf_find_key(g, "llama.attention.head_count_kv") >= 0) {
+        st = get_dim(g, path, "llama.attention.head_count_kv", &cfg->n_kv_head, diag);
+        if (st != ASSAY_OK) {
+            return st;
+        }
+    }
+    /* Heads whose keys or values are not head_dim wide, or a partial
+     * rotation, are not this model. */
+    const char *lengths[] = {"llama.attention.key_length", "llama.attention.value_length"};
+    for (size_t i = 0; i < 2; i++) {
+        if (assay_gguf_find_key(g, lengths[i]) >= 0) {
+            int32_t len;
+            st = get_dim(g, path, lengths[i], &len, diag);
+            if (st != ASSAY_OK) {
+                return st;
+            }
+            if (len != cfg->head_dim) {
+                assay_diag_set(diag, path, lengths[i],
+                               "llama.rope.dimension_count (rotation of the whole head)",
+                               "%d (rope.dimension_count %d)", (int)len, (int)cfg->head_dim);
+                return ASSAY_ERR_UNSUPPORTED;
+            }
+        }
+    }
+    st = assay_gguf_get_f32(g, "llama.attention.layer_norm_rms_epsilon", &cfg->norm_eps, diag);
+    if (st != ASSAY_OK) {
+        return st;
+    }
+    /* llama.cpp's default when the key is absent. */
+    cfg->rope_theta = 10000.0f;
+    if (assay_gguf_find_key(g, "llama.rope.freq_base") >= 0) {
+        st = assay_gguf_get_f32(g, "llama.rope.freq_base", &cfg->rope_theta, diag);
+        if (st != ASSAY_OK) {
+            return st;
+        }
+    }
+    bool has_vocab = assay_gguf_find_key(g, "llama.vocab_size") >= 0;
+    bool has_tokens = assay_gguf_find_key(g, "tokenizer.ggml.tokens") >= 0;
+    if (has_vocab) {
+        st = get_dim(g, path, "llama.vocab_size", &cfg->vocab, diag);
+        if (st != ASSAY_OK) {
+            return st;
+        }
+    }
+    if (has_tokens) {
+        uint64_t n;
+        st = assay_gguf_get_array(g, "tokenizer.ggml.tokens", ASSAY_GGUF_TYPE_STRING, &n, diag);
+        if (st != ASSAY_OK) {
+            return st;
+        }
+        if (has_vocab && n != (uint64_t)cfg->vocab) {
+            char expected[96];
+            snprintf(expected, sizeof expected, "%d tokens (llama.vocab_size)", (int)cfg->vocab);
+            assay_diag_set(diag, path, "tokenizer.ggml.tokens", expected, "%" PRIu64, n);
+            return ASSAY_ERR_PARSE;
+        }
+        if (!has_vocab) {
+            if (n > INT32_MAX) {
+                assay_diag_set(diag, path, "tokenizer.ggml.tokens", "at most 2147483647 tokens",
+                               "%" PRIu64, n);
+                return ASSAY_ERR_INVALID;
+            }
+            cfg->vocab = (int32_t)n;
+        }
+    }
+    if (!has_vocab && !has_tokens) {
+        assay_diag_set(diag, path, "llama.vocab_size",
+                       "llama.vocab_size or tokenizer.ggml.tokens", "neither key");
+        return ASSAY_ERR_NOT_FOUND;
+    }
+    return ASSAY_OK;
+}
+
+static void format_dims(char *buf, size_t size, uint32_t n_dims, const int64_t *ne)
+{
+    size_t n = (size_t)snprintf(buf, size, "[");
+    for (uint32_t d = 0; d < n_dims && n < size; d++) {
+        n += (size_t)snprintf(buf + n, size - n, "%s%" PRId64, d > 0 ? ", " : "", ne[d]);
+    }
+    if (n < size) {
+        snprintf(buf + n, size - n, "]");
+    }
+}
+
+/* Copy every tensor into m, checking name, type, shape and values; then
+ * reject tensors the model does not have. */
+static enum assay_status read_tensors(const struct assay_gguf *g, const char *path,
+                                      struct assay_model *m, struct assay_diag *diag)
+{
+    size_t n = n_tensor_specs(&m->cfg);
+    for (size_t k = 0; k < n; k++) {
+        struct tensor_spec e;
+        char want[64], got[64], expected[128];
+        tensor_spec(m, k, &e);
+        format_dims(want, sizeof want, e.n_dims, e.ne);
+        const struct assay_gguf_tensor *t = assay_gguf_find_tensor(g, e.name);
+        if (t == NULL) {
+            snprintf(expected, sizeof expected, "an F32 tensor of ne %s", want);
+            assay_diag_set(diag, path, e.name, expected, "no such tensor");
+            return ASSAY_ERR_NOT_FOUND;
+        }
+        if (t->type != ASSAY_GGML_TYPE_F32) {
+            assay_diag_set(diag, path, e.name, "type F32", "%s", assay_ggml_type_name(t->type));
+            return ASSAY_ERR_UNSUPPORTED;
+        }
+        bool same = t->n_dims == e.n_dims;
+        for (uint32_t d = 0; same && d < e.n_dims; d++) {
+            same = t->ne[d] == e.ne[d];
+        }
+        if (!same) {
+            format_dims(got, sizeof got, t->n_dims, t->ne);
+            snprintf(expected, sizeof expected, "ne %s (fastest first)", want);
+            assay_diag_set(diag, path, e.name, expected, "ne %s", got);
+            return ASSAY_ERR_PARSE;
+        }
+        memcpy(e.data, t->data, t->n_bytes);
+        for (int64_t i = 0; i < t->n_elements; i++) {
+            if (!isfinite(e.data[i])) {
+                assay_diag_set(diag, path, e.name, "finite weights", "%s at element %" PRId64,
+                               isnan(e.data[i]) ? "NaN" : (e.data[i] > 0 ? "+Inf" : "-Inf"), i);
+                return ASSAY_ERR_PARSE;
+            }
+        }
+    }
+    /* Every expected name was found and names are unique, so any more
+     * tensors are unknown ones. */
+    if (assay_gguf_n_tensors(g) > n) {
+        for (size_t i = 0; i < assay_gguf_n_tensors(g); i++) {
+            const struct assay_gguf_tensor *t = assay_gguf_tensor_at(g, i);
+            if (!is_known_tensor(&m->cfg, t->name)) {
+                char expected[128];
+                snprintf(expected, sizeof expected, "only the %zu tensors of a %d-layer llama model",
+                         n, (int)m->cfg.n_layer);
+                assay_diag_set(diag, path, t->name, expected, "unknown tensor %s", t->name);
+                return ASSAY_ERR_PARSE;
+            }
+        }
+        return ASSAY_ERR_INTERNAL;
+    }
+    return ASSAY_OK;
+}
+
+enum assay_status assay_model_load_gguf(struct assay_model **out, const char *path,
+                                        struct assay_diag *diag)
+{
+    if (out == NULL) {
+        return ASSAY_ERR_INVALID;
+    }
+    *out = NULL;
+    if (path == NULL) {
+        return ASSAY_ERR_INVALID;
+    }
+    struct assay_gguf *g;
+    enum assay_status st = assay_gguf_read_file(path, &g, diag);
+    if (st != ASSAY_OK) {
+        return st;
+    }
+    struct assay_model_config cfg;
+    st = read_config(g, path, &cfg, diag);
+    if (st == ASSAY_OK) {
+        st = assay_model_config_validate(&cfg, diag);
+        if (st != ASSAY_OK && diag != NULL) {
+            snprintf(diag->file, sizeof diag->file, "%s", path);
+        }
+    }
+    struct assay_model *m = NULL;
+    if (st == ASSAY_OK) {
+        st = assay_model_alloc(&m, &cfg);
+    }
+    if (st == ASSAY_OK) {
+        st = read_tensors(g, path, m, diag);
+    }
+    assay_gguf_free(g);
+    if (st != ASSAY_OK) {
+        assay_model_free(m);
+        return st;
+    }
+    assay_model_rehash(m);
+    *out = m;
+    return ASSAY_OK;
+}
+
+/* The tokenizer block: byte tokens, then the four specials, then
+ * "<extra_N>" fillers up to the vocabulary size. Specials are written only
+ * for ids the vocabulary has. */
+static enum assay_status add_tokenizer(struct assay_gguf_writer *w, int32_t vocab)
+{
+    enum { TOKEN_CHARS = 32 }; /* "<extra_N>" for any size_t N */
+    size_t n = (size_t)vocab;
+    char *text = assay_malloc(n * TOKEN_CHARS);
+    const char **tokens = assay_calloc(n, sizeof *tokens);
+    float *scores = assay_calloc(n, sizeof *scores);
+    int32_t *types = assay_calloc(n, sizeof *types);
+    enum assay_status st = ASSAY_ERR_NOMEM;
+    if (text != NULL && tokens != NULL && scores != NULL && types != NULL) {
+        static const char *const specials[4] = {"<s>", "</s>", "<pad>", "<unk>"};
+        for (size_t i = 0; i < n; i++) {
+            char *t = text + i * TOKEN_CHARS;
+            types[i] = TOKEN_TYPE_NORMAL;
+            if (i < 256) {
+                snprintf(t, TOKEN_CHARS, "<0x%02X>", (unsigned)i);
+            } else if (i < 260) {
+                snprintf(t, TOKEN_CHARS, "%s", specials[i - 256]);
+                types[i] = i == ASSAY_TOKEN_UNK ? TOKEN_TYPE_UNKNOWN : TOKEN_TYPE_CONTROL;
+            } else {
+                snprintf(t, TOKEN_CHARS, "<extra_%zu>", i);
+            }
+            tokens[i] = t;
+        }
+        st = assay_gguf_writer_add_string(w, "tokenizer.ggml.model", "llama");
+        if (st == ASSAY_OK) {
+            st = assay_gguf_writer_add_string_array(w, "tokenizer.ggml.tokens", tokens, n);
+        }
+        if (st == ASSAY_OK) {
+            st = assay_gguf_writer_add_f32_array(w, "tokenizer.ggml.scores", scores, n);
+        }
+        if (st == ASSAY_OK) {
+            st = assay_gguf_writer_add_i32_array(w, "tokenizer.ggml.token_type", types, n);
+        }
+    }
+    assay_free(text);
+    assay_free(tokens);
+    assay_free(scores);
+    assay_free(types);
+    const struct {
+        const char *key;
+        uint32_t id;
+    } ids[] = {
+        {"tokenizer.ggml.bos_token_id", ASSAY_TOKEN_BOS},
+        {"tokenizer.ggml.eos_token_id", ASSAY_TOKEN_EOS},
+        {"tokenizer.ggml.padding_token_id", ASSAY_TOKEN_PAD},
+        {"tokenizer.ggml.unknown_token_id", ASSAY_TOKEN_UNK},
+    };
+    for (size_t i = 0; i < sizeof ids / sizeof ids[0] && st == ASSAY_OK; i++) {
+        if (ids[i].id < (uint32_t)vocab) {
+            st = assay_gguf_writer_add_u32(w, ids[i].key, ids[i].id);
+        }
+    }
+    if (st == ASSAY_OK) {
+        st = assay_gguf_writer_add_bool(w, "tokenizer.ggml.add_bos_token", false);
+    }
+    if (st == ASSAY_OK) {
+        st = assay_gguf_writer_add_bool(w, "tokenizer.ggml.add_eos_token", false);
+    }
+    return st;
+}
+
+static enum assay_status add_metadata(struct assay_gguf_writer *w, const struct assay_model_config *c)
+{
+    enum assay_status st = assay_gguf_writer_add_string(w, "general.architecture", "llama");
+    if (st == ASSAY_OK) {
+        st = assay_gguf_writer_add_string(w, "general.name", c->name);
+    }
+    if (st == ASSAY_OK) {
+        st = assay_gguf_writer_add_u32(w, "general.file_type", 0); /* ALL_F32 */
+    }
+    const struct {
+        const char *key;
+        int32_t value;
+    } dims[] = {
+        {"llama.context_length", c->n_ctx},
+        {"llama.embedding_length", c->d_model},
+        {"llama.block_count", c->n_layer},
+        {"llama.feed_forward_length", c->d_ff},
+        {"llama.attention.head_count", c->n_head},
+        {"llama.attention.head_count_kv", c->n_kv_head},
+    };
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0] && st == ASSAY_OK; i++) {
+        st = assay_gguf_writer_add_u32(w, dims[i].key, (uint32_t)dims[i].value);
+    }
+    if (st == ASSAY_OK) {
+        st = assay_gguf_writer_add_f32(w, "llama.attention.layer_norm_rms_epsilon", c->norm_eps);
+    }
+    /* llama.cpp takes a head to be d_model / n_head wide unless told. */
+    if (st == ASSAY_OK && (int64_t)c->n_head * c->head_dim != c->d_model) {
+        st = assay_gguf_writer_add_u32(w, "llama.attention.key_length", (uint32_t)c->head_dim);
+        if (st == ASSAY_OK) {
+            st = assay_gguf_writer_add_u32(w, "llama.attention.value_length",
+                                           (uint32_t)c->head_dim);
+        }
+    }
+    if (st == ASSAY_OK) {
+        st = assay_gguf_writer_add_u32(w, "llama.rope.dimension_count", (uint32_t)c->head_dim);
+    }
+    if (st == ASSAY_OK) {
+        st = assay_gguf_writer_add_f32(w, "llama.rope.freq_base", c->rope_theta);
+    }
+    if (st == ASSAY_OK) {
+        st = assay_gguf_writer_add_u32(w, "llama.vocab_size", (uint32_t)c->vocab);
+    }
+    if (st == ASSAY_OK) {
+        st = add_tokenizer(w, c->vocab);
+    }
+    return st;
+}
+
+enum assay_status assay_model_save_gguf(const struct assay_model *model, const char *path,
+                                        struct assay_diag *diag)
+{
+    if (model == NULL || path == NULL) {
+        return ASSAY_ERR_INVALID;
+    }
+    enum assay_status st = assay_model_config_validate(&model->cfg, diag);
+    if (st != ASSAY_OK) {
+        if (diag != NULL) {
+            snprintf(diag->file, sizeof diag->file, "%s", path);
+        }
+        return st;
+    }
+    struct assay_gguf_writer *w;
+    st = assay_gguf_writer_init(&w);
+    if (st != ASSAY_OK) {
+        return st;
+    }
+    st = add_metadata(w, &model->cfg);
+    size_t n = n_tensor_specs(&model->cfg);
+    for (size_t k = 0; k < n && st == ASSAY_OK; k++) {
+        struct tensor_spec e;
+        tensor_spec(model, k, &e);
+        st = assay_gguf_writer_add_tensor_f32(w, e.name, e.n_dims, e.ne, e.data);
+    }
+    if (st == ASSAY_OK) {
+        st = assay_gguf_writer_write(w, path, diag);
+    } else {
+        assay_diag_set(diag, path, "building the GGUF contents", "success", "%s",
+                       assay_status_str(st));
+    }
+    assay_gguf_writer_free(w);
+    return st;
+}
