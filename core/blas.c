@@ -1,6 +1,7 @@
 #include "blas.h"
 
 #include <cblas.h>
+#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -50,6 +51,15 @@ void assay_blas_get_info(struct assay_blas_info *out)
     const char *config = openblas_get_config();
     snprintf(out->config, sizeof out->config, "%s", config != NULL ? config : "unknown");
     out->threads = openblas_get_num_threads();
+    /* Which library answers cblas_sgemm: a reference CBLAS linked first
+     * (GSL's libgslcblas) would silently take every product. */
+    Dl_info dl;
+    if (dladdr((void *)cblas_sgemm, &dl) != 0 && dl.dli_fname != NULL) {
+        snprintf(out->sgemm_library, sizeof out->sgemm_library, "%s", dl.dli_fname);
+    } else {
+        snprintf(out->sgemm_library, sizeof out->sgemm_library, "unknown");
+    }
+    out->sgemm_is_openblas = strstr(out->sgemm_library, "openblas") != NULL;
     const char *detected = getenv(DETECTED_ENV);
     if (detected != NULL && detected[0] != '\0') {
         out->overridden = true;

@@ -23,6 +23,8 @@ struct assay_blas_info {
     int threads;
     bool overridden;   /* assay set OPENBLAS_CORETYPE */
     bool user_set;     /* the user set OPENBLAS_CORETYPE */
+    char sgemm_library[256]; /* the shared object that serves cblas_sgemm */
+    bool sgemm_is_openblas;
 };
 
 void assay_blas_get_info(struct assay_blas_info *out);

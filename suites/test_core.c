@@ -6,9 +6,11 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "core/alloc.h"
+#include "core/blas.h"
 #include "core/rng.h"
 #include "core/sha256.h"
 #include "core/status.h"
@@ -116,6 +118,18 @@ static void test_seed_derive(void **state)
     assert_true(a != 0);
 }
 
+/* The engine's products must run on OpenBLAS, not on a reference CBLAS that
+ * happened to be linked first. */
+static void test_sgemm_is_openblas(void **state)
+{
+    (void)state;
+    struct assay_blas_info info;
+    assay_blas_get_info(&info);
+    printf("cblas_sgemm from %s, OpenBLAS core %s%s%s\n", info.sgemm_library, info.core,
+           info.overridden ? ", OpenBLAS detected " : "", info.overridden ? info.detected : "");
+    assert_true(info.sgemm_is_openblas);
+}
+
 int main(int argc, char **argv)
 {
     assay_test_init(argc, argv);
@@ -123,6 +137,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_status_strings),  cmocka_unit_test(test_diag_format),
         cmocka_unit_test(test_failing_allocator), cmocka_unit_test(test_sha256_vectors),
         cmocka_unit_test(test_rng_moments),     cmocka_unit_test(test_seed_derive),
+        cmocka_unit_test(test_sgemm_is_openblas),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,474 @@
+/* Unit tests of the bundled engine: the model's size and initialisation,
+ * request validation, aborts, the block manager, batch invariance, and
+ * that the step loop allocates nothing. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "adapters/bundled.h"
+#include "core/alloc.h"
+#include "core/mutant.h"
+#include "engine/block.h"
+#include "engine/engine.h"
+#include "oracles/oracle.h"
+#include "support.h"
+
+static struct assay_model *g_tiny; /* TinyGPT, seed 1, shared read-only */
+static struct assay_model *g_mini;
+
+static int setup(void **state)
+{
+    (void)state;
+    struct assay_model_config t = assay_model_config_tinygpt(), m = assay_model_config_mini();
+    if (assay_model_init_random(&g_tiny, &t, 1) != ASSAY_OK ||
+        assay_model_init_random(&g_mini, &m, 1) != ASSAY_OK) {
+        return -1;
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    assay_model_free(g_tiny);
+    assay_model_free(g_mini);
+    return 0;
+}
+
+static void test_parameter_count(void **state)
+{
+    (void)state;
+    struct assay_model_config c = assay_model_config_tinygpt();
+    assert_int_equal(assay_model_config_n_params(&c), 5838080);
+    assert_int_equal(g_tiny->n_floats, 5838080);
+    assert_int_equal(c.n_layer, 6);
+    assert_int_equal(c.d_model, 256);
+    assert_int_equal(c.n_head, 8);
+    assert_int_equal(c.n_kv_head, 2);
+    assert_int_equal(c.head_dim, 32);
+    assert_int_equal(c.d_ff, 1024);
+    assert_int_equal(c.vocab, 260);
+    assert_int_equal(c.n_ctx, 2048);
+    assert_int_equal(assay_model_config_validate(&c, NULL), ASSAY_OK);
+    c.n_kv_head = 3;
+    assert_int_equal(assay_model_config_validate(&c, NULL), ASSAY_ERR_INVALID);
+}
+
+static void test_init_is_seeded(void **state)
+{
+    (void)state;
+    struct assay_model_config c = assay_model_config_mini();
+    struct assay_model *a, *b, *d;
+    assert_int_equal(assay_model_init_random(&a, &c, 7), ASSAY_OK);
+    assert_int_equal(assay_model_init_random(&b, &c, 7), ASSAY_OK);
+    assert_int_equal(assay_model_init_random(&d, &c, 8), ASSAY_OK);
+    assert_string_equal(a->sha256, b->sha256);
+    assert_string_not_equal(a->sha256, d->sha256);
+    assert_memory_equal(a->data, b->data, sizeof(float) * (size_t)a->n_floats);
+    assay_model_free(a);
+    assay_model_free(b);
+    assay_model_free(d);
+}
+
+/* The initialisation must make the output depend on the whole context: a
+ * broken KV cache or a leaking mask must not go unseen. Changing token 2 of
+ * a 64-token prompt must move the logits at the last position by at least
+ * 0.3 on average over the vocabulary (0.57 is typical at the chosen gain,
+ * 0.19 at gain 1), and change the greedy continuation. */
+static void test_output_depends_on_whole_context(void **state)
+{
+    (void)state;
+    struct assay_oracle *o;
+    assert_int_equal(assay_oracle_init(&o, g_tiny, 128), ASSAY_OK);
+    double a[260], b[260];
+    double total = 0.0;
+    const int trials = 4;
+    for (int t = 0; t < trials; t++) {
+        int32_t p[64];
+        for (int i = 0; i < 64; i++) {
+            p[i] = (i * 37 + t * 11 + 5) % 256;
+        }
+        assert_int_equal(assay_oracle_next_logits(o, p, 64, a), ASSAY_OK);
+        p[2] = (p[2] + 101) % 256;
+        assert_int_equal(assay_oracle_next_logits(o, p, 64, b), ASSAY_OK);
+        double d = 0.0;
+        for (int v = 0; v < 260; v++) {
+            d += fabs(a[v] - b[v]);
+        }
+        total += d / 260;
+    }
+    double mean = total / trials;
+    printf("mean |delta logit| at position 63 after changing token 2: %.3f (asserted >= 0.3)\n", mean);
+    assert_true(mean >= 0.3);
+
+    /* and the engine's greedy continuation changes with it */
+    struct assay_engine_params params = assay_engine_default_params(g_tiny);
+    params.max_seq_len = 128;
+    struct assay_engine *e;
+    assert_int_equal(assay_engine_init(&e, &params, NULL), ASSAY_OK);
+    int32_t prompt[2][64];
+    for (int i = 0; i < 64; i++) {
+        prompt[0][i] = prompt[1][i] = (i * 37 + 5) % 256;
+    }
+    prompt[1][2] = (prompt[1][2] + 101) % 256;
+    int32_t out[2][16];
+    for (int r = 0; r < 2; r++) {
+        struct assay_request req = {(uint64_t)r, prompt[r], 64, 16, -1, assay_sampling_greedy()};
+        assert_int_equal(assay_engine_add_request(e, &req), ASSAY_OK);
+    }
+    while (assay_engine_has_work(e)) {
+        const struct assay_event *ev;
+        size_t n;
+        assert_int_equal(assay_engine_step(e, &ev, &n), ASSAY_OK);
+        for (size_t i = 0; i < n; i++) {
+            if (ev[i].kind == ASSAY_EVENT_TOKEN) {
+                out[ev[i].request_id][ev[i].index] = ev[i].token;
+            }
+        }
+    }
+    assert_memory_not_equal(out[0], out[1], sizeof out[0]);
+    assay_engine_free(e);
+    assay_oracle_free(o);
+}
+
+static struct assay_engine *small_engine(bool paged, int32_t n_blocks)
+{
+    struct assay_engine_params p = assay_engine_default_params(g_mini);
+    p.paged = paged;
+    p.prefix_cache = paged;
+    p.block_size = 8;
+    p.n_blocks = n_blocks;
+    p.max_batch = 4;
+    p.max_requests = 8;
+    p.chunk = 16;
+    struct assay_engine *e = NULL;
+    assert_int_equal(assay_engine_init(&e, &p, NULL), ASSAY_OK);
+    return e;
+}
+
+static void test_add_request_rejects_bad_requests(void **state)
+{
+    (void)state;
+    struct assay_engine *e = small_engine(true, 16); /* 128 positions */
+    int32_t ok_prompt[4] = {1, 2, 3, 4};
+    int32_t bad_token[3] = {1, 260, 3};
+    int32_t neg_token[2] = {-1, 3};
+    struct assay_request good = {1, ok_prompt, 4, 4, -1, assay_sampling_greedy()};
+    struct {
+        struct assay_request req;
+        enum assay_status want;
+        const char *why;
+    } cases[] = {
+        {{2, ok_prompt, 0, 4, -1, assay_sampling_greedy()}, ASSAY_ERR_INVALID, "empty prompt"},
+        {{2, NULL, 4, 4, -1, assay_sampling_greedy()}, ASSAY_ERR_INVALID, "empty prompt"},
+        {{2, bad_token, 3, 4, -1, assay_sampling_greedy()}, ASSAY_ERR_INVALID, "outside the vocabulary"},
+        {{2, neg_token, 2, 4, -1, assay_sampling_greedy()}, ASSAY_ERR_INVALID, "outside the vocabulary"},
+        {{2, ok_prompt, 4, 0, -1, assay_sampling_greedy()}, ASSAY_ERR_INVALID, "max_tokens"},
+        {{2, ok_prompt, 4, -3, -1, assay_sampling_greedy()}, ASSAY_ERR_INVALID, "max_tokens"},
+        {{2, ok_prompt, 4, 253, -1, assay_sampling_greedy()}, ASSAY_ERR_INVALID, "exceeds the context"},
+        {{2, ok_prompt, 4, 200, -1, assay_sampling_greedy()}, ASSAY_ERR_INVALID, "can never fit"},
+        {{2, ok_prompt, 4, 4, 999, assay_sampling_greedy()}, ASSAY_ERR_INVALID, "stop_token"},
+        {{2, ok_prompt, 4, 4, -1, {-1.0f, 0, 1.0f, false, 0}}, ASSAY_ERR_INVALID, "sampling"},
+        {{2, ok_prompt, 4, 4, -1, {1.0f, 0, 0.0f, false, 0}}, ASSAY_ERR_INVALID, "sampling"},
+        {{2, ok_prompt, 4, 4, -1, {NAN, 0, 1.0f, false, 0}}, ASSAY_ERR_INVALID, "sampling"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        assert_int_equal(assay_engine_add_request(e, &cases[i].req), cases[i].want);
+        assert_non_null(strstr(assay_engine_last_error(e), cases[i].why));
+        assert_false(assay_engine_has_work(e)); /* unchanged */
+    }
+    assert_int_equal(assay_engine_add_request(e, &good), ASSAY_OK);
+    assert_int_equal(assay_engine_add_request(e, &good), ASSAY_ERR_DUPLICATE);
+    for (uint64_t id = 10; id < 17; id++) {
+        struct assay_request r = good;
+        r.id = id;
+        assert_int_equal(assay_engine_add_request(e, &r), ASSAY_OK);
+    }
+    struct assay_request full = good;
+    full.id = 99;
+    assert_int_equal(assay_engine_add_request(e, &full), ASSAY_ERR_FULL);
+    assay_engine_free(e);
+}
+
+static void run_to_end(struct assay_engine *e, int *n_finish, int *n_abort)
+{
+    while (assay_engine_has_work(e)) {
+        const struct assay_event *ev;
+        size_t n;
+        assert_int_equal(assay_engine_step(e, &ev, &n), ASSAY_OK);
+        for (size_t i = 0; i < n; i++) {
+            if (ev[i].kind == ASSAY_EVENT_FINISH) {
+                (*n_finish)++;
+                *n_abort += ev[i].reason == ASSAY_FINISH_ABORT;
+            }
+        }
+    }
+}
+
+static void test_abort_returns_blocks(void **state)
+{
+    (void)state;
+    struct assay_engine *e = small_engine(true, 32);
+    int32_t prompt[20];
+    for (int i = 0; i < 20; i++) {
+        prompt[i] = i;
+    }
+    for (uint64_t id = 0; id < 8; id++) {
+        struct assay_request r = {id, prompt, 20, 30, -1, assay_sampling_greedy()};
+        assert_int_equal(assay_engine_add_request(e, &r), ASSAY_OK);
+    }
+    const struct assay_event *ev;
+    size_t n;
+    assert_int_equal(assay_engine_step(e, &ev, &n), ASSAY_OK);
+    assert_int_equal(assay_engine_step(e, &ev, &n), ASSAY_OK);
+    assert_int_equal(assay_engine_abort(e, 0), ASSAY_OK);  /* running */
+    assert_int_equal(assay_engine_abort(e, 7), ASSAY_OK);  /* waiting */
+    assert_int_equal(assay_engine_abort(e, 7), ASSAY_ERR_NOT_FOUND);
+    assert_int_equal(assay_engine_abort(e, 1234), ASSAY_ERR_NOT_FOUND);
+    char msg[256];
+    assert_int_equal(assay_engine_check_invariants(e, msg, sizeof msg), ASSAY_OK);
+    int n_finish = 0, n_abort = 0;
+    run_to_end(e, &n_finish, &n_abort);
+    assert_int_equal(n_finish, 8);
+    assert_int_equal(n_abort, 2);
+    struct assay_block_stats s;
+    assert_int_equal(assay_engine_block_stats(e, &s), ASSAY_OK);
+    assert_int_equal(s.in_use, 0);
+    assert_int_equal(s.free + s.cached, s.total);
+    assert_int_equal(assay_engine_check_invariants(e, msg, sizeof msg), ASSAY_OK);
+    assay_engine_free(e);
+}
+
+static void test_block_manager(void **state)
+{
+    (void)state;
+    struct assay_block_manager *bm;
+    assert_int_equal(assay_block_manager_init(&bm, 4, 2, true, 0), ASSAY_OK);
+    char msg[200];
+    int32_t t1[2] = {5, 6}, t2[2] = {7, 8};
+    int32_t a = assay_block_alloc(bm), b = assay_block_alloc(bm);
+    assert_int_equal(a, 0);
+    assert_int_equal(b, 1);
+    uint64_t ha = assay_block_hash(bm, 0, t1);
+    uint64_t hb = assay_block_hash(bm, ha, t2);
+    assert_true(assay_block_register(bm, a, ha, 0, t1));
+    assert_true(assay_block_register(bm, b, hb, ha, t2));
+    assert_false(assay_block_register(bm, b, hb, ha, t2));
+    assert_int_equal(assay_block_lookup(bm, hb, ha, t2), b);
+    /* the same tokens after a different history are a different block */
+    assert_int_equal(assay_block_lookup(bm, assay_block_hash(bm, 0, t2), 0, t2), -1);
+    assay_block_ref(bm, a); /* a second holder */
+    struct assay_block_stats s;
+    assay_block_get_stats(bm, &s);
+    assert_int_equal(s.in_use, 2);
+    assert_int_equal(s.free, 2);
+    assay_block_release(bm, a);
+    assay_block_release(bm, a);
+    assay_block_release(bm, b);
+    assay_block_get_stats(bm, &s);
+    assert_int_equal(s.cached, 2);
+    assert_int_equal(s.free, 2);
+    assert_int_equal(s.in_use, 0);
+    assert_int_equal(assay_block_available(bm), 4);
+    assert_int_equal(assay_block_check(bm, msg, sizeof msg), ASSAY_OK);
+    /* a hit brings a cached block back into use */
+    assay_block_ref(bm, a);
+    assay_block_get_stats(bm, &s);
+    assert_int_equal(s.cached, 1);
+    assert_int_equal(s.in_use, 1);
+    /* exhausting the free list evicts the least recently used cached block */
+    int32_t c = assay_block_alloc(bm), d = assay_block_alloc(bm), e = assay_block_alloc(bm);
+    assert_true(c >= 0 && d >= 0);
+    assert_int_equal(e, b);
+    assert_int_equal(assay_block_lookup(bm, hb, ha, t2), -1);
+    assert_int_equal(assay_block_alloc(bm), -1);
+    assert_int_equal(assay_block_check(bm, msg, sizeof msg), ASSAY_OK);
+    /* a release of a block nobody holds is visible to the check */
+    assay_block_release(bm, c);
+    assay_block_release(bm, c);
+    assert_int_equal(assay_block_check(bm, msg, sizeof msg), ASSAY_ERR_INTERNAL);
+    assay_block_manager_free(bm);
+}
+
+struct captured {
+    float logits[64][260];
+    bool seen[64];
+    uint64_t id;
+};
+
+static void capture(void *ctx, uint64_t id, int32_t index, const float *logits, int32_t vocab)
+{
+    struct captured *c = ctx;
+    if (id == c->id && index < 64) {
+        memcpy(c->logits[index], logits, sizeof(float) * (size_t)vocab);
+        c->seen[index] = true;
+    }
+}
+
+/* With invariant=on a request's logits are bit-identical alone and among
+ * neighbours of other lengths; the figure for invariant=off is printed. */
+static void test_batch_invariance(void **state)
+{
+    (void)state;
+    for (int inv = 1; inv >= 0; inv--) {
+        static struct captured alone, crowd;
+        int32_t prompt[40];
+        for (int i = 0; i < 40; i++) {
+            prompt[i] = (i * 13 + 1) % 256;
+        }
+        for (int pass = 0; pass < 2; pass++) {
+            struct captured *c = pass == 0 ? &alone : &crowd;
+            memset(c, 0, sizeof *c);
+            c->id = 1;
+            struct assay_engine_params p = assay_engine_default_params(g_tiny);
+            p.max_seq_len = 256;
+            p.batch_invariant = inv;
+            struct assay_engine *e;
+            assert_int_equal(assay_engine_init(&e, &p, NULL), ASSAY_OK);
+            assay_engine_set_logits_sink(e, capture, c);
+            struct assay_request r = {1, prompt, 40, 24, -1, assay_sampling_greedy()};
+            assert_int_equal(assay_engine_add_request(e, &r), ASSAY_OK);
+            int32_t other[90];
+            for (int i = 0; i < 90; i++) {
+                other[i] = (i * 7 + 3) % 256;
+            }
+            for (uint64_t k = 0; pass == 1 && k < 12; k++) {
+                struct assay_request o = {100 + k, other, 10 + (int32_t)k * 6, 30, -1,
+                                          assay_sampling_greedy()};
+                assert_int_equal(assay_engine_add_request(e, &o), ASSAY_OK);
+            }
+            int f = 0, ab = 0;
+            run_to_end(e, &f, &ab);
+            assay_engine_free(e);
+        }
+        double max_diff = 0.0;
+        for (int t = 0; t < 24; t++) {
+            assert_true(alone.seen[t] && crowd.seen[t]);
+            for (int v = 0; v < 260; v++) {
+                double d = fabs((double)alone.logits[t][v] - crowd.logits[t][v]);
+                max_diff = d > max_diff ? d : max_diff;
+            }
+        }
+        printf("invariant=%s: largest logit difference alone vs in a batch of 13: %.3g\n",
+               inv ? "on" : "off", max_diff);
+        if (inv) {
+            assert_memory_equal(alone.logits, crowd.logits, sizeof alone.logits[0] * 24);
+        } else {
+            assert_true(max_diff < 1e-3);
+        }
+    }
+}
+
+/* The step loop allocates nothing: count allocations across steps. */
+static void test_step_allocates_nothing(void **state)
+{
+    (void)state;
+    for (int spec = 0; spec < 2; spec++) {
+        struct assay_model_config dc = assay_model_config_mini_draft();
+        struct assay_model *draft = NULL;
+        assert_int_equal(assay_model_init_random(&draft, &dc, 2), ASSAY_OK);
+        struct assay_engine_params p = assay_engine_default_params(g_mini);
+        p.block_size = 8;
+        p.n_blocks = 40; /* small enough to preempt */
+        p.max_batch = 8;
+        p.chunk = 16;
+        p.spec_k = spec ? 3 : 0;
+        p.draft = draft;
+        struct assay_engine *e;
+        assert_int_equal(assay_engine_init(&e, &p, NULL), ASSAY_OK);
+        int32_t prompt[60];
+        for (int i = 0; i < 60; i++) {
+            prompt[i] = i % 256;
+        }
+        for (uint64_t k = 0; k < 20; k++) {
+            struct assay_request r = {k, prompt, 20 + (int32_t)k * 2, 40, -1,
+                                      {0.8f, 20, 0.9f, true, k}};
+            assert_int_equal(assay_engine_add_request(e, &r), ASSAY_OK);
+        }
+        assay_test_fail_alloc_at(-1); /* count only */
+        int64_t steps = 0;
+        while (assay_engine_has_work(e)) {
+            const struct assay_event *ev;
+            size_t n;
+            assert_int_equal(assay_engine_step(e, &ev, &n), ASSAY_OK);
+            steps++;
+            if (steps == 5) {
+                assert_int_equal(assay_engine_abort(e, 19), ASSAY_OK);
+            }
+        }
+        long allocs = assay_test_alloc_count();
+        assay_test_fail_alloc_off();
+        printf("spec=%d: %lld steps, %ld allocations\n", spec, (long long)steps, allocs);
+        assert_int_equal(allocs, 0);
+        assay_engine_free(e);
+        assay_model_free(draft);
+    }
+}
+
+/* Every allocation of engine start-up can fail: a clean status each time
+ * and nothing left allocated. */
+static void test_init_survives_allocation_failures(void **state)
+{
+    (void)state;
+    struct assay_engine_params p = assay_engine_default_params(g_mini);
+    p.max_batch = 4;
+    p.max_requests = 8;
+    long k = 1;
+    for (;; k++) {
+        assay_test_fail_alloc_at(k);
+        struct assay_engine *e = NULL;
+        enum assay_status st = assay_engine_init(&e, &p, NULL);
+        if (st == ASSAY_OK) {
+            assay_engine_free(e);
+            assert_int_equal(assay_test_alloc_live(), 0);
+            break;
+        }
+        assert_int_equal(st, ASSAY_ERR_NOMEM);
+        assert_null(e);
+        assert_int_equal(assay_test_alloc_live(), 0);
+    }
+    assay_test_fail_alloc_off();
+    printf("engine start-up survived failure of each of its %ld allocations\n", k - 1);
+    assert_true(k > 20);
+}
+
+static void test_mutant_refused_in_clean_build(void **state)
+{
+    (void)state;
+    struct assay_engine_params p = assay_engine_default_params(g_mini);
+    p.mutant = 1;
+    struct assay_engine *e = NULL;
+    struct assay_diag d;
+    assay_diag_clear(&d);
+    enum assay_status st = assay_engine_init(&e, &p, &d);
+    if (assay_mutants_compiled()) {
+        assert_int_equal(st, ASSAY_OK);
+        assay_engine_free(e);
+    } else {
+        assert_int_equal(st, ASSAY_ERR_UNSUPPORTED);
+        assert_string_equal(d.where, "mutant");
+    }
+}
+
+int main(int argc, char **argv)
+{
+    assay_test_init(argc, argv);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parameter_count),
+        cmocka_unit_test(test_init_is_seeded),
+        cmocka_unit_test(test_output_depends_on_whole_context),
+        cmocka_unit_test(test_add_request_rejects_bad_requests),
+        cmocka_unit_test(test_abort_returns_blocks),
+        cmocka_unit_test(test_block_manager),
+        cmocka_unit_test(test_batch_invariance),
+        cmocka_unit_test(test_step_allocates_nothing),
+        cmocka_unit_test(test_init_survives_allocation_failures),
+        cmocka_unit_test(test_mutant_refused_in_clean_build),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
