@@ -30,6 +30,68 @@ static const struct assay_mutant_info k_catalog[ASSAY_MUTANT_COUNT] = {
      "a prefix-cache lookup keyed on the last block's tokens only, so different prefixes that "
      "end alike share KV",
      "equivalence"},
+    {ASSAY_MUTANT_SPEC_RESIDUAL_FROM_P, "spec-residual-from-p",
+     "after a rejected proposal the token is drawn from the target's p instead of "
+     "normalize(max(0, p - q))",
+     "the biased speculative sampler of the book's chapter: the residual taken from p",
+     "distributional"},
+    {ASSAY_MUTANT_SPEC_ACCEPT_Q_OVER_P, "spec-accept-q-over-p",
+     "a proposal x is accepted with probability min(1, q(x)/p(x)) instead of min(1, p(x)/q(x))",
+     "the acceptance ratio inverted", "distributional"},
+    {ASSAY_MUTANT_SPEC_BONUS_FROM_DRAFT, "spec-bonus-from-draft",
+     "when every proposal is accepted, the bonus token is drawn from the draft's q instead of "
+     "the target's p",
+     "the bonus token sampled from the draft model", "distributional"},
+    {ASSAY_MUTANT_SPEC_RATIO_AT_T1, "spec-ratio-at-t1",
+     "the acceptance ratio and residual use the target's distribution at temperature 1 while the "
+     "output is meant at the request's temperature",
+     "a verifier that ignores the sampling parameters the draft was sampled with",
+     "distributional"},
+    {ASSAY_MUTANT_SPEC_DRAFT_IGNORES_TOP_P, "spec-draft-ignores-top-p",
+     "the draft's q is computed without top-p while the proposals are sampled with it",
+     "top-p ignored in the draft's probabilities used for the ratio", "distributional"},
+    {ASSAY_MUTANT_SOFTMAX_TWICE, "softmax-twice",
+     "probabilities are fed to the sampler where logits are expected, so softmax is applied twice",
+     "softmax applied twice (probabilities passed as logits)", "distributional"},
+    {ASSAY_MUTANT_TOPK_RENORM_THEN_TOPP, "topk-renorm-then-topp",
+     "top-k is applied and renormalised, then top-p is measured on the renormalised distribution, "
+     "although the documented (joint) order measures top-p on the full distribution",
+     "sampling filters applied in an order other than the documented one", "distributional"},
+    {ASSAY_MUTANT_UNSEEDED_STEALS_SEEDS, "unseeded-steals-seeds",
+     "when any request in a step has no seed, every request of that step draws from the engine's "
+     "shared stream instead of its own",
+     "one unseeded request in a batch making the seeded requests lose their seeds",
+     "equivalence"},
+    {ASSAY_MUTANT_ABORT_DOUBLE_FREE, "abort-double-free",
+     "aborting a running request releases its blocks twice", "a block freed twice on the abort path",
+     "property"},
+    {ASSAY_MUTANT_EVICTABLE_COUNTED_FREE, "evictable-counted-free",
+     "the free count reported includes the evictable cached blocks, which are counted again as "
+     "cached",
+     "evictable cached blocks counted twice in the free total", "property"},
+    {ASSAY_MUTANT_PREFIX_ENTRY_DANGLING, "prefix-entry-dangling",
+     "evicting a cached block reuses it without removing its prefix-cache entry, which then "
+     "points at a block holding other KV",
+     "a prefix-cache entry left pointing at a block that was freed and reused", "property"},
+    {ASSAY_MUTANT_PREEMPT_RESETS_BOUNDARY, "preempt-resets-boundary",
+     "recompute-preemption moves the prompt/output boundary to the end of the generated tokens, "
+     "so the re-prefill treats generated tokens as prompt",
+     "a preempted request whose generated tokens are re-prefilled as prompt", "property"},
+    {ASSAY_MUTANT_ABORT_LEAKS_BLOCKS, "abort-leaks-blocks",
+     "an aborted running request's blocks are never returned to the pool",
+     "an aborted request's blocks never returned", "property"},
+    {ASSAY_MUTANT_ADMIT_IGNORES_PROMISED, "admit-ignores-promised",
+     "admission compares a request's needs with the free blocks counted at the start of the step, "
+     "forgetting the blocks already promised to requests admitted in the same step",
+     "the scheduler admitting a request without counting blocks it already promised this step",
+     "property"},
+    {ASSAY_MUTANT_PADDING_ROW_NAN, "padding-row-nan",
+     "batches are padded to a multiple of 8 rows; a padding row attends to no key (a fully masked "
+     "row, -inf minus -inf) and its NaN reaches real rows through masked KV slots",
+     "a padding query row producing NaN that spreads through the batch", "property"},
+    {ASSAY_MUTANT_SPEC_ROLLBACK_LEAK, "spec-rollback-leak",
+     "blocks written only by rejected proposals are kept by the sequence instead of returned",
+     "speculative decoding's rejected tokens leaving their KV blocks allocated", "property"},
 };
 
 const struct assay_mutant_info *assay_mutant_info(enum assay_mutant id)
