@@ -6,35 +6,43 @@
 #include "../adapters/bundled.h"
 #include "../adapters/spec.h"
 #include "../core/alloc.h"
+#include "../core/rng.h"
 #include "../core/workload.h"
 #include "equivalence.h"
 
+static enum assay_status run_equivalence(struct assay_verify_ctx *ctx,
+                                         const struct assay_plan_item *item,
+                                         const struct assay_adapter *a,
+                                         const struct assay_workload *w,
+                                         struct assay_check_result *res);
+
+
 static const struct assay_plan_item k_plan[] = {
     {"equiv.kv-cache", ASSAY_FAMILY_EQUIVALENCE, "kv=contiguous,batch=1,chunk=0",
-     "workloads/equiv-mixed.json", "KV cache alone: one request at a time, contiguous buffers"},
+     "workloads/equiv-mixed.json", "KV cache alone: one request at a time, contiguous buffers", run_equivalence, NULL},
     {"equiv.batching", ASSAY_FAMILY_EQUIVALENCE, "kv=off,batch=8",
      "workloads/equiv-small.json",
-     "continuous batching alone: full recompute, requests joining a running batch"},
+     "continuous batching alone: full recompute, requests joining a running batch", run_equivalence, NULL},
     {"equiv.continuous-batching", ASSAY_FAMILY_EQUIVALENCE, "kv=contiguous,batch=16,chunk=0",
-     "workloads/equiv-mixed.json", "batching with the KV cache: rows of many requests stacked"},
+     "workloads/equiv-mixed.json", "batching with the KV cache: rows of many requests stacked", run_equivalence, NULL},
     {"equiv.paged", ASSAY_FAMILY_EQUIVALENCE, "kv=paged,block=16,prefix=off,batch=1,chunk=0",
-     "workloads/equiv-mixed.json", "paged KV and its block manager alone"},
+     "workloads/equiv-mixed.json", "paged KV and its block manager alone", run_equivalence, NULL},
     {"equiv.preemption", ASSAY_FAMILY_EQUIVALENCE,
      "kv=paged,block=8,blocks=24,prefix=off,batch=8,chunk=0", "workloads/equiv-pressure.json",
-     "a pool too small for the batch: recompute-preemption"},
+     "a pool too small for the batch: recompute-preemption", run_equivalence, NULL},
     {"equiv.prefix-cache", ASSAY_FAMILY_EQUIVALENCE, "kv=paged,block=16,prefix=on,batch=1,chunk=0",
      "workloads/equiv-shared-prefix.json",
-     "prefix caching alone: shared system prompts, equal blocks after different histories"},
+     "prefix caching alone: shared system prompts, equal blocks after different histories", run_equivalence, NULL},
     {"equiv.chunked-prefill", ASSAY_FAMILY_EQUIVALENCE, "kv=contiguous,batch=1,chunk=16",
-     "workloads/equiv-long-prompts.json", "chunked prefill alone: prompts of several chunks"},
+     "workloads/equiv-long-prompts.json", "chunked prefill alone: prompts of several chunks", run_equivalence, NULL},
     {"equiv.all", ASSAY_FAMILY_EQUIVALENCE, "kv=paged,block=16,blocks=40,prefix=on,chunk=32,batch=8",
      "workloads/equiv-shared-prefix.json",
-     "every optimisation at once, with a pool small enough to preempt"},
+     "every optimisation at once, with a pool small enough to preempt", run_equivalence, NULL},
     {"equiv.all-mixed", ASSAY_FAMILY_EQUIVALENCE, "kv=paged,block=8,blocks=48,prefix=on,chunk=24,batch=16",
-     "workloads/equiv-mixed.json", "every optimisation at once over mixed lengths"},
+     "workloads/equiv-mixed.json", "every optimisation at once over mixed lengths", run_equivalence, NULL},
     {"equiv.batch-invariant", ASSAY_FAMILY_EQUIVALENCE,
      "kv=paged,block=16,prefix=on,chunk=32,batch=16,invariant=on", "workloads/equiv-long-prompts.json",
-     "every optimisation with batch-invariant products"},
+     "every optimisation with batch-invariant products", run_equivalence, NULL},
 };
 
 const struct assay_plan_item *assay_verify_plan(size_t *n)
@@ -94,7 +102,7 @@ void assay_verify_ctx_free(struct assay_verify_ctx *ctx)
 
 /* The memo for the weights the engine runs. The oracle gets its own copy
  * of the weights, so nothing the engine does to its copy can reach it. */
-static enum assay_status memo_for(struct assay_verify_ctx *ctx, const struct assay_model *engine_model,
+enum assay_status assay_verify_memo(struct assay_verify_ctx *ctx, const struct assay_model *engine_model,
                                   struct assay_oracle_memo **out)
 {
     for (int32_t i = 0; i < ctx->n_slots; i++) {
@@ -183,7 +191,9 @@ enum assay_status assay_run_plan_item(struct assay_verify_ctx *ctx,
     const struct assay_engine_params *p = assay_engine_params(engine);
     struct assay_workload_limits lim = {p->model->cfg.vocab, p->max_seq_len, p->max_requests};
     struct assay_workload *w = NULL;
-    st = assay_workload_load(path, &lim, &w, &diag);
+    if (item->workload != NULL || workload_override != NULL) {
+        st = assay_workload_load(path, &lim, &w, &diag);
+    }
     if (st != ASSAY_OK) {
         res->verdict = ASSAY_VERDICT_ERROR;
         snprintf(res->failure, sizeof res->failure, "workload: %s",
@@ -191,14 +201,52 @@ enum assay_status assay_run_plan_item(struct assay_verify_ctx *ctx,
         assay_adapter_close(&a);
         return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
     }
-    if (item->family == ASSAY_FAMILY_EQUIVALENCE) {
-        struct assay_oracle_memo *memo = NULL;
-        st = memo_for(ctx, p->model, &memo);
-        if (st == ASSAY_OK) {
-            st = assay_check_equivalence(&a, w, memo, NULL, res);
-        }
-    }
+    st = item->run(ctx, item, &a, w, res);
     assay_workload_free(w);
     assay_adapter_close(&a);
     return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+}
+
+static enum assay_status run_equivalence(struct assay_verify_ctx *ctx,
+                                         const struct assay_plan_item *item,
+                                         const struct assay_adapter *a,
+                                         const struct assay_workload *w,
+                                         struct assay_check_result *res)
+{
+    (void)item;
+    const struct assay_model *model = assay_verify_engine_model(a);
+    if (model == NULL || w == NULL) {
+        res->verdict = ASSAY_VERDICT_SKIP;
+        snprintf(res->failure, sizeof res->failure, "%s",
+                 model == NULL ? "needs the engine's weights for the oracle" : "needs a workload");
+        return ASSAY_OK;
+    }
+    struct assay_oracle_memo *memo = NULL;
+    enum assay_status st = assay_verify_memo(ctx, model, &memo);
+    if (st != ASSAY_OK) {
+        return st;
+    }
+    return assay_check_equivalence(a, w, memo, NULL, res);
+}
+
+const struct assay_model *assay_verify_engine_model(const struct assay_adapter *a)
+{
+    struct assay_engine *e = assay_bundled_engine(a);
+    return e != NULL ? assay_engine_params(e)->model : NULL;
+}
+
+uint64_t assay_verify_seed(const struct assay_verify_ctx *ctx, const char *name)
+{
+    return assay_seed_derive(ctx->master_seed, name);
+}
+
+const char *assay_verify_fixtures(const struct assay_verify_ctx *ctx)
+{
+    return ctx->fixtures;
+}
+
+void assay_verify_finalize(struct assay_check_result *results, size_t n)
+{
+    (void)results;
+    (void)n;
 }

@@ -1,0 +1,157 @@
+/*
+ * The mutants label: a must-fail control per planted bug.
+ *
+ *   test_mutants NAME        the plan must FAIL on bundled:mutant=NAME, and a
+ *                            check of the family the catalog names must be
+ *                            among those that fail
+ *   test_mutants --catalog NAME...
+ *                            the names CMake registers are exactly the catalog
+ *
+ * The expected family runs first and the run stops at its first failure
+ * (all of it for the distributional family, whose verdicts come from Holm's
+ * procedure); only if it catches nothing do the other families run, to say
+ * what did.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checks/suite.h"
+#include "core/mutant.h"
+#include "support.h"
+
+static const char *g_name;
+static int g_argc;
+static char **g_argv;
+
+static bool run_family(struct assay_verify_ctx *ctx, enum assay_family family, const char *base,
+                       char *caught, size_t size)
+{
+    size_t n_plan;
+    const struct assay_plan_item *plan = assay_verify_plan(&n_plan);
+    struct assay_check_result *res = calloc(n_plan, sizeof *res);
+    assert_non_null(res);
+    size_t n = 0;
+    bool failed = false;
+    for (size_t i = 0; i < n_plan; i++) {
+        if (plan[i].family != family) {
+            continue;
+        }
+        assert_int_equal(assay_run_plan_item(ctx, &plan[i], base, NULL, &res[n]), ASSAY_OK);
+        bool stop = res[n].verdict == ASSAY_VERDICT_FAIL && family != ASSAY_FAMILY_DISTRIBUTIONAL;
+        n++;
+        if (stop) {
+            break;
+        }
+    }
+    assay_verify_finalize(res, n);
+    for (size_t i = 0; i < n; i++) {
+        if (res[i].verdict == ASSAY_VERDICT_FAIL) {
+            if (!failed) {
+                snprintf(caught, size, "%s: %s\n    reproduce: %s", res[i].name, res[i].failure,
+                         res[i].repro);
+            }
+            failed = true;
+        } else if (res[i].verdict == ASSAY_VERDICT_ERROR) {
+            printf("  (%s could not run: %s)\n", res[i].name, res[i].failure);
+        }
+    }
+    free(res);
+    return failed;
+}
+
+static void test_mutant_is_caught(void **state)
+{
+    (void)state;
+    enum assay_mutant m;
+    assert_int_equal(assay_mutant_by_name(g_name, &m), ASSAY_OK);
+    const struct assay_mutant_info *info = assay_mutant_info(m);
+    enum assay_family expected = ASSAY_FAMILY_EQUIVALENCE;
+    if (strcmp(info->caught_by, "distributional") == 0) {
+        expected = ASSAY_FAMILY_DISTRIBUTIONAL;
+    } else if (strcmp(info->caught_by, "property") == 0) {
+        expected = ASSAY_FAMILY_PROPERTY;
+    }
+    char fixtures[1024], base[128], caught[2048] = "";
+    assay_test_fixture("", fixtures, sizeof fixtures);
+    snprintf(base, sizeof base, "bundled:mutant=%s", g_name);
+    struct assay_verify_ctx *ctx;
+    assert_int_equal(assay_verify_ctx_init(&ctx, fixtures, 1), ASSAY_OK);
+    printf("mutant %s\n  mechanism: %s\n  modelled on: %s\n", info->name, info->mechanism,
+           info->modelled_on);
+    bool by_expected = run_family(ctx, expected, base, caught, sizeof caught);
+    if (by_expected) {
+        printf("  CAUGHT by %s\n", caught);
+    } else {
+        for (int f = 0; f < 3; f++) {
+            if ((enum assay_family)f != expected &&
+                run_family(ctx, (enum assay_family)f, base, caught, sizeof caught)) {
+                printf("  caught only by another family: %s\n", caught);
+                break;
+            }
+        }
+    }
+    assay_verify_ctx_free(ctx);
+    if (!by_expected) {
+        fail_msg("mutant %s was not caught by the %s family", g_name, info->caught_by);
+    }
+}
+
+static void test_catalog_matches(void **state)
+{
+    (void)state;
+    /* Every catalog entry but "none" is registered, and nothing else. */
+    int n_registered = g_argc - 2;
+    assert_int_equal(n_registered, ASSAY_MUTANT_COUNT - 1);
+    for (int i = 2; i < g_argc; i++) {
+        enum assay_mutant m;
+        if (assay_mutant_by_name(g_argv[i], &m) != ASSAY_OK || m == ASSAY_MUTANT_NONE) {
+            fail_msg("registered mutant %s is not in the catalog", g_argv[i]);
+        }
+    }
+    assert_true(assay_mutants_compiled());
+    /* The catalog file in fixtures/ lists the same mutants in the same order. */
+    char path[1024];
+    assay_test_fixture("mutants.tsv", path, sizeof path);
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    char line[2048];
+    int row = 0;
+    while (fgets(line, sizeof line, f) != NULL) {
+        if (line[0] == '#' || line[0] == '\n') {
+            continue;
+        }
+        row++;
+        const struct assay_mutant_info *info = assay_mutant_info((enum assay_mutant)row);
+        assert_non_null(info);
+        char *tab = strchr(line, '\t');
+        assert_non_null(tab);
+        *tab = '\0';
+        assert_string_equal(line, info->name);
+    }
+    fclose(f);
+    assert_int_equal(row, ASSAY_MUTANT_COUNT - 1);
+}
+
+int main(int argc, char **argv)
+{
+    assay_test_init(argc, argv);
+    g_argc = argc;
+    g_argv = argv;
+    if (argc >= 2 && strcmp(argv[1], "--catalog") == 0) {
+        const struct CMUnitTest tests[] = {cmocka_unit_test(test_catalog_matches)};
+        return cmocka_run_group_tests(tests, NULL, NULL);
+    }
+    if (argc != 2) {
+        fprintf(stderr, "usage: test_mutants NAME | --catalog NAME...\n");
+        return 2;
+    }
+    g_name = argv[1];
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_mutant_is_caught)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
