@@ -155,16 +155,15 @@ static enum assay_status load_model(const char *what, long long seed, struct ass
     return assay_model_init_random(out, &cfg, (uint64_t)seed);
 }
 
-static enum assay_status open_bundled(const char *args, struct assay_adapter *out,
-                                      struct assay_diag *diag)
+static enum assay_status parse_bundled(const char *args, struct bundled_spec *b,
+                                       struct assay_diag *diag)
 {
-    struct bundled_spec b;
-    memset(&b, 0, sizeof b);
-    snprintf(b.model, sizeof b.model, "tinygpt");
-    b.seed = 1;
-    b.draft_seed = 2;
-    b.p = assay_engine_default_params(NULL);
-    b.p.max_seq_len = 0;
+    memset(b, 0, sizeof *b);
+    snprintf(b->model, sizeof b->model, "tinygpt");
+    b->seed = 1;
+    b->draft_seed = 2;
+    b->p = assay_engine_default_params(NULL);
+    b->p.max_seq_len = 0;
     char buf[1024];
     if (strlen(args) >= sizeof buf) {
         return bad(diag, "", "a spec shorter than 1024 characters", "a longer one");
@@ -179,19 +178,30 @@ static enum assay_status open_bundled(const char *args, struct assay_adapter *ou
             return bad(diag, kv, "key=value", kv);
         }
         *eq = '\0';
-        st = set_key(&b, kv, eq + 1, diag);
+        st = set_key(b, kv, eq + 1, diag);
     }
     if (st != ASSAY_OK) {
         return st;
     }
-    if (!b.prefix_set && (!b.p.paged || !b.p.kv_cache)) {
-        b.p.prefix_cache = false;
+    if (!b->prefix_set && (!b->p.paged || !b->p.kv_cache)) {
+        b->p.prefix_cache = false;
     }
-    if (!b.chunk_set && !b.p.kv_cache) {
-        b.p.chunk = 0;
+    if (!b->chunk_set && !b->p.kv_cache) {
+        b->p.chunk = 0;
     }
-    if (!b.blocks_set && b.p.block_size != 16) {
-        b.p.n_blocks = b.p.max_batch * 512 / b.p.block_size + 1;
+    if (!b->blocks_set && b->p.block_size != 16) {
+        b->p.n_blocks = b->p.max_batch * 512 / b->p.block_size + 1;
+    }
+    return ASSAY_OK;
+}
+
+static enum assay_status open_bundled(const char *args, struct assay_adapter *out,
+                                      struct assay_diag *diag)
+{
+    struct bundled_spec b;
+    enum assay_status st = parse_bundled(args, &b, diag);
+    if (st != ASSAY_OK) {
+        return st;
     }
     struct assay_model *model = NULL, *draft = NULL;
     st = load_model(b.model, b.seed, &model, diag);
@@ -232,6 +242,21 @@ enum assay_status assay_adapter_open_spec(const char *spec, struct assay_adapter
     }
     if (strncmp(spec, "bundled:", 8) == 0) {
         return open_bundled(spec + 8, out, diag);
+    }
+    return bad(diag, "", "an engine spec such as bundled:kv=paged,block=16", spec);
+}
+
+enum assay_status assay_spec_check(const char *spec, struct assay_diag *diag)
+{
+    if (spec == NULL) {
+        return bad(diag, "", "an engine spec", "nothing");
+    }
+    struct bundled_spec b;
+    if (strcmp(spec, "bundled") == 0) {
+        return ASSAY_OK;
+    }
+    if (strncmp(spec, "bundled:", 8) == 0) {
+        return parse_bundled(spec + 8, &b, diag);
     }
     return bad(diag, "", "an engine spec such as bundled:kv=paged,block=16", spec);
 }

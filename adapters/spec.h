@@ -22,6 +22,10 @@
 enum assay_status assay_adapter_open_spec(const char *spec, struct assay_adapter *out,
                                           struct assay_diag *diag);
 
+/* Check a spec's syntax and values without opening anything (no model is
+ * loaded, no connection made). diag says what is wrong. */
+enum assay_status assay_spec_check(const char *spec, struct assay_diag *diag);
+
 /* A spec with one key set or replaced: "bundled:kv=off" + ("chunk", "8")
  * gives "bundled:kv=off,chunk=8". Writes into buf (truncated to size). */
 char *assay_spec_with(const char *spec, const char *key, const char *value, char *buf,

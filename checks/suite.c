@@ -6,6 +6,7 @@
 #include "../adapters/bundled.h"
 #include "../adapters/spec.h"
 #include "../core/alloc.h"
+#include "../core/mutant.h"
 #include "../core/rng.h"
 #include "../core/workload.h"
 #include "equivalence.h"
@@ -71,6 +72,7 @@ struct memo_slot {
 
 struct assay_verify_ctx {
     char fixtures[1024];
+    char program[1024];
     uint64_t master_seed;
     struct memo_slot slots[8];
     int32_t n_slots;
@@ -84,6 +86,8 @@ enum assay_status assay_verify_ctx_init(struct assay_verify_ctx **out, const cha
         return ASSAY_ERR_NOMEM;
     }
     snprintf((*out)->fixtures, sizeof (*out)->fixtures, "%s", fixtures);
+    snprintf((*out)->program, sizeof (*out)->program, "%s",
+             assay_mutants_compiled() ? "assay-mutants" : "assay");
     (*out)->master_seed = master_seed;
     return ASSAY_OK;
 }
@@ -169,8 +173,8 @@ enum assay_status assay_run_plan_item(struct assay_verify_ctx *ctx,
     }
     snprintf(res->workload, sizeof res->workload, "%s",
              workload_override != NULL ? workload_override : item->workload);
-    int n = snprintf(res->repro, sizeof res->repro, "assay verify --engine '%s' --check %s",
-                     res->engine, item->name);
+    int n = snprintf(res->repro, sizeof res->repro, "%s verify --engine '%s' --check %s --seed %llu",
+                     ctx->program, res->engine, item->name, (unsigned long long)ctx->master_seed);
     if (n > 0 && (size_t)n < sizeof res->repro) {
         snprintf(res->repro + n, sizeof res->repro - (size_t)n, " --workload %.*s",
                  (int)(sizeof res->repro - (size_t)n - 13), path);
@@ -233,6 +237,11 @@ const struct assay_model *assay_verify_engine_model(const struct assay_adapter *
 {
     struct assay_engine *e = assay_bundled_engine(a);
     return e != NULL ? assay_engine_params(e)->model : NULL;
+}
+
+void assay_verify_set_program(struct assay_verify_ctx *ctx, const char *program)
+{
+    snprintf(ctx->program, sizeof ctx->program, "%s", program);
 }
 
 uint64_t assay_verify_seed(const struct assay_verify_ctx *ctx, const char *name)

@@ -77,6 +77,10 @@ enum assay_status assay_run_plan_item(struct assay_verify_ctx *ctx,
  */
 void assay_verify_finalize(struct assay_check_result *results, size_t n);
 
+/* The command that reproducer lines start with ("assay" by default; the
+ * CLI sets its own path, tests the path of the built binary). Copied. */
+void assay_verify_set_program(struct assay_verify_ctx *ctx, const char *program);
+
 /* The seed of the check called name under the run's master seed. */
 uint64_t assay_verify_seed(const struct assay_verify_ctx *ctx, const char *name);
 

@@ -1,11 +1,52 @@
+/*
+ * assay - is this inference engine fast and still right?
+ *
+ * Subcommands: verify, mutants (and run, bench, report, compare, audit as
+ * they are documented in README.md). Exit status: 0 when everything checked
+ * passed, 1 when a check failed, 2 for a usage or input error, 3 when
+ * compare finds a significant performance regression.
+ */
 #include <stdio.h>
+#include <string.h>
 
+#include "cli.h"
 #include "core/blas.h"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: assay COMMAND [OPTIONS]\n"
+            "\n"
+            "Verify that an LLM inference engine's optimised paths produce what a naive\n"
+            "oracle produces, and measure its latency the way it must be measured.\n"
+            "\n"
+            "commands:\n"
+            "  verify     run the verification plan (equivalence, distributional, property)\n"
+            "  mutants    list the planted bugs that prove each check can fail\n"
+            "\n"
+            "`assay COMMAND --help` describes each command. Exit status: 0 all passed,\n"
+            "1 a check failed, 2 usage or input error, 3 performance regression (compare).\n");
+}
 
 int main(int argc, char **argv)
 {
-    (void)argc;
     assay_blas_select_core(argv);
-    fprintf(stderr, "assay: not yet built\n");
-    return 2;
+    if (argc < 2) {
+        usage(stderr);
+        return ASSAY_EXIT_USAGE;
+    }
+    const char *cmd = argv[1];
+    if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
+        usage(stdout);
+        return ASSAY_EXIT_OK;
+    }
+    if (strcmp(cmd, "verify") == 0) {
+        return assay_cmd_verify(argc - 1, argv + 1);
+    }
+    if (strcmp(cmd, "mutants") == 0) {
+        return assay_cmd_mutants(argc - 1, argv + 1);
+    }
+    fprintf(stderr, "assay: unknown command '%s'\n\n", cmd);
+    usage(stderr);
+    return ASSAY_EXIT_USAGE;
 }

@@ -1,0 +1,53 @@
+/*
+ * cli.h - what the subcommands of the assay command share: exit codes,
+ * where fixtures live, progress on a terminal, and the results table.
+ * Only cli/ prints and exits.
+ */
+#ifndef ASSAY_CLI_H
+#define ASSAY_CLI_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "checks/result.h"
+
+enum {
+    ASSAY_EXIT_OK = 0,         /* everything checked passed */
+    ASSAY_EXIT_FAIL = 1,       /* a check failed */
+    ASSAY_EXIT_USAGE = 2,      /* bad usage or bad input (file, spec, option) */
+    ASSAY_EXIT_REGRESSION = 3, /* compare: a significant performance regression */
+};
+
+int assay_cmd_verify(int argc, char **argv);
+int assay_cmd_mutants(int argc, char **argv);
+
+/* The fixtures folder: $ASSAY_FIXTURES, else the installed or source tree's. */
+const char *assay_cli_fixtures(void);
+
+/* The path of this program (for reproducer lines). */
+const char *assay_cli_program(void);
+
+/* Parse an unsigned integer option; false (and a message) when malformed. */
+bool assay_cli_parse_u64(const char *option, const char *text, uint64_t *out);
+
+/* A progress line on stderr, only when stderr is a terminal. */
+struct assay_progress {
+    bool tty;
+    int64_t t0_ns;
+    size_t total;
+};
+void assay_progress_begin(struct assay_progress *p, size_t total);
+void assay_progress_step(struct assay_progress *p, size_t done, const char *what);
+void assay_progress_end(struct assay_progress *p);
+
+/* The pass/fail table of results, one line each, with failures and their
+ * reproducers under them. */
+void assay_cli_print_results(FILE *out, const struct assay_check_result *results, size_t n);
+
+/* The exit status for a set of results: FAIL if any failed, USAGE if any
+ * could not run (ERROR), else OK (SKIPs do not fail a run; they are listed). */
+int assay_cli_exit_status(const struct assay_check_result *results, size_t n);
+
+#endif

@@ -1,0 +1,158 @@
+/* assay verify: run the verification plan (or part of it) on an engine. */
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "adapters/spec.h"
+#include "checks/suite.h"
+#include "cli.h"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: assay verify [--engine SPEC] [--check NAME]... [--family FAMILY]\n"
+            "                    [--workload FILE] [--seed N] [--list]\n"
+            "\n"
+            "Run the checks of the verification plan against an engine and print a\n"
+            "pass/fail table; every failure comes with a command that reproduces it.\n"
+            "\n"
+            "  --engine SPEC    the engine (default: bundled), e.g.\n"
+            "                   bundled:kv=paged,block=16,prefix=on,chunk=256,spec=4\n"
+            "                   Each check sets the options it is about (verify --list);\n"
+            "                   the other options of SPEC apply to every check.\n"
+            "  --check NAME     run only this check (repeatable); see --list\n"
+            "  --family FAMILY  run only equivalence, distributional or property checks\n"
+            "  --workload FILE  run the selected check on this workload file instead of its\n"
+            "                   fixture (a reproducer written by a failing run, for example)\n"
+            "  --seed N         master seed of seeded checks (default 1)\n"
+            "  --list           list the plan and exit\n"
+            "\n"
+            "Exit status: 0 all passed (skips are listed, not failed), 1 a check failed,\n"
+            "2 usage or input error.\n");
+}
+
+int assay_cmd_verify(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"engine", required_argument, NULL, 'e'}, {"check", required_argument, NULL, 'c'},
+        {"family", required_argument, NULL, 'f'}, {"workload", required_argument, NULL, 'w'},
+        {"seed", required_argument, NULL, 's'},   {"list", no_argument, NULL, 'l'},
+        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
+    };
+    const char *engine = "bundled", *family = NULL, *workload = NULL;
+    const char *checks[64];
+    size_t n_checks = 0;
+    uint64_t seed = 1;
+    bool list = false;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'e': engine = optarg; break;
+        case 'c':
+            if (n_checks == sizeof checks / sizeof checks[0]) {
+                fprintf(stderr, "assay verify: too many --check options\n");
+                return ASSAY_EXIT_USAGE;
+            }
+            checks[n_checks++] = optarg;
+            break;
+        case 'f': family = optarg; break;
+        case 'w': workload = optarg; break;
+        case 's':
+            if (!assay_cli_parse_u64("--seed", optarg, &seed)) {
+                return ASSAY_EXIT_USAGE;
+            }
+            break;
+        case 'l': list = true; break;
+        case 'h': usage(stdout); return ASSAY_EXIT_OK;
+        default: usage(stderr); return ASSAY_EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "assay verify: unexpected argument '%s'\n", argv[optind]);
+        return ASSAY_EXIT_USAGE;
+    }
+    size_t n_plan;
+    const struct assay_plan_item *plan = assay_verify_plan(&n_plan);
+    if (list) {
+        for (size_t i = 0; i < n_plan; i++) {
+            printf("%-30s %-15s %s\n", plan[i].name, assay_family_str(plan[i].family), plan[i].about);
+        }
+        return ASSAY_EXIT_OK;
+    }
+    if (family != NULL && strcmp(family, "equivalence") != 0 &&
+        strcmp(family, "distributional") != 0 && strcmp(family, "property") != 0) {
+        fprintf(stderr, "assay verify: --family expects equivalence, distributional or property, got '%s'\n",
+                family);
+        return ASSAY_EXIT_USAGE;
+    }
+    for (size_t i = 0; i < n_checks; i++) {
+        if (assay_plan_find(checks[i]) == NULL) {
+            fprintf(stderr, "assay verify: no check called '%s' (assay verify --list shows them)\n",
+                    checks[i]);
+            return ASSAY_EXIT_USAGE;
+        }
+    }
+    struct assay_diag diag;
+    assay_diag_clear(&diag);
+    if (assay_spec_check(engine, &diag) != ASSAY_OK) {
+        char why[800];
+        fprintf(stderr, "assay verify: --engine: %s\n", assay_diag_format(&diag, why, sizeof why));
+        return ASSAY_EXIT_USAGE;
+    }
+    if (workload != NULL && n_checks != 1) {
+        fprintf(stderr, "assay verify: --workload needs exactly one --check\n");
+        return ASSAY_EXIT_USAGE;
+    }
+    const struct assay_plan_item **sel = calloc(n_plan, sizeof *sel);
+    struct assay_check_result *res = calloc(n_plan, sizeof *res);
+    if (sel == NULL || res == NULL) {
+        fprintf(stderr, "assay verify: out of memory\n");
+        free(sel);
+        free(res);
+        return ASSAY_EXIT_USAGE;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < n_plan; i++) {
+        bool want = family == NULL || strcmp(assay_family_str(plan[i].family), family) == 0;
+        if (n_checks > 0) {
+            want = false;
+            for (size_t j = 0; j < n_checks; j++) {
+                want = want || strcmp(plan[i].name, checks[j]) == 0;
+            }
+        }
+        if (want) {
+            sel[n++] = &plan[i];
+        }
+    }
+    struct assay_verify_ctx *ctx = NULL;
+    if (assay_verify_ctx_init(&ctx, assay_cli_fixtures(), seed) != ASSAY_OK) {
+        fprintf(stderr, "assay verify: out of memory\n");
+        free(sel);
+        free(res);
+        return ASSAY_EXIT_USAGE;
+    }
+    assay_verify_set_program(ctx, assay_cli_program());
+    struct assay_progress prog;
+    assay_progress_begin(&prog, n);
+    int status = ASSAY_EXIT_OK;
+    for (size_t i = 0; i < n; i++) {
+        assay_progress_step(&prog, i, sel[i]->name);
+        if (assay_run_plan_item(ctx, sel[i], engine, workload, &res[i]) != ASSAY_OK) {
+            fprintf(stderr, "assay verify: out of memory\n");
+            status = ASSAY_EXIT_USAGE;
+            n = i;
+            break;
+        }
+    }
+    assay_progress_end(&prog);
+    assay_verify_finalize(res, n);
+    assay_cli_print_results(stdout, res, n);
+    if (status == ASSAY_EXIT_OK) {
+        status = assay_cli_exit_status(res, n);
+    }
+    assay_verify_ctx_free(ctx);
+    free(sel);
+    free(res);
+    return status;
+}

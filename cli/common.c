@@ -1,0 +1,105 @@
+#include <errno.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "core/clock.h"
+
+#ifndef ASSAY_FIXTURES_DIR
+#define ASSAY_FIXTURES_DIR "fixtures"
+#endif
+
+const char *assay_cli_fixtures(void)
+{
+    const char *env = getenv("ASSAY_FIXTURES");
+    return env != NULL && env[0] != '\0' ? env : ASSAY_FIXTURES_DIR;
+}
+
+const char *assay_cli_program(void)
+{
+    static char path[PATH_MAX];
+    if (path[0] == '\0') {
+        ssize_t n = readlink("/proc/self/exe", path, sizeof path - 1);
+        if (n <= 0) {
+            snprintf(path, sizeof path, "assay");
+        } else {
+            path[n] = '\0';
+        }
+    }
+    return path;
+}
+
+bool assay_cli_parse_u64(const char *option, const char *text, uint64_t *out)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(text, &end, 10);
+    if (errno != 0 || end == text || *end != '\0' || text[0] == '-') {
+        fprintf(stderr, "assay: %s expects a non-negative integer, got '%s'\n", option, text);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+void assay_progress_begin(struct assay_progress *p, size_t total)
+{
+    p->tty = isatty(STDERR_FILENO) != 0;
+    p->t0_ns = assay_now_ns();
+    p->total = total;
+}
+
+void assay_progress_step(struct assay_progress *p, size_t done, const char *what)
+{
+    if (!p->tty) {
+        return;
+    }
+    double s = (double)(assay_now_ns() - p->t0_ns) / 1e9;
+    fprintf(stderr, "\r\033[K[%zu/%zu %5.1fs] %s", done + 1, p->total, s, what);
+    fflush(stderr);
+}
+
+void assay_progress_end(struct assay_progress *p)
+{
+    if (p->tty) {
+        fprintf(stderr, "\r\033[K");
+        fflush(stderr);
+    }
+}
+
+void assay_cli_print_results(FILE *out, const struct assay_check_result *r, size_t n)
+{
+    size_t counts[4] = {0, 0, 0, 0};
+    fprintf(out, "%-30s %-15s %-7s %8s  %s\n", "check", "family", "verdict", "seconds", "summary");
+    for (size_t i = 0; i < n; i++) {
+        counts[r[i].verdict]++;
+        fprintf(out, "%-30s %-15s %-7s %8.2f  %s\n", r[i].name, assay_family_str(r[i].family),
+                assay_verdict_str(r[i].verdict), r[i].seconds, r[i].summary);
+        if (r[i].verdict != ASSAY_VERDICT_PASS) {
+            fprintf(out, "    %s: %s\n", r[i].verdict == ASSAY_VERDICT_SKIP ? "skipped" : "why",
+                    r[i].failure);
+        }
+        if (r[i].verdict == ASSAY_VERDICT_FAIL && r[i].repro[0] != '\0') {
+            fprintf(out, "    reproduce: %s\n", r[i].repro);
+        }
+    }
+    fprintf(out, "\n%zu checks: %zu passed, %zu failed, %zu skipped, %zu could not run\n", n,
+            counts[ASSAY_VERDICT_PASS], counts[ASSAY_VERDICT_FAIL], counts[ASSAY_VERDICT_SKIP],
+            counts[ASSAY_VERDICT_ERROR]);
+}
+
+int assay_cli_exit_status(const struct assay_check_result *r, size_t n)
+{
+    int status = ASSAY_EXIT_OK;
+    for (size_t i = 0; i < n; i++) {
+        if (r[i].verdict == ASSAY_VERDICT_FAIL) {
+            return ASSAY_EXIT_FAIL;
+        }
+        if (r[i].verdict == ASSAY_VERDICT_ERROR) {
+            status = ASSAY_EXIT_USAGE;
+        }
+    }
+    return status;
+}

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Builds assay with its tests and runs them: the command CI runs.
+#
+#   scripts/test.sh                 every label CI runs (see below)
+#   scripts/test.sh -L verify       only some labels (any ctest arguments)
+#
+# Installs missing Debian packages first (scripts/setup.sh), configures the
+# `test` preset into build/test, builds, and runs ctest. Safe to run again:
+# the build is incremental and llama.cpp's server is built once into a cache
+# outside the checkout.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scripts/setup.sh --audit --browser --fuzz --valgrind
+
+cmake --preset test >/dev/null
+cmake --build --preset test
+
+if [ $# -gt 0 ]; then
+    ctest --preset test "$@"
+    exit
+fi
+
+# Every label that must pass, one after the other, each with its wall time.
+status=0
+for label in unit verify mutants calibration audit fuzz bench; do
+    start=$(date +%s)
+    if ctest --preset test -L "^${label}\$" --no-tests=ignore; then
+        result=passed
+    else
+        result=FAILED
+        status=1
+    fi
+    echo "== label ${label}: ${result} in $(( $(date +%s) - start )) s"
+done
+exit $status
