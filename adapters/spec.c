@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "../core/alloc.h"
 #include "../core/mutant.h"
 #include "bundled.h"
 
@@ -195,8 +196,70 @@ static enum assay_status parse_bundled(const char *args, struct bundled_spec *b,
     return ASSAY_OK;
 }
 
-static enum assay_status open_bundled(const char *args, struct assay_adapter *out,
-                                      struct assay_diag *diag)
+struct cache_entry {
+    char key[300];
+    struct assay_model *model;
+};
+
+struct assay_model_cache {
+    struct cache_entry *entries;
+    int32_t n, cap;
+};
+
+enum assay_status assay_model_cache_init(struct assay_model_cache **out)
+{
+    *out = assay_calloc(1, sizeof **out);
+    return *out != NULL ? ASSAY_OK : ASSAY_ERR_NOMEM;
+}
+
+void assay_model_cache_free(struct assay_model_cache *c)
+{
+    if (c == NULL) {
+        return;
+    }
+    for (int32_t i = 0; i < c->n; i++) {
+        assay_model_free(c->entries[i].model);
+    }
+    assay_free(c->entries);
+    assay_free(c);
+}
+
+/* A model from the cache (borrowed) or, without a cache, a new one (owned
+ * by the caller). */
+static enum assay_status get_model(struct assay_model_cache *c, const char *what, long long seed,
+                                   struct assay_model **out, struct assay_diag *diag)
+{
+    if (c == NULL) {
+        return load_model(what, seed, out, diag);
+    }
+    char key[300];
+    snprintf(key, sizeof key, "%s#%lld", what, is_path(what) ? 0LL : seed);
+    for (int32_t i = 0; i < c->n; i++) {
+        if (strcmp(c->entries[i].key, key) == 0) {
+            *out = c->entries[i].model;
+            return ASSAY_OK;
+        }
+    }
+    if (c->n == c->cap) {
+        int32_t cap = c->cap > 0 ? 2 * c->cap : 8;
+        struct cache_entry *grown = assay_realloc(c->entries, sizeof *grown * (size_t)cap);
+        if (grown == NULL) {
+            return ASSAY_ERR_NOMEM;
+        }
+        c->entries = grown;
+        c->cap = cap;
+    }
+    enum assay_status st = load_model(what, seed, out, diag);
+    if (st == ASSAY_OK) {
+        snprintf(c->entries[c->n].key, sizeof c->entries[c->n].key, "%s", key);
+        c->entries[c->n].model = *out;
+        c->n++;
+    }
+    return st;
+}
+
+static enum assay_status open_bundled(const char *args, struct assay_model_cache *cache,
+                                      struct assay_adapter *out, struct assay_diag *diag)
 {
     struct bundled_spec b;
     enum assay_status st = parse_bundled(args, &b, diag);
@@ -204,14 +267,16 @@ static enum assay_status open_bundled(const char *args, struct assay_adapter *ou
         return st;
     }
     struct assay_model *model = NULL, *draft = NULL;
-    st = load_model(b.model, b.seed, &model, diag);
+    st = get_model(cache, b.model, b.seed, &model, diag);
     if (st == ASSAY_OK && b.p.spec_k > 0) {
         const char *dname = b.draft[0] != '\0' ? b.draft
                             : strcmp(model->cfg.name, "mini") == 0 ? "mini-draft" : "draft";
-        st = load_model(dname, b.draft_seed, &draft, diag);
+        st = get_model(cache, dname, b.draft_seed, &draft, diag);
     }
     if (st != ASSAY_OK) {
-        assay_model_free(model);
+        if (cache == NULL) {
+            assay_model_free(model);
+        }
         return st;
     }
     b.p.model = model;
@@ -220,17 +285,26 @@ static enum assay_status open_bundled(const char *args, struct assay_adapter *ou
         b.p.max_seq_len = model->cfg.n_ctx;
     }
     st = assay_bundled_open(&b.p, out, diag);
-    if (st != ASSAY_OK) {
-        assay_model_free(model);
-        assay_model_free(draft);
-        return st;
+    if (cache == NULL) {
+        if (st != ASSAY_OK) {
+            assay_model_free(model);
+            assay_model_free(draft);
+            return st;
+        }
+        assay_bundled_own_models(out, model, draft);
     }
-    assay_bundled_own_models(out, model, draft);
-    return ASSAY_OK;
+    return st;
 }
 
 enum assay_status assay_adapter_open_spec(const char *spec, struct assay_adapter *out,
                                           struct assay_diag *diag)
+{
+    return assay_adapter_open_spec_cached(spec, NULL, out, diag);
+}
+
+enum assay_status assay_adapter_open_spec_cached(const char *spec, struct assay_model_cache *cache,
+                                                 struct assay_adapter *out,
+                                                 struct assay_diag *diag)
 {
     out->vt = NULL;
     out->self = NULL;
@@ -238,10 +312,10 @@ enum assay_status assay_adapter_open_spec(const char *spec, struct assay_adapter
         return bad(diag, "", "an engine spec", "nothing");
     }
     if (strcmp(spec, "bundled") == 0) {
-        return open_bundled("", out, diag);
+        return open_bundled("", cache, out, diag);
     }
     if (strncmp(spec, "bundled:", 8) == 0) {
-        return open_bundled(spec + 8, out, diag);
+        return open_bundled(spec + 8, cache, out, diag);
     }
     return bad(diag, "", "an engine spec such as bundled:kv=paged,block=16", spec);
 }

@@ -22,6 +22,20 @@
 enum assay_status assay_adapter_open_spec(const char *spec, struct assay_adapter *out,
                                           struct assay_diag *diag);
 
+/* Models built for specs, kept so that the many engines of one run share a
+ * single copy of each (model, seed): building TinyGPT's weights and their
+ * hash costs more than most checks. The cache must outlive every adapter
+ * opened with it. Lifetime: assay_model_cache_init / assay_model_cache_free. */
+struct assay_model_cache;
+enum assay_status assay_model_cache_init(struct assay_model_cache **out);
+void assay_model_cache_free(struct assay_model_cache *cache);
+
+/* assay_adapter_open_spec, with models taken from (and added to) cache; a
+ * NULL cache behaves like assay_adapter_open_spec. */
+enum assay_status assay_adapter_open_spec_cached(const char *spec, struct assay_model_cache *cache,
+                                                 struct assay_adapter *out,
+                                                 struct assay_diag *diag);
+
 /* Check a spec's syntax and values without opening anything (no model is
  * loaded, no connection made). diag says what is wrong. */
 enum assay_status assay_spec_check(const char *spec, struct assay_diag *diag);

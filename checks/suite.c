@@ -76,6 +76,7 @@ struct assay_verify_ctx {
     uint64_t master_seed;
     struct memo_slot slots[8];
     int32_t n_slots;
+    struct assay_model_cache *models; /* the models engines of this run share */
 };
 
 enum assay_status assay_verify_ctx_init(struct assay_verify_ctx **out, const char *fixtures,
@@ -83,6 +84,11 @@ enum assay_status assay_verify_ctx_init(struct assay_verify_ctx **out, const cha
 {
     *out = assay_calloc(1, sizeof **out);
     if (*out == NULL) {
+        return ASSAY_ERR_NOMEM;
+    }
+    if (assay_model_cache_init(&(*out)->models) != ASSAY_OK) {
+        assay_free(*out);
+        *out = NULL;
         return ASSAY_ERR_NOMEM;
     }
     snprintf((*out)->fixtures, sizeof (*out)->fixtures, "%s", fixtures);
@@ -101,6 +107,7 @@ void assay_verify_ctx_free(struct assay_verify_ctx *ctx)
         assay_oracle_memo_free(ctx->slots[i].memo);
         assay_model_free(ctx->slots[i].model);
     }
+    assay_model_cache_free(ctx->models);
     assay_free(ctx);
 }
 
@@ -184,7 +191,7 @@ enum assay_status assay_run_plan_item(struct assay_verify_ctx *ctx,
     assay_diag_clear(&diag);
     char why[700];
     struct assay_adapter a;
-    enum assay_status st = assay_adapter_open_spec(res->engine, &a, &diag);
+    enum assay_status st = assay_adapter_open_spec_cached(res->engine, ctx->models, &a, &diag);
     if (st != ASSAY_OK) {
         res->verdict = ASSAY_VERDICT_ERROR;
         snprintf(res->failure, sizeof res->failure, "engine: %s: %s", assay_status_str(st),

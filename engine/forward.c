@@ -229,6 +229,27 @@ static void rope(const struct assay_forward *f, float *x, int32_t n_heads, int32
     }
 }
 
+/*
+ * Dot product of two head vectors. Eight partial sums in a fixed order: the
+ * additions overlap (the compiler vectorises them) and the result depends on
+ * the two vectors alone, never on the batch, so batch invariance holds.
+ */
+static float dot_head(const float *a, const float *b, int32_t n)
+{
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int32_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        for (int32_t k = 0; k < 8; k++) {
+            acc[k] += a[i + k] * b[i + k];
+        }
+    }
+    float sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    for (; i < n; i++) {
+        sum += a[i] * b[i];
+    }
+    return sum;
+}
+
 static int64_t kv_offset(const struct assay_forward *f, int32_t layer, int32_t block, int32_t slot)
 {
     return (((int64_t)layer * f->n_blocks + block) * f->block_size + slot) * f->kv_dim;
@@ -263,22 +284,14 @@ static void attend_row(struct assay_forward *f, const struct assay_forward_batch
         float max = -INFINITY;
         for (int32_t j = 0; j < n_keys; j++) {
             const float *kj = kv_at(f, f->k, layer, seq->blocks, j) + (int64_t)g * hd;
-            float dot = 0.0f;
-            for (int32_t i = 0; i < hd; i++) {
-                dot += q[i] * kj[i];
-            }
-            f->scores[j] = dot * scale;
+            f->scores[j] = dot_head(q, kj, hd) * scale;
             max = f->scores[j] > max ? f->scores[j] : max;
         }
         int32_t leak_pos = 0;
         if (leak != NULL) {
             leak_pos = leak->pos0 + leak->n_rows - 1;
             const float *kj = kv_at(f, f->k, layer, leak->blocks, leak_pos) + (int64_t)g * hd;
-            float dot = 0.0f;
-            for (int32_t i = 0; i < hd; i++) {
-                dot += q[i] * kj[i];
-            }
-            f->scores[n_keys] = dot * scale;
+            f->scores[n_keys] = dot_head(q, kj, hd) * scale;
             max = f->scores[n_keys] > max ? f->scores[n_keys] : max;
         }
         int32_t n_scores = n_keys + (leak != NULL ? 1 : 0);
