@@ -8,6 +8,7 @@
 #include "../core/alloc.h"
 #include "../core/mutant.h"
 #include "bundled.h"
+#include "openai.h"
 
 struct bundled_spec {
     char model[256];
@@ -317,7 +318,10 @@ enum assay_status assay_adapter_open_spec_cached(const char *spec, struct assay_
     if (strncmp(spec, "bundled:", 8) == 0) {
         return open_bundled(spec + 8, cache, out, diag);
     }
-    return bad(diag, "", "an engine spec such as bundled:kv=paged,block=16", spec);
+    if (strncmp(spec, "openai:", 7) == 0) {
+        return assay_openai_open_spec(spec + 7, out, diag);
+    }
+    return bad(diag, "", "an engine spec such as bundled:kv=paged,block=16 or openai:URL", spec);
 }
 
 enum assay_status assay_spec_check(const char *spec, struct assay_diag *diag)
@@ -332,7 +336,14 @@ enum assay_status assay_spec_check(const char *spec, struct assay_diag *diag)
     if (strncmp(spec, "bundled:", 8) == 0) {
         return parse_bundled(spec + 8, &b, diag);
     }
-    return bad(diag, "", "an engine spec such as bundled:kv=paged,block=16", spec);
+    if (strncmp(spec, "openai:", 7) == 0) {
+        /* Opening sends nothing; it checks the spec, URL and API key. */
+        struct assay_adapter a;
+        enum assay_status st = assay_openai_open_spec(spec + 7, &a, diag);
+        assay_adapter_close(&a);
+        return st;
+    }
+    return bad(diag, "", "an engine spec such as bundled:kv=paged,block=16 or openai:URL", spec);
 }
 
 char *assay_spec_with(const char *spec, const char *key, const char *value, char *buf,

@@ -6,6 +6,10 @@
  *                             model, seed, kv, block, blocks, prefix, chunk,
  *                             batch, spec, draft, draft_seed, invariant, order,
  *                             requests, max_seq_len, step_tokens, rng_seed, mutant)
+ *   openai:URL[,key=value,...]  an OpenAI-compatible server (adapters/openai.h:
+ *                             model, api=completion|v1, timeout_ms, stall_ms,
+ *                             logprobs, vocab, ctx, eos, cache_prompt, requests;
+ *                             the API key only from ASSAY_API_KEY(_FILE))
  *
  * Defaults follow assay_engine_default_params, except that prefix caching
  * and chunked prefill default to off where kv makes them impossible.

@@ -229,6 +229,7 @@ enum assay_status assay_check_equivalence(const struct assay_adapter *a,
     if (opts != NULL) {
         ho.hook = opts->hook;
         ho.hook_ctx = opts->hook_ctx;
+        ho.max_steps = opts->max_steps;
     }
     struct assay_transcript *t = NULL;
     enum assay_status st = assay_harness_run(a, w, &ho, &t);

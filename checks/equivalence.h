@@ -48,6 +48,9 @@ struct assay_equiv_opts {
     double tie_tol;  /* logits; ASSAY_EQUIV_TIE_TOL by default */
     assay_step_hook hook; /* extra per-step checks (may be NULL) */
     void *hook_ctx;
+    int64_t max_steps; /* 0: the harness's bound from the workload's size; an HTTP
+                          adapter's idle step lasts about 1 ms, so a server
+                          audit sets a bound of its own */
 };
 
 /*
