@@ -148,8 +148,9 @@ int32_t assay_check_delivery(const struct assay_workload *w, const struct assay_
             return i;
         }
         if (q->reason == ASSAY_FINISH_ERROR) {
-            snprintf(msg, size, "request %llu finished with an error (%s)", id,
-                     assay_status_str((enum assay_status)q->error));
+            snprintf(msg, size, "request %llu finished with an error (%s%s%s)", id,
+                     assay_status_str((enum assay_status)q->error), q->message[0] != '\0' ? ": " : "",
+                     q->message);
             return i;
         }
         int32_t n = q->n_events < q->cap ? q->n_events : q->cap;

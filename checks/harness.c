@@ -152,8 +152,10 @@ static void record(struct run *r, const struct assay_adapter *a, const struct as
         {
             int32_t abort_after = r->w->reqs[i].abort_after;
             if (abort_after >= 0 && q->n_events >= abort_after && !q->aborted && q->n_finish == 0) {
-                q->aborted = true;
-                a->vt->abort(a->self, q->id);
+                /* Aborted only if the adapter took the abort: a request that
+                 * finished in this same step is not live any more, and is
+                 * then judged as one that ran to its end. */
+                q->aborted = a->vt->abort(a->self, q->id) == ASSAY_OK;
             }
         }
         break;
@@ -163,6 +165,9 @@ static void record(struct run *r, const struct assay_adapter *a, const struct as
         q->finish_index = ev->index;
         q->error = ev->error;
         q->t_finish_ns = ev->t_ns;
+        if (ev->message != NULL) {
+            snprintf(q->message, sizeof q->message, "%s", ev->message);
+        }
         break;
     case ASSAY_EVENT_SPEC_ROUND:
         q->spec_rounds++;

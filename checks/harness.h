@@ -25,7 +25,8 @@ struct assay_transcript_req {
     uint64_t id;
     bool submitted;
     int32_t submit_status;   /* enum assay_status of add_request */
-    bool aborted;            /* the harness aborted it (abort_after) */
+    bool aborted;            /* the harness aborted it (abort_after) and the
+                                adapter accepted the abort */
     int32_t n_events;        /* TOKEN events received (all of them) */
     int32_t cap;             /* capacity of the arrays below */
     int32_t *tokens;         /* (cap) in arrival order */
@@ -35,6 +36,7 @@ struct assay_transcript_req {
     enum assay_finish_reason reason;
     int32_t finish_index;    /* output count the FINISH reported */
     int32_t error;           /* FINISH with ERROR */
+    char message[200];       /* FINISH with ERROR: the adapter's reason */
     int64_t t_submit_ns;
     int64_t t_finish_ns;
     int32_t spec_rounds;

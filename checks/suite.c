@@ -9,7 +9,10 @@
 #include "../core/mutant.h"
 #include "../core/rng.h"
 #include "../core/workload.h"
+#include "distributional.h"
 #include "equivalence.h"
+#include "property.h"
+#include "seeded.h"
 
 static enum assay_status run_equivalence(struct assay_verify_ctx *ctx,
                                          const struct assay_plan_item *item,
@@ -29,21 +32,108 @@ static const struct assay_plan_item k_plan[] = {
     {"equiv.paged", ASSAY_FAMILY_EQUIVALENCE, "kv=paged,block=16,prefix=off,batch=1,chunk=0",
      "workloads/equiv-mixed.json", "paged KV and its block manager alone", run_equivalence, NULL},
     {"equiv.preemption", ASSAY_FAMILY_EQUIVALENCE,
-     "kv=paged,block=8,blocks=24,prefix=off,batch=8,chunk=0", "workloads/equiv-pressure.json",
+     "kv=paged,block=8,prefix=off,batch=8,chunk=0;blocks=24", "workloads/equiv-pressure.json",
      "a pool too small for the batch: recompute-preemption", run_equivalence, NULL},
     {"equiv.prefix-cache", ASSAY_FAMILY_EQUIVALENCE, "kv=paged,block=16,prefix=on,batch=1,chunk=0",
      "workloads/equiv-shared-prefix.json",
      "prefix caching alone: shared system prompts, equal blocks after different histories", run_equivalence, NULL},
     {"equiv.chunked-prefill", ASSAY_FAMILY_EQUIVALENCE, "kv=contiguous,batch=1,chunk=16",
      "workloads/equiv-long-prompts.json", "chunked prefill alone: prompts of several chunks", run_equivalence, NULL},
-    {"equiv.all", ASSAY_FAMILY_EQUIVALENCE, "kv=paged,block=16,blocks=40,prefix=on,chunk=32,batch=8",
+    {"equiv.all", ASSAY_FAMILY_EQUIVALENCE, "kv=paged,block=16,prefix=on,chunk=32,batch=8;blocks=40",
      "workloads/equiv-shared-prefix.json",
      "every optimisation at once, with a pool small enough to preempt", run_equivalence, NULL},
-    {"equiv.all-mixed", ASSAY_FAMILY_EQUIVALENCE, "kv=paged,block=8,blocks=48,prefix=on,chunk=24,batch=16",
+    {"equiv.all-mixed", ASSAY_FAMILY_EQUIVALENCE, "kv=paged,block=8,prefix=on,chunk=24,batch=16;blocks=48",
      "workloads/equiv-mixed.json", "every optimisation at once over mixed lengths", run_equivalence, NULL},
     {"equiv.batch-invariant", ASSAY_FAMILY_EQUIVALENCE,
      "kv=paged,block=16,prefix=on,chunk=32,batch=16,invariant=on", "workloads/equiv-long-prompts.json",
      "every optimisation with batch-invariant products", run_equivalence, NULL},
+    /* Greedy speculative decoding is plain greedy, token for token (TinyGPT
+     * with its draft). */
+    {"equiv.spec-k1", ASSAY_FAMILY_EQUIVALENCE, "spec=1,kv=off,batch=8",
+     "workloads/equiv-small.json", "greedy speculative decoding, k = 1, full recompute",
+     run_equivalence, NULL},
+    {"equiv.spec-k2", ASSAY_FAMILY_EQUIVALENCE,
+     "spec=2,kv=paged,block=16,prefix=off,chunk=0,batch=16", "workloads/equiv-mixed.json",
+     "greedy speculative decoding, k = 2, batched over paged KV", run_equivalence, NULL},
+    {"equiv.spec-k4", ASSAY_FAMILY_EQUIVALENCE,
+     "spec=4,kv=paged,block=8,blocks=24,prefix=off,chunk=0,batch=8", "workloads/equiv-pressure.json",
+     "greedy speculative decoding, k = 4, with preemption and rollback", run_equivalence, NULL},
+    {"equiv.spec-k8", ASSAY_FAMILY_EQUIVALENCE,
+     "spec=8,kv=paged,block=16,prefix=on,chunk=32,batch=8", "workloads/equiv-shared-prefix.json",
+     "greedy speculative decoding, k = 8, with prefix caching and chunked prefill",
+     run_equivalence, NULL},
+    {"equiv.seeded-sameness", ASSAY_FAMILY_EQUIVALENCE,
+     "model=mini,kv=paged,block=8,blocks=40,prefix=on,chunk=16,batch=16",
+     "workloads/seeded-sampling.json",
+     "the same seeds give the same sampled tokens alone, batched, without KV cache, paged, "
+     "preempted", assay_seeded_run_sameness, NULL},
+    /* Distributional: the mini config (model.h) and its draft mini-draft, so
+     * that tens of thousands of samples fit in seconds; the sampling and
+     * speculation code under test is the same. */
+    {"dist.gof.first", ASSAY_FAMILY_DISTRIBUTIONAL, "model=mini,batch=256", NULL,
+     "chi-squared of the first sampled token against the oracle; top-k binding",
+     assay_dist_run_gof, "n=70000,pos=1,len=1,prompt=3,t=0.7,top_k=20,top_p=0.9"},
+    {"dist.gof.sequential", ASSAY_FAMILY_DISTRIBUTIONAL, "model=mini,batch=256,order=sequential",
+     NULL, "the first sampled token in the SEQUENTIAL filter order (vLLM's)", assay_dist_run_gof,
+     "n=70000,pos=1,len=1,prompt=3,t=0.8,top_k=30,top_p=0.8"},
+    {"dist.gof.spec-pair", ASSAY_FAMILY_DISTRIBUTIONAL, "model=mini,batch=256,spec=1", NULL,
+     "chi-squared of the first two tokens (exact joint) under speculation k = 1: acceptance, "
+     "residual, bonus and the next round",
+     assay_dist_run_gof, "n=155000,pos=2,len=2,prompt=2,t=0.7,top_k=20,top_p=0.9"},
+    {"dist.pit.plain", ASSAY_FAMILY_DISTRIBUTIONAL, "model=mini,batch=256", NULL,
+     "randomised PIT of whole sampled sequences (batching, paging, prefix cache, chunking)",
+     assay_dist_run_pit, "n=1750,len=32,prompt=4,prompts=16,t=0.9,top_k=50,top_p=0.95"},
+    {"dist.pit.spec", ASSAY_FAMILY_DISTRIBUTIONAL, "model=mini,batch=256,spec=2", NULL,
+     "randomised PIT of whole sequences under speculation k = 2",
+     assay_dist_run_pit, "n=1750,len=32,prompt=4,prompts=16,t=0.8,top_k=0,top_p=0.8"},
+    {"dist.spec.acceptance", ASSAY_FAMILY_DISTRIBUTIONAL, "model=mini,batch=256,spec=4", NULL,
+     "speculative acceptance against beta = sum min(p, q), per draft position",
+     assay_dist_run_acceptance, "n=2800,len=16,prompt=4,prompts=16,t=1.0,top_k=0,top_p=0.9"},
+    {"dist.homogeneity.spec-vs-plain", ASSAY_FAMILY_DISTRIBUTIONAL, "model=mini,batch=256,spec=1",
+     NULL, "2 x k homogeneity of the first token: speculation k = 1 against plain sampling",
+     assay_dist_run_homogeneity,
+     "n=125000,pos=1,len=2,prompt=1,t=0.7,top_k=40,top_p=0.6,vs=spec=0"},
+    /* Property: the pool (blocks, after the ';') is a default a reproducer's
+     * --engine may shrink; the block checks use the mini config, whose block
+     * manager and scheduler are the same code. */
+    {"prop.blocks", ASSAY_FAMILY_PROPERTY,
+     "model=mini,kv=paged,block=4,prefix=on,chunk=0,batch=8;blocks=24",
+     "workloads/prop-blocks.json",
+     "block conservation after every step against the block model: a small pool, prefix "
+     "hits and eviction, preemption, aborts, whole prompts admitted together",
+     assay_property_run_blocks, NULL},
+    {"prop.blocks-spec", ASSAY_FAMILY_PROPERTY,
+     "model=mini,kv=paged,block=4,prefix=on,chunk=8,batch=8,spec=3;blocks=32",
+     "workloads/prop-blocks.json",
+     "block conservation with chunked prefill and speculative rounds rolled back",
+     assay_property_run_blocks, NULL},
+    {"prop.trace", ASSAY_FAMILY_PROPERTY,
+     "model=mini,kv=paged,block=4,prefix=on,chunk=8,batch=8,spec=2;blocks=20",
+     "workloads/prop-trace.json",
+     "trace consistency in and out: stop tokens, aborts, preemption, several tokens a step",
+     assay_property_run_trace, NULL},
+    {"prop.isolation", ASSAY_FAMILY_PROPERTY,
+     "kv=paged,block=8,prefix=on,chunk=16,batch=8,invariant=on;blocks=40",
+     "workloads/prop-isolation.json",
+     "no cross-sequence attention: probes alone and among changed neighbours, logits bit for "
+     "bit (batch invariant)",
+     assay_property_run_isolation, "probes=3"},
+    {"prop.isolation-tolerance", ASSAY_FAMILY_PROPERTY,
+     "kv=paged,block=8,prefix=on,chunk=16,batch=8,invariant=off;blocks=40",
+     "workloads/prop-isolation.json",
+     "no cross-sequence attention without batch invariance: logits within a stated tolerance",
+     assay_property_run_isolation, "probes=3"},
+    {"prop.isolation-blackbox", ASSAY_FAMILY_PROPERTY,
+     "kv=paged,block=16,prefix=on,chunk=32,batch=8;blocks=40", "workloads/prop-isolation.json",
+     "no cross-sequence attention from tokens alone: concurrency 1 against all at once, one "
+     "per step and as given",
+     assay_property_run_blackbox, NULL},
+    {"prop.soak", ASSAY_FAMILY_PROPERTY,
+     "model=mini,kv=paged,block=4,prefix=on,chunk=16,batch=16,requests=4096;blocks=48",
+     "workloads/prop-soak.json",
+     "the long randomised run: 2000 requests, random aborts, frequent preemption; blocks every "
+     "step, trace, and tokens equal at concurrency 1",
+     assay_property_run_soak, NULL},
 };
 
 const struct assay_plan_item *assay_verify_plan(size_t *n)
@@ -145,22 +235,50 @@ enum assay_status assay_verify_memo(struct assay_verify_ctx *ctx, const struct a
     return ASSAY_OK;
 }
 
+/* Whether spec states key=... itself. */
+static bool spec_states(const char *spec, const char *key)
+{
+    const char *p = strchr(spec, ':');
+    size_t klen = strlen(key);
+    while (p != NULL) {
+        p++;
+        if (strncmp(p, key, klen) == 0 && p[klen] == '=') {
+            return true;
+        }
+        p = strchr(p, ',');
+    }
+    return false;
+}
+
 char *assay_plan_engine_spec(const struct assay_plan_item *item, const char *base_spec, char *buf,
                              size_t size)
 {
     snprintf(buf, size, "%s", base_spec);
     char opts[512];
     snprintf(opts, sizeof opts, "%s", item->options);
-    char *save = NULL;
-    for (char *kv = strtok_r(opts, ",", &save); kv != NULL; kv = strtok_r(NULL, ",", &save)) {
-        char *eq = strchr(kv, '=');
-        if (eq == NULL) {
-            continue;
+    /* Options after a ';' are defaults: applied only where the base spec
+     * does not state the key (a reproducer's shrunk pool, say). */
+    char *defaults = strchr(opts, ';');
+    if (defaults != NULL) {
+        *defaults++ = '\0';
+    }
+    for (int pass = 0; pass < 2; pass++) {
+        char *list = pass == 0 ? defaults : opts;
+        char *save = NULL;
+        for (char *kv = list != NULL ? strtok_r(list, ",", &save) : NULL; kv != NULL;
+             kv = strtok_r(NULL, ",", &save)) {
+            char *eq = strchr(kv, '=');
+            if (eq == NULL) {
+                continue;
+            }
+            *eq = '\0';
+            if (pass == 0 && spec_states(base_spec, kv)) {
+                continue;
+            }
+            char next[1024];
+            assay_spec_with(buf, kv, eq + 1, next, sizeof next);
+            snprintf(buf, size, "%s", next);
         }
-        *eq = '\0';
-        char next[1024];
-        assay_spec_with(buf, kv, eq + 1, next, sizeof next);
-        snprintf(buf, size, "%s", next);
     }
     return buf;
 }
@@ -175,14 +293,21 @@ enum assay_status assay_run_plan_item(struct assay_verify_ctx *ctx,
     char path[1400];
     if (workload_override != NULL) {
         snprintf(path, sizeof path, "%s", workload_override);
-    } else {
+    } else if (item->workload != NULL) {
         snprintf(path, sizeof path, "%s/%s", ctx->fixtures, item->workload);
+    } else {
+        path[0] = '\0'; /* the check generates its requests from item->params */
     }
-    snprintf(res->workload, sizeof res->workload, "%s",
-             workload_override != NULL ? workload_override : item->workload);
+    if (workload_override != NULL || item->workload != NULL) {
+        snprintf(res->workload, sizeof res->workload, "%s",
+                 workload_override != NULL ? workload_override : item->workload);
+    } else {
+        snprintf(res->workload, sizeof res->workload, "generated by the check: %s",
+                 item->params != NULL ? item->params : "defaults");
+    }
     int n = snprintf(res->repro, sizeof res->repro, "%s verify --engine '%s' --check %s --seed %llu",
                      ctx->program, res->engine, item->name, (unsigned long long)ctx->master_seed);
-    if (n > 0 && (size_t)n < sizeof res->repro) {
+    if (n > 0 && (size_t)n < sizeof res->repro && path[0] != '\0') {
         snprintf(res->repro + n, sizeof res->repro - (size_t)n, " --workload %.*s",
                  (int)(sizeof res->repro - (size_t)n - 13), path);
     }
@@ -199,8 +324,16 @@ enum assay_status assay_run_plan_item(struct assay_verify_ctx *ctx,
         return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
     }
     struct assay_engine *engine = assay_bundled_engine(&a);
-    const struct assay_engine_params *p = assay_engine_params(engine);
-    struct assay_workload_limits lim = {p->model->cfg.vocab, p->max_seq_len, p->max_requests};
+    struct assay_workload_limits lim = {1 << 30, 0, 0}; /* another adapter: what it states */
+    if (engine != NULL) {
+        const struct assay_engine_params *p = assay_engine_params(engine);
+        lim = (struct assay_workload_limits){p->model->cfg.vocab, p->max_seq_len, p->max_requests};
+    } else {
+        struct assay_adapter_info info;
+        assay_adapter_get_info(&a, &info);
+        lim.vocab = info.vocab > 0 ? info.vocab : lim.vocab;
+        lim.max_seq_len = info.n_ctx;
+    }
     struct assay_workload *w = NULL;
     if (item->workload != NULL || workload_override != NULL) {
         st = assay_workload_load(path, &lim, &w, &diag);
@@ -263,6 +396,6 @@ const char *assay_verify_fixtures(const struct assay_verify_ctx *ctx)
 
 void assay_verify_finalize(struct assay_check_result *results, size_t n)
 {
-    (void)results;
-    (void)n;
+    /* Holm across the distributional family (checks/distributional.h). */
+    (void)assay_dist_finalize(results, n);
 }

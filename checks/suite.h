@@ -37,7 +37,10 @@ typedef enum assay_status (*assay_check_fn)(struct assay_verify_ctx *ctx,
 struct assay_plan_item {
     const char *name;      /* "equiv.kv-cache" */
     enum assay_family family;
-    const char *options;   /* engine options added to the base spec */
+    const char *options;   /* engine options set over the base spec; those after a
+                              ';' are defaults the base spec may override
+                              ("kv=paged,block=4;blocks=24": a reproducer's
+                              --engine '...,blocks=6' shrinks the pool) */
     const char *workload;  /* fixture path under fixtures/, or NULL */
     const char *about;     /* what it stresses */
     assay_check_fn run;

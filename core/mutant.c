@@ -63,35 +63,56 @@ static const struct assay_mutant_info k_catalog[ASSAY_MUTANT_COUNT] = {
      "one unseeded request in a batch making the seeded requests lose their seeds",
      "equivalence"},
     {ASSAY_MUTANT_ABORT_DOUBLE_FREE, "abort-double-free",
-     "aborting a running request releases its blocks twice", "a block freed twice on the abort path",
+     "aborting a running request releases its blocks twice (the abort path returns them, then "
+     "the common leave-running path returns them again)",
+     "a block freed twice on the abort path (vLLM #1556, 'ValueError: Double free!' after "
+     "cancelled requests)",
      "property"},
     {ASSAY_MUTANT_EVICTABLE_COUNTED_FREE, "evictable-counted-free",
      "the free count reported includes the evictable cached blocks, which are counted again as "
      "cached",
-     "evictable cached blocks counted twice in the free total", "property"},
+     "evictable cached blocks counted twice in the free total (a KV gauge mixing prefix-cached "
+     "blocks into another total: kekzl/imp #1115, #1120)",
+     "property"},
     {ASSAY_MUTANT_PREFIX_ENTRY_DANGLING, "prefix-entry-dangling",
      "evicting a cached block reuses it without removing its prefix-cache entry, which then "
      "points at a block holding other KV",
-     "a prefix-cache entry left pointing at a block that was freed and reused", "property"},
+     "a prefix-cache entry left pointing at a block that was freed and reused (kvcached #362: "
+     "evicted vLLM blocks keep a stale block_hash)",
+     "property"},
     {ASSAY_MUTANT_PREEMPT_RESETS_BOUNDARY, "preempt-resets-boundary",
      "recompute-preemption moves the prompt/output boundary to the end of the generated tokens, "
-     "so the re-prefill treats generated tokens as prompt",
-     "a preempted request whose generated tokens are re-prefilled as prompt", "property"},
+     "so the re-prefill treats generated tokens as prompt and delivery and the length limit "
+     "count from the moved boundary",
+     "a preempted request whose generated tokens are re-prefilled as prompt (vLLM #3032 / #5349, "
+     "vllm-gaudi #524: prompt and output tokens confused after recompute-preemption)",
+     "property"},
     {ASSAY_MUTANT_ABORT_LEAKS_BLOCKS, "abort-leaks-blocks",
-     "an aborted running request's blocks are never returned to the pool",
-     "an aborted request's blocks never returned", "property"},
+     "an aborted running request's block table is dropped and its blocks are never returned to "
+     "the pool",
+     "an aborted request's blocks never returned (vllm-ascend #16662, vLLM #46283: KV blocks of "
+     "aborted requests leak until no request can be admitted)",
+     "property"},
     {ASSAY_MUTANT_ADMIT_IGNORES_PROMISED, "admit-ignores-promised",
      "admission compares a request's needs with the free blocks counted at the start of the step, "
      "forgetting the blocks already promised to requests admitted in the same step",
-     "the scheduler admitting a request without counting blocks it already promised this step",
+     "the scheduler admitting a request without counting blocks it already promised this step "
+     "(FreeToken #367: short requests passing admission together need more pages than the pool "
+     "has)",
      "property"},
     {ASSAY_MUTANT_PADDING_ROW_NAN, "padding-row-nan",
      "batches are padded to a multiple of 8 rows; a padding row attends to no key (a fully masked "
-     "row, -inf minus -inf) and its NaN reaches real rows through masked KV slots",
-     "a padding query row producing NaN that spreads through the batch", "property"},
+     "row, -inf minus -inf) and its NaN reaches real rows through masked KV slots: its key and "
+     "value sit in the slot after the batch's last sequence, which that sequence's tiled "
+     "attention reads with weight 0 (0 x NaN)",
+     "a padding query row producing NaN that spreads through the batch (PyTorch #103749 and "
+     "#101967, transformers #38690: NaN from fully masked padding rows propagating)",
+     "property"},
     {ASSAY_MUTANT_SPEC_ROLLBACK_LEAK, "spec-rollback-leak",
      "blocks written only by rejected proposals are kept by the sequence instead of returned",
-     "speculative decoding's rejected tokens leaving their KV blocks allocated", "property"},
+     "speculative decoding's rejected tokens leaving their KV blocks allocated (sglang-jax #1147, "
+     "sglang #13826: over-allocated draft KV never released)",
+     "property"},
 };
 
 const struct assay_mutant_info *assay_mutant_info(enum assay_mutant id)

@@ -94,6 +94,14 @@ struct assay_block_stats {
 /*
  * A full snapshot of block accounting for property checks, borrowed from the
  * engine until its next call. Arrays are indexed as stated.
+ *
+ * The contract (what oracles/block_model.h checks): ref_count[b] is the
+ * number of entries of the sequences' block tables that hold b; registration
+ * in the prefix cache takes no reference. A block is in use when held,
+ * cached (evictable) when not held but registered, free otherwise, and it is
+ * on the free list exactly when free and on the evictable list exactly when
+ * cached. The fields after seq_blocks may be NULL (an engine that does not
+ * keep them); the rules that need them are then not checked.
  */
 struct assay_block_audit {
     struct assay_block_stats stats;
@@ -108,6 +116,14 @@ struct assay_block_audit {
     const uint64_t *seq_id;     /* [n_seqs] */
     const int32_t *seq_n_blocks;        /* [n_seqs] */
     const int32_t *const *seq_blocks;   /* [n_seqs][seq_n_blocks[i]] block tables */
+    const int32_t *seq_n_prompt;        /* [n_seqs] where the engine puts the prompt/output boundary */
+    const int32_t *seq_n_tokens;        /* [n_seqs] prompt + generated tokens */
+    const int32_t *seq_n_computed;      /* [n_seqs] leading positions whose KV the table holds */
+    const int32_t *const *seq_tokens;   /* [n_seqs][seq_n_tokens[i]] prompt then generated */
+    const int32_t *block_tokens; /* [total, block_size] a registered block's cache key tokens */
+    const uint64_t *block_key;    /* [total] a registered block's cache key */
+    const uint64_t *block_parent; /* [total] the key it is chained on: the key of the
+                                     block before it in a table, 0 for a first block */
 };
 
 #endif

@@ -511,13 +511,15 @@ struct shape {
     int64_t groups, group_len, group_tail;
     struct assay_sampling sampling;
     bool vary_seed;
+    double abort_fraction;        /* "abort": share of requests aborted */
+    struct length_dist abort_after; /* after how many delivered tokens */
 };
 
 static enum assay_status parse_shape(struct parser *ps, const cJSON *g, struct shape *sh)
 {
     static const char *const keys[] = {"seed", "n", "vocab", "arrival", "prompt_len",
                                        "output_len", "long", "shared_prefix", "prefix_groups",
-                                       "sampling", NULL};
+                                       "sampling", "abort", NULL};
     enum assay_status st = check_keys(ps, g, "generate", keys);
     int32_t max_n = ps->lim->max_requests > 0 ? ps->lim->max_requests : DEFAULT_MAX_REQUESTS;
     if (st == ASSAY_OK) {
@@ -621,6 +623,21 @@ static enum assay_status parse_shape(struct parser *ps, const cJSON *g, struct s
         st = parse_sampling(ps, cJSON_GetObjectItemCaseSensitive(g, "sampling"),
                             "generate.sampling", &sh->sampling);
     }
+    const cJSON *ab = cJSON_GetObjectItemCaseSensitive(g, "abort");
+    if (st == ASSAY_OK && ab != NULL) {
+        if (!cJSON_IsObject(ab)) {
+            return fail(ps, "generate.abort", "an object", json_kind(ab));
+        }
+        static const char *const abkeys[] = {"fraction", "after", NULL};
+        st = check_keys(ps, ab, "generate.abort", abkeys);
+        if (st == ASSAY_OK) {
+            st = get_num(ps, ab, "fraction", "generate.abort", true, 0, 0, 1, &sh->abort_fraction);
+        }
+        if (st == ASSAY_OK) {
+            st = parse_length(ps, cJSON_GetObjectItemCaseSensitive(ab, "after"),
+                              "generate.abort.after", &sh->abort_after);
+        }
+    }
     return st;
 }
 
@@ -719,6 +736,13 @@ static enum assay_status generate(struct parser *ps, const struct shape *sh,
         q->arrival_s = t;
         q->arrival_step = (int32_t)(sh->step_every * i);
     }
+    /* Aborts are drawn last, so that a shape without them generates what
+     * it always did. */
+    for (int32_t i = 0; i < n && st == ASSAY_OK && sh->abort_fraction > 0; i++) {
+        if (gsl_rng_uniform(rng) < sh->abort_fraction) {
+            w->reqs[i].abort_after = draw_length(&sh->abort_after, rng);
+        }
+    }
     if (st == ASSAY_OK) {
         int n_chars = snprintf(w->lengths, sizeof w->lengths, "prompt ");
         n_chars += describe_length(w->lengths + n_chars, sizeof w->lengths - (size_t)n_chars, &sh->prompt);
@@ -735,7 +759,15 @@ static enum assay_status generate(struct parser *ps, const struct shape *sh,
                                 (long long)sh->shared_len);
         }
         n_chars += snprintf(w->lengths + n_chars, sizeof w->lengths - (size_t)n_chars, "; output ");
-        describe_length(w->lengths + n_chars, sizeof w->lengths - (size_t)n_chars, &sh->output);
+        n_chars += describe_length(w->lengths + n_chars, sizeof w->lengths - (size_t)n_chars, &sh->output);
+        if (sh->abort_fraction > 0 && n_chars < (int)sizeof w->lengths) {
+            n_chars += snprintf(w->lengths + n_chars, sizeof w->lengths - (size_t)n_chars,
+                                "; %.0f%% aborted after ", 100 * sh->abort_fraction);
+            if (n_chars < (int)sizeof w->lengths) {
+                describe_length(w->lengths + n_chars, sizeof w->lengths - (size_t)n_chars,
+                                &sh->abort_after);
+            }
+        }
         if (strcmp(sh->process, "burst") == 0) {
             snprintf(w->arrivals, sizeof w->arrivals, "all at once%s",
                      sh->step_every > 0 ? " (joining every few steps)" : "");

@@ -7,7 +7,11 @@
  * "generate" block stating length distributions and an arrival process, from
  * which the requests are generated deterministically (GSL's mt19937 with the
  * stated seed). Either way the loaded workload is a list of requests; the
- * file format is documented in README.md ("Workload files").
+ * file format is documented in README.md ("Workload files"). A "generate"
+ * block may also state random aborts, "abort": {"fraction": F, "after":
+ * LENGTH}: each request is aborted with probability F once the number of
+ * tokens drawn from the LENGTH distribution has arrived (drawn after every
+ * other draw, so a shape without "abort" generates what it always did).
  *
  * Every problem in a file is reported with the file, the field path
  * ("requests[3].prompt[7]"), what was expected and what was found; a trace

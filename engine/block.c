@@ -181,7 +181,11 @@ int32_t assay_block_alloc(struct assay_block_manager *bm)
     } else if (bm->lru_head >= 0) {
         b = bm->lru_head;
         lru_remove(bm, b);
-        unregister(bm, b);
+        if (!ASSAY_MUTANT_ON(bm->mutant, ASSAY_MUTANT_PREFIX_ENTRY_DANGLING)) {
+            unregister(bm, b);
+        }
+        /* (The planted bug above keeps the evicted block's cache entry: it
+         * goes on pointing at the block, which now receives other KV.) */
         bm->n_cached--;
     } else {
         return -1;
@@ -290,6 +294,11 @@ void assay_block_get_stats(const struct assay_block_manager *bm, struct assay_bl
     out->block_size = bm->block_size;
     out->total = bm->n_blocks;
     out->free = bm->n_free;
+    if (ASSAY_MUTANT_ON(bm->mutant, ASSAY_MUTANT_EVICTABLE_COUNTED_FREE)) {
+        /* The planted bug: "free" reports what an allocation can obtain,
+         * evictable blocks included, which are reported again as cached. */
+        out->free = bm->n_free + bm->n_cached;
+    }
     out->in_use = bm->n_used;
     out->cached = bm->n_cached;
 }
@@ -315,6 +324,9 @@ void assay_block_get_audit(struct assay_block_manager *bm, struct assay_block_au
     }
     out->cache_block = bm->audit_cache;
     out->n_cache = n;
+    out->block_tokens = bm->tokens;
+    out->block_key = bm->hash;
+    out->block_parent = bm->parent;
 }
 
 enum assay_status assay_block_check(const struct assay_block_manager *bm, char *msg, size_t size)

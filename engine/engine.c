@@ -105,13 +105,15 @@ struct assay_engine {
     double *q_dist;         /* (max_batch * spec_k, vocab) draft distributions */
     double *residual;       /* (vocab) */
     uint64_t *audit_ids;    /* (max_batch) block audit of the running */
-    int32_t *audit_nb;
-    const int32_t **audit_tables;
+    int32_t *audit_nb;      /* (4, max_batch) blocks, prompt, tokens, computed */
+    const int32_t **audit_tables; /* (2, max_batch) block tables, then tokens */
 
     void (*sink)(void *ctx, uint64_t id, int32_t index, const float *logits, int32_t vocab);
     void *sink_ctx;
     uint64_t n_arrivals;
     uint64_t n_steps;
+    bool shared_stream;     /* mutant builds: this step draws from one stream */
+    uint64_t shared_draws;  /* mutant builds: draws taken from that stream */
     int64_t bytes;
     char last_error[256];
     char spec[320];
@@ -352,8 +354,8 @@ enum assay_status assay_engine_init(struct assay_engine **out, const struct assa
     e->q_dist = eng_calloc(e, nb * (size_t)(k > 0 ? k : 1) * v, sizeof(double));
     e->residual = eng_calloc(e, v, sizeof(double));
     e->audit_ids = eng_calloc(e, nb, sizeof(uint64_t));
-    e->audit_nb = eng_calloc(e, nb, sizeof(int32_t));
-    e->audit_tables = eng_calloc(e, nb, sizeof(int32_t *));
+    e->audit_nb = eng_calloc(e, 4 * nb, sizeof(int32_t));
+    e->audit_tables = eng_calloc(e, 2 * nb, sizeof(int32_t *));
     /* The token and block stores belong to seqs[0]; free() finds them there. */
     if (e->seqs != NULL) {
         e->seqs[0].tokens = token_store;
@@ -662,6 +664,13 @@ static void preempt(struct assay_engine *e, int32_t s)
     if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_PREEMPT_REDELIVER)) {
         q->n_delivered = 0; /* the planted bug: forget what was delivered */
     }
+    if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_PREEMPT_RESETS_BOUNDARY)) {
+        /* The planted bug: resume as a new request whose prompt is the
+         * prompt plus the output so far, with the remaining budget. Delivery
+         * and the length limit count from the moved boundary. */
+        q->max_tokens -= q->n_tokens - q->n_prompt;
+        q->n_prompt = q->n_tokens;
+    }
     waiting_push_front(e, s);
 }
 
@@ -809,6 +818,7 @@ static void schedule(struct assay_engine *e)
         }
     }
     /* Then admit waiting requests in arrival order while they fit. */
+    int32_t available_before_admission = assay_block_available(e->bm);
     while (e->n_waiting > 0 && e->n_running < e->max_running) {
         int32_t s = waiting_at(e, 0);
         struct seq *q = &e->seqs[s];
@@ -823,6 +833,12 @@ static void schedule(struct assay_engine *e)
         if (fits) {
             int32_t need = (first + n + e->block_size - 1) / e->block_size - q->n_blocks;
             fits = need <= assay_block_available(e->bm);
+            if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_ADMIT_IGNORES_PROMISED)) {
+                /* The planted bug: the blocks given to requests admitted
+                 * earlier in this step are forgotten; ensure_blocks below
+                 * then fails silently and the table stays short. */
+                fits = need <= available_before_admission;
+            }
         }
         if (!fits) {
             release_blocks_from(e, q, 0);
@@ -909,6 +925,22 @@ static void draft_seq(struct assay_forward_seq *fs, const struct assay_engine *e
     fs->rope_offset = 0;
 }
 
+/*
+ * The uniform that decides output position `index` of q for `purpose`: a
+ * pure function of (the request's seed, index, purpose), so a request's
+ * tokens do not depend on what else runs in the step.
+ */
+static double draw_u01(struct assay_engine *e, const struct seq *q, int32_t index,
+                       enum draw_purpose purpose)
+{
+    if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_UNSEEDED_STEALS_SEEDS) && e->shared_stream) {
+        /* The planted bug: a step holding an unseeded request draws every
+         * request's numbers from the engine's one shared stream. */
+        return assay_rng_u01(e->p.seed, e->shared_draws++, (uint32_t)purpose);
+    }
+    return assay_rng_u01(q->seed, (uint64_t)index, (uint32_t)purpose);
+}
+
 /* Sample the draft's proposal for plan pl at draft position j from the
  * draft logits row `lrow`. */
 static void propose(struct assay_engine *e, const struct plan *pl, int32_t j, const float *lrow)
@@ -916,11 +948,20 @@ static void propose(struct assay_engine *e, const struct plan *pl, int32_t j, co
     struct seq *q = &e->seqs[pl->seq];
     int32_t v = e->cfg.vocab;
     int32_t slot = q->run_slot;
-    double *qd = e->q_dist + ((int64_t)slot * e->p.spec_k + j) * v;
+    /* j == spec_k happens only in the bonus-from-draft mutant, whose q there
+     * is used once, for the draw. */
+    double *qd = j < e->p.spec_k ? e->q_dist + ((int64_t)slot * e->p.spec_k + j) * v
+                                 : e->residual;
     assay_sampler_distribution(e->sampler, lrow, &q->sampling, e->p.sampling_order, qd);
     int32_t index = q->n_tokens - q->n_prompt + j;
-    double u = assay_rng_u01(q->seed, (uint64_t)index, DRAW_DRAFT);
+    double u = draw_u01(e, q, index, DRAW_DRAFT);
     q->tokens[q->n_tokens + j] = assay_sampler_draw(qd, v, u);
+    if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_SPEC_DRAFT_IGNORES_TOP_P)) {
+        /* The planted bug: the q kept for the ratio forgets top-p. */
+        struct assay_sampling no_top_p = q->sampling;
+        no_top_p.top_p = 1.0f;
+        assay_sampler_distribution(e->sampler, lrow, &no_top_p, e->p.sampling_order, qd);
+    }
 }
 
 static enum assay_status run_draft(struct assay_engine *e)
@@ -976,12 +1017,14 @@ static enum assay_status run_draft(struct assay_engine *e)
         }
     }
     /* Passes 2..k: one row per speculating sequence, feeding its last
-     * proposal. */
-    for (int32_t j = 1; j < e->p.spec_k; j++) {
+     * proposal. (The bonus-from-draft mutant runs one pass more, whose
+     * "proposal" becomes the bonus token.) */
+    int32_t extra = ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_SPEC_BONUS_FROM_DRAFT) ? 1 : 0;
+    for (int32_t j = 1; j < e->p.spec_k + extra; j++) {
         rows = 0;
         for (int32_t i = 0; i < e->n_plans; i++) {
             struct plan *pl = &e->plans[i];
-            if (pl->k_eff <= j) {
+            if (pl->k_eff + extra <= j) {
                 continue;
             }
             struct seq *q = &e->seqs[pl->seq];
@@ -1025,7 +1068,7 @@ static bool sample_next(struct assay_engine *e, struct seq *q, const float *lrow
 {
     int32_t index = q->n_tokens - q->n_prompt;
     assay_sampler_distribution(e->sampler, lrow, &q->sampling, e->p.sampling_order, p);
-    int32_t x = assay_sampler_draw(p, e->cfg.vocab, assay_rng_u01(q->seed, (uint64_t)index, DRAW_SAMPLE));
+    int32_t x = assay_sampler_draw(p, e->cfg.vocab, draw_u01(e, q, index, DRAW_SAMPLE));
     sink_logits(e, q, index, lrow);
     return append_token(q, x);
 }
@@ -1050,10 +1093,17 @@ static int32_t verify_round(struct assay_engine *e, const struct plan *pl, const
     for (int32_t j = 0; j <= pl->k_eff && !*finished; j++) {
         const float *lrow = logits + (int64_t)(pl->out0 + j) * v;
         double *p = e->p_dist + (int64_t)(pl->out0 + j) * v;
-        assay_sampler_distribution(e->sampler, lrow, &q->sampling, e->p.sampling_order, p);
+        struct assay_sampling sp = q->sampling;
+        if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_SPEC_RATIO_AT_T1) && j < pl->k_eff) {
+            sp.temperature = 1.0f; /* the planted bug: the verifier's p at T = 1 */
+        }
+        assay_sampler_distribution(e->sampler, lrow, &sp, e->p.sampling_order, p);
         if (j == pl->k_eff) {
             /* every proposal accepted: the bonus token from p */
-            int32_t x = assay_sampler_draw(p, v, assay_rng_u01(q->seed, (uint64_t)(g + j), DRAW_SAMPLE));
+            int32_t x = assay_sampler_draw(p, v, draw_u01(e, q, g + j, DRAW_SAMPLE));
+            if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_SPEC_BONUS_FROM_DRAFT)) {
+                x = q->tokens[n_old + j]; /* the planted bug: the draft's extra proposal */
+            }
             sink_logits(e, q, g + j, lrow);
             *finished = append_token(q, x);
             break;
@@ -1061,7 +1111,10 @@ static int32_t verify_round(struct assay_engine *e, const struct plan *pl, const
         const double *qd = e->q_dist + ((int64_t)q->run_slot * e->p.spec_k + j) * v;
         int32_t x = q->tokens[n_old + j];
         double ratio = p[x] / qd[x];
-        double u = assay_rng_u01(q->seed, (uint64_t)(g + j), DRAW_ACCEPT);
+        if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_SPEC_ACCEPT_Q_OVER_P)) {
+            ratio = qd[x] / p[x]; /* the planted bug: the ratio inverted */
+        }
+        double u = draw_u01(e, q, g + j, DRAW_ACCEPT);
         if (u < ratio) {
             accepted++;
             sink_logits(e, q, g + j, lrow);
@@ -1072,12 +1125,15 @@ static int32_t verify_round(struct assay_engine *e, const struct plan *pl, const
         for (int32_t t = 0; t < v; t++) {
             double r = p[t] - qd[t];
             e->residual[t] = r > 0.0 ? r : 0.0;
+            if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_SPEC_RESIDUAL_FROM_P)) {
+                e->residual[t] = p[t]; /* the planted bug: the residual is p itself */
+            }
             sum += e->residual[t];
         }
         for (int32_t t = 0; t < v; t++) {
             e->residual[t] = sum > 0.0 ? e->residual[t] / sum : p[t];
         }
-        int32_t y = assay_sampler_draw(e->residual, v, assay_rng_u01(q->seed, (uint64_t)(g + j), DRAW_RESIDUAL));
+        int32_t y = assay_sampler_draw(e->residual, v, draw_u01(e, q, g + j, DRAW_RESIDUAL));
         sink_logits(e, q, g + j, lrow);
         *finished = append_token(q, y);
         break;
@@ -1165,7 +1221,11 @@ static void after_target(struct assay_engine *e)
                 if (q->draft_computed > valid) {
                     q->draft_computed = valid;
                 }
-                release_blocks_from(e, q, (valid + e->block_size - 1) / e->block_size);
+                if (!ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_SPEC_ROLLBACK_LEAK)) {
+                    release_blocks_from(e, q, (valid + e->block_size - 1) / e->block_size);
+                }
+                /* (The planted bug above keeps the blocks only rejected
+                 * proposals wrote.) */
             }
         }
         if (e->p.kv_cache) {
@@ -1196,6 +1256,12 @@ enum assay_status assay_engine_step(struct assay_engine *e, const struct assay_e
     }
     e->n_pending = 0;
     schedule(e);
+    if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_UNSEEDED_STEALS_SEEDS)) {
+        e->shared_stream = false;
+        for (int32_t i = 0; i < e->n_plans; i++) {
+            e->shared_stream |= !e->seqs[e->plans[i].seq].sampling.seeded;
+        }
+    }
     enum assay_status st = ASSAY_OK;
     if (e->n_plans > 0) {
         if (e->p.spec_k > 0) {
@@ -1231,6 +1297,16 @@ enum assay_status assay_engine_abort(struct assay_engine *e, uint64_t request_id
     if (q->state == SEQ_WAITING) {
         waiting_remove(e, s);
     } else {
+        if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_ABORT_DOUBLE_FREE)) {
+            /* The planted bug: the abort path returns the blocks itself,
+             * and leave_running returns them again. */
+            for (int32_t i = 0; i < q->n_blocks; i++) {
+                assay_block_release(e->bm, q->blocks[i]);
+            }
+        }
+        if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_ABORT_LEAKS_BLOCKS)) {
+            q->n_blocks = 0; /* the planted bug: the table is dropped, its blocks never returned */
+        }
         leave_running(e, s);
     }
     q->state = SEQ_ABORTED;
@@ -1275,16 +1351,25 @@ enum assay_status assay_engine_block_audit(struct assay_engine *e, struct assay_
     }
     assay_block_get_audit(e->bm, out);
     /* Sequences holding blocks are exactly the running ones. */
+    int32_t nb = e->max_running;
     for (int32_t i = 0; i < e->n_running; i++) {
         const struct seq *q = &e->seqs[e->running[i]];
         e->audit_ids[i] = q->id;
         e->audit_nb[i] = q->n_blocks;
+        e->audit_nb[nb + i] = q->n_prompt;
+        e->audit_nb[2 * nb + i] = q->n_tokens;
+        e->audit_nb[3 * nb + i] = q->n_computed;
         e->audit_tables[i] = q->blocks;
+        e->audit_tables[nb + i] = q->tokens;
     }
     out->n_seqs = e->n_running;
     out->seq_id = e->audit_ids;
     out->seq_n_blocks = e->audit_nb;
     out->seq_blocks = e->audit_tables;
+    out->seq_n_prompt = e->audit_nb + nb;
+    out->seq_n_tokens = e->audit_nb + 2 * nb;
+    out->seq_n_computed = e->audit_nb + 3 * nb;
+    out->seq_tokens = e->audit_tables + nb;
     return ASSAY_OK;
 }
 

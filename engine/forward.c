@@ -105,6 +105,9 @@ enum assay_status assay_forward_init(struct assay_forward **out,
         }
     }
     f->pad_rows = pad;
+    if (ASSAY_MUTANT_ON(p->mutant, ASSAY_MUTANT_PADDING_ROW_NAN)) {
+        pad += 8; /* room for the planted bug's padding rows */
+    }
     int64_t rows = (int64_t)p->max_rows + pad;
     int64_t outs = (int64_t)p->max_out + pad;
     int64_t kv_floats = L * p->n_blocks * (int64_t)p->block_size * f->kv_dim;
@@ -295,6 +298,19 @@ static void attend_row(struct assay_forward *f, const struct assay_forward_batch
             max = f->scores[n_keys] > max ? f->scores[n_keys] : max;
         }
         int32_t n_scores = n_keys + (leak != NULL ? 1 : 0);
+        if (ASSAY_MUTANT_ON(f->mutant, ASSAY_MUTANT_PADDING_ROW_NAN)) {
+            /* The planted bug's kernel reads keys in tiles of 8 (within the
+             * query's block) and masks the tail of the last tile with -inf,
+             * trusting a weight of exp(-inf) = 0 to cancel those values. */
+            int32_t tile_end = (n_keys + 7) / 8 * 8;
+            int32_t block_end = (pos / f->block_size + 1) * f->block_size;
+            tile_end = tile_end < block_end ? tile_end : block_end;
+            tile_end = tile_end < f->max_seq_len ? tile_end : f->max_seq_len;
+            for (int32_t j = n_keys; j < tile_end; j++) {
+                f->scores[j] = -INFINITY;
+            }
+            n_scores = tile_end > n_keys ? tile_end : n_keys;
+        }
         float sum = 0.0f;
         for (int32_t j = 0; j < n_scores; j++) {
             f->scores[j] = expf(f->scores[j] - max);
@@ -305,13 +321,50 @@ static void attend_row(struct assay_forward *f, const struct assay_forward_batch
             o[i] = 0.0f;
         }
         for (int32_t j = 0; j < n_scores; j++) {
-            const float *vj = j < n_keys
+            const float *vj = j < n_keys || leak == NULL
                                   ? kv_at(f, f->v, layer, seq->blocks, j) + (int64_t)g * hd
                                   : kv_at(f, f->v, layer, leak->blocks, leak_pos) + (int64_t)g * hd;
             float w = f->scores[j] / sum;
             for (int32_t i = 0; i < hd; i++) {
                 o[i] += w * vj[i];
             }
+        }
+    }
+}
+
+/*
+ * The padding-row-nan mutant: a padding row takes the slot after the last
+ * row of the batch's last sequence (when that slot is in the same block), so
+ * that sequence's masked tail keys hold the padding row's key and value.
+ */
+static void padding_row_kv(struct assay_forward *f, const struct assay_forward_batch *b,
+                           int32_t layer, int32_t row)
+{
+    const struct assay_forward_seq *last = &b->seqs[b->n_seqs - 1];
+    int32_t pos = last->pos0 + last->n_rows;
+    float *qkv = f->qkv + (int64_t)row * f->qkv_dim;
+    rope(f, qkv, f->cfg.n_head, pos);
+    rope(f, qkv + f->q_dim, f->cfg.n_kv_head, pos);
+    if (pos % f->block_size == 0 || pos >= f->max_seq_len) {
+        return; /* the slot would be in a block the sequence does not have */
+    }
+    int64_t off = kv_offset(f, layer, last->blocks[pos / f->block_size], pos % f->block_size);
+    memcpy(f->k + off, qkv + f->q_dim, sizeof(float) * (size_t)f->kv_dim);
+    memcpy(f->v + off, qkv + f->q_dim + f->kv_dim, sizeof(float) * (size_t)f->kv_dim);
+}
+
+/* A padding row belongs to no sequence (its length is 0), so every score of
+ * its tile is masked: the softmax's maximum is -inf and exp(-inf - -inf) is
+ * NaN, which is what the row's attention output becomes. */
+static void padding_row_attend(struct assay_forward *f, int32_t row)
+{
+    float *out_row = f->att + (int64_t)row * f->q_dim;
+    for (int32_t h = 0; h < f->cfg.n_head; h++) {
+        float max = -INFINITY; /* over no unmasked key */
+        float w = expf(-INFINITY - max);
+        float sum = 8.0f * w;
+        for (int32_t i = 0; i < f->cfg.head_dim; i++) {
+            out_row[(int64_t)h * f->cfg.head_dim + i] = w / sum;
         }
     }
 }
@@ -338,6 +391,17 @@ enum assay_status assay_forward_run(struct assay_forward *f, const struct assay_
         memcpy(f->x + (int64_t)r * d, m->tok_embd + (int64_t)b->tokens[r] * d,
                sizeof(float) * (size_t)d);
     }
+    if (ASSAY_MUTANT_ON(f->mutant, ASSAY_MUTANT_PADDING_ROW_NAN) && b->n_seqs > 0) {
+        /* The planted bug: pad the batch to a multiple of 8 rows of token 0
+         * (row_seq -1) that go through every layer with the real rows. */
+        int32_t n_pad = (8 - n % 8) % 8;
+        for (int32_t r = n; r < n + n_pad; r++) {
+            memcpy(f->x + (int64_t)r * d, m->tok_embd, sizeof(float) * (size_t)d);
+            f->row_seq[r] = -1;
+            f->row_pos[r] = 0;
+        }
+        n += n_pad;
+    }
     for (int32_t l = 0; l < c->n_layer; l++) {
         const struct assay_layer_weights *w = &m->layers[l];
         for (int32_t r = 0; r < n; r++) {
@@ -347,6 +411,10 @@ enum assay_status assay_forward_run(struct assay_forward *f, const struct assay_
         /* Rotate queries and keys, then store every row's key and value
          * before any row attends, so a row sees the rows before it. */
         for (int32_t r = 0; r < n; r++) {
+            if (ASSAY_MUTANT_ON(f->mutant, ASSAY_MUTANT_PADDING_ROW_NAN) && f->row_seq[r] < 0) {
+                padding_row_kv(f, b, l, r);
+                continue;
+            }
             const struct assay_forward_seq *seq = &b->seqs[f->row_seq[r]];
             int32_t pos = f->row_pos[r];
             float *row = f->qkv + (int64_t)r * f->qkv_dim;
@@ -357,6 +425,10 @@ enum assay_status assay_forward_run(struct assay_forward *f, const struct assay_
             memcpy(f->v + off, row + f->q_dim + f->kv_dim, sizeof(float) * (size_t)f->kv_dim);
         }
         for (int32_t r = 0; r < n; r++) {
+            if (ASSAY_MUTANT_ON(f->mutant, ASSAY_MUTANT_PADDING_ROW_NAN) && f->row_seq[r] < 0) {
+                padding_row_attend(f, r);
+                continue;
+            }
             attend_row(f, b, l, f->row_seq[r], r, f->row_pos[r]);
         }
         matmul(f, f->att, f->wo + (int64_t)l * f->q_dim * d, f->proj, n, f->q_dim, d);

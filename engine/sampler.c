@@ -6,12 +6,20 @@
 #include "../core/alloc.h"
 #include "../core/mutant.h"
 
+struct rank {
+    double z;
+    int32_t id;
+};
+
 struct assay_sampler {
     int32_t vocab;
     int mutant;
     double *z;      /* (vocab) tempered logits */
     double *e;      /* (vocab) exp(z - max) */
     int32_t *order; /* (vocab) ids by descending z, lower id first on ties */
+    struct rank *rank; /* (vocab) a heap of the ids not yet in order */
+    int32_t heap_n;    /* ids in the heap */
+    int32_t n_ranked;  /* ids in order[] so far */
 };
 
 enum assay_status assay_sampler_init(struct assay_sampler **out, int32_t vocab, int mutant)
@@ -29,7 +37,8 @@ enum assay_status assay_sampler_init(struct assay_sampler **out, int32_t vocab, 
     s->z = assay_calloc((size_t)vocab, sizeof *s->z);
     s->e = assay_calloc((size_t)vocab, sizeof *s->e);
     s->order = assay_calloc((size_t)vocab, sizeof *s->order);
-    if (s->z == NULL || s->e == NULL || s->order == NULL) {
+    s->rank = assay_calloc((size_t)vocab, sizeof *s->rank);
+    if (s->z == NULL || s->e == NULL || s->order == NULL || s->rank == NULL) {
         assay_sampler_free(s);
         return ASSAY_ERR_NOMEM;
     }
@@ -45,6 +54,7 @@ void assay_sampler_free(struct assay_sampler *s)
     assay_free(s->z);
     assay_free(s->e);
     assay_free(s->order);
+    assay_free(s->rank);
     assay_free(s);
 }
 
@@ -65,20 +75,61 @@ int32_t assay_sampler_argmax(const float *logits, int32_t vocab)
     return best;
 }
 
-/* Sort ids by descending tempered logit, lower id first on ties: an
- * insertion sort, stable and fast enough for a few hundred tokens that
- * arrive in id order. */
-static void sort_by_logit(struct assay_sampler *s)
+/* True when a ranks before b: a higher tempered logit, or the same and a
+ * lower id (the documented tie rule). */
+static bool ranks_before(const struct rank *a, const struct rank *b)
+{
+    return a->z > b->z || (a->z == b->z && a->id < b->id);
+}
+
+static void sift_down(struct rank *h, int32_t n, int32_t i)
+{
+    for (;;) {
+        int32_t best = i, l = 2 * i + 1, r = 2 * i + 2;
+        if (l < n && ranks_before(&h[l], &h[best])) {
+            best = l;
+        }
+        if (r < n && ranks_before(&h[r], &h[best])) {
+            best = r;
+        }
+        if (best == i) {
+            return;
+        }
+        struct rank t = h[i];
+        h[i] = h[best];
+        h[best] = t;
+        i = best;
+    }
+}
+
+/* Ids by descending tempered logit, lower id first on ties, produced
+ * lazily: rank_start builds a heap of every id (O(v)) and rank_id pops ids
+ * into order[] until rank r is there (O(log v) each). Top-k and top-p look
+ * only at the first ranks, so a token costs far less than a full sort (an
+ * insertion sort here cost O(v^2) per sampled token, most of the step of a
+ * small model). The order is total, so the ranks are those of any sort. */
+static void rank_start(struct assay_sampler *s)
 {
     for (int32_t i = 0; i < s->vocab; i++) {
-        int32_t id = s->order[i] = i;
-        int32_t j = i;
-        while (j > 0 && s->z[s->order[j - 1]] < s->z[id]) {
-            s->order[j] = s->order[j - 1];
-            j--;
-        }
-        s->order[j] = id;
+        s->rank[i].z = s->z[i];
+        s->rank[i].id = i;
     }
+    s->heap_n = s->vocab;
+    for (int32_t i = s->vocab / 2 - 1; i >= 0; i--) {
+        sift_down(s->rank, s->heap_n, i);
+    }
+    s->n_ranked = 0;
+}
+
+/* The id of rank r (0 = most likely), 0 <= r < vocab. */
+static int32_t rank_id(struct assay_sampler *s, int32_t r)
+{
+    while (s->n_ranked <= r) {
+        s->order[s->n_ranked++] = s->rank[0].id;
+        s->rank[0] = s->rank[--s->heap_n];
+        sift_down(s->rank, s->heap_n, 0);
+    }
+    return s->order[r];
 }
 
 void assay_sampler_distribution(struct assay_sampler *s, const float *logits,
@@ -93,9 +144,25 @@ void assay_sampler_distribution(struct assay_sampler *s, const float *logits,
         p[assay_sampler_argmax(logits, v)] = 1.0;
         return;
     }
+    if (ASSAY_MUTANT_ON(s->mutant, ASSAY_MUTANT_SOFTMAX_TWICE)) {
+        /* The planted bug: softmax(logits) handed on as if it were logits. */
+        double lmax = -INFINITY, lsum = 0.0;
+        for (int32_t i = 0; i < v; i++) {
+            lmax = (double)logits[i] > lmax ? (double)logits[i] : lmax;
+        }
+        for (int32_t i = 0; i < v; i++) {
+            s->e[i] = exp((double)logits[i] - lmax);
+            lsum += s->e[i];
+        }
+        for (int32_t i = 0; i < v; i++) {
+            s->z[i] = s->e[i] / lsum;
+        }
+    }
     double max = -INFINITY;
     for (int32_t i = 0; i < v; i++) {
-        s->z[i] = (double)logits[i] / (double)sp->temperature;
+        double l = ASSAY_MUTANT_ON(s->mutant, ASSAY_MUTANT_SOFTMAX_TWICE) ? s->z[i]
+                                                                          : (double)logits[i];
+        s->z[i] = l / (double)sp->temperature;
         if (s->z[i] > max) {
             max = s->z[i];
         }
@@ -113,24 +180,26 @@ void assay_sampler_distribution(struct assay_sampler *s, const float *logits,
         }
         return;
     }
-    sort_by_logit(s);
+    rank_start(s);
     int32_t kept = top_k;
     if (use_top_p) {
         /* JOINT measures top-p on the full tempered distribution;
          * SEQUENTIAL on the top-k set renormalised. */
         double mass = total;
         int32_t scan = v;
-        if (order == ASSAY_SAMPLING_SEQUENTIAL) {
+        if (order == ASSAY_SAMPLING_SEQUENTIAL ||
+            ASSAY_MUTANT_ON(s->mutant, ASSAY_MUTANT_TOPK_RENORM_THEN_TOPP)) {
             mass = 0.0;
             for (int32_t r = 0; r < top_k; r++) {
-                mass += s->e[s->order[r]];
+                mass += s->e[rank_id(s, r)];
             }
             scan = top_k;
         }
         double cum = 0.0;
         int32_t n_p = scan;
-        for (int32_t r = 0; r < scan; r++) {
-            cum += s->e[s->order[r]] / mass;
+        /* Ranks at or past top_k are cut whatever top-p says. */
+        for (int32_t r = 0; r < scan && r < kept; r++) {
+            cum += s->e[rank_id(s, r)] / mass;
             if (cum >= (double)sp->top_p) {
                 n_p = r + 1;
                 break;
@@ -142,7 +211,7 @@ void assay_sampler_distribution(struct assay_sampler *s, const float *logits,
     }
     double kept_mass = 0.0;
     for (int32_t r = 0; r < kept; r++) {
-        kept_mass += s->e[s->order[r]];
+        kept_mass += s->e[rank_id(s, r)];
     }
     for (int32_t r = 0; r < kept; r++) {
         int32_t id = s->order[r];

@@ -11,6 +11,12 @@
  * (all of it for the distributional family, whose verdicts come from Holm's
  * procedure); only if it catches nothing do the other families run, to say
  * what did.
+ *
+ * The first failing check is then shrunk (checks/shrink.h) within a budget of
+ * 300 runs or 30 s, whichever comes first: the reproducer is written to
+ * <build>/scratch-repro/mutant-NAME.json, must still fail when rerun from
+ * that file, must be no larger than the original, and its sizes before and
+ * after and the command that reruns it are printed.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,6 +27,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <sys/stat.h>
+
+#include "checks/shrink.h"
 #include "checks/suite.h"
 #include "core/mutant.h"
 #include "support.h"
@@ -30,12 +39,14 @@ static int g_argc;
 static char **g_argv;
 
 static bool run_family(struct assay_verify_ctx *ctx, enum assay_family family, const char *base,
-                       char *caught, size_t size)
+                       char *caught, size_t size, const struct assay_plan_item **first_fail)
 {
     size_t n_plan;
     const struct assay_plan_item *plan = assay_verify_plan(&n_plan);
     struct assay_check_result *res = calloc(n_plan, sizeof *res);
+    size_t *item_of = calloc(n_plan, sizeof *item_of); /* plan index of each result */
     assert_non_null(res);
+    assert_non_null(item_of);
     size_t n = 0;
     bool failed = false;
     for (size_t i = 0; i < n_plan; i++) {
@@ -43,6 +54,7 @@ static bool run_family(struct assay_verify_ctx *ctx, enum assay_family family, c
             continue;
         }
         assert_int_equal(assay_run_plan_item(ctx, &plan[i], base, NULL, &res[n]), ASSAY_OK);
+        item_of[n] = i;
         bool stop = res[n].verdict == ASSAY_VERDICT_FAIL && family != ASSAY_FAMILY_DISTRIBUTIONAL;
         n++;
         if (stop) {
@@ -51,10 +63,17 @@ static bool run_family(struct assay_verify_ctx *ctx, enum assay_family family, c
     }
     assay_verify_finalize(res, n);
     for (size_t i = 0; i < n; i++) {
+        if (family == ASSAY_FAMILY_DISTRIBUTIONAL) {
+            /* Every check's figures: which of them see the bug, and how clearly. */
+            printf("  %-32s %-5s p %-9.3g Holm %-9.3g min-TV %.4f\n", res[i].name,
+                   assay_verdict_str(res[i].verdict), res[i].p_value, res[i].p_adjusted,
+                   res[i].min_tv);
+        }
         if (res[i].verdict == ASSAY_VERDICT_FAIL) {
             if (!failed) {
                 snprintf(caught, size, "%s: %s\n    reproduce: %s", res[i].name, res[i].failure,
                          res[i].repro);
+                *first_fail = &plan[item_of[i]];
             }
             failed = true;
         } else if (res[i].verdict == ASSAY_VERDICT_ERROR) {
@@ -62,7 +81,36 @@ static bool run_family(struct assay_verify_ctx *ctx, enum assay_family family, c
         }
     }
     free(res);
+    free(item_of);
     return failed;
+}
+
+/* Shrink the failure and print the reproducer (see the header comment). */
+static void shrink_failure(struct assay_verify_ctx *ctx, const struct assay_plan_item *item,
+                           const char *base)
+{
+    char dir[1024], stem[160], sizes[320];
+    assay_test_scratch("repro", dir, sizeof dir);
+    mkdir(dir, 0777);
+    snprintf(stem, sizeof stem, "mutant-%s", g_name);
+    struct assay_shrink_opts o = {dir, stem, 300, 30.0};
+    struct assay_shrink_result r;
+    assert_int_equal(assay_shrink(ctx, item, base, NULL, &o, &r), ASSAY_OK);
+    assert_true(r.reproduced);
+    if (!r.shrinkable) {
+        printf("  not shrunk (%s generates its own requests)\n    reproduce: %s\n", item->name,
+               r.command);
+        return;
+    }
+    printf("  SHRUNK in %d runs, %.1f s%s: %s\n    the shrunk case fails with: %s\n"
+           "    reproduce: %s\n",
+           (int)r.n_runs, r.seconds, r.budget_reached ? " (budget reached)" : "",
+           assay_shrink_format_sizes(&r, sizes, sizeof sizes), r.failure, r.command);
+    assert_true(r.confirmed);
+    assert_true(r.after.n_requests <= r.before.n_requests);
+    assert_true(r.after.prompt_tokens <= r.before.prompt_tokens);
+    assert_true(r.after.max_tokens <= r.before.max_tokens);
+    assert_true(r.after.blocks <= r.before.blocks);
 }
 
 static void test_mutant_is_caught(void **state)
@@ -84,18 +132,23 @@ static void test_mutant_is_caught(void **state)
     assert_int_equal(assay_verify_ctx_init(&ctx, fixtures, 1), ASSAY_OK);
     printf("mutant %s\n  mechanism: %s\n  modelled on: %s\n", info->name, info->mechanism,
            info->modelled_on);
-    bool by_expected = run_family(ctx, expected, base, caught, sizeof caught);
+    const struct assay_plan_item *failing = NULL;
+    bool by_expected = run_family(ctx, expected, base, caught, sizeof caught, &failing);
     if (by_expected) {
         printf("  CAUGHT by %s\n", caught);
     } else {
         for (int f = 0; f < 3; f++) {
             if ((enum assay_family)f != expected &&
-                run_family(ctx, (enum assay_family)f, base, caught, sizeof caught)) {
+                run_family(ctx, (enum assay_family)f, base, caught, sizeof caught, &failing)) {
                 printf("  caught only by another family: %s\n", caught);
                 break;
             }
         }
     }
+    if (failing != NULL) {
+        shrink_failure(ctx, failing, base);
+    }
+    fflush(stdout);
     assay_verify_ctx_free(ctx);
     if (!by_expected) {
         fail_msg("mutant %s was not caught by the %s family", g_name, info->caught_by);

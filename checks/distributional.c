@@ -1,0 +1,1572 @@
+#include "distributional.h"
+
+#include <gsl/gsl_cdf.h>
+#include <gsl/gsl_rng.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../adapters/bundled.h"
+#include "../adapters/spec.h"
+#include "../core/alloc.h"
+#include "../core/clock.h"
+#include "../core/rng.h"
+#include "../engine/engine.h"
+#include "../oracles/oracle.h"
+#include "stats.h"
+
+/* The purpose of the draws that make prompt tokens (assay_rng_u01). */
+#define PROMPT_PURPOSE 0x70726f6du
+/* Steps without a single event before a run is declared stuck. */
+#define MAX_IDLE_STEPS 100000
+
+struct assay_dist_params assay_dist_default_params(void)
+{
+    struct assay_dist_params p;
+    memset(&p, 0, sizeof p);
+    p.n = 70000;
+    p.positions = 1;
+    p.out_len = 1;
+    p.prompt_len = 6;
+    p.n_prompts = 16;
+    p.sampling.temperature = 0.7f;
+    p.sampling.top_k = 40;
+    p.sampling.top_p = 0.9f;
+    p.sampling.seeded = true;
+    p.order = ASSAY_SAMPLING_JOINT;
+    p.alpha = ASSAY_DIST_ALPHA;
+    p.power = ASSAY_DIST_POWER;
+    p.pit_bins = 20;
+    p.window = 512;
+    p.tol_top_p = ASSAY_DIST_TOL_TOP_P;
+    p.tol_logit = ASSAY_DIST_TOL_LOGIT;
+    p.prompt_tries = 64;
+    p.seed = 1;
+    return p;
+}
+
+/* ---- parameters ---------------------------------------------------------- */
+
+static bool parse_double(const char *v, double lo, double hi, bool open_lo, double *out)
+{
+    char *end = NULL;
+    double x = strtod(v, &end);
+    if (end == v || *end != '\0' || !isfinite(x) || x > hi || x < lo || (open_lo && x == lo)) {
+        return false;
+    }
+    *out = x;
+    return true;
+}
+
+static bool parse_long(const char *v, long long lo, long long hi, long long *out)
+{
+    char *end = NULL;
+    long long x = strtoll(v, &end, 10);
+    if (end == v || *end != '\0' || x < lo || x > hi) {
+        return false;
+    }
+    *out = x;
+    return true;
+}
+
+enum assay_status assay_dist_parse_params(const char *s, struct assay_dist_params *p, char *why,
+                                          size_t size)
+{
+    if (s == NULL || s[0] == '\0') {
+        return ASSAY_OK;
+    }
+    char buf[512];
+    if (strlen(s) >= sizeof buf) {
+        snprintf(why, size, "check parameters longer than %zu characters", sizeof buf - 1);
+        return ASSAY_ERR_INVALID;
+    }
+    snprintf(buf, sizeof buf, "%s", s);
+    char *save = NULL;
+    for (char *kv = strtok_r(buf, ",", &save); kv != NULL; kv = strtok_r(NULL, ",", &save)) {
+        char *v = strchr(kv, '=');
+        if (v == NULL) {
+            snprintf(why, size, "check parameter '%s': expected key=value", kv);
+            return ASSAY_ERR_INVALID;
+        }
+        *v++ = '\0';
+        long long i = 0;
+        double d = 0;
+        bool ok = true;
+        if (strcmp(kv, "n") == 0) {
+            ok = parse_long(v, 1, 100000000LL, &i);
+            p->n = i;
+        } else if (strcmp(kv, "pos") == 0) {
+            ok = parse_long(v, 1, 2, &i);
+            p->positions = (int32_t)i;
+        } else if (strcmp(kv, "len") == 0) {
+            ok = parse_long(v, 1, 4096, &i);
+            p->out_len = (int32_t)i;
+        } else if (strcmp(kv, "prompt") == 0) {
+            ok = parse_long(v, 1, 4096, &i);
+            p->prompt_len = (int32_t)i;
+        } else if (strcmp(kv, "prompts") == 0) {
+            ok = parse_long(v, 1, 1000000, &i);
+            p->n_prompts = (int32_t)i;
+        } else if (strcmp(kv, "t") == 0) {
+            ok = parse_double(v, 0.0, 100.0, true, &d);
+            p->sampling.temperature = (float)d;
+        } else if (strcmp(kv, "top_k") == 0) {
+            ok = parse_long(v, 0, 1000000, &i);
+            p->sampling.top_k = (int32_t)i;
+        } else if (strcmp(kv, "top_p") == 0) {
+            ok = parse_double(v, 0.0, 1.0, true, &d);
+            p->sampling.top_p = (float)d;
+        } else if (strcmp(kv, "order") == 0) {
+            ok = strcmp(v, "joint") == 0 || strcmp(v, "sequential") == 0;
+            p->order = strcmp(v, "sequential") == 0 ? ASSAY_SAMPLING_SEQUENTIAL
+                                                    : ASSAY_SAMPLING_JOINT;
+        } else if (strcmp(kv, "alpha") == 0) {
+            ok = parse_double(v, 0.0, 0.5, true, &d);
+            p->alpha = d;
+        } else if (strcmp(kv, "power") == 0) {
+            ok = parse_double(v, 0.0, 0.999999, true, &d);
+            p->power = d;
+        } else if (strcmp(kv, "bins") == 0) {
+            ok = parse_long(v, 2, 1000, &i);
+            p->pit_bins = (int32_t)i;
+        } else if (strcmp(kv, "window") == 0) {
+            ok = parse_long(v, 1, 1000000, &i);
+            p->window = (int32_t)i;
+        } else if (strcmp(kv, "tries") == 0) {
+            ok = parse_long(v, 1, 10000, &i);
+            p->prompt_tries = (int32_t)i;
+        } else if (strcmp(kv, "vs") != 0) {
+            snprintf(why, size,
+                     "unknown check parameter '%s' (expected n, pos, len, prompt, prompts, t, "
+                     "top_k, top_p, order, alpha, power, bins, window, tries, vs)",
+                     kv);
+            return ASSAY_ERR_INVALID;
+        }
+        if (!ok) {
+            snprintf(why, size, "check parameter %s=%s is out of range", kv, v);
+            return ASSAY_ERR_INVALID;
+        }
+    }
+    return ASSAY_OK;
+}
+
+static enum assay_status check_params(const struct assay_dist_params *p, char *why, size_t size)
+{
+    if (p->n < 1 || p->positions < 1 || p->positions > 2 || p->out_len < p->positions ||
+        p->prompt_len < 1 || p->n_prompts < 1 || p->window < 1 || p->pit_bins < 2 ||
+        !(p->alpha > 0.0 && p->alpha < p->power && p->power < 1.0) ||
+        !(p->sampling.temperature > 0.0f) || !(p->tol_top_p >= 0.0) || !(p->tol_logit >= 0.0)) {
+        snprintf(why, size,
+                 "bad parameters: need n >= 1, pos 1 or 2, len >= pos, temperature > 0, "
+                 "0 < alpha < power < 1");
+        return ASSAY_ERR_INVALID;
+    }
+    return ASSAY_OK;
+}
+
+static void set_error(struct assay_check_result *res, enum assay_status st, const char *why)
+{
+    res->verdict = ASSAY_VERDICT_ERROR;
+    snprintf(res->failure, sizeof res->failure, "%s (%s)", why, assay_status_str(st));
+}
+
+static uint64_t prompt_seed_of(const struct assay_dist_params *p)
+{
+    return p->prompt_seed != 0 ? p->prompt_seed : assay_seed_derive(p->seed, "prompt");
+}
+
+static void make_prompt(uint64_t seed, int32_t candidate, int32_t len, int32_t *out)
+{
+    for (int32_t i = 0; i < len; i++) {
+        double u = assay_rng_u01(seed, (uint64_t)candidate * 65536u + (uint64_t)i, PROMPT_PURPOSE);
+        out[i] = (int32_t)(u * 256.0);
+    }
+}
+
+/* ---- drawing samples from an adapter ---------------------------------- */
+
+struct round_rec {
+    int64_t req;
+    int32_t index;    /* output position of the first drafted token */
+    int32_t drafted;
+    int32_t accepted;
+};
+
+struct sample_set {
+    int64_t n;
+    int32_t out_len;
+    int32_t *tokens;  /* (n, out_len); -1 where nothing came */
+    struct round_rec *rounds;
+    int64_t n_rounds, cap_rounds;
+    int64_t n_bad;    /* requests delivered other than exactly out_len tokens once */
+    char bad[300];    /* the first of them */
+};
+
+struct request_source {
+    const int32_t *prompts; /* (n_prompts, prompt_len) */
+    int32_t n_prompts;
+    int32_t prompt_len;
+    struct assay_sampling sampling;
+    uint64_t seed0;         /* request i gets seed seed0 + i */
+};
+
+static void sample_set_free(struct sample_set *s)
+{
+    assay_free(s->tokens);
+    assay_free(s->rounds);
+    memset(s, 0, sizeof *s);
+}
+
+static void mark_bad(struct sample_set *s, const char *fmt, long long id, long long x)
+{
+    if (s->n_bad++ == 0) {
+        snprintf(s->bad, sizeof s->bad, fmt, id, x);
+    }
+}
+
+/* Send n requests (at most `window` in flight) and record every token (and,
+ * with keep_rounds, every SPEC_ROUND). Returns ASSAY_OK with *out filled, or
+ * the adapter's failure with why set (out is then freed). */
+static enum assay_status draw_samples(const struct assay_adapter *a,
+                                      const struct request_source *src, int64_t n,
+                                      int32_t out_len, int32_t window, bool keep_rounds,
+                                      struct sample_set *out, char *why, size_t size)
+{
+    memset(out, 0, sizeof *out);
+    out->n = n;
+    out->out_len = out_len;
+    out->tokens = assay_malloc(sizeof(int32_t) * (size_t)n * (size_t)out_len);
+    uint8_t *finished = assay_calloc((size_t)n, 1);
+    int32_t *got = assay_calloc((size_t)n, sizeof(int32_t));
+    if (out->tokens == NULL || finished == NULL || got == NULL) {
+        assay_free(finished);
+        assay_free(got);
+        sample_set_free(out);
+        snprintf(why, size, "out of memory for %lld samples", (long long)n);
+        return ASSAY_ERR_NOMEM;
+    }
+    for (int64_t i = 0; i < n * out_len; i++) {
+        out->tokens[i] = -1;
+    }
+    enum assay_status st = ASSAY_OK;
+    int64_t next = 0, done = 0, idle = 0;
+    while (done < n && st == ASSAY_OK) {
+        while (next < n && next - done < window) {
+            struct assay_request r;
+            memset(&r, 0, sizeof r);
+            r.id = (uint64_t)next;
+            r.prompt = src->prompts + (int64_t)(next % src->n_prompts) * src->prompt_len;
+            r.prompt_len = src->prompt_len;
+            r.max_tokens = out_len;
+            r.stop_token = -1;
+            r.sampling = src->sampling;
+            r.sampling.seeded = true;
+            r.sampling.seed = src->seed0 + (uint64_t)next;
+            enum assay_status ast = a->vt->add_request(a->self, &r);
+            if (ast == ASSAY_ERR_FULL) {
+                break;
+            }
+            if (ast != ASSAY_OK) {
+                const char *le = a->vt->last_error != NULL ? a->vt->last_error(a->self) : "";
+                snprintf(why, size, "request %lld was refused: %s%s%s", (long long)next,
+                         assay_status_str(ast), le[0] != '\0' ? ": " : "", le);
+                st = ast;
+                break;
+            }
+            next++;
+        }
+        if (st != ASSAY_OK) {
+            break;
+        }
+        const struct assay_event *ev = NULL;
+        size_t n_ev = 0;
+        enum assay_status sst = a->vt->step(a->self, &ev, &n_ev);
+        if (sst != ASSAY_OK) {
+            const char *le = a->vt->last_error != NULL ? a->vt->last_error(a->self) : "";
+            snprintf(why, size, "a step failed: %s%s%s", assay_status_str(sst),
+                     le[0] != '\0' ? ": " : "", le);
+            st = sst;
+            break;
+        }
+        idle = n_ev == 0 ? idle + 1 : 0;
+        if (idle > MAX_IDLE_STEPS) {
+            snprintf(why, size, "%lld steps without an event with %lld requests unfinished",
+                     (long long)idle, (long long)(next - done));
+            st = ASSAY_ERR_TIMEOUT;
+            break;
+        }
+        for (size_t e = 0; e < n_ev; e++) {
+            const struct assay_event *x = &ev[e];
+            if (x->request_id >= (uint64_t)next) {
+                mark_bad(out, "an event for request %lld, which was never sent (kind %lld)",
+                         (long long)x->request_id, (long long)x->kind);
+                continue;
+            }
+            int64_t i = (int64_t)x->request_id;
+            if (x->kind == ASSAY_EVENT_TOKEN) {
+                if (x->index < 0 || x->index >= out_len || finished[i] ||
+                    out->tokens[i * out_len + x->index] >= 0) {
+                    mark_bad(out, "request %lld: a token at output position %lld delivered twice, "
+                                  "after its end or out of range",
+                             (long long)i, (long long)x->index);
+                    continue;
+                }
+                out->tokens[i * out_len + x->index] = x->token;
+                got[i]++;
+            } else if (x->kind == ASSAY_EVENT_FINISH) {
+                if (finished[i]) {
+                    mark_bad(out, "request %lld finished twice (reason %lld)", (long long)i,
+                             (long long)x->reason);
+                    continue;
+                }
+                finished[i] = 1;
+                done++;
+                if (x->reason != ASSAY_FINISH_LENGTH || got[i] != out_len) {
+                    mark_bad(out, "request %lld finished with reason %lld", (long long)i,
+                             (long long)x->reason);
+                    if (out->n_bad == 1) {
+                        size_t l = strlen(out->bad);
+                        snprintf(out->bad + l, sizeof out->bad - l, " after %d of %d tokens",
+                                 (int)got[i], (int)out_len);
+                    }
+                }
+            } else if (x->kind == ASSAY_EVENT_SPEC_ROUND && keep_rounds) {
+                if (out->n_rounds == out->cap_rounds) {
+                    int64_t cap = out->cap_rounds > 0 ? 2 * out->cap_rounds : 4096;
+                    struct round_rec *r =
+                        assay_realloc(out->rounds, sizeof *r * (size_t)cap);
+                    if (r == NULL) {
+                        snprintf(why, size, "out of memory for speculative rounds");
+                        st = ASSAY_ERR_NOMEM;
+                        break;
+                    }
+                    out->rounds = r;
+                    out->cap_rounds = cap;
+                }
+                struct round_rec *r = &out->rounds[out->n_rounds++];
+                r->req = i;
+                r->index = x->index;
+                r->drafted = x->n_drafted;
+                r->accepted = x->n_accepted;
+            }
+        }
+        if (st == ASSAY_OK && n_ev == 0 && next >= n && done < n && !a->vt->has_work(a->self)) {
+            snprintf(why, size, "the engine has no work left but %lld requests never finished",
+                     (long long)(n - done));
+            st = ASSAY_ERR_INTERNAL;
+        }
+    }
+    if (st != ASSAY_OK) {
+        /* Leave the adapter clean for whoever uses it next. */
+        for (int64_t i = done; i < next; i++) {
+            if (!finished[i]) {
+                a->vt->abort(a->self, (uint64_t)i);
+            }
+        }
+        for (int32_t k = 0; k < 1000000 && a->vt->has_work(a->self); k++) {
+            const struct assay_event *ev = NULL;
+            size_t n_ev = 0;
+            if (a->vt->step(a->self, &ev, &n_ev) != ASSAY_OK) {
+                break;
+            }
+        }
+        sample_set_free(out);
+    }
+    assay_free(finished);
+    assay_free(got);
+    return st;
+}
+
+/* ---- exact distributions from the oracle -------------------------------- */
+
+/*
+ * Whether the kept set of the distribution of `row` (whose info is inf) is
+ * safe from fp32 rounding: a binding top-k cut (n_kept == top_k) needs a
+ * logit gap of at least tol_logit; a top-p cut must keep the same number of
+ * tokens when top_p moves by tol_top_p either way (a logit error shifts the
+ * cumulative masses by about as much). A cut that does not bind is safe.
+ */
+static enum assay_status boundary_safe(const double *row, int32_t v,
+                                       const struct assay_dist_params *p,
+                                       const struct assay_oracle_dist_info *inf, double *scratch,
+                                       bool *safe)
+{
+    *safe = true;
+    const struct assay_sampling *s = &p->sampling;
+    if (s->top_k > 0 && s->top_k < v && inf->n_kept == s->top_k &&
+        !(inf->top_k_gap >= p->tol_logit)) {
+        *safe = false;
+        return ASSAY_OK;
+    }
+    if (s->top_p < 1.0f) {
+        for (int side = -1; side <= 1; side += 2) {
+            struct assay_sampling moved = *s;
+            double tp = (double)s->top_p + side * p->tol_top_p;
+            moved.top_p = (float)(tp > 1.0 ? 1.0 : tp < 1e-6 ? 1e-6 : tp);
+            struct assay_oracle_dist_info mi;
+            enum assay_status st = assay_oracle_distribution(row, v, &moved, p->order, scratch, &mi);
+            if (st != ASSAY_OK) {
+                return st;
+            }
+            if (mi.n_kept != inf->n_kept) {
+                *safe = false;
+            }
+        }
+    }
+    return ASSAY_OK;
+}
+
+struct margins {
+    double top_p;  /* smallest margin of a binding top-p cut (mass); inf: none */
+    double top_k;  /* smallest logit gap of a binding top-k cut; inf: none */
+};
+
+/* Keep the smallest margin of the cuts that bind (for the report): top-k
+ * when it keeps exactly top_k tokens, top-p when it keeps fewer. */
+static void margins_add(struct margins *m, const struct assay_dist_params *p, int32_t v,
+                        const struct assay_oracle_dist_info *inf)
+{
+    bool k_on = p->sampling.top_k > 0 && p->sampling.top_k < v;
+    if (p->sampling.top_p < 1.0f && (!k_on || inf->n_kept < p->sampling.top_k)) {
+        m->top_p = inf->top_p_margin < m->top_p ? inf->top_p_margin : m->top_p;
+    }
+    if (k_on && inf->n_kept == p->sampling.top_k) {
+        m->top_k = inf->top_k_gap < m->top_k ? inf->top_k_gap : m->top_k;
+    }
+}
+
+/*
+ * The exact distribution of the first `positions` output tokens after
+ * prompt, into prob (vocab^positions; pairs as x0 * vocab + x1). *ok is false
+ * when a boundary tested on the way is closer than the tolerances.
+ */
+static enum assay_status exact_first_tokens(struct assay_oracle *o, const int32_t *prompt,
+                                            const struct assay_dist_params *p, int32_t v,
+                                            double *prob, bool *ok, struct margins *mg)
+{
+    int32_t plen = p->prompt_len;
+    int32_t *seq = assay_malloc(sizeof(int32_t) * (size_t)(plen + 1));
+    double *rows = assay_malloc(sizeof(double) * (size_t)(plen + 1) * (size_t)v);
+    double *p0 = assay_malloc(sizeof(double) * (size_t)v);
+    double *scratch = assay_malloc(sizeof(double) * (size_t)v);
+    enum assay_status st = ASSAY_OK;
+    if (seq == NULL || rows == NULL || p0 == NULL || scratch == NULL) {
+        st = ASSAY_ERR_NOMEM;
+        goto out;
+    }
+    *ok = true;
+    mg->top_p = INFINITY;
+    mg->top_k = INFINITY;
+    memcpy(seq, prompt, sizeof(int32_t) * (size_t)plen);
+    st = assay_oracle_logits(o, seq, plen, rows);
+    struct assay_oracle_dist_info inf;
+    if (st == ASSAY_OK) {
+        st = assay_oracle_distribution(rows + (int64_t)(plen - 1) * v, v, &p->sampling, p->order,
+                                       p0, &inf);
+    }
+    if (st != ASSAY_OK) {
+        goto out;
+    }
+    margins_add(mg, p, v, &inf);
+    st = boundary_safe(rows + (int64_t)(plen - 1) * v, v, p, &inf, scratch, ok);
+    if (st != ASSAY_OK || p->positions == 1) {
+        memcpy(prob, p0, sizeof(double) * (size_t)v);
+        goto out;
+    }
+    for (int64_t c = 0; c < (int64_t)v * v; c++) {
+        prob[c] = 0.0;
+    }
+    for (int32_t x0 = 0; x0 < v && st == ASSAY_OK && *ok; x0++) {
+        if (p0[x0] <= 0.0) {
+            continue;
+        }
+        seq[plen] = x0;
+        st = assay_oracle_logits(o, seq, plen + 1, rows);
+        if (st == ASSAY_OK) {
+            st = assay_oracle_distribution(rows + (int64_t)plen * v, v, &p->sampling, p->order,
+                                           prob + (int64_t)x0 * v, &inf);
+        }
+        if (st == ASSAY_OK) {
+            margins_add(mg, p, v, &inf);
+            st = boundary_safe(rows + (int64_t)plen * v, v, p, &inf, scratch, ok);
+        }
+        if (st == ASSAY_OK) {
+            for (int32_t x1 = 0; x1 < v; x1++) {
+                prob[(int64_t)x0 * v + x1] *= p0[x0];
+            }
+        }
+    }
+out:
+    assay_free(seq);
+    assay_free(rows);
+    assay_free(p0);
+    assay_free(scratch);
+    return st;
+}
+
+/* A prompt whose tested boundaries all have comfortable margins, chosen
+ * from the oracle alone before any sample is drawn: the first of the
+ * candidates of the prompt seed that qualifies. */
+static enum assay_status select_prompt(struct assay_oracle *o, const struct assay_dist_params *p,
+                                       int32_t v, int32_t *prompt, double *prob,
+                                       struct margins *mg)
+{
+    uint64_t seed = prompt_seed_of(p);
+    bool ok = false;
+    enum assay_status st = ASSAY_OK;
+    for (int32_t cand = 0; cand < p->prompt_tries && !ok && st == ASSAY_OK; cand++) {
+        make_prompt(seed, cand, p->prompt_len, prompt);
+        st = exact_first_tokens(o, prompt, p, v, prob, &ok, mg);
+    }
+    return st != ASSAY_OK ? st : ok ? ASSAY_OK : ASSAY_ERR_INVALID;
+}
+
+enum assay_status assay_dist_choose_prompt(const struct assay_model *model,
+                                           const struct assay_dist_params *p, int32_t *prompt,
+                                           double *prob)
+{
+    char why[200];
+    enum assay_status st = check_params(p, why, sizeof why);
+    struct assay_oracle *o = NULL;
+    if (st == ASSAY_OK) {
+        st = assay_oracle_init(&o, model, p->prompt_len + 1);
+    }
+    if (st == ASSAY_OK) {
+        struct margins mg;
+        st = select_prompt(o, p, model->cfg.vocab, prompt, prob, &mg);
+    }
+    assay_oracle_free(o);
+    return st;
+}
+
+static void describe_category(int64_t c, int32_t positions, int32_t v, char *buf, size_t size)
+{
+    if (positions == 1) {
+        snprintf(buf, size, "token %lld", (long long)c);
+    } else {
+        snprintf(buf, size, "tokens (%lld, %lld)", (long long)(c / v), (long long)(c % v));
+    }
+}
+
+static void fill_from_test(struct assay_check_result *res, const struct assay_test_result *tr,
+                           double alpha)
+{
+    res->alpha = alpha;
+    res->statistic = tr->statistic;
+    res->p_value = tr->p_value;
+    res->min_tv = tr->min_tv;
+    res->power = tr->power;
+    res->n = tr->n;
+    res->df = tr->df;
+}
+
+/* ---- goodness of fit --------------------------------------------------- */
+
+enum assay_status assay_dist_gof(const struct assay_adapter *a, const struct assay_model *model,
+                                 const struct assay_dist_params *p,
+                                 struct assay_check_result *res)
+{
+    int64_t t0 = assay_now_ns();
+    char why[400];
+    enum assay_status st = check_params(p, why, sizeof why);
+    if (st != ASSAY_OK) {
+        set_error(res, st, why);
+        return st;
+    }
+    assay_stats_init();
+    const int32_t v = model->cfg.vocab;
+    const int64_t k = p->positions == 1 ? v : (int64_t)v * v;
+    int32_t *prompt = assay_malloc(sizeof(int32_t) * (size_t)p->prompt_len);
+    double *prob = assay_malloc(sizeof(double) * (size_t)k);
+    int64_t *counts = assay_calloc((size_t)k, sizeof(int64_t));
+    struct assay_oracle *o = NULL;
+    struct assay_gof_bins *bins = NULL;
+    struct sample_set ss;
+    memset(&ss, 0, sizeof ss);
+    if (prompt == NULL || prob == NULL || counts == NULL) {
+        st = ASSAY_ERR_NOMEM;
+        set_error(res, st, "out of memory");
+        goto out;
+    }
+    st = assay_oracle_init(&o, model, p->prompt_len + 1);
+    if (st != ASSAY_OK) {
+        set_error(res, st, "the oracle could not start");
+        goto out;
+    }
+    struct margins mg = {INFINITY, INFINITY};
+    st = select_prompt(o, p, v, prompt, prob, &mg);
+    if (st != ASSAY_OK) {
+        snprintf(why, sizeof why,
+                 "no prompt among %d candidates keeps every top-k/top-p boundary beyond the "
+                 "tolerances (top-p %.0e, top-k %.0e)",
+                 (int)p->prompt_tries, p->tol_top_p, p->tol_logit);
+        set_error(res, st, why);
+        goto out;
+    }
+    st = assay_gof_bins_make(prob, (int32_t)k, (double)p->n, 5.0, &bins);
+    if (st != ASSAY_OK) {
+        set_error(res, st, "could not make the bins");
+        goto out;
+    }
+    struct request_source src = {prompt, 1, p->prompt_len, p->sampling,
+                                 assay_seed_derive(p->seed, "requests")};
+    st = draw_samples(a, &src, p->n, p->out_len, p->window, false, &ss, why, sizeof why);
+    if (st != ASSAY_OK) {
+        set_error(res, st, why);
+        goto out;
+    }
+    int64_t first_bad = -1, first_req = -1;
+    for (int64_t i = 0; i < p->n; i++) {
+        const int32_t *t = ss.tokens + i * p->out_len;
+        if (t[0] < 0 || t[0] >= v || (p->positions == 2 && (t[1] < 0 || t[1] >= v))) {
+            continue; /* counted among the bad deliveries */
+        }
+        int64_t c = p->positions == 1 ? t[0] : (int64_t)t[0] * v + t[1];
+        counts[c]++;
+        if (bins->bin_of[c] < 0 && first_bad < 0) {
+            first_bad = c;
+            first_req = i;
+        }
+    }
+    struct assay_test_result tr;
+    st = assay_gof_test(bins, counts, p->alpha, p->power, &tr);
+    if (st != ASSAY_OK) {
+        set_error(res, st, "the chi-squared test failed");
+        goto out;
+    }
+    fill_from_test(res, &tr, p->alpha);
+    res->n_impossible = tr.n_impossible;
+    res->n_requests = p->n;
+    res->n_tokens = p->n * p->out_len;
+    char cat[64];
+    if (ss.n_bad > 0) {
+        res->verdict = ASSAY_VERDICT_FAIL;
+        snprintf(res->failure, sizeof res->failure, "%lld requests delivered wrongly; first: %s",
+                 (long long)ss.n_bad, ss.bad);
+    } else if (tr.n_impossible > 0) {
+        describe_category(first_bad, p->positions, v, cat, sizeof cat);
+        res->verdict = ASSAY_VERDICT_FAIL;
+        snprintf(res->failure, sizeof res->failure,
+                 "%lld samples of categories with oracle probability 0; first: request %lld "
+                 "(seed %llu) gave %s. Every binding top-k/top-p cut of this prompt is at least "
+                 "%.1e (mass) / %.1e (logit) from deciding otherwise, beyond the fp32 tolerance",
+                 (long long)tr.n_impossible, (long long)first_req,
+                 (unsigned long long)(src.seed0 + (uint64_t)first_req), cat, mg.top_p, mg.top_k);
+    } else if (tr.degenerate) {
+        res->verdict = ASSAY_VERDICT_ERROR;
+        snprintf(res->failure, sizeof res->failure,
+                 "no chi-squared test possible (%d bins): the sampling parameters leave too few "
+                 "likely categories",
+                 (int)tr.n_bins);
+        st = ASSAY_ERR_INVALID;
+    } else if (tr.p_value <= p->alpha) {
+        /* The bin furthest from its expectation, for the reader. */
+        double worst = 0.0;
+        int64_t wc = -1;
+        for (int64_t c = 0; c < k; c++) {
+            if (bins->bin_of[c] >= 0 && bins->bin_of[c] < bins->n_own) {
+                double e = bins->prob[bins->bin_of[c]] * (double)tr.n;
+                double z = (double)counts[c] - e;
+                if (fabs(z) / sqrt(e) > worst) {
+                    worst = fabs(z) / sqrt(e);
+                    wc = c;
+                }
+            }
+        }
+        res->verdict = ASSAY_VERDICT_FAIL;
+        if (wc >= 0) {
+            describe_category(wc, p->positions, v, cat, sizeof cat);
+            snprintf(res->failure, sizeof res->failure,
+                     "chi-squared %.1f on %d df, p %.3g <= alpha %.0e; largest deviation: %s "
+                     "observed %lld times, expected %.1f (oracle probability %.5f)",
+                     tr.statistic, (int)tr.df, tr.p_value, p->alpha, cat, (long long)counts[wc],
+                     prob[wc] * (double)tr.n, prob[wc]);
+        }
+    }
+    snprintf(res->summary, sizeof res->summary,
+             "alpha %.0e n %lld p %.3g min-TV %.4f | chi2 %.1f df %d; %s %d, T %.2g top-k %d "
+             "top-p %.2g; %d bins (%d pooled), cut margins p %.1e k %.1e",
+             p->alpha, (long long)tr.n, tr.p_value, tr.min_tv, tr.statistic, (int)tr.df,
+             p->positions == 1 ? "first token" : "first pair", (int)p->prompt_len,
+             (double)p->sampling.temperature, (int)p->sampling.top_k,
+             (double)p->sampling.top_p, (int)tr.n_bins, (int)bins->n_pooled, mg.top_p, mg.top_k);
+out:
+    assay_gof_bins_free(bins);
+    sample_set_free(&ss);
+    assay_oracle_free(o);
+    assay_free(prompt);
+    assay_free(prob);
+    assay_free(counts);
+    res->seconds = (double)(assay_now_ns() - t0) / 1e9;
+    return st;
+}
+
+/* ---- the randomised PIT over sequences ---------------------------------- */
+
+/* F(x-) of p in the order of descending probability, lower id first on
+ * ties. */
+static double cdf_before(const double *p, int32_t v, int32_t x)
+{
+    double f = 0.0;
+    for (int32_t y = 0; y < v; y++) {
+        if (p[y] > p[x] || (p[y] == p[x] && y < x)) {
+            f += p[y];
+        }
+    }
+    return f;
+}
+
+/* The rank of x among the logits (0 = largest; lower id first on ties). */
+static int32_t logit_rank(const double *row, int32_t v, int32_t x)
+{
+    int32_t r = 0;
+    for (int32_t y = 0; y < v; y++) {
+        if (row[y] > row[x] || (row[y] == row[x] && y < x)) {
+            r++;
+        }
+    }
+    return r;
+}
+
+/* Whether a token of oracle probability 0 at this position is the first past
+ * a top-k/top-p cut that fp32 rounding could move (boundary_safe). */
+static bool at_boundary(const struct assay_dist_params *p, const struct assay_oracle_dist_info *inf,
+                        const double *row, int32_t v, int32_t x, double *scratch)
+{
+    bool safe = true;
+    if (boundary_safe(row, v, p, inf, scratch, &safe) != ASSAY_OK) {
+        return false;
+    }
+    return !safe && logit_rank(row, v, x) == inf->n_kept;
+}
+
+/* Test u[0..n) for uniformity: KS and chi-squared on `bins` equal bins,
+ * each at alpha/2, combined by Bonferroni. */
+static enum assay_status uniformity(const double *u, int64_t n, int32_t bins_n, double alpha,
+                                    double power, double *d_ks, double *p_ks,
+                                    struct assay_test_result *chi, double *p_comb)
+{
+    enum assay_status st = assay_ks_uniform(u, (size_t)n, d_ks, p_ks);
+    if (st != ASSAY_OK) {
+        return st;
+    }
+    double *prob = assay_malloc(sizeof(double) * (size_t)bins_n);
+    int64_t *counts = assay_calloc((size_t)bins_n, sizeof(int64_t));
+    struct assay_gof_bins *bins = NULL;
+    if (prob == NULL || counts == NULL) {
+        st = ASSAY_ERR_NOMEM;
+    }
+    if (st == ASSAY_OK) {
+        for (int32_t b = 0; b < bins_n; b++) {
+            prob[b] = 1.0 / bins_n;
+        }
+        for (int64_t i = 0; i < n; i++) {
+            int32_t b = (int32_t)(u[i] * bins_n);
+            counts[b < bins_n ? b : bins_n - 1]++;
+        }
+        st = assay_gof_bins_make(prob, bins_n, (double)n, 5.0, &bins);
+    }
+    if (st == ASSAY_OK) {
+        st = assay_gof_test(bins, counts, alpha / 2, power, chi);
+    }
+    if (st == ASSAY_OK) {
+        double pc = chi->degenerate ? 1.0 : chi->p_value;
+        double m = *p_ks < pc ? *p_ks : pc;
+        *p_comb = 2 * m < 1.0 ? 2 * m : 1.0;
+    }
+    assay_gof_bins_free(bins);
+    assay_free(prob);
+    assay_free(counts);
+    return st;
+}
+
+static enum assay_status make_prompts(const struct assay_dist_params *p, int32_t **out)
+{
+    *out = assay_malloc(sizeof(int32_t) * (size_t)p->n_prompts * (size_t)p->prompt_len);
+    if (*out == NULL) {
+        return ASSAY_ERR_NOMEM;
+    }
+    uint64_t seed = prompt_seed_of(p);
+    for (int32_t c = 0; c < p->n_prompts; c++) {
+        make_prompt(seed, c, p->prompt_len, *out + (int64_t)c * p->prompt_len);
+    }
+    return ASSAY_OK;
+}
+
+static gsl_rng *make_rng(uint64_t seed)
+{
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    if (r != NULL) {
+        unsigned long s = (unsigned long)(seed & 0xffffffffu);
+        gsl_rng_set(r, s == 0 ? 1 : s); /* seed 0 is mt19937's default 4357 */
+    }
+    return r;
+}
+
+enum assay_status assay_dist_pit(const struct assay_adapter *a, const struct assay_model *model,
+                                 const struct assay_dist_params *p, struct assay_check_result *res,
+                                 struct assay_dist_parts *parts)
+{
+    int64_t t0 = assay_now_ns();
+    char why[400];
+    enum assay_status st = check_params(p, why, sizeof why);
+    if (st != ASSAY_OK) {
+        set_error(res, st, why);
+        return st;
+    }
+    assay_stats_init();
+    const int32_t v = model->cfg.vocab, plen = p->prompt_len, len = p->out_len;
+    int32_t *prompts = NULL;
+    int32_t *seq = assay_malloc(sizeof(int32_t) * (size_t)(plen + len));
+    double *rows = assay_malloc(sizeof(double) * (size_t)(plen + len) * (size_t)v);
+    double *pd = assay_malloc(sizeof(double) * (size_t)v);
+    double *u_scratch = assay_malloc(sizeof(double) * (size_t)v);
+    double *u = assay_malloc(sizeof(double) * (size_t)p->n * (size_t)len);
+    gsl_rng *rng = make_rng(assay_seed_derive(p->seed, "pit-v"));
+    struct assay_oracle *o = NULL;
+    struct sample_set ss;
+    memset(&ss, 0, sizeof ss);
+    if (seq == NULL || rows == NULL || pd == NULL || u == NULL || u_scratch == NULL || rng == NULL ||
+        make_prompts(p, &prompts) != ASSAY_OK) {
+        st = ASSAY_ERR_NOMEM;
+        set_error(res, st, "out of memory");
+        goto out;
+    }
+    st = assay_oracle_init(&o, model, plen + len);
+    if (st != ASSAY_OK) {
+        set_error(res, st, "the oracle could not start (prompt + len beyond the context?)");
+        goto out;
+    }
+    struct request_source src = {prompts, p->n_prompts, plen, p->sampling,
+                                 assay_seed_derive(p->seed, "requests")};
+    st = draw_samples(a, &src, p->n, len, p->window, false, &ss, why, sizeof why);
+    if (st != ASSAY_OK) {
+        set_error(res, st, why);
+        goto out;
+    }
+    int64_t n_u = 0, n_boundary = 0, n_impossible = 0;
+    char first[300] = "";
+    for (int64_t i = 0; i < p->n && st == ASSAY_OK; i++) {
+        const int32_t *t = ss.tokens + i * len;
+        bool complete = true;
+        for (int32_t j = 0; j < len; j++) {
+            complete = complete && t[j] >= 0 && t[j] < v;
+        }
+        if (!complete) {
+            continue; /* counted among the bad deliveries */
+        }
+        memcpy(seq, prompts + (i % p->n_prompts) * plen, sizeof(int32_t) * (size_t)plen);
+        memcpy(seq + plen, t, sizeof(int32_t) * (size_t)len);
+        /* Row plen-1+j predicts output j; the last token is never fed. */
+        st = assay_oracle_logits(o, seq, plen + len - 1, rows);
+        for (int32_t j = 0; j < len && st == ASSAY_OK; j++) {
+            const double *row = rows + (int64_t)(plen - 1 + j) * v;
+            struct assay_oracle_dist_info inf;
+            st = assay_oracle_distribution(row, v, &p->sampling, p->order, pd, &inf);
+            if (st != ASSAY_OK) {
+                break;
+            }
+            int32_t x = t[j];
+            if (pd[x] > 0.0) {
+                double w = cdf_before(pd, v, x) + gsl_rng_uniform(rng) * pd[x];
+                u[n_u++] = w < 0.0 ? 0.0 : (w > 1.0 ? 1.0 : w);
+            } else if (at_boundary(p, &inf, row, v, x, u_scratch)) {
+                n_boundary++;
+            } else if (n_impossible++ == 0) {
+                snprintf(first, sizeof first,
+                         "sequence %lld (seed %llu), output position %d: token %d has oracle "
+                         "probability 0 (logit rank %d, %d kept; top-p margin %.2g, top-k gap "
+                         "%.2g)",
+                         (long long)i, (unsigned long long)(src.seed0 + (uint64_t)i), (int)j,
+                         (int)x, (int)logit_rank(row, v, x), (int)inf.n_kept, inf.top_p_margin,
+                         inf.top_k_gap);
+            }
+        }
+    }
+    if (st != ASSAY_OK) {
+        set_error(res, st, "the oracle failed");
+        goto out;
+    }
+    if (n_u < 2 * p->pit_bins * 5) {
+        st = ASSAY_ERR_INVALID;
+        set_error(res, st, "too few PIT values for the test (raise n or len)");
+        goto out;
+    }
+    double d_ks = NAN, p_ks = NAN, p_comb = NAN;
+    struct assay_test_result chi;
+    st = uniformity(u, n_u, p->pit_bins, p->alpha, p->power, &d_ks, &p_ks, &chi, &p_comb);
+    if (st != ASSAY_OK) {
+        set_error(res, st, "the uniformity tests failed");
+        goto out;
+    }
+    fill_from_test(res, &chi, p->alpha);
+    res->p_value = p_comb;
+    if (parts != NULL) {
+        parts->n = 2;
+        parts->p[0] = p_ks;
+        parts->name[0] = "KS";
+        parts->p[1] = chi.degenerate ? 1.0 : chi.p_value;
+        parts->name[1] = "chi2";
+    }
+    res->n = n_u;
+    res->n_impossible = n_impossible;
+    res->n_requests = p->n;
+    res->n_tokens = p->n * len;
+    if (ss.n_bad > 0) {
+        res->verdict = ASSAY_VERDICT_FAIL;
+        snprintf(res->failure, sizeof res->failure, "%lld sequences delivered wrongly; first: %s",
+                 (long long)ss.n_bad, ss.bad);
+    } else if (n_impossible > 0) {
+        res->verdict = ASSAY_VERDICT_FAIL;
+        snprintf(res->failure, sizeof res->failure, "%lld tokens of oracle probability 0; first: %s",
+                 (long long)n_impossible, first);
+    } else if (p_comb <= p->alpha) {
+        res->verdict = ASSAY_VERDICT_FAIL;
+        snprintf(res->failure, sizeof res->failure,
+                 "the PIT values are not uniform: KS D %.4f (p %.3g), chi-squared %.1f on %d df "
+                 "(p %.3g); combined p %.3g <= alpha %.0e",
+                 d_ks, p_ks, chi.statistic, (int)chi.df, chi.p_value, p_comb, p->alpha);
+    }
+    snprintf(res->summary, sizeof res->summary,
+             "alpha %.0e n %lld p %.3g min-TV %.4f | PIT of %lld x %d tokens: KS D %.4f p %.3g, "
+             "chi2 %.1f df %d p %.3g; T %.2g top-k %d top-p %.2g; %lld at a boundary",
+             p->alpha, (long long)n_u, p_comb, chi.min_tv, (long long)p->n, (int)len, d_ks, p_ks,
+             chi.statistic, (int)chi.df, chi.p_value, (double)p->sampling.temperature,
+             (int)p->sampling.top_k, (double)p->sampling.top_p, (long long)n_boundary);
+out:
+    sample_set_free(&ss);
+    assay_oracle_free(o);
+    if (rng != NULL) {
+        gsl_rng_free(rng);
+    }
+    assay_free(prompts);
+    assay_free(seq);
+    assay_free(rows);
+    assay_free(pd);
+    assay_free(u);
+    assay_free(u_scratch);
+    res->seconds = (double)(assay_now_ns() - t0) / 1e9;
+    return st;
+}
+
+/* ---- speculative acceptance --------------------------------------------- */
+
+static int by_request(const void *a, const void *b)
+{
+    const struct round_rec *x = a, *y = b;
+    if (x->req != y->req) {
+        return x->req < y->req ? -1 : 1;
+    }
+    return (x->index > y->index) - (x->index < y->index);
+}
+
+#define MAX_STAGES 64
+
+struct stage {
+    int64_t n;      /* proposals tested at this draft position */
+    double accepted;
+    double beta;    /* sum of theoretical acceptance probabilities */
+    double var;     /* sum of beta (1 - beta) */
+};
+
+enum assay_status assay_dist_acceptance(const struct assay_adapter *a,
+                                        const struct assay_model *model,
+                                        const struct assay_model *draft,
+                                        const struct assay_dist_params *p,
+                                        struct assay_check_result *res,
+                                        struct assay_dist_parts *parts)
+{
+    int64_t t0 = assay_now_ns();
+    char why[400];
+    enum assay_status st = check_params(p, why, sizeof why);
+    if (st != ASSAY_OK) {
+        set_error(res, st, why);
+        return st;
+    }
+    if (draft == NULL || draft->cfg.vocab != model->cfg.vocab) {
+        set_error(res, ASSAY_ERR_INVALID, "needs the draft's weights, with the target's vocabulary");
+        return ASSAY_ERR_INVALID;
+    }
+    assay_stats_init();
+    const int32_t v = model->cfg.vocab, plen = p->prompt_len, len = p->out_len;
+    int32_t *prompts = NULL;
+    int32_t *seq = assay_malloc(sizeof(int32_t) * (size_t)(plen + len));
+    double *rows_t = assay_malloc(sizeof(double) * (size_t)(plen + len) * (size_t)v);
+    double *rows_d = assay_malloc(sizeof(double) * (size_t)(plen + len) * (size_t)v);
+    double *pd = assay_malloc(sizeof(double) * (size_t)v);
+    double *qd = assay_malloc(sizeof(double) * (size_t)v);
+    gsl_rng *rng = make_rng(assay_seed_derive(p->seed, "acceptance-v"));
+    struct assay_oracle *ot = NULL, *od = NULL;
+    double *u = NULL;
+    struct sample_set ss;
+    memset(&ss, 0, sizeof ss);
+    struct stage stages[MAX_STAGES];
+    memset(stages, 0, sizeof stages);
+    if (seq == NULL || rows_t == NULL || rows_d == NULL || pd == NULL || qd == NULL ||
+        rng == NULL || make_prompts(p, &prompts) != ASSAY_OK) {
+        st = ASSAY_ERR_NOMEM;
+        set_error(res, st, "out of memory");
+        goto out;
+    }
+    st = assay_oracle_init(&ot, model, plen + len);
+    if (st == ASSAY_OK) {
+        st = assay_oracle_init(&od, draft, plen + len);
+    }
+    if (st != ASSAY_OK) {
+        set_error(res, st, "the oracle could not start (prompt + len beyond the context?)");
+        goto out;
+    }
+    struct request_source src = {prompts, p->n_prompts, plen, p->sampling,
+                                 assay_seed_derive(p->seed, "requests")};
+    st = draw_samples(a, &src, p->n, len, p->window, true, &ss, why, sizeof why);
+    if (st != ASSAY_OK) {
+        set_error(res, st, why);
+        goto out;
+    }
+    if (ss.n_rounds == 0) {
+        res->verdict = ASSAY_VERDICT_SKIP;
+        snprintf(res->failure, sizeof res->failure,
+                 "the engine reported no speculative round (SPEC_ROUND events): nothing to test");
+        goto out;
+    }
+    qsort(ss.rounds, (size_t)ss.n_rounds, sizeof *ss.rounds, by_request);
+    u = assay_malloc(sizeof(double) * (size_t)ss.n_rounds * (size_t)(MAX_STAGES + 1));
+    if (u == NULL) {
+        st = ASSAY_ERR_NOMEM;
+        set_error(res, st, "out of memory");
+        goto out;
+    }
+    int64_t n_u = 0, n_bad_rounds = 0, loaded = -1;
+    int32_t max_drafted = 0;
+    char bad_round[200] = "";
+    for (int64_t r = 0; r < ss.n_rounds && st == ASSAY_OK; r++) {
+        const struct round_rec *rr = &ss.rounds[r];
+        const int32_t *t = ss.tokens + rr->req * len;
+        bool complete = true;
+        for (int32_t j = 0; j < len; j++) {
+            complete = complete && t[j] >= 0 && t[j] < v;
+        }
+        if (!complete) {
+            continue; /* counted among the bad deliveries */
+        }
+        int32_t last = rr->accepted < rr->drafted ? rr->accepted : rr->drafted - 1;
+        if (rr->drafted < 1 || rr->drafted > MAX_STAGES || rr->accepted < 0 ||
+            rr->accepted > rr->drafted || rr->index < 0 || rr->index + last >= len) {
+            if (n_bad_rounds++ == 0) {
+                snprintf(bad_round, sizeof bad_round,
+                         "request %lld: a round at output position %d with %d drafted and %d "
+                         "accepted",
+                         (long long)rr->req, (int)rr->index, (int)rr->drafted, (int)rr->accepted);
+            }
+            continue;
+        }
+        max_drafted = rr->drafted > max_drafted ? rr->drafted : max_drafted;
+        if (loaded != rr->req) {
+            memcpy(seq, prompts + (rr->req % p->n_prompts) * plen, sizeof(int32_t) * (size_t)plen);
+            memcpy(seq + plen, t, sizeof(int32_t) * (size_t)len);
+            st = assay_oracle_logits(ot, seq, plen + len - 1, rows_t);
+            if (st == ASSAY_OK) {
+                st = assay_oracle_logits(od, seq, plen + len - 1, rows_d);
+            }
+            loaded = rr->req;
+        }
+        /* Proposal j was tested iff proposals 0..j-1 were accepted; its
+         * context is then the engine's output up to index + j. */
+        for (int32_t j = 0; j <= last && st == ASSAY_OK; j++) {
+            int64_t row = (int64_t)(plen - 1 + rr->index + j) * v;
+            st = assay_oracle_distribution(rows_t + row, v, &p->sampling, p->order, pd, NULL);
+            if (st == ASSAY_OK) {
+                st = assay_oracle_distribution(rows_d + row, v, &p->sampling, p->order, qd, NULL);
+            }
+            if (st != ASSAY_OK) {
+                break;
+            }
+            double beta = 0.0;
+            for (int32_t x = 0; x < v; x++) {
+                beta += pd[x] < qd[x] ? pd[x] : qd[x];
+            }
+            beta = beta > 1.0 ? 1.0 : beta;
+            bool acc = j < rr->accepted;
+            struct stage *sg = &stages[j];
+            sg->n++;
+            sg->accepted += acc ? 1.0 : 0.0;
+            sg->beta += beta;
+            sg->var += beta * (1.0 - beta);
+            double vv = gsl_rng_uniform(rng);
+            u[n_u++] = acc ? vv * beta : beta + vv * (1.0 - beta);
+        }
+    }
+    if (st != ASSAY_OK) {
+        set_error(res, st, "the oracle failed");
+        goto out;
+    }
+    /* Group draft positions from the last down until each group's variance
+     * reaches 5, so the normal approximation of every term holds. */
+    double x2 = 0.0, tot_acc = 0.0, tot_beta = 0.0;
+    int64_t n_tests = 0;
+    int32_t df = 0;
+    struct stage grp = {0, 0, 0, 0}, closed = {0, 0, 0, 0};
+    bool have_closed = false;
+    for (int32_t j = max_drafted - 1; j >= 0; j--) {
+        grp.n += stages[j].n;
+        grp.accepted += stages[j].accepted;
+        grp.beta += stages[j].beta;
+        grp.var += stages[j].var;
+        n_tests += stages[j].n;
+        tot_acc += stages[j].accepted;
+        tot_beta += stages[j].beta;
+        if (grp.var >= 5.0) {
+            if (have_closed) {
+                x2 += (closed.accepted - closed.beta) * (closed.accepted - closed.beta) / closed.var;
+                df++;
+            }
+            closed = grp;
+            have_closed = true;
+            memset(&grp, 0, sizeof grp);
+        }
+    }
+    if (have_closed) {
+        closed.accepted += grp.accepted; /* a small remainder joins the last group */
+        closed.beta += grp.beta;
+        closed.var += grp.var;
+        x2 += (closed.accepted - closed.beta) * (closed.accepted - closed.beta) / closed.var;
+        df++;
+    }
+    res->n_requests = p->n;
+    res->n_tokens = p->n * len;
+    if (df == 0 || n_u < 2) {
+        st = ASSAY_ERR_INVALID;
+        set_error(res, st, "too few tested proposals for the acceptance tests (raise n or len)");
+        goto out;
+    }
+    double p_rate = NAN, d_ks = NAN, p_ks = NAN, min_tv = NAN;
+    p_rate = gsl_cdf_chisq_Q(x2, (double)df);
+    st = assay_ks_uniform(u, (size_t)n_u, &d_ks, &p_ks);
+    if (st == ASSAY_OK) {
+        st = assay_min_detectable_tv(p->alpha / 2, df, p->power, (double)n_tests, &min_tv);
+    }
+    if (st != ASSAY_OK) {
+        set_error(res, st, "the acceptance tests failed");
+        goto out;
+    }
+    double m = p_rate < p_ks ? p_rate : p_ks;
+    double p_comb = 2 * m < 1.0 ? 2 * m : 1.0;
+    if (parts != NULL) {
+        parts->n = 2;
+        parts->p[0] = p_rate;
+        parts->name[0] = "X2";
+        parts->p[1] = p_ks;
+        parts->name[1] = "KS";
+    }
+    res->alpha = p->alpha;
+    res->power = p->power;
+    res->statistic = x2;
+    res->df = df;
+    res->p_value = p_comb;
+    res->min_tv = min_tv;
+    res->n = n_tests;
+    char hist[160] = "";
+    size_t hl = 0;
+    for (int32_t j = 0; j < max_drafted && hl < sizeof hist - 1; j++) {
+        hl += (size_t)snprintf(hist + hl, sizeof hist - hl, "%s%.0f/%.1f", j > 0 ? " " : "",
+                               stages[j].accepted, stages[j].beta);
+    }
+    if (ss.n_bad > 0) {
+        res->verdict = ASSAY_VERDICT_FAIL;
+        snprintf(res->failure, sizeof res->failure, "%lld sequences delivered wrongly; first: %s",
+                 (long long)ss.n_bad, ss.bad);
+    } else if (n_bad_rounds > 0) {
+        res->verdict = ASSAY_VERDICT_FAIL;
+        snprintf(res->failure, sizeof res->failure,
+                 "%lld speculative rounds are inconsistent with the tokens; first: %s",
+                 (long long)n_bad_rounds, bad_round);
+    } else if (p_comb <= p->alpha) {
+        res->verdict = ASSAY_VERDICT_FAIL;
+        snprintf(res->failure, sizeof res->failure,
+                 "acceptance departs from beta = sum min(p, q): accepted/expected by draft "
+                 "position %s; X2 %.1f on %d df (p %.3g), KS of the indicator PIT D %.4f (p %.3g)",
+                 hist, x2, (int)df, p_rate, d_ks, p_ks);
+    }
+    snprintf(res->summary, sizeof res->summary,
+             "alpha %.0e n %lld p %.3g min-TV %.4f | accepted %.0f of %lld tested, theory %.1f; "
+             "by draft position %s; X2 %.1f df %d p %.3g; KS p %.3g",
+             p->alpha, (long long)n_tests, p_comb, min_tv, tot_acc, (long long)n_tests, tot_beta,
+             hist, x2, (int)df, p_rate, p_ks);
+out:
+    sample_set_free(&ss);
+    assay_oracle_free(ot);
+    assay_oracle_free(od);
+    if (rng != NULL) {
+        gsl_rng_free(rng);
+    }
+    assay_free(prompts);
+    assay_free(seq);
+    assay_free(rows_t);
+    assay_free(rows_d);
+    assay_free(pd);
+    assay_free(qd);
+    assay_free(u);
+    res->seconds = (double)(assay_now_ns() - t0) / 1e9;
+    return st;
+}
+
+/* ---- two engines ---------------------------------------------------------- */
+
+static enum assay_status count_first_tokens(const struct assay_adapter *a,
+                                            const struct assay_dist_params *p,
+                                            const int32_t *prompt, uint64_t seed0, int32_t v,
+                                            int64_t *counts, int64_t *n_bad, char *bad,
+                                            size_t bad_size, char *why, size_t size)
+{
+    struct request_source src = {prompt, 1, p->prompt_len, p->sampling, seed0};
+    struct sample_set ss;
+    enum assay_status st =
+        draw_samples(a, &src, p->n, p->out_len, p->window, false, &ss, why, size);
+    if (st != ASSAY_OK) {
+        return st;
+    }
+    for (int64_t i = 0; i < p->n; i++) {
+        const int32_t *t = ss.tokens + i * p->out_len;
+        if (t[0] < 0 || t[0] >= v || (p->positions == 2 && (t[1] < 0 || t[1] >= v))) {
+            continue;
+        }
+        counts[p->positions == 1 ? t[0] : (int64_t)t[0] * v + t[1]]++;
+    }
+    *n_bad = ss.n_bad;
+    snprintf(bad, bad_size, "%s", ss.bad);
+    sample_set_free(&ss);
+    return ASSAY_OK;
+}
+
+enum assay_status assay_dist_homogeneity(const struct assay_adapter *a,
+                                         const struct assay_adapter *b,
+                                         const struct assay_dist_params *p,
+                                         struct assay_check_result *res)
+{
+    int64_t t0 = assay_now_ns();
+    char why[400];
+    enum assay_status st = check_params(p, why, sizeof why);
+    if (st != ASSAY_OK) {
+        set_error(res, st, why);
+        return st;
+    }
+    assay_stats_init();
+    struct assay_adapter_info ia, ib;
+    assay_adapter_get_info(a, &ia);
+    assay_adapter_get_info(b, &ib);
+    if (ia.vocab <= 0 || ia.vocab != ib.vocab) {
+        set_error(res, ASSAY_ERR_INVALID, "the two engines must state one and the same vocabulary");
+        return ASSAY_ERR_INVALID;
+    }
+    const int32_t v = ia.vocab;
+    const int64_t k = p->positions == 1 ? v : (int64_t)v * v;
+    int32_t *prompt = assay_malloc(sizeof(int32_t) * (size_t)p->prompt_len);
+    int64_t *ca = assay_calloc((size_t)k, sizeof(int64_t));
+    int64_t *cb = assay_calloc((size_t)k, sizeof(int64_t));
+    if (prompt == NULL || ca == NULL || cb == NULL) {
+        st = ASSAY_ERR_NOMEM;
+        set_error(res, st, "out of memory");
+        goto out;
+    }
+    make_prompt(prompt_seed_of(p), 0, p->prompt_len, prompt);
+    int64_t bad_a = 0, bad_b = 0;
+    char msg_a[300], msg_b[300];
+    /* Disjoint seeds: the two samples must be independent. */
+    st = count_first_tokens(a, p, prompt, assay_seed_derive(p->seed, "requests-a"), v, ca, &bad_a,
+                            msg_a, sizeof msg_a, why, sizeof why);
+    if (st == ASSAY_OK) {
+        st = count_first_tokens(b, p, prompt, assay_seed_derive(p->seed, "requests-b"), v, cb,
+                                &bad_b, msg_b, sizeof msg_b, why, sizeof why);
+    }
+    if (st != ASSAY_OK) {
+        set_error(res, st, why);
+        goto out;
+    }
+    struct assay_test_result tr;
+    st = assay_homogeneity_test(ca, cb, (int32_t)k, p->alpha, p->power, 5.0, &tr);
+    if (st != ASSAY_OK) {
+        set_error(res, st, "the homogeneity test failed");
+        goto out;
+    }
+    fill_from_test(res, &tr, p->alpha);
+    res->min_tv = tr.min_tv;
+    res->n_requests = 2 * p->n;
+    res->n_tokens = 2 * p->n * p->out_len;
+    if (bad_a > 0 || bad_b > 0) {
+        res->verdict = ASSAY_VERDICT_FAIL;
+        snprintf(res->failure, sizeof res->failure, "engine %s delivered %lld requests wrongly: %s",
+                 bad_a > 0 ? "A" : "B", (long long)(bad_a > 0 ? bad_a : bad_b),
+                 bad_a > 0 ? msg_a : msg_b);
+    } else if (tr.degenerate) {
+        res->verdict = ASSAY_VERDICT_ERROR;
+        snprintf(res->failure, sizeof res->failure, "no homogeneity test possible (%d bins)",
+                 (int)tr.n_bins);
+        st = ASSAY_ERR_INVALID;
+    } else if (tr.p_value <= p->alpha) {
+        res->verdict = ASSAY_VERDICT_FAIL;
+        snprintf(res->failure, sizeof res->failure,
+                 "the engines' samples differ: chi-squared %.1f on %d df, p %.3g <= alpha %.0e",
+                 tr.statistic, (int)tr.df, tr.p_value, p->alpha);
+    }
+    snprintf(res->summary, sizeof res->summary,
+             "alpha %.0e n %lld+%lld p %.3g min-TV %.4f | 2 x %d chi2 %.1f df %d; %s; T %.2g "
+             "top-k %d top-p %.2g",
+             p->alpha, (long long)p->n, (long long)p->n, tr.p_value, tr.min_tv, (int)tr.n_bins,
+             tr.statistic, (int)tr.df, p->positions == 1 ? "first token" : "first pair",
+             (double)p->sampling.temperature, (int)p->sampling.top_k, (double)p->sampling.top_p);
+out:
+    assay_free(prompt);
+    assay_free(ca);
+    assay_free(cb);
+    res->seconds = (double)(assay_now_ns() - t0) / 1e9;
+    return st;
+}
+
+/* ---- Holm across the family ---------------------------------------------- */
+
+double assay_dist_finalize(struct assay_check_result *results, size_t n)
+{
+    size_t m = 0;
+    double alpha = INFINITY;
+    for (size_t i = 0; i < n; i++) {
+        const struct assay_check_result *r = &results[i];
+        if (r->family == ASSAY_FAMILY_DISTRIBUTIONAL &&
+            (r->verdict == ASSAY_VERDICT_PASS || r->verdict == ASSAY_VERDICT_FAIL) &&
+            r->p_value >= 0.0 && r->p_value <= 1.0 && r->alpha > 0.0 && r->alpha < 1.0) {
+            m++;
+            alpha = r->alpha < alpha ? r->alpha : alpha;
+        }
+    }
+    if (m == 0) {
+        return 0.0;
+    }
+    double *pv = assay_malloc(sizeof(double) * m);
+    double *adj = assay_malloc(sizeof(double) * m);
+    size_t *idx = assay_malloc(sizeof(size_t) * m);
+    if (pv == NULL || adj == NULL || idx == NULL) {
+        assay_free(pv);
+        assay_free(adj);
+        assay_free(idx);
+        return -1.0;
+    }
+    size_t j = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct assay_check_result *r = &results[i];
+        if (r->family == ASSAY_FAMILY_DISTRIBUTIONAL &&
+            (r->verdict == ASSAY_VERDICT_PASS || r->verdict == ASSAY_VERDICT_FAIL) &&
+            r->p_value >= 0.0 && r->p_value <= 1.0 && r->alpha > 0.0 && r->alpha < 1.0) {
+            pv[j] = r->p_value;
+            idx[j++] = i;
+        }
+    }
+    double family = alpha * (double)m;
+    family = family < 0.5 ? family : 0.5;
+    if (assay_holm_adjusted(pv, m, adj) != ASSAY_OK) {
+        family = -1.0;
+    } else {
+        for (j = 0; j < m; j++) {
+            struct assay_check_result *r = &results[idx[j]];
+            r->p_adjusted = adj[j];
+            size_t l = strlen(r->summary);
+            snprintf(r->summary + l, sizeof r->summary - l, " | Holm p %.3g (family %.0e, m %zu)",
+                     adj[j], family, m);
+            if (adj[j] <= family && r->verdict == ASSAY_VERDICT_PASS) {
+                r->verdict = ASSAY_VERDICT_FAIL;
+                snprintf(r->failure, sizeof r->failure,
+                         "Holm's procedure over the %zu distributional checks rejects it: p %.3g, "
+                         "adjusted %.3g <= family-wise level %.0e",
+                         m, r->p_value, adj[j], family);
+            }
+        }
+    }
+    assay_free(pv);
+    assay_free(adj);
+    assay_free(idx);
+    return family;
+}
+
+/* ---- plan-item runners ---------------------------------------------------- */
+
+static enum assay_status runner_setup(struct assay_verify_ctx *ctx,
+                                      const struct assay_plan_item *item,
+                                      const struct assay_adapter *a,
+                                      struct assay_check_result *res,
+                                      struct assay_dist_params *p, struct assay_model **model,
+                                      struct assay_model **draft)
+{
+    *model = NULL;
+    if (draft != NULL) {
+        *draft = NULL;
+    }
+    struct assay_engine *e = assay_bundled_engine(a);
+    if (e == NULL) {
+        res->verdict = ASSAY_VERDICT_SKIP;
+        snprintf(res->failure, sizeof res->failure,
+                 "needs the engine's weights for the oracle (run the core function with the "
+                 "model given explicitly)");
+        return ASSAY_ERR_UNSUPPORTED;
+    }
+    const struct assay_engine_params *ep = assay_engine_params(e);
+    *p = assay_dist_default_params();
+    p->order = ep->sampling_order;
+    char why[300];
+    enum assay_status st = assay_dist_parse_params(item->params, p, why, sizeof why);
+    if (st != ASSAY_OK) {
+        set_error(res, st, why);
+        return st;
+    }
+    p->seed = assay_verify_seed(ctx, item->name);
+    /* The oracle gets its own copy of the weights: nothing the engine does
+     * to its copy can reach it. */
+    st = assay_model_clone(ep->model, model);
+    if (st == ASSAY_OK && draft != NULL) {
+        if (ep->draft == NULL) {
+            st = ASSAY_ERR_INVALID;
+            set_error(res, st, "the engine does not speculate (no draft model): add spec=K");
+            assay_model_free(*model);
+            *model = NULL;
+            return st;
+        }
+        st = assay_model_clone(ep->draft, draft);
+    }
+    if (st != ASSAY_OK) {
+        set_error(res, st, "could not copy the weights for the oracle");
+        assay_model_free(*model);
+        *model = NULL;
+    }
+    return st;
+}
+
+static enum assay_status runner_status(enum assay_status st, const struct assay_check_result *res)
+{
+    /* A SKIP is a verdict; only a missing memory is the runner's failure. */
+    if (res->verdict == ASSAY_VERDICT_SKIP) {
+        return ASSAY_OK;
+    }
+    return st;
+}
+
+enum assay_status assay_dist_run_gof(struct assay_verify_ctx *ctx,
+                                     const struct assay_plan_item *item,
+                                     const struct assay_adapter *a,
+                                     const struct assay_workload *w,
+                                     struct assay_check_result *res)
+{
+    (void)w;
+    struct assay_dist_params p;
+    struct assay_model *model = NULL;
+    enum assay_status st = runner_setup(ctx, item, a, res, &p, &model, NULL);
+    if (st == ASSAY_OK) {
+        st = assay_dist_gof(a, model, &p, res);
+    }
+    assay_model_free(model);
+    return runner_status(st, res);
+}
+
+enum assay_status assay_dist_run_pit(struct assay_verify_ctx *ctx,
+                                     const struct assay_plan_item *item,
+                                     const struct assay_adapter *a,
+                                     const struct assay_workload *w,
+                                     struct assay_check_result *res)
+{
+    (void)w;
+    struct assay_dist_params p;
+    struct assay_model *model = NULL;
+    enum assay_status st = runner_setup(ctx, item, a, res, &p, &model, NULL);
+    if (st == ASSAY_OK) {
+        st = assay_dist_pit(a, model, &p, res, NULL);
+    }
+    assay_model_free(model);
+    return runner_status(st, res);
+}
+
+enum assay_status assay_dist_run_acceptance(struct assay_verify_ctx *ctx,
+                                            const struct assay_plan_item *item,
+                                            const struct assay_adapter *a,
+                                            const struct assay_workload *w,
+                                            struct assay_check_result *res)
+{
+    (void)w;
+    struct assay_dist_params p;
+    struct assay_model *model = NULL, *draft = NULL;
+    enum assay_status st = runner_setup(ctx, item, a, res, &p, &model, &draft);
+    if (st == ASSAY_OK) {
+        st = assay_dist_acceptance(a, model, draft, &p, res, NULL);
+    }
+    assay_model_free(model);
+    assay_model_free(draft);
+    return runner_status(st, res);
+}
+
+/* The value of key in a "k=v,..." string, into buf ("" when absent). */
+static void param_value(const char *params, const char *key, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    size_t kl = strlen(key);
+    for (const char *s = params; s != NULL && *s != '\0';) {
+        const char *comma = strchr(s, ',');
+        size_t len = comma != NULL ? (size_t)(comma - s) : strlen(s);
+        if (len > kl && strncmp(s, key, kl) == 0 && s[kl] == '=') {
+            size_t vl = len - kl - 1;
+            snprintf(buf, size, "%.*s", (int)(vl < size ? vl : size - 1), s + kl + 1);
+            return;
+        }
+        s = comma != NULL ? comma + 1 : NULL;
+    }
+}
+
+enum assay_status assay_dist_run_homogeneity(struct assay_verify_ctx *ctx,
+                                             const struct assay_plan_item *item,
+                                             const struct assay_adapter *a,
+                                             const struct assay_workload *w,
+                                             struct assay_check_result *res)
+{
+    (void)w;
+    struct assay_dist_params p = assay_dist_default_params();
+    char why[300];
+    enum assay_status st = assay_dist_parse_params(item->params, &p, why, sizeof why);
+    if (st != ASSAY_OK) {
+        set_error(res, st, why);
+        return st;
+    }
+    p.seed = assay_verify_seed(ctx, item->name);
+    char vs[256], spec[1024], next[1024];
+    param_value(item->params, "vs", vs, sizeof vs);
+    if (vs[0] == '\0' || assay_bundled_engine(a) == NULL) {
+        res->verdict = ASSAY_VERDICT_SKIP;
+        snprintf(res->failure, sizeof res->failure,
+                 "needs a second bundled configuration (parameter vs=key=value;...)");
+        return ASSAY_OK;
+    }
+    snprintf(spec, sizeof spec, "%s", res->engine);
+    char *save = NULL;
+    for (char *kv = strtok_r(vs, ";", &save); kv != NULL; kv = strtok_r(NULL, ";", &save)) {
+        char *eq = strchr(kv, '=');
+        if (eq == NULL) {
+            set_error(res, ASSAY_ERR_INVALID, "vs: expected key=value;...");
+            return ASSAY_ERR_INVALID;
+        }
+        *eq = '\0';
+        assay_spec_with(spec, kv, eq + 1, next, sizeof next);
+        snprintf(spec, sizeof spec, "%s", next);
+    }
+    struct assay_adapter b;
+    struct assay_diag diag;
+    assay_diag_clear(&diag);
+    st = assay_adapter_open_spec(spec, &b, &diag);
+    if (st != ASSAY_OK) {
+        char d[400];
+        snprintf(why, sizeof why, "engine B %.120s: %.160s", spec,
+                 assay_diag_format(&diag, d, sizeof d));
+        set_error(res, st, why);
+        return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+    }
+    st = assay_dist_homogeneity(a, &b, &p, res);
+    assay_adapter_close(&b);
+    if (res->verdict == ASSAY_VERDICT_FAIL || res->verdict == ASSAY_VERDICT_ERROR) {
+        size_t l = strlen(res->failure);
+        snprintf(res->failure + l, sizeof res->failure - l, " (engine B: %s)", spec);
+    }
+    return st;
+}

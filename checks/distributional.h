@@ -1,0 +1,219 @@
+/*
+ * distributional.h - the distributional check family: an engine's sampled
+ * tokens must have exactly the distribution the oracle computes.
+ *
+ * "For anything sampled, the same tokens is the wrong standard": these
+ * checks draw many samples from an engine through any adapter (only
+ * add_request, has_work and step are used) and test them against the exact
+ * processed distributions of the naive oracle (oracles/oracle.h), computed
+ * in double from the same weights:
+ *
+ *  - assay_dist_gof: Pearson chi-squared goodness of fit at the first output
+ *    position (positions = 1) or of the pair of the first two output tokens
+ *    (positions = 2, the exact joint p(x0) p(x1 | x0) from one oracle pass per
+ *    possible x0), every request with the same prompt and its own seed. The
+ *    bins are fixed from the oracle before sampling: each likely category
+ *    (token or pair) its own bin, the rest pooled so every expected count is
+ *    at least 5. A sample on a category of oracle probability 0 is a hard
+ *    failure; the prompt is chosen (deterministically from the seed, before
+ *    any sample) so that every top-k and top-p boundary it tests is further
+ *    from the cut than the stated tolerance, so fp32 rounding cannot move it.
+ *  - assay_dist_pit: whole sequences. For every emitted token x, with p the
+ *    oracle's conditional given the engine's own prefix (one teacher-forced
+ *    pass per sequence) and tokens ordered by descending p (ties: lower id),
+ *    u = F(x-) + V p(x), V ~ U(0,1) from a seeded GSL mt19937. Under a correct
+ *    engine the u are i.i.d. U(0,1) (Rosenblatt 1952); tested by a one-sample
+ *    KS test and by chi-squared on equal-width bins of u, combined by
+ *    Bonferroni: p = min(1, 2 min(p_KS, p_chi2)). A token the oracle gives
+ *    probability 0 fails the check unless the oracle's own top-k or top-p
+ *    boundary at that position lies within the tolerance and the token is
+ *    the first one past it: such a token is counted as a boundary decision
+ *    (reported, left out of u), not as a bug.
+ *  - assay_dist_acceptance: speculative decoding's acceptance against its
+ *    theory. Each SPEC_ROUND event of a run says how many proposals were
+ *    drafted and accepted; proposal j of a round was tested exactly when
+ *    proposals 0..j-1 were accepted, and then its context is the engine's own
+ *    output prefix, so the oracle (target and draft weights) gives its exact
+ *    acceptance probability beta = sum_x min(p(x), q(x)). The indicators A
+ *    are sequential Bernoulli(beta) given the past; two tests: (1) per draft
+ *    position j (the acceptance-length distribution through its hazards), X^2
+ *    = sum_j (sum A - sum beta)^2 / sum beta (1 - beta), chi-squared with one
+ *    degree of freedom per position group (groups pooled from the top until
+ *    each has variance >= 5); (2) the randomised PIT of the indicators,
+ *    u = A ? V beta : beta + V (1 - beta), i.i.d. U(0,1) under the theory,
+ *    tested by KS. Combined by Bonferroni as above.
+ *  - assay_dist_homogeneity: the 2 x k chi-squared that two engines' samples
+ *    (first token or first pair, the same prompt, disjoint seeds) come from
+ *    one distribution; needs no oracle.
+ *
+ * Every check fills alpha, n, the statistic, the p-value, df, and the
+ * smallest total-variation distance it detects with the stated power
+ * (noncentral chi-squared; lambda = n w^2, w >= 2 TV; checks/stats.h). A
+ * check's own verdict is FAIL when p <= alpha or on a hard failure;
+ * assay_dist_finalize then applies Holm's procedure across the family.
+ *
+ * Nothing here prints or exits; every allocation goes through core/alloc.h.
+ * Call assay_stats_init() once before any of these (GSL's handler off).
+ */
+#ifndef ASSAY_DISTRIBUTIONAL_H
+#define ASSAY_DISTRIBUTIONAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../adapters/adapter.h"
+#include "../core/request.h"
+#include "../core/status.h"
+#include "../engine/model.h"
+#include "result.h"
+#include "suite.h"
+
+/* Per-check level: with ~10 checks the family-wise false-alarm rate is
+ * about 1e-5 (statistics.md: ~1e-6 per check for 1e-4 over ~100 checks). */
+#define ASSAY_DIST_ALPHA 1e-6
+#define ASSAY_DIST_POWER 0.99
+/* A top-p cut closer than this (in probability mass) to top_p, or a top-k
+ * cut whose logit gap is below this (logit units, the equivalence family's
+ * tie tolerance), may be decided differently by an fp32 engine than by the
+ * double oracle. The engine's fp32 logits are within ~1e-5 of the oracle's. */
+#define ASSAY_DIST_TOL_TOP_P 1e-4
+#define ASSAY_DIST_TOL_LOGIT 1e-3
+
+struct assay_dist_params {
+    int64_t n;            /* gof, homogeneity: requests (per engine); pit,
+                             acceptance: sequences */
+    int32_t positions;    /* gof, homogeneity: 1 = first output token, 2 = the
+                             pair of the first two */
+    int32_t out_len;      /* max_tokens of each request (>= positions; pit and
+                             acceptance: the sequence length) */
+    int32_t prompt_len;   /* tokens per prompt (bytes 0..255 drawn from seed) */
+    int32_t n_prompts;    /* pit, acceptance: request i uses prompt i % n_prompts */
+    struct assay_sampling sampling; /* temperature (> 0), top_k, top_p; the
+                             seeds are set per request from `seed` */
+    enum assay_sampling_order order; /* the order the oracle applies; set it
+                             to the engine's documented order */
+    double alpha;         /* per-check level, in (0, 1) */
+    double power;         /* the power min_tv refers to */
+    int32_t pit_bins;     /* pit: equal-width bins of u for the chi-squared */
+    int32_t window;       /* requests in flight at once */
+    double tol_top_p;     /* see ASSAY_DIST_TOL_TOP_P */
+    double tol_logit;     /* see ASSAY_DIST_TOL_LOGIT */
+    int32_t prompt_tries; /* gof: candidate prompts tried for comfortable margins */
+    uint64_t seed;        /* everything random in the check derives from it */
+    uint64_t prompt_seed; /* the prompts' seed; 0: derived from seed */
+};
+
+/* The p-values a combined check is made of, for calibration: PIT: KS and
+ * chi-squared of u; acceptance: the per-position X^2 and the KS of the
+ * indicator PIT. Each is U(0,1) under the null, while their Bonferroni
+ * combination is conservative. */
+struct assay_dist_parts {
+    int32_t n;
+    double p[2];
+    const char *name[2];
+};
+
+/* Defaults: n 70,000, positions 1, out_len 1, prompt_len 6, n_prompts 16,
+ * temperature 0.7, top_k 40, top_p 0.9, JOINT, alpha ASSAY_DIST_ALPHA, power
+ * ASSAY_DIST_POWER, 20 PIT bins, window 512, the tolerances above, 64 prompt
+ * tries, seed 1, prompt seed 0 (derived). */
+struct assay_dist_params assay_dist_default_params(void);
+
+/*
+ * Parse "key=value,..." over p (keys: n, pos, len, prompt, prompts, t, top_k,
+ * top_p, order=joint|sequential, alpha, power, bins, window, tries; unknown
+ * keys and "vs" are left to the caller: "vs" is ignored here). NULL or "" is
+ * no change. On a bad key or value returns ASSAY_ERR_INVALID with the reason
+ * in why; p may then be partly updated.
+ */
+enum assay_status assay_dist_parse_params(const char *s, struct assay_dist_params *p, char *why,
+                                          size_t size);
+
+/*
+ * The goodness-of-fit check described above, on adapter a whose weights are
+ * model (borrowed for the call). res must have been initialised
+ * (assay_check_result_init); it gets the verdict, the figures and a summary.
+ * Returns ASSAY_OK when a verdict was reached (PASS or FAIL); otherwise
+ * res->verdict is ERROR with the reason and the status says why
+ * (ASSAY_ERR_INVALID for bad parameters or no prompt with comfortable
+ * margins, ASSAY_ERR_NOMEM, or the adapter's failure).
+ */
+enum assay_status assay_dist_gof(const struct assay_adapter *a, const struct assay_model *model,
+                                 const struct assay_dist_params *p,
+                                 struct assay_check_result *res);
+
+/*
+ * The prompt assay_dist_gof tests under p (the first candidate from the
+ * prompt seed whose boundaries are comfortable), into prompt
+ * (p->prompt_len), and the oracle's exact distribution of the first
+ * p->positions tokens after it under p->order, into prob (vocab^positions,
+ * pairs as x0 * vocab + x1). ASSAY_ERR_INVALID when no candidate qualifies,
+ * ASSAY_ERR_NOMEM; prompt and prob are then unspecified.
+ */
+enum assay_status assay_dist_choose_prompt(const struct assay_model *model,
+                                           const struct assay_dist_params *p, int32_t *prompt,
+                                           double *prob);
+
+/* The whole-sequence PIT check described above; arguments and returns as
+ * assay_dist_gof. parts (may be NULL) gets the two component p-values. */
+enum assay_status assay_dist_pit(const struct assay_adapter *a, const struct assay_model *model,
+                                 const struct assay_dist_params *p, struct assay_check_result *res,
+                                 struct assay_dist_parts *parts);
+
+/* The acceptance check described above, for an engine speculating with
+ * draft weights `draft` (borrowed). SKIP when the run produced no
+ * SPEC_ROUND event (the engine does not speculate or does not say so).
+ * Otherwise arguments and returns as assay_dist_gof; parts as assay_dist_pit. */
+enum assay_status assay_dist_acceptance(const struct assay_adapter *a,
+                                        const struct assay_model *model,
+                                        const struct assay_model *draft,
+                                        const struct assay_dist_params *p,
+                                        struct assay_check_result *res,
+                                        struct assay_dist_parts *parts);
+
+/* The two-sample homogeneity check described above between engines a and b
+ * (same vocabulary); arguments and returns as assay_dist_gof. */
+enum assay_status assay_dist_homogeneity(const struct assay_adapter *a,
+                                         const struct assay_adapter *b,
+                                         const struct assay_dist_params *p,
+                                         struct assay_check_result *res);
+
+/*
+ * Holm's step-down procedure across the distributional results among
+ * results[0..n) that carry a p-value (PASS or FAIL verdicts): with m of
+ * them, each at level alpha, the family is held at m * alpha (smallest
+ * alpha if they differ). Sets p_adjusted (Holm-adjusted p-values); a result
+ * Holm rejects becomes FAIL, and its summary says so. Other results are
+ * untouched. Returns the family-wise level used (0 when m == 0), or a
+ * negative number when memory ran out (then nothing was changed).
+ */
+double assay_dist_finalize(struct assay_check_result *results, size_t n);
+
+/* Plan-item runners (assay_check_fn, checks/suite.h) over the bundled
+ * engine: the weights (and draft) come from the engine; another adapter
+ * gives SKIP. Parameters are the defaults, then item->params; the seed is
+ * assay_verify_seed(ctx, item->name). assay_dist_run_homogeneity opens the
+ * second engine from the first's spec with the options of the "vs" key
+ * ("vs=spec=0;batch=64": ';' between options). */
+enum assay_status assay_dist_run_gof(struct assay_verify_ctx *ctx,
+                                     const struct assay_plan_item *item,
+                                     const struct assay_adapter *a,
+                                     const struct assay_workload *w,
+                                     struct assay_check_result *res);
+enum assay_status assay_dist_run_pit(struct assay_verify_ctx *ctx,
+                                     const struct assay_plan_item *item,
+                                     const struct assay_adapter *a,
+                                     const struct assay_workload *w,
+                                     struct assay_check_result *res);
+enum assay_status assay_dist_run_acceptance(struct assay_verify_ctx *ctx,
+                                            const struct assay_plan_item *item,
+                                            const struct assay_adapter *a,
+                                            const struct assay_workload *w,
+                                            struct assay_check_result *res);
+enum assay_status assay_dist_run_homogeneity(struct assay_verify_ctx *ctx,
+                                             const struct assay_plan_item *item,
+                                             const struct assay_adapter *a,
+                                             const struct assay_workload *w,
+                                             struct assay_check_result *res);
+
+#endif

@@ -1,0 +1,373 @@
+/*
+ * Unit tests of the distributional family's machinery (checks/distributional.h),
+ * independent of the bundled engine's sampler: a fake adapter samples from
+ * the oracle's exact distribution, with or without a planted bias, so the
+ * checks are seen to pass what is right and fail what is not. Also the
+ * parameter parser and Holm's procedure across a family.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <gsl/gsl_randist.h>
+#include <gsl/gsl_rng.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checks/distributional.h"
+#include "checks/stats.h"
+#include "oracles/oracle.h"
+#include "support.h"
+
+/* ---- a fake engine: every request's first token from a fixed table ----- */
+
+enum fake_mode { FAKE_EXACT, FAKE_BIASED, FAKE_IMPOSSIBLE, FAKE_DROPS };
+
+struct fake {
+    const struct assay_model *model;
+    struct assay_sampling sampling;
+    enum fake_mode mode;
+    double bias;        /* FAKE_BIASED: mass moved from the likeliest kept token to the next */
+    gsl_rng *rng;
+    uint64_t ids[4096];
+    int32_t toks[4096];
+    int32_t n_live;
+    struct assay_event events[8192];
+    double *p;          /* (vocab) the distribution of the current prompt */
+    double *logits;     /* (len, vocab) */
+    struct assay_oracle *oracle;
+    int64_t served;
+    int32_t last_prompt[64]; /* the prompt p belongs to (requests share one) */
+    int32_t last_len;
+};
+
+static enum assay_status fake_add(void *self, const struct assay_request *r)
+{
+    struct fake *f = self;
+    if (f->n_live == 4096) {
+        return ASSAY_ERR_FULL;
+    }
+    const int32_t v = f->model->cfg.vocab;
+    assert_true(r->prompt_len <= 64);
+    bool same = r->prompt_len == f->last_len &&
+                memcmp(r->prompt, f->last_prompt, sizeof(int32_t) * (size_t)r->prompt_len) == 0;
+    if (!same) {
+        assert_int_equal(assay_oracle_logits(f->oracle, r->prompt, r->prompt_len, f->logits),
+                         ASSAY_OK);
+        assert_int_equal(assay_oracle_distribution(f->logits + (int64_t)(r->prompt_len - 1) * v, v,
+                                                   &r->sampling, ASSAY_SAMPLING_JOINT, f->p, NULL),
+                         ASSAY_OK);
+        memcpy(f->last_prompt, r->prompt, sizeof(int32_t) * (size_t)r->prompt_len);
+        f->last_len = r->prompt_len;
+    }
+    if (f->mode == FAKE_BIASED && !same) {
+        int32_t a = 0, b = -1;
+        for (int32_t x = 1; x < v; x++) {
+            a = f->p[x] > f->p[a] ? x : a;
+        }
+        for (int32_t x = 0; x < v; x++) {
+            if (x != a && f->p[x] > 0 && (b < 0 || f->p[x] > f->p[b])) {
+                b = x;
+            }
+        }
+        double m = f->bias < f->p[a] ? f->bias : f->p[a];
+        f->p[a] -= m;
+        f->p[b] += m;
+    }
+    double u = gsl_rng_uniform(f->rng), cum = 0.0;
+    int32_t tok = v - 1;
+    for (int32_t x = 0; x < v; x++) {
+        cum += f->p[x];
+        if (f->p[x] > 0 && u < cum) {
+            tok = x;
+            break;
+        }
+    }
+    if (f->mode == FAKE_IMPOSSIBLE && f->served == 100) {
+        for (int32_t x = 0; x < v; x++) {
+            if (f->p[x] == 0.0) {
+                tok = x;
+                break;
+            }
+        }
+    }
+    f->served++;
+    f->ids[f->n_live] = r->id;
+    f->toks[f->n_live++] = tok;
+    return ASSAY_OK;
+}
+
+static bool fake_has_work(void *self)
+{
+    return ((struct fake *)self)->n_live > 0;
+}
+
+static enum assay_status fake_step(void *self, const struct assay_event **ev, size_t *n)
+{
+    struct fake *f = self;
+    size_t k = 0;
+    for (int32_t i = 0; i < f->n_live; i++) {
+        struct assay_event *e = &f->events[k++];
+        memset(e, 0, sizeof *e);
+        e->kind = ASSAY_EVENT_TOKEN;
+        e->request_id = f->ids[i];
+        e->token = f->toks[i];
+        if (f->mode == FAKE_DROPS && f->ids[i] == 7) {
+            k--; /* the planted bug: request 7 loses its token */
+        }
+        e = &f->events[k++];
+        memset(e, 0, sizeof *e);
+        e->kind = ASSAY_EVENT_FINISH;
+        e->request_id = f->ids[i];
+        e->index = 1;
+        e->reason = ASSAY_FINISH_LENGTH;
+    }
+    f->n_live = 0;
+    *ev = f->events;
+    *n = k;
+    return ASSAY_OK;
+}
+
+static enum assay_status fake_abort(void *self, uint64_t id)
+{
+    (void)self;
+    (void)id;
+    return ASSAY_ERR_NOT_FOUND;
+}
+
+static void fake_free(void *self)
+{
+    (void)self;
+}
+
+static enum assay_status fake_info(void *self, struct assay_adapter_info *out)
+{
+    struct fake *f = self;
+    memset(out, 0, sizeof *out);
+    out->name = "fake";
+    out->vocab = f->model->cfg.vocab;
+    return ASSAY_OK;
+}
+
+static const struct assay_adapter_vtable k_fake_vt = {
+    ASSAY_ADAPTER_ABI_VERSION, "fake", fake_add, fake_has_work, fake_step, fake_abort, fake_free,
+    fake_info, NULL, NULL, NULL, NULL, NULL};
+
+static struct assay_model *g_mini;
+
+static void fake_open(struct fake *f, struct assay_adapter *a, enum fake_mode mode, double bias,
+                      unsigned long seed)
+{
+    memset(f, 0, sizeof *f);
+    f->model = g_mini;
+    f->mode = mode;
+    f->bias = bias;
+    f->rng = gsl_rng_alloc(gsl_rng_mt19937);
+    assert_non_null(f->rng);
+    gsl_rng_set(f->rng, seed);
+    f->p = calloc((size_t)g_mini->cfg.vocab, sizeof(double));
+    f->logits = calloc((size_t)g_mini->cfg.vocab * 64, sizeof(double));
+    assert_non_null(f->p);
+    assert_non_null(f->logits);
+    assert_int_equal(assay_oracle_init(&f->oracle, g_mini, 64), ASSAY_OK);
+    a->vt = &k_fake_vt;
+    a->self = f;
+}
+
+static void fake_close(struct fake *f)
+{
+    gsl_rng_free(f->rng);
+    free(f->p);
+    free(f->logits);
+    assay_oracle_free(f->oracle);
+}
+
+static struct assay_dist_params small_params(void)
+{
+    struct assay_dist_params p = assay_dist_default_params();
+    char why[200];
+    assert_int_equal(assay_dist_parse_params("n=20000,pos=1,len=1,prompt=3,t=0.7,top_k=20,top_p=0.9",
+                                             &p, why, sizeof why),
+                     ASSAY_OK);
+    p.seed = 42;
+    return p;
+}
+
+static void test_gof_passes_exact_sampler(void **state)
+{
+    (void)state;
+    struct fake f;
+    struct assay_adapter a;
+    fake_open(&f, &a, FAKE_EXACT, 0, 7);
+    struct assay_dist_params p = small_params();
+    struct assay_check_result r;
+    assay_check_result_init(&r, "fake", ASSAY_FAMILY_DISTRIBUTIONAL);
+    assert_int_equal(assay_dist_gof(&a, g_mini, &p, &r), ASSAY_OK);
+    printf("  exact: %s\n", r.summary);
+    assert_int_equal(r.verdict, ASSAY_VERDICT_PASS);
+    assert_true(r.p_value > p.alpha);
+    assert_int_equal(r.n, 20000);
+    assert_true(r.min_tv > 0.0 && r.min_tv < 0.05);
+    assert_true(r.df > 1);
+    fake_close(&f);
+}
+
+static void test_gof_fails_biased_sampler(void **state)
+{
+    (void)state;
+    struct fake f;
+    struct assay_adapter a;
+    struct assay_dist_params p = small_params();
+    struct assay_check_result r;
+    /* A bias of TV 0.05, above the ~0.03 this n detects with power 0.99. */
+    fake_open(&f, &a, FAKE_BIASED, 0.05, 8);
+    assay_check_result_init(&r, "fake", ASSAY_FAMILY_DISTRIBUTIONAL);
+    assert_int_equal(assay_dist_gof(&a, g_mini, &p, &r), ASSAY_OK);
+    printf("  biased: %s\n  %s\n", r.summary, r.failure);
+    assert_int_equal(r.verdict, ASSAY_VERDICT_FAIL);
+    assert_true(r.p_value <= p.alpha);
+    assert_true(r.min_tv < 0.05);
+    fake_close(&f);
+}
+
+static void test_gof_impossible_token_is_hard_failure(void **state)
+{
+    (void)state;
+    struct fake f;
+    struct assay_adapter a;
+    struct assay_dist_params p = small_params();
+    struct assay_check_result r;
+    fake_open(&f, &a, FAKE_IMPOSSIBLE, 0, 9);
+    assay_check_result_init(&r, "fake", ASSAY_FAMILY_DISTRIBUTIONAL);
+    assert_int_equal(assay_dist_gof(&a, g_mini, &p, &r), ASSAY_OK);
+    assert_int_equal(r.verdict, ASSAY_VERDICT_FAIL);
+    assert_int_equal(r.n_impossible, 1);
+    assert_non_null(strstr(r.failure, "oracle probability 0"));
+    fake_close(&f);
+}
+
+static void test_gof_lost_token_is_hard_failure(void **state)
+{
+    (void)state;
+    struct fake f;
+    struct assay_adapter a;
+    struct assay_dist_params p = small_params();
+    struct assay_check_result r;
+    fake_open(&f, &a, FAKE_DROPS, 0, 10);
+    assay_check_result_init(&r, "fake", ASSAY_FAMILY_DISTRIBUTIONAL);
+    assert_int_equal(assay_dist_gof(&a, g_mini, &p, &r), ASSAY_OK);
+    assert_int_equal(r.verdict, ASSAY_VERDICT_FAIL);
+    assert_non_null(strstr(r.failure, "request 7"));
+    fake_close(&f);
+}
+
+static void test_homogeneity_of_fakes(void **state)
+{
+    (void)state;
+    struct fake f1, f2, f3;
+    struct assay_adapter a1, a2, a3;
+    fake_open(&f1, &a1, FAKE_EXACT, 0, 11);
+    fake_open(&f2, &a2, FAKE_EXACT, 0, 12);
+    fake_open(&f3, &a3, FAKE_BIASED, 0.08, 13);
+    struct assay_dist_params p = small_params();
+    struct assay_check_result r;
+    assay_check_result_init(&r, "fake", ASSAY_FAMILY_DISTRIBUTIONAL);
+    assert_int_equal(assay_dist_homogeneity(&a1, &a2, &p, &r), ASSAY_OK);
+    printf("  same: %s\n", r.summary);
+    assert_int_equal(r.verdict, ASSAY_VERDICT_PASS);
+    assay_check_result_init(&r, "fake", ASSAY_FAMILY_DISTRIBUTIONAL);
+    assert_int_equal(assay_dist_homogeneity(&a1, &a3, &p, &r), ASSAY_OK);
+    printf("  different: %s\n", r.summary);
+    assert_int_equal(r.verdict, ASSAY_VERDICT_FAIL);
+    fake_close(&f1);
+    fake_close(&f2);
+    fake_close(&f3);
+}
+
+static void test_parse_params(void **state)
+{
+    (void)state;
+    struct assay_dist_params p = assay_dist_default_params();
+    char why[300];
+    assert_int_equal(assay_dist_parse_params("n=123,pos=2,len=3,t=1.5,top_k=7,top_p=0.5,"
+                                             "order=sequential,alpha=1e-4,bins=10,vs=spec=0",
+                                             &p, why, sizeof why),
+                     ASSAY_OK);
+    assert_int_equal(p.n, 123);
+    assert_int_equal(p.positions, 2);
+    assert_int_equal(p.out_len, 3);
+    assert_true(fabs(p.sampling.temperature - 1.5f) < 1e-6);
+    assert_int_equal(p.sampling.top_k, 7);
+    assert_int_equal(p.order, ASSAY_SAMPLING_SEQUENTIAL);
+    assert_true(fabs(p.alpha - 1e-4) < 1e-12);
+    assert_int_equal(p.pit_bins, 10);
+    assert_int_equal(assay_dist_parse_params("frobnicate=1", &p, why, sizeof why),
+                     ASSAY_ERR_INVALID);
+    assert_non_null(strstr(why, "frobnicate"));
+    assert_int_equal(assay_dist_parse_params("pos=3", &p, why, sizeof why), ASSAY_ERR_INVALID);
+    assert_int_equal(assay_dist_parse_params("t=0", &p, why, sizeof why), ASSAY_ERR_INVALID);
+    assert_int_equal(assay_dist_parse_params("top_p=1.5", &p, why, sizeof why), ASSAY_ERR_INVALID);
+    assert_int_equal(assay_dist_parse_params("n", &p, why, sizeof why), ASSAY_ERR_INVALID);
+    assert_int_equal(assay_dist_parse_params(NULL, &p, why, sizeof why), ASSAY_OK);
+}
+
+static void test_holm_across_family(void **state)
+{
+    (void)state;
+    struct assay_check_result r[5];
+    const double p[5] = {1e-7, 3e-6, 0.5, 4e-6, NAN};
+    for (int i = 0; i < 5; i++) {
+        assay_check_result_init(&r[i], "x", i == 4 ? ASSAY_FAMILY_EQUIVALENCE
+                                                   : ASSAY_FAMILY_DISTRIBUTIONAL);
+        r[i].alpha = 1e-6;
+        r[i].p_value = p[i];
+    }
+    r[0].verdict = ASSAY_VERDICT_FAIL; /* its own p <= alpha */
+    /* Family of 4 at 4e-6: sorted 1e-7 (x4 = 4e-7), 3e-6 (x3 = 9e-6 > 4e-6): stop. */
+    double family = assay_dist_finalize(r, 5);
+    assert_true(fabs(family - 4e-6) < 1e-15);
+    assert_true(fabs(r[0].p_adjusted - 4e-7) < 1e-15);
+    assert_true(fabs(r[1].p_adjusted - 9e-6) < 1e-15);
+    assert_int_equal(r[0].verdict, ASSAY_VERDICT_FAIL);
+    assert_int_equal(r[1].verdict, ASSAY_VERDICT_PASS);
+    assert_int_equal(r[3].verdict, ASSAY_VERDICT_PASS);
+    assert_true(isnan(r[4].p_adjusted));
+    /* p = {1e-7, 1.2e-6, 1.3e-6, 0.9}: adjusted 4e-7, 3.6e-6, 3.6e-6, 0.9;
+     * two checks that pass at their own level 1e-6 fail under Holm at 4e-6. */
+    const double q[4] = {1e-7, 1.2e-6, 1.3e-6, 0.9};
+    for (int i = 0; i < 4; i++) {
+        assay_check_result_init(&r[i], "y", ASSAY_FAMILY_DISTRIBUTIONAL);
+        r[i].alpha = 1e-6;
+        r[i].p_value = q[i];
+    }
+    assay_dist_finalize(r, 4);
+    assert_int_equal(r[1].verdict, ASSAY_VERDICT_FAIL);
+    assert_int_equal(r[2].verdict, ASSAY_VERDICT_FAIL);
+    assert_int_equal(r[3].verdict, ASSAY_VERDICT_PASS);
+    assert_non_null(strstr(r[1].failure, "Holm"));
+}
+
+int main(int argc, char **argv)
+{
+    assay_test_init(argc, argv);
+    assay_stats_init();
+    struct assay_model_config cfg = assay_model_config_mini();
+    if (assay_model_init_random(&g_mini, &cfg, 1) != ASSAY_OK) {
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_parse_params),
+        cmocka_unit_test(test_holm_across_family),
+        cmocka_unit_test(test_gof_passes_exact_sampler),
+        cmocka_unit_test(test_gof_fails_biased_sampler),
+        cmocka_unit_test(test_gof_impossible_token_is_hard_failure),
+        cmocka_unit_test(test_gof_lost_token_is_hard_failure),
+        cmocka_unit_test(test_homogeneity_of_fakes),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    assay_model_free(g_mini);
+    return rc;
+}
