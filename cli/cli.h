@@ -22,6 +22,11 @@ enum {
 
 int assay_cmd_verify(int argc, char **argv);
 int assay_cmd_mutants(int argc, char **argv);
+/* assay run (cmd_run.c), assay bench (cmd_bench.c), assay report
+ * (cmd_report.c). */
+int assay_cmd_run(int argc, char **argv);
+int assay_cmd_bench(int argc, char **argv);
+int assay_cmd_report(int argc, char **argv);
 
 /* The fixtures folder: $ASSAY_FIXTURES, else the installed or source tree's. */
 const char *assay_cli_fixtures(void);

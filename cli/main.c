@@ -21,7 +21,10 @@ static void usage(FILE *out)
             "oracle produces, and measure its latency the way it must be measured.\n"
             "\n"
             "commands:\n"
+            "  run        verify, benchmark and write the report (JSON, HTML, Markdown)\n"
             "  verify     run the verification plan (equivalence, distributional, property)\n"
+            "  bench      benchmark alone: open or closed loop, the seed's table, rate sweep\n"
+            "  report     render a saved report's HTML and Markdown again from its JSON\n"
             "  mutants    list the planted bugs that prove each check can fail\n"
             "\n"
             "`assay COMMAND --help` describes each command. Exit status: 0 all passed,\n"
@@ -45,6 +48,15 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "mutants") == 0) {
         return assay_cmd_mutants(argc - 1, argv + 1);
+    }
+    if (strcmp(cmd, "run") == 0) {
+        return assay_cmd_run(argc - 1, argv + 1);
+    }
+    if (strcmp(cmd, "bench") == 0) {
+        return assay_cmd_bench(argc - 1, argv + 1);
+    }
+    if (strcmp(cmd, "report") == 0) {
+        return assay_cmd_report(argc - 1, argv + 1);
     }
     fprintf(stderr, "assay: unknown command '%s'\n\n", cmd);
     usage(stderr);

@@ -1,0 +1,347 @@
+#include "bench_cli.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "adapters/spec.h"
+#include "cli.h"
+#include "core/clock.h"
+#include "reports/text.h"
+
+bool assay_cli_open_engine(const char *cmd, const char *spec, struct assay_adapter *out)
+{
+    struct assay_diag diag;
+    assay_diag_clear(&diag);
+    if (assay_adapter_open_spec(spec, out, &diag) != ASSAY_OK) {
+        char why[900];
+        fprintf(stderr, "assay %s: engine '%s': %s\n", cmd, spec,
+                assay_diag_format(&diag, why, sizeof why));
+        return false;
+    }
+    return true;
+}
+
+/* path as given when it exists, else under the fixtures folder. */
+static const char *resolve(const char *path, char *buf, size_t size)
+{
+    if (access(path, F_OK) == 0 || path[0] == '/') {
+        return path;
+    }
+    snprintf(buf, size, "%s/%s", assay_cli_fixtures(), path);
+    return access(buf, F_OK) == 0 ? buf : path;
+}
+
+bool assay_cli_load_workload(const char *cmd, const char *path, const struct assay_adapter *a,
+                             struct assay_workload **out)
+{
+    struct assay_adapter_info info;
+    assay_adapter_get_info(a, &info);
+    struct assay_workload_limits lim = {
+        .vocab = info.vocab > 0 ? info.vocab : 1 << 30,
+        .max_seq_len = info.n_ctx > 0 ? info.n_ctx : 1 << 30,
+        .max_requests = 0,
+    };
+    char buf[PATH_MAX];
+    struct assay_diag diag;
+    assay_diag_clear(&diag);
+    if (assay_workload_load(resolve(path, buf, sizeof buf), &lim, out, &diag) != ASSAY_OK) {
+        char why[900];
+        fprintf(stderr, "assay %s: workload: %s\n", cmd, assay_diag_format(&diag, why, sizeof why));
+        return false;
+    }
+    return true;
+}
+
+bool assay_cli_load_slo(const char *cmd, const char *path, struct assay_slo *out)
+{
+    char buf[PATH_MAX];
+    struct assay_diag diag;
+    assay_diag_clear(&diag);
+    if (assay_slo_load(resolve(path, buf, sizeof buf), out, &diag) != ASSAY_OK) {
+        char why[900];
+        fprintf(stderr, "assay %s: SLO: %s\n", cmd, assay_diag_format(&diag, why, sizeof why));
+        return false;
+    }
+    return true;
+}
+
+bool assay_cli_prepare_out_dir(const char *cmd, const char *dir)
+{
+    char path[PATH_MAX];
+    if (snprintf(path, sizeof path, "%s", dir) >= (int)sizeof path) {
+        fprintf(stderr, "assay %s: --out: path too long\n", cmd);
+        return false;
+    }
+    /* mkdir -p */
+    for (char *p = path + 1; *p != '\0'; p++) {
+        if (*p == '/') {
+            *p = '\0';
+            if (mkdir(path, 0755) != 0 && errno != EEXIST) {
+                fprintf(stderr, "assay %s: cannot create directory %s: %s\n", cmd, path,
+                        strerror(errno));
+                return false;
+            }
+            *p = '/';
+        }
+    }
+    if (mkdir(path, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "assay %s: cannot create directory %s: %s\n", cmd, path, strerror(errno));
+        return false;
+    }
+    struct stat st;
+    if (stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) {
+        fprintf(stderr, "assay %s: --out %s is not a directory\n", cmd, dir);
+        return false;
+    }
+    char probe[PATH_MAX + 32];
+    snprintf(probe, sizeof probe, "%s/.assay-probe.XXXXXX", path);
+    int fd = mkstemp(probe);
+    if (fd < 0) {
+        fprintf(stderr, "assay %s: cannot write into %s: %s\n", cmd, dir, strerror(errno));
+        return false;
+    }
+    close(fd);
+    unlink(probe);
+    return true;
+}
+
+/* ---- ticker ------------------------------------------------------------- */
+
+struct assay_cli_ticker {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool stop;
+    bool running;
+    int64_t t0_ns;
+    char label[160];
+};
+
+static void *ticker_main(void *arg)
+{
+    struct assay_cli_ticker *t = arg;
+    pthread_mutex_lock(&t->mu);
+    while (!t->stop) {
+        double s = (double)(assay_now_ns() - t->t0_ns) / 1e9;
+        fprintf(stderr, "\r\033[K[%6.1fs] %s", s, t->label);
+        fflush(stderr);
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += 500000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        while (!t->stop && pthread_cond_timedwait(&t->cv, &t->mu, &until) == 0) {
+        }
+    }
+    pthread_mutex_unlock(&t->mu);
+    fprintf(stderr, "\r\033[K");
+    fflush(stderr);
+    return NULL;
+}
+
+struct assay_cli_ticker *assay_cli_ticker_start(const char *label)
+{
+    struct assay_cli_ticker *t = calloc(1, sizeof *t);
+    if (t == NULL) {
+        return NULL;
+    }
+    snprintf(t->label, sizeof t->label, "%s", label);
+    t->t0_ns = assay_now_ns();
+    if (!isatty(STDERR_FILENO)) {
+        return t;
+    }
+    pthread_mutex_init(&t->mu, NULL);
+    pthread_cond_init(&t->cv, NULL);
+    t->running = pthread_create(&t->thread, NULL, ticker_main, t) == 0;
+    return t;
+}
+
+void assay_cli_ticker_stop(struct assay_cli_ticker *t)
+{
+    if (t == NULL) {
+        return;
+    }
+    if (t->running) {
+        pthread_mutex_lock(&t->mu);
+        t->stop = true;
+        pthread_cond_signal(&t->cv);
+        pthread_mutex_unlock(&t->mu);
+        pthread_join(t->thread, NULL);
+        pthread_mutex_destroy(&t->mu);
+        pthread_cond_destroy(&t->cv);
+    }
+    free(t);
+}
+
+enum assay_status assay_cli_capacity(const struct assay_adapter *a, const struct assay_workload *w,
+                                     double timeout_s, double *out)
+{
+    struct assay_loadgen_params lp = assay_loadgen_default_params();
+    lp.kind = ASSAY_LOADGEN_OPEN;
+    lp.arrival = ASSAY_ARRIVAL_CONSTANT;
+    lp.rate = 1e12;
+    lp.timeout_s = timeout_s;
+    struct assay_bench_result r;
+    enum assay_status st = assay_bench_run(a, w, &lp, NULL, 1, &r);
+    *out = st == ASSAY_OK ? r.runs[0].achieved_rate : NAN;
+    if (st == ASSAY_OK && !(isfinite(*out) && *out > 0)) {
+        st = ASSAY_ERR_NUMERIC;
+    }
+    assay_bench_result_release(&r);
+    return st;
+}
+
+/* ---- printing ---------------------------------------------------------- */
+
+static const char *sec(char *buf, double v)
+{
+    return assay_text_seconds(buf, 32, v);
+}
+
+void assay_cli_print_bench(FILE *out, const struct assay_bench_result *r,
+                           const struct assay_workload *w)
+{
+    if (r->n_runs < 1) {
+        fprintf(out, "benchmark: no run completed (%s)\n", assay_status_str(r->status));
+        return;
+    }
+    const struct assay_bench_summary *s0 = &r->runs[0];
+    const struct assay_bench_spread *sp = &r->spread;
+    char a[32], b[32], c[32], d[32], e[32], f[32], g[32];
+    if (r->params.kind == ASSAY_LOADGEN_OPEN) {
+        fprintf(out, "Benchmark: open loop, %s arrivals", assay_arrival_kind_str(r->params.arrival));
+        if (r->params.arrival != ASSAY_ARRIVAL_TRACE) {
+            fprintf(out, " at %.4g req/s offered (seed %llu + run)", r->params.rate,
+                    (unsigned long long)r->params.seed);
+        }
+    } else {
+        fprintf(out, "Benchmark: closed loop, %d workers (no offered rate)", (int)r->params.n_workers);
+    }
+    fprintf(out, ", %d run(s) with %d warm-up requests discarded each\n", (int)r->n_runs,
+            (int)s0->n_warmup);
+    if (w != NULL) {
+        fprintf(out, "Workload %s: %d requests; %s\n", w->name, (int)w->n, w->lengths);
+    }
+    if (r->has_slo) {
+        fprintf(out, "SLO: TTFT <= %s, TPOT <= %s\n", sec(a, r->slo.ttft_s), sec(b, r->slo.tpot_s));
+    }
+    fprintf(out, "%-9s %10s %10s %10s %10s %10s   %s\n", "", "p50", "p90", "p95", "p99", "max",
+            "p99 over runs (min-max)");
+    const struct {
+        const char *name;
+        const struct assay_spread *s;
+    } rows[] = {{"TTFT", sp->ttft}, {"TPOT", sp->tpot}, {"ITL", sp->itl}, {"E2E", sp->e2e},
+                {"lateness", sp->lateness}};
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        if (i == 4 && r->params.kind != ASSAY_LOADGEN_OPEN) {
+            continue;
+        }
+        const struct assay_spread *x = rows[i].s;
+        fprintf(out, "%-9s %10s %10s %10s %10s %10s   %s - %s\n", rows[i].name,
+                sec(a, x[ASSAY_PCTL_P50].median), sec(b, x[ASSAY_PCTL_P90].median),
+                sec(c, x[ASSAY_PCTL_P95].median), sec(d, x[ASSAY_PCTL_P99].median),
+                sec(e, x[ASSAY_PCTL_MAX].median), sec(f, x[ASSAY_PCTL_P99].min),
+                sec(g, x[ASSAY_PCTL_P99].max));
+    }
+    if (s0->has_offered_rate) {
+        fprintf(out, "offered %.4g req/s, ", s0->offered_rate);
+    } else {
+        fprintf(out, "no offered rate (closed loop), ");
+    }
+    fprintf(out, "achieved %.4g req/s (%.4g-%.4g), %.4g output tokens/s", sp->achieved_rate.median,
+            sp->achieved_rate.min, sp->achieved_rate.max, sp->tokens_per_s.median);
+    if (r->has_slo) {
+        fprintf(out, ", goodput %.1f%% (%.4g req/s)", 100 * sp->goodput_fraction.median,
+                sp->goodput_rate.median);
+    }
+    fprintf(out, "\n");
+    const struct assay_latency_summary *t = &s0->ttft;
+    fprintf(out, "sufficiency (per run, %lld TTFT samples): p50 %s, p90 %s, p95 %s, p99 %s\n",
+            (long long)t->n, t->suff[ASSAY_PCTL_P50].sufficient ? "bounded" : "NOT bounded",
+            t->suff[ASSAY_PCTL_P90].sufficient ? "bounded" : "NOT bounded",
+            t->suff[ASSAY_PCTL_P95].sufficient ? "bounded" : "NOT bounded",
+            t->suff[ASSAY_PCTL_P99].sufficient ? "bounded" : "NOT bounded");
+    int32_t bad = 0;
+    for (int32_t i = 0; i < r->n_runs; i++) {
+        bad += r->runs[i].n_requests - r->runs[i].n_ok;
+    }
+    if (bad > 0) {
+        fprintf(out, "WARNING: %d measured request(s) did not finish normally (see the report's runs)\n",
+                (int)bad);
+    }
+}
+
+void assay_cli_print_seedtable(FILE *out, const struct assay_seedtable *t, const char *explanation)
+{
+    char a[32], b[32], c[32], d[32];
+    fprintf(out, "%-12s %-22s %10s %10s %10s %14s %15s %8s %10s\n", "Generator", "Setting",
+            "TTFT p50", "TTFT p95", "TTFT p99", "Offered req/s", "Achieved req/s", "Goodput",
+            "E2E p99");
+    for (int32_t i = 0; i < t->n_rows; i++) {
+        const struct assay_seedtable_row *row = &t->rows[i];
+        char setting[64], offered[32];
+        assay_seedtable_setting(row, setting, sizeof setting);
+        if (row->has_offered_rate) {
+            snprintf(offered, sizeof offered, "%.3f", row->offered_rate);
+        } else {
+            snprintf(offered, sizeof offered, "none");
+        }
+        fprintf(out, "%-12s %-22s %10s %10s %10s %14s %15.3f %7.1f%% %10s\n",
+                row->kind == ASSAY_LOADGEN_OPEN ? "Open loop" : "Closed loop", setting,
+                sec(a, row->ttft_p50), sec(b, row->ttft_p95), sec(c, row->ttft_p99), offered,
+                row->achieved_rate, 100 * row->result.spread.goodput_fraction.median,
+                sec(d, row->result.spread.e2e[ASSAY_PCTL_P99].median));
+    }
+    if (explanation != NULL && explanation[0] != '\0') {
+        /* Wrap the paragraph at 100 columns. */
+        size_t col = 0;
+        const char *p = explanation;
+        fputc('\n', out);
+        while (*p != '\0') {
+            size_t n = strcspn(p, " ");
+            if (col > 0 && col + 1 + n > 100) {
+                fputc('\n', out);
+                col = 0;
+            } else if (col > 0) {
+                fputc(' ', out);
+                col++;
+            }
+            fwrite(p, 1, n, out);
+            col += n;
+            p += n;
+            while (*p == ' ') {
+                p++;
+            }
+        }
+        fputc('\n', out);
+    }
+}
+
+void assay_cli_print_sweep(FILE *out, const struct assay_sweep_result *s,
+                           const struct assay_sweep_params *p)
+{
+    fprintf(out, "Rate sweep (goodput >= %.0f%% under the SLO; %s, seed %llu at every rate):",
+            100 * p->target, assay_arrival_kind_str(p->arrival), (unsigned long long)p->seed);
+    for (int32_t i = 0; i < s->n_probes; i++) {
+        fprintf(out, "%s %.4g req/s -> %.1f%% %s", i > 0 ? ";" : "", s->probes[i].rate,
+                100 * s->probes[i].goodput_fraction, s->probes[i].pass ? "pass" : "fail");
+    }
+    if (s->best_rate > 0) {
+        fprintf(out, "\n  highest passing rate %.4g req/s", s->best_rate);
+    } else {
+        fprintf(out, "\n  no probed rate passed");
+    }
+    if (isfinite(s->fail_rate)) {
+        fprintf(out, "; lowest failing %.4g req/s", s->fail_rate);
+    }
+    fprintf(out, "; %s\n", s->bracketed ? "bracketed" : "not bracketed within the budget");
+}

@@ -1,0 +1,71 @@
+/*
+ * bench_cli.h - what `assay run` and `assay bench` share: loading the
+ * benchmark's inputs with clear errors, running the seed's table, the rate
+ * sweep and a configuration with progress on a terminal, and printing their
+ * figures. Only cli/ prints.
+ */
+#ifndef ASSAY_BENCH_CLI_H
+#define ASSAY_BENCH_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "adapters/adapter.h"
+#include "bench/metrics.h"
+#include "bench/seedtable.h"
+#include "core/workload.h"
+
+/* The engine a benchmark runs by default: the bundled engine's defaults
+ * with a batch of 8, so that requests beyond the batch wait in the engine's
+ * queue before their first token, as in front of a busy server. */
+#define ASSAY_CLI_BENCH_ENGINE "bundled:batch=8"
+/* The default workload and SLO, relative to the fixtures folder. */
+#define ASSAY_CLI_BENCH_WORKLOAD "workloads/bench-seed-ch28.json"
+#define ASSAY_CLI_BENCH_SLO "slo/interactive.json"
+
+/* Open the engine named by spec; false (and a message naming the command)
+ * when it cannot be opened. */
+bool assay_cli_open_engine(const char *cmd, const char *spec, struct assay_adapter *out);
+
+/* Load a workload file within the limits of adapter a (its vocabulary and
+ * context, as its info states them); false and a message on error. A
+ * relative path that does not exist is also tried under the fixtures
+ * folder. */
+bool assay_cli_load_workload(const char *cmd, const char *path, const struct assay_adapter *a,
+                             struct assay_workload **out);
+
+/* Load an SLO file (also tried under the fixtures folder); false and a
+ * message on error. */
+bool assay_cli_load_slo(const char *cmd, const char *path, struct assay_slo *out);
+
+/* Create dir (and its parents) if missing and check that a file can be
+ * created in it, before any long run; false and a message otherwise. */
+bool assay_cli_prepare_out_dir(const char *cmd, const char *dir);
+
+/* A line on a terminal that shows a long phase's elapsed time every half
+ * second, from a thread of its own (nothing is printed when stderr is not
+ * a terminal). start/stop pair; the label is copied. */
+struct assay_cli_ticker;
+struct assay_cli_ticker *assay_cli_ticker_start(const char *label);
+void assay_cli_ticker_stop(struct assay_cli_ticker *t);
+
+/* Measure the engine's capacity: the achieved rate of one open-loop burst
+ * of the whole workload (every request due at once). */
+enum assay_status assay_cli_capacity(const struct assay_adapter *a, const struct assay_workload *w,
+                                     double timeout_s, double *out);
+
+/* Print one configuration's figures: percentiles (median over runs, with
+ * the p99's spread), offered and achieved rate, goodput, sufficiency. */
+void assay_cli_print_bench(FILE *out, const struct assay_bench_result *r,
+                           const struct assay_workload *w);
+
+/* Print the seed's table (and its paragraph, from the report's JSON). */
+void assay_cli_print_seedtable(FILE *out, const struct assay_seedtable *t,
+                               const char *explanation);
+
+/* Print a rate sweep's probes and result. */
+void assay_cli_print_sweep(FILE *out, const struct assay_sweep_result *s,
+                           const struct assay_sweep_params *p);
+
+#endif

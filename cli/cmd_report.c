@@ -1,0 +1,122 @@
+/* assay report: render a saved report's HTML and Markdown again from its
+ * JSON alone. */
+#include <getopt.h>
+#include <limits.h>
+#include <string.h>
+
+#include "bench_cli.h"
+#include "cli.h"
+#include "core/alloc.h"
+#include "reports/markdown.h"
+#include "reports/report.h"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: assay report FILE.json [--out DIR] [--markdown] [--json]\n"
+            "\n"
+            "Render FILE.html and FILE.md again from FILE.json alone (the JSON is the truth;\n"
+            "the renderings are views of it). The JSON is checked against the report schema\n"
+            "first: an error names the field, what was expected and what was found.\n"
+            "\n"
+            "  --out DIR     write the renderings into DIR (created if missing) instead of\n"
+            "                beside FILE.json\n"
+            "  --markdown    also print the Markdown on stdout (for a CI log or a comment)\n"
+            "  --json        print the checked JSON on stdout instead of the file names\n"
+            "\n"
+            "Exit status: what the report's verdict implies (0 passed or no check run, 1 a\n"
+            "check failed, 2 a check could not run), or 2 for a usage or input error.\n");
+}
+
+int assay_cmd_report(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"out", required_argument, NULL, 'o'}, {"markdown", no_argument, NULL, 'm'},
+        {"json", no_argument, NULL, 'j'},      {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    const char *out_dir = NULL;
+    bool markdown = false, json = false;
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'o': out_dir = optarg; break;
+        case 'm': markdown = true; break;
+        case 'j': json = true; break;
+        case 'h': usage(stdout); return ASSAY_EXIT_OK;
+        default: usage(stderr); return ASSAY_EXIT_USAGE;
+        }
+    }
+    if (optind != argc - 1) {
+        fprintf(stderr, optind >= argc ? "assay report: which report? (assay report FILE.json)\n"
+                                       : "assay report: one report at a time\n");
+        return ASSAY_EXIT_USAGE;
+    }
+    const char *path = argv[optind];
+    /* FILE.json -> DIR/FILE.{html,md}; DIR defaults to FILE's own. */
+    const char *slash = strrchr(path, '/');
+    const char *name = slash != NULL ? slash + 1 : path;
+    char dir[PATH_MAX], base[PATH_MAX];
+    if (out_dir != NULL) {
+        snprintf(dir, sizeof dir, "%s", out_dir);
+    } else if (slash == NULL) {
+        snprintf(dir, sizeof dir, ".");
+    } else {
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash == path ? 1 : slash - path), path);
+    }
+    size_t n = strlen(name);
+    if (n > 5 && strcmp(name + n - 5, ".json") == 0) {
+        n -= 5;
+    }
+    snprintf(base, sizeof base, "%.*s", (int)n, name);
+    if (base[0] == '\0') {
+        fprintf(stderr, "assay report: '%s' names no file\n", path);
+        return ASSAY_EXIT_USAGE;
+    }
+    if (out_dir != NULL && !assay_cli_prepare_out_dir("report", out_dir)) {
+        return ASSAY_EXIT_USAGE;
+    }
+    cJSON *report = NULL;
+    struct assay_diag diag;
+    char why[900];
+    enum assay_status st = assay_report_load(path, &report, &diag);
+    if (st != ASSAY_OK) {
+        fprintf(stderr, "assay report: %s\n",
+                st == ASSAY_ERR_NOMEM ? "out of memory" : assay_diag_format(&diag, why, sizeof why));
+        return ASSAY_EXIT_USAGE;
+    }
+    struct assay_report_paths paths;
+    st = assay_report_write_renderings(report, dir, base, &paths, &diag);
+    if (st != ASSAY_OK) {
+        fprintf(stderr, "assay report: %s\n",
+                st == ASSAY_ERR_NOMEM ? "out of memory" : assay_diag_format(&diag, why, sizeof why));
+        cJSON_Delete(report);
+        return ASSAY_EXIT_USAGE;
+    }
+    if (json) {
+        char *text = NULL;
+        size_t len = 0;
+        if (assay_report_print(report, &text, &len) == ASSAY_OK) {
+            fwrite(text, 1, len, stdout);
+        }
+        assay_free(text);
+    } else {
+        if (markdown) {
+            char *md = NULL;
+            size_t len = 0;
+            if (assay_report_render_markdown(report, &md, &len) == ASSAY_OK) {
+                fwrite(md, 1, len, stdout);
+                printf("\n");
+            }
+            assay_free(md);
+        }
+        printf("%s: %s\nwrote %s\n      %s\n", path, assay_report_verdict(report), paths.html, paths.md);
+    }
+    const char *verdict = assay_report_verdict(report);
+    int status = strcmp(verdict, "FAIL") == 0    ? ASSAY_EXIT_FAIL
+                 : strcmp(verdict, "ERROR") == 0 ? ASSAY_EXIT_USAGE
+                                                 : ASSAY_EXIT_OK;
+    cJSON_Delete(report);
+    return status;
+}

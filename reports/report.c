@@ -1,0 +1,892 @@
+#include "report.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "../core/alloc.h"
+#include "../core/clock.h"
+#include "html.h"
+#include "markdown.h"
+#include "schema.h"
+#include "stamp.h"
+#include "text.h"
+
+/* ---- building ------------------------------------------------------------ */
+
+static bool add_num(cJSON *o, const char *key, double v)
+{
+    cJSON *item = isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull();
+    if (item == NULL || !cJSON_AddItemToObject(o, key, item)) {
+        cJSON_Delete(item);
+        return false;
+    }
+    return true;
+}
+
+static bool add_str(cJSON *o, const char *key, const char *v)
+{
+    return cJSON_AddStringToObject(o, key, v != NULL ? v : "") != NULL;
+}
+
+enum assay_status assay_report_create(const char *command, const char *command_line, cJSON **out)
+{
+    *out = NULL;
+    char when[40];
+    cJSON *r = cJSON_CreateObject();
+    cJSON *counts = NULL;
+    bool ok = r != NULL && add_str(r, "schema", ASSAY_REPORT_SCHEMA) &&
+              add_num(r, "version", ASSAY_REPORT_VERSION) && add_str(r, "command", command) &&
+              add_str(r, "command_line", command_line) &&
+              add_str(r, "created_utc", assay_utc_iso8601(when, sizeof when)) &&
+              cJSON_AddNullToObject(r, "duration_s") != NULL && add_str(r, "verdict", "NONE") &&
+              (counts = cJSON_AddObjectToObject(r, "counts")) != NULL &&
+              add_num(counts, "checks", 0) && add_num(counts, "pass", 0) &&
+              add_num(counts, "fail", 0) && add_num(counts, "skip", 0) &&
+              add_num(counts, "error", 0) && cJSON_AddNullToObject(r, "stamp") != NULL &&
+              cJSON_AddNullToObject(r, "verify") != NULL &&
+              cJSON_AddArrayToObject(r, "checks") != NULL &&
+              cJSON_AddNullToObject(r, "benchmark") != NULL &&
+              cJSON_AddNullToObject(r, "seed_table") != NULL &&
+              cJSON_AddNullToObject(r, "rate_sweep") != NULL &&
+              cJSON_AddArrayToObject(r, "notes") != NULL;
+    if (!ok) {
+        cJSON_Delete(r);
+        return ASSAY_ERR_NOMEM;
+    }
+    *out = r;
+    return ASSAY_OK;
+}
+
+enum assay_status assay_report_set(cJSON *report, const char *key, cJSON *value)
+{
+    if (value == NULL) {
+        value = cJSON_CreateNull();
+        if (value == NULL) {
+            return ASSAY_ERR_NOMEM;
+        }
+    }
+    if (cJSON_GetObjectItemCaseSensitive(report, key) != NULL) {
+        if (!cJSON_ReplaceItemInObjectCaseSensitive(report, key, value)) {
+            cJSON_Delete(value);
+            return ASSAY_ERR_NOMEM;
+        }
+        return ASSAY_OK;
+    }
+    if (!cJSON_AddItemToObject(report, key, value)) {
+        cJSON_Delete(value);
+        return ASSAY_ERR_NOMEM;
+    }
+    return ASSAY_OK;
+}
+
+enum assay_status assay_report_check_json(const struct assay_check_result *r, cJSON **out)
+{
+    *out = NULL;
+    cJSON *c = cJSON_CreateObject();
+    cJSON *f = NULL;
+    bool ok = c != NULL && add_str(c, "name", r->name) &&
+              add_str(c, "family", assay_family_str(r->family)) &&
+              add_str(c, "verdict", assay_verdict_str(r->verdict)) && add_str(c, "engine", r->engine) &&
+              add_str(c, "workload", r->workload) && add_str(c, "summary", r->summary) &&
+              add_str(c, "failure", r->failure) && add_str(c, "repro", r->repro) &&
+              add_num(c, "seconds", r->seconds) && (f = cJSON_AddObjectToObject(c, "figures")) != NULL;
+    if (ok) {
+        switch (r->family) {
+        case ASSAY_FAMILY_EQUIVALENCE:
+            ok = add_num(f, "n_requests", (double)r->n_requests) &&
+                 add_num(f, "n_tokens", (double)r->n_tokens) && add_num(f, "n_ties", r->n_ties) &&
+                 add_num(f, "tie_tol", r->tie_tol) && add_num(f, "max_tie_gap", r->max_tie_gap) &&
+                 add_num(f, "max_logit_diff", r->max_logit_diff);
+            break;
+        case ASSAY_FAMILY_DISTRIBUTIONAL:
+            ok = add_num(f, "alpha", r->alpha) && add_num(f, "n", (double)r->n) &&
+                 add_num(f, "statistic", r->statistic) && add_num(f, "df", r->df) &&
+                 add_num(f, "p_value", r->p_value) && add_num(f, "p_adjusted", r->p_adjusted) &&
+                 add_num(f, "min_tv", r->min_tv) && add_num(f, "power", r->power) &&
+                 add_num(f, "n_impossible", (double)r->n_impossible);
+            break;
+        case ASSAY_FAMILY_PROPERTY:
+            ok = add_num(f, "n_requests", (double)r->n_requests) &&
+                 add_num(f, "n_steps", (double)r->n_steps) &&
+                 add_num(f, "n_checks", (double)r->n_checks);
+            break;
+        }
+    }
+    if (!ok) {
+        cJSON_Delete(c);
+        return ASSAY_ERR_NOMEM;
+    }
+    *out = c;
+    return ASSAY_OK;
+}
+
+/* Recount the checks and set the verdict. */
+static enum assay_status update_verdict(cJSON *report)
+{
+    const cJSON *checks = cJSON_GetObjectItemCaseSensitive(report, "checks");
+    double n = 0, pass = 0, fail = 0, skip = 0, error = 0;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, checks)
+    {
+        const char *v = assay_json_str(c, "verdict", "");
+        n++;
+        pass += strcmp(v, "PASS") == 0;
+        fail += strcmp(v, "FAIL") == 0;
+        skip += strcmp(v, "SKIP") == 0;
+        error += strcmp(v, "ERROR") == 0;
+    }
+    const char *verdict = fail > 0 ? "FAIL" : error > 0 ? "ERROR" : n > 0 ? "PASS" : "NONE";
+    cJSON *counts = cJSON_CreateObject();
+    cJSON *vs = cJSON_CreateString(verdict);
+    bool ok = counts != NULL && vs != NULL && add_num(counts, "checks", n) &&
+              add_num(counts, "pass", pass) && add_num(counts, "fail", fail) &&
+              add_num(counts, "skip", skip) && add_num(counts, "error", error);
+    if (!ok) {
+        cJSON_Delete(counts);
+        cJSON_Delete(vs);
+        return ASSAY_ERR_NOMEM;
+    }
+    enum assay_status st = assay_report_set(report, "counts", counts);
+    enum assay_status st2 = assay_report_set(report, "verdict", vs);
+    return st != ASSAY_OK ? st : st2;
+}
+
+enum assay_status assay_report_add_checks(cJSON *report, const struct assay_check_result *r,
+                                          size_t n)
+{
+    cJSON *checks = cJSON_GetObjectItemCaseSensitive(report, "checks");
+    if (!cJSON_IsArray(checks)) {
+        checks = cJSON_CreateArray();
+        if (checks == NULL || assay_report_set(report, "checks", checks) != ASSAY_OK) {
+            return ASSAY_ERR_NOMEM;
+        }
+    }
+    for (size_t i = 0; i < n; i++) {
+        cJSON *c = NULL;
+        if (assay_report_check_json(&r[i], &c) != ASSAY_OK || !cJSON_AddItemToArray(checks, c)) {
+            cJSON_Delete(c);
+            update_verdict(report);
+            return ASSAY_ERR_NOMEM;
+        }
+    }
+    return update_verdict(report);
+}
+
+enum assay_status assay_report_add_note(cJSON *report, const char *fmt, ...)
+{
+    char buf[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    cJSON *notes = cJSON_GetObjectItemCaseSensitive(report, "notes");
+    if (!cJSON_IsArray(notes)) {
+        notes = cJSON_CreateArray();
+        if (notes == NULL || assay_report_set(report, "notes", notes) != ASSAY_OK) {
+            return ASSAY_ERR_NOMEM;
+        }
+    }
+    cJSON *s = cJSON_CreateString(buf);
+    if (s == NULL || !cJSON_AddItemToArray(notes, s)) {
+        cJSON_Delete(s);
+        return ASSAY_ERR_NOMEM;
+    }
+    return ASSAY_OK;
+}
+
+const char *assay_report_verdict(const cJSON *report)
+{
+    return assay_json_str(report, "verdict", "NONE");
+}
+
+char *assay_report_check_figures(const cJSON *c, char *buf, size_t size)
+{
+    const char *family = assay_json_str(c, "family", "");
+    char a[32], b2[32], d[32], e[32], f[32], g[32];
+    if (strcmp(family, "equivalence") == 0) {
+        snprintf(buf, size, "max |logit diff| %s, tie tol %s, %s ties (max gap %s), %s tokens",
+                 assay_text_num(a, sizeof a, assay_json_num(c, "figures.max_logit_diff"), 3),
+                 assay_text_num(b2, sizeof b2, assay_json_num(c, "figures.tie_tol"), 3),
+                 assay_text_num(d, sizeof d, assay_json_num(c, "figures.n_ties"), 6),
+                 assay_text_num(e, sizeof e, assay_json_num(c, "figures.max_tie_gap"), 3),
+                 assay_text_num(f, sizeof f, assay_json_num(c, "figures.n_tokens"), 12));
+    } else if (strcmp(family, "distributional") == 0) {
+        snprintf(buf, size, "p %s (Holm %s), n %s, alpha %s, min TV %s at power %s",
+                 assay_text_num(a, sizeof a, assay_json_num(c, "figures.p_value"), 3),
+                 assay_text_num(b2, sizeof b2, assay_json_num(c, "figures.p_adjusted"), 3),
+                 assay_text_num(d, sizeof d, assay_json_num(c, "figures.n"), 12),
+                 assay_text_num(e, sizeof e, assay_json_num(c, "figures.alpha"), 3),
+                 assay_text_num(f, sizeof f, assay_json_num(c, "figures.min_tv"), 3),
+                 assay_text_num(g, sizeof g, assay_json_num(c, "figures.power"), 3));
+    } else if (strcmp(family, "property") == 0) {
+        snprintf(buf, size, "%s steps, %s invariant checks",
+                 assay_text_num(a, sizeof a, assay_json_num(c, "figures.n_steps"), 12),
+                 assay_text_num(b2, sizeof b2, assay_json_num(c, "figures.n_checks"), 12));
+    } else {
+        snprintf(buf, size, "%s", "");
+    }
+    return buf;
+}
+
+/* ---- the seed table's paragraph --------------------------------------- */
+
+char *assay_report_seedtable_explain(const cJSON *st, char *buf, size_t size)
+{
+    const cJSON *rows = cJSON_GetObjectItemCaseSensitive(st, "rows");
+    const cJSON *open = NULL, *closed = NULL, *row;
+    double open_ach = NAN, best = INFINITY;
+    cJSON_ArrayForEach(row, rows)
+    {
+        if (strcmp(assay_json_str(row, "generator", ""), "open") == 0 && open == NULL) {
+            open = row;
+            open_ach = assay_json_num(row, "achieved_rate");
+        }
+    }
+    cJSON_ArrayForEach(row, rows)
+    {
+        double ach = assay_json_num(row, "achieved_rate");
+        if (strcmp(assay_json_str(row, "generator", ""), "closed") != 0 || !(ach > 0)) {
+            continue;
+        }
+        double d = isfinite(open_ach) && open_ach > 0 ? fabs(log(ach / open_ach)) : 0.0;
+        if (closed == NULL || d < best) {
+            closed = row;
+            best = d;
+        }
+    }
+    if (open == NULL || closed == NULL) {
+        snprintf(buf, size,
+                 "The comparison needs an open-loop row and a closed-loop row that completed; "
+                 "this table has %s.",
+                 open == NULL ? "no open-loop row" : "no completed closed-loop row");
+        return buf;
+    }
+    char o99[32], c99[32], oe2e[32], ce2e[32], capacity[96] = "";
+    double O = assay_json_num(open, "ttft_p99"), C = assay_json_num(closed, "ttft_p99");
+    assay_text_seconds(o99, sizeof o99, O);
+    assay_text_seconds(c99, sizeof c99, C);
+    assay_text_seconds(oe2e, sizeof oe2e, assay_json_num(open, "bench.spread.e2e.p99.median"));
+    assay_text_seconds(ce2e, sizeof ce2e, assay_json_num(closed, "bench.spread.e2e.p99.median"));
+    double offered = assay_json_num(open, "offered_rate"), cap = assay_json_num(st, "capacity");
+    if (isfinite(cap) && cap > 0 && isfinite(offered)) {
+        snprintf(capacity, sizeof capacity,
+                 " (%.1f times the capacity of %.3g req/s measured with one burst of the whole "
+                 "workload)",
+                 offered / cap, cap);
+    }
+    int n = snprintf(buf, size,
+                     "Same engine, same workload; only the load generator changes. The open loop "
+                     "offered %.3g req/s%s and achieved %.3g req/s. The closed loop at %d workers, "
+                     "the closed row closest to it in throughput, achieved %.3g req/s. ",
+                     offered, capacity, open_ach, (int)assay_json_num(closed, "workers"),
+                     assay_json_num(closed, "achieved_rate"));
+    if (n < 0 || (size_t)n >= size) {
+        return buf;
+    }
+    double ratio = O / C;
+    if (isfinite(ratio) && ratio >= 2.0) {
+        n += snprintf(buf + n, size - (size_t)n,
+                      "Its TTFT p99 was %s against the open loop's %s: %.0f times lower, on the "
+                      "same work. Neither figure is false; they measure different things. ",
+                      c99, o99, ratio);
+    } else {
+        n += snprintf(buf + n, size - (size_t)n,
+                      "Here its TTFT p99 (%s) is within a factor of %.1f of the open loop's (%s): "
+                      "in this configuration the queue did not reach the first token (an engine "
+                      "that admits every waiting request into its batch at once shows queueing "
+                      "in TPOT and E2E instead; E2E p99 was %s open against %s closed). ",
+                      c99, isfinite(ratio) ? ratio : 0.0, o99, oe2e, ce2e);
+    }
+    if (n < 0 || (size_t)n >= size) {
+        return buf;
+    }
+    snprintf(buf + n, size - (size_t)n,
+             "In the open loop requests arrive on a schedule whether or not the engine keeps up, "
+             "so a queue forms, and each latency, measured from the scheduled arrival, includes "
+             "the wait. A closed loop submits the next request only when one finishes: when the "
+             "engine slows, the generator slows with it, the queue never grows, and every latency "
+             "is measured from a moment the engine was ready. This is coordinated omission, and it "
+             "deletes the tail the benchmark was meant to measure. The tell is the Offered column: "
+             "a closed loop has no arrival process, so it cannot state an offered rate, only a "
+             "concurrency.");
+    return buf;
+}
+
+enum assay_status assay_report_seedtable_json(const struct assay_seedtable *t,
+                                              const struct assay_workload *w, cJSON **out)
+{
+    *out = NULL;
+    cJSON *st = NULL;
+    enum assay_status s = assay_seedtable_to_json(t, w, &st);
+    if (s != ASSAY_OK) {
+        return s;
+    }
+    char para[3000];
+    assay_report_seedtable_explain(st, para, sizeof para);
+    if (!add_str(st, "explanation", para)) {
+        cJSON_Delete(st);
+        return ASSAY_ERR_NOMEM;
+    }
+    *out = st;
+    return ASSAY_OK;
+}
+
+enum assay_status assay_report_sweep_json(const struct assay_sweep_result *s,
+                                          const struct assay_sweep_params *p,
+                                          const struct assay_slo *slo, enum assay_status status,
+                                          cJSON **out)
+{
+    *out = NULL;
+    cJSON *o = cJSON_CreateObject();
+    cJSON *so = NULL, *probes = NULL;
+    bool ok = o != NULL && add_str(o, "format", "assay-sweep") &&
+              add_num(o, "version", ASSAY_SWEEP_SCHEMA_VERSION) && add_num(o, "target", p->target) &&
+              (so = cJSON_AddObjectToObject(o, "slo")) != NULL &&
+              add_num(so, "ttft_s", slo != NULL ? slo->ttft_s : NAN) &&
+              add_num(so, "tpot_s", slo != NULL ? slo->tpot_s : NAN) &&
+              add_str(o, "arrival", assay_arrival_kind_str(p->arrival)) &&
+              add_num(o, "cv", p->arrival == ASSAY_ARRIVAL_GAMMA ? p->cv : NAN) &&
+              add_num(o, "seed", (double)p->seed) && add_num(o, "start_rate", p->start_rate) &&
+              add_num(o, "min_rate", p->min_rate) && add_num(o, "max_rate", p->max_rate) &&
+              add_num(o, "max_probes", p->max_probes) && add_num(o, "rel_tol", p->rel_tol) &&
+              add_num(o, "best_rate", s->best_rate > 0 ? s->best_rate : NAN) &&
+              add_num(o, "fail_rate", s->fail_rate) &&
+              cJSON_AddBoolToObject(o, "bracketed", s->bracketed) != NULL &&
+              add_str(o, "status", status == ASSAY_OK ? "ok" : assay_status_str(status)) &&
+              (probes = cJSON_AddArrayToObject(o, "probes")) != NULL;
+    for (int32_t i = 0; ok && i < s->n_probes; i++) {
+        cJSON *pr = cJSON_CreateObject();
+        ok = pr != NULL && cJSON_AddItemToArray(probes, pr);
+        if (!ok) {
+            cJSON_Delete(pr);
+            break;
+        }
+        ok = add_num(pr, "rate", s->probes[i].rate) &&
+             add_num(pr, "goodput_fraction", s->probes[i].goodput_fraction) &&
+             cJSON_AddBoolToObject(pr, "pass", s->probes[i].pass) != NULL;
+    }
+    char para[1024];
+    char slo_text[128] = "no SLO";
+    if (slo != NULL) {
+        char a[32], b[32];
+        snprintf(slo_text, sizeof slo_text, "a TTFT within %s and a TPOT within %s",
+                 assay_text_seconds(a, sizeof a, slo->ttft_s),
+                 assay_text_seconds(b, sizeof b, slo->tpot_s));
+    }
+    int n = snprintf(para, sizeof para,
+                     "An open-loop %s search for the highest offered rate whose goodput (requests "
+                     "that finished with %s, as a share of all requests) stays at or above "
+                     "%.0f%%; the same seed at every rate, so each probe's schedule is the same "
+                     "gaps scaled. ",
+                     assay_arrival_kind_str(p->arrival), slo_text, 100 * p->target);
+    if (n > 0 && (size_t)n < sizeof para) {
+        if (s->best_rate > 0 && s->bracketed) {
+            snprintf(para + n, sizeof para - (size_t)n,
+                     "Result: %.3g req/s passes and %.3g req/s fails, within %.0f%% of each other, "
+                     "after %d probes.",
+                     s->best_rate, s->fail_rate, 100 * p->rel_tol, (int)s->n_probes);
+        } else if (s->best_rate > 0) {
+            snprintf(para + n, sizeof para - (size_t)n,
+                     "Result: the highest passing rate probed was %.3g req/s; the search was not "
+                     "bracketed to %.0f%% within its %d probes%s.",
+                     s->best_rate, 100 * p->rel_tol, (int)s->n_probes,
+                     isfinite(s->fail_rate) ? "" : " (no probe failed)");
+        } else {
+            snprintf(para + n, sizeof para - (size_t)n,
+                     "Result: no probed rate passed (the lowest probed was %.3g req/s): the "
+                     "engine misses this SLO even lightly loaded, or needs a lower rate than "
+                     "the search's floor of %.3g req/s.",
+                     s->n_probes > 0 ? s->probes[s->n_probes - 1].rate : p->start_rate, p->min_rate);
+        }
+    }
+    ok = ok && add_str(o, "explanation", para);
+    if (!ok) {
+        cJSON_Delete(o);
+        return ASSAY_ERR_NOMEM;
+    }
+    *out = o;
+    return ASSAY_OK;
+}
+
+/* ---- validation --------------------------------------------------------- */
+
+enum { S = ASSAY_JSON_STRING, N = ASSAY_JSON_NUMBER, B = ASSAY_JSON_BOOL, O = ASSAY_JSON_OBJECT,
+       A = ASSAY_JSON_ARRAY, Z = ASSAY_JSON_NULL };
+
+static bool one_of(const char *v, const char *const *set)
+{
+    for (size_t i = 0; set[i] != NULL; i++) {
+        if (strcmp(v, set[i]) == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static enum assay_status bad_value(struct assay_diag *diag, const char *where, const char *expected,
+                                   const char *got)
+{
+    assay_diag_set(diag, NULL, where, expected, "\"%.200s\"", got);
+    return ASSAY_ERR_PARSE;
+}
+
+/* Each element of the array at `path` (an array already checked) must be
+ * an object with the given fields. */
+static enum assay_status each_item(const cJSON *root, const char *path, const char *prefix,
+                                   const struct assay_json_field *fields, size_t n,
+                                   struct assay_diag *diag)
+{
+    const cJSON *arr = assay_json_path(root, path);
+    int i = 0;
+    const cJSON *item;
+    cJSON_ArrayForEach(item, arr)
+    {
+        char where[160];
+        snprintf(where, sizeof where, "%s[%d]", prefix, i);
+        if (!cJSON_IsObject(item)) {
+            assay_diag_set(diag, NULL, where, "an object", "%s", assay_json_item_kind(item));
+            return ASSAY_ERR_PARSE;
+        }
+        enum assay_status st = assay_json_require(item, where, fields, n, diag);
+        if (st != ASSAY_OK) {
+            return st;
+        }
+        i++;
+    }
+    return ASSAY_OK;
+}
+
+static enum assay_status check_format(const cJSON *o, const char *prefix, const char *format,
+                                      double version, struct assay_diag *diag)
+{
+    char where[160];
+    const char *f = assay_json_str(o, "format", "");
+    if (strcmp(f, format) != 0) {
+        char expected[64];
+        snprintf(where, sizeof where, "%s.format", prefix);
+        snprintf(expected, sizeof expected, "\"%s\"", format);
+        return bad_value(diag, where, expected, f);
+    }
+    double v = assay_json_num(o, "version");
+    if (v != version) {
+        snprintf(where, sizeof where, "%s.version", prefix);
+        assay_diag_set(diag, NULL, where, "1 (this assay's schema)", "%g", v);
+        return ASSAY_ERR_PARSE;
+    }
+    return ASSAY_OK;
+}
+
+enum assay_status assay_report_validate(const cJSON *r, struct assay_diag *diag)
+{
+    static const struct assay_json_field top[] = {
+        {"schema", S},       {"version", N},        {"command", S},        {"command_line", S},
+        {"created_utc", S},  {"duration_s", N | Z}, {"verdict", S},        {"counts", O},
+        {"counts.checks", N}, {"counts.pass", N},   {"counts.fail", N},    {"counts.skip", N},
+        {"counts.error", N}, {"stamp", O},          {"verify", O | Z},     {"checks", A},
+        {"benchmark", O | Z}, {"seed_table", O | Z}, {"rate_sweep", O | Z}, {"notes", A},
+    };
+    static const struct assay_json_field check[] = {
+        {"name", S},    {"family", S},  {"verdict", S}, {"engine", S},  {"workload", S},
+        {"summary", S}, {"failure", S}, {"repro", S},   {"seconds", N | Z}, {"figures", O},
+    };
+    static const struct assay_json_field bench[] = {
+        {"format", S}, {"version", N}, {"generator", O}, {"generator.kind", S},
+        {"workload", O | Z}, {"slo", O | Z}, {"runs", A}, {"spread", O},
+    };
+    static const struct assay_json_field run[] = {
+        {"n_requests", N}, {"outcomes", O}, {"achieved_rate", N | Z}, {"offered_rate", N | Z},
+        {"ttft", O},       {"tpot", O},     {"itl", O},               {"e2e", O},
+    };
+    static const struct assay_json_field seed[] = {
+        {"format", S}, {"version", N}, {"capacity", N | Z}, {"rows", A}, {"explanation", S},
+    };
+    static const struct assay_json_field row[] = {
+        {"generator", S},      {"setting", S},      {"ttft_p50", N | Z},      {"ttft_p95", N | Z},
+        {"ttft_p99", N | Z},   {"offered_rate", N | Z}, {"achieved_rate", N | Z}, {"bench", O},
+    };
+    static const struct assay_json_field sweep[] = {
+        {"format", S},       {"version", N},       {"target", N},    {"slo", O},
+        {"best_rate", N | Z}, {"fail_rate", N | Z}, {"bracketed", B}, {"status", S},
+        {"probes", A},       {"explanation", S},
+    };
+    static const struct assay_json_field probe[] = {
+        {"rate", N}, {"goodput_fraction", N | Z}, {"pass", B},
+    };
+    static const char *const verdicts[] = {"PASS", "FAIL", "ERROR", "NONE", NULL};
+    static const char *const check_verdicts[] = {"PASS", "FAIL", "SKIP", "ERROR", NULL};
+    static const char *const families[] = {"equivalence", "distributional", "property", NULL};
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+    if (!cJSON_IsObject(r)) {
+        assay_diag_set(diag, NULL, "(top level)", "an object", "%s", assay_json_item_kind(r));
+        return ASSAY_ERR_PARSE;
+    }
+    enum assay_status st = assay_json_require(r, NULL, top, COUNT(top), diag);
+    if (st != ASSAY_OK) {
+        return st;
+    }
+    const char *schema = assay_json_str(r, "schema", "");
+    if (strcmp(schema, ASSAY_REPORT_SCHEMA) != 0) {
+        return bad_value(diag, "schema", "\"assay-report\"", schema);
+    }
+    double version = assay_json_num(r, "version");
+    if (version != ASSAY_REPORT_VERSION) {
+        assay_diag_set(diag, NULL, "version",
+                       "1 (regenerate the report with this assay, or re-render it with the assay "
+                       "that wrote it)",
+                       "%g", version);
+        return ASSAY_ERR_PARSE;
+    }
+    if (!one_of(assay_json_str(r, "verdict", ""), verdicts)) {
+        return bad_value(diag, "verdict", "\"PASS\", \"FAIL\", \"ERROR\" or \"NONE\"",
+                         assay_json_str(r, "verdict", ""));
+    }
+    st = assay_stamp_validate(cJSON_GetObjectItemCaseSensitive(r, "stamp"), "stamp", diag);
+    if (st != ASSAY_OK) {
+        return st;
+    }
+    const cJSON *checks = cJSON_GetObjectItemCaseSensitive(r, "checks");
+    st = each_item(r, "checks", "checks", check, COUNT(check), diag);
+    if (st != ASSAY_OK) {
+        return st;
+    }
+    int i = 0;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, checks)
+    {
+        char where[64];
+        if (!one_of(assay_json_str(c, "verdict", ""), check_verdicts)) {
+            snprintf(where, sizeof where, "checks[%d].verdict", i);
+            return bad_value(diag, where, "\"PASS\", \"FAIL\", \"SKIP\" or \"ERROR\"",
+                             assay_json_str(c, "verdict", ""));
+        }
+        if (!one_of(assay_json_str(c, "family", ""), families)) {
+            snprintf(where, sizeof where, "checks[%d].family", i);
+            return bad_value(diag, where, "\"equivalence\", \"distributional\" or \"property\"",
+                             assay_json_str(c, "family", ""));
+        }
+        i++;
+    }
+    if (assay_json_num(r, "counts.checks") != (double)i) {
+        assay_diag_set(diag, NULL, "counts.checks", "the length of checks[]", "%g",
+                       assay_json_num(r, "counts.checks"));
+        return ASSAY_ERR_PARSE;
+    }
+    const cJSON *b = cJSON_GetObjectItemCaseSensitive(r, "benchmark");
+    if (cJSON_IsObject(b)) {
+        if ((st = assay_json_require(b, "benchmark", bench, COUNT(bench), diag)) != ASSAY_OK ||
+            (st = check_format(b, "benchmark", "assay-bench", ASSAY_BENCH_SCHEMA_VERSION, diag)) !=
+                ASSAY_OK ||
+            (st = each_item(b, "runs", "benchmark.runs", run, COUNT(run), diag)) != ASSAY_OK) {
+            return st;
+        }
+    }
+    const cJSON *t = cJSON_GetObjectItemCaseSensitive(r, "seed_table");
+    if (cJSON_IsObject(t)) {
+        if ((st = assay_json_require(t, "seed_table", seed, COUNT(seed), diag)) != ASSAY_OK ||
+            (st = check_format(t, "seed_table", "assay-seedtable", 1, diag)) != ASSAY_OK ||
+            (st = each_item(t, "rows", "seed_table.rows", row, COUNT(row), diag)) != ASSAY_OK) {
+            return st;
+        }
+        i = 0;
+        const cJSON *ro;
+        cJSON_ArrayForEach(ro, cJSON_GetObjectItemCaseSensitive(t, "rows"))
+        {
+            char where[64];
+            snprintf(where, sizeof where, "seed_table.rows[%d].bench", i++);
+            const cJSON *rb = cJSON_GetObjectItemCaseSensitive(ro, "bench");
+            if ((st = assay_json_require(rb, where, bench, COUNT(bench), diag)) != ASSAY_OK ||
+                (st = check_format(rb, where, "assay-bench", ASSAY_BENCH_SCHEMA_VERSION, diag)) !=
+                    ASSAY_OK) {
+                return st;
+            }
+        }
+    }
+    const cJSON *sw = cJSON_GetObjectItemCaseSensitive(r, "rate_sweep");
+    if (cJSON_IsObject(sw)) {
+        if ((st = assay_json_require(sw, "rate_sweep", sweep, COUNT(sweep), diag)) != ASSAY_OK ||
+            (st = check_format(sw, "rate_sweep", "assay-sweep", ASSAY_SWEEP_SCHEMA_VERSION, diag)) !=
+                ASSAY_OK ||
+            (st = each_item(sw, "probes", "rate_sweep.probes", probe, COUNT(probe), diag)) !=
+                ASSAY_OK) {
+            return st;
+        }
+    }
+    i = 0;
+    const cJSON *note;
+    cJSON_ArrayForEach(note, cJSON_GetObjectItemCaseSensitive(r, "notes"))
+    {
+        if (!cJSON_IsString(note)) {
+            char where[32];
+            snprintf(where, sizeof where, "notes[%d]", i);
+            assay_diag_set(diag, NULL, where, "a string", "%s", assay_json_item_kind(note));
+            return ASSAY_ERR_PARSE;
+        }
+        i++;
+    }
+#undef COUNT
+    return ASSAY_OK;
+}
+
+/* ---- reading -------------------------------------------------------------- */
+
+enum assay_status assay_report_parse(const char *text, size_t len, const char *file, cJSON **out,
+                                     struct assay_diag *diag)
+{
+    *out = NULL;
+    assay_diag_clear(diag);
+    if (file != NULL) {
+        assay_diag_set(diag, file, "", "", "%s", "");
+    }
+    const char *end = NULL;
+    cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, false);
+    if (root == NULL) {
+        size_t off = end != NULL && end >= text ? (size_t)(end - text) : 0;
+        if (off > len) {
+            off = len;
+        }
+        size_t line = 1, col = 1;
+        for (size_t i = 0; i < off; i++) {
+            if (text[i] == '\n') {
+                line++;
+                col = 1;
+            } else {
+                col++;
+            }
+        }
+        char where[96];
+        snprintf(where, sizeof where, "byte %zu (line %zu, column %zu)", off, line, col);
+        assay_diag_set(diag, NULL, where, "well-formed JSON", "%s",
+                       off >= len ? "the end of the file" : "a syntax error");
+        return ASSAY_ERR_PARSE;
+    }
+    for (const char *p = end; p != NULL && p < text + len; p++) {
+        if (*p != ' ' && *p != '\n' && *p != '\r' && *p != '\t' && *p != '\0') {
+            char where[64];
+            snprintf(where, sizeof where, "byte %zu", (size_t)(p - text));
+            assay_diag_set(diag, NULL, where, "the end of the document", "more text");
+            cJSON_Delete(root);
+            return ASSAY_ERR_PARSE;
+        }
+    }
+    enum assay_status st = assay_report_validate(root, diag);
+    if (st != ASSAY_OK) {
+        cJSON_Delete(root);
+        return st;
+    }
+    *out = root;
+    return ASSAY_OK;
+}
+
+enum assay_status assay_report_load(const char *path, cJSON **out, struct assay_diag *diag)
+{
+    *out = NULL;
+    assay_diag_clear(diag);
+    FILE *f = fopen(path, "rb");
+    if (f == NULL) {
+        assay_diag_set(diag, path, "", "a readable file", "%s", strerror(errno));
+        return ASSAY_ERR_IO;
+    }
+    struct assay_text t;
+    assay_text_init(&t);
+    char chunk[65536];
+    size_t n;
+    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
+        assay_text_append(&t, chunk, n);
+    }
+    bool read_error = ferror(f) != 0;
+    int err = errno;
+    fclose(f);
+    if (read_error) {
+        assay_text_release(&t);
+        assay_diag_set(diag, path, "", "a readable file", "%s", strerror(err));
+        return ASSAY_ERR_IO;
+    }
+    char *text;
+    size_t len;
+    if (assay_text_take(&t, &text, &len) != ASSAY_OK) {
+        return ASSAY_ERR_NOMEM;
+    }
+    enum assay_status st = assay_report_parse(text, len, path, out, diag);
+    assay_free(text);
+    return st;
+}
+
+/* ---- writing -------------------------------------------------------------- */
+
+enum assay_status assay_report_print(const cJSON *report, char **out, size_t *len)
+{
+    *out = NULL;
+    *len = 0;
+    char *s = cJSON_Print(report);
+    if (s == NULL) {
+        return ASSAY_ERR_NOMEM;
+    }
+    struct assay_text t;
+    assay_text_init(&t);
+    assay_text_puts(&t, s);
+    assay_text_puts(&t, "\n");
+    cJSON_free(s);
+    return assay_text_take(&t, out, len);
+}
+
+static enum assay_status io_error(struct assay_diag *diag, const char *path, const char *what,
+                                  const char *expected, int err)
+{
+    assay_diag_set(diag, path, what, expected, "%s", strerror(err));
+    return ASSAY_ERR_IO;
+}
+
+enum assay_status assay_report_write_file(const char *path, const char *data, size_t len,
+                                          struct assay_diag *diag)
+{
+    assay_diag_clear(diag);
+    const char *slash = strrchr(path, '/');
+    char dir[1024], tmp[1200];
+    if (slash == NULL) {
+        snprintf(dir, sizeof dir, ".");
+    } else if (slash == path) {
+        snprintf(dir, sizeof dir, "/");
+    } else {
+        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    }
+    const char *base = slash != NULL ? slash + 1 : path;
+    int w = snprintf(tmp, sizeof tmp, "%s/.%s.XXXXXX", dir, base);
+    if (w < 0 || (size_t)w >= sizeof tmp || base[0] == '\0') {
+        assay_diag_set(diag, path, "", "a file path of at most 1000 bytes", "%s", "a longer one");
+        return ASSAY_ERR_IO;
+    }
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        return io_error(diag, path, "creating a temporary file in its directory",
+                        "an existing, writable directory", errno);
+    }
+    size_t done = 0;
+    while (done < len) {
+        ssize_t n = write(fd, data + done, len - done);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            int err = n < 0 ? errno : EIO;
+            close(fd);
+            unlink(tmp);
+            char expected[64];
+            snprintf(expected, sizeof expected, "room for %zu bytes", len);
+            return io_error(diag, path, "writing", expected, err);
+        }
+        done += (size_t)n;
+    }
+    if (fchmod(fd, 0644) != 0 || fsync(fd) != 0) {
+        int err = errno;
+        close(fd);
+        unlink(tmp);
+        return io_error(diag, path, "flushing to disk", "a working file system", err);
+    }
+    if (close(fd) != 0) {
+        int err = errno;
+        unlink(tmp);
+        return io_error(diag, path, "closing", "a working file system", err);
+    }
+    if (rename(tmp, path) != 0) {
+        int err = errno;
+        unlink(tmp);
+        return io_error(diag, path, "renaming into place", "a replaceable destination", err);
+    }
+    /* Make the rename itself durable (best effort: some file systems refuse
+     * to fsync a directory). */
+    int dfd = open(dir, O_RDONLY | O_DIRECTORY);
+    if (dfd >= 0) {
+        (void)fsync(dfd);
+        close(dfd);
+    }
+    return ASSAY_OK;
+}
+
+static enum assay_status make_path(char *out, size_t size, const char *dir, const char *base,
+                                   const char *ext, struct assay_diag *diag)
+{
+    int n = snprintf(out, size, "%s/%s.%s", dir, base, ext);
+    if (n < 0 || (size_t)n >= size) {
+        assay_diag_set(diag, dir, "", "a directory path of at most 1000 bytes", "%s",
+                       "a longer one");
+        return ASSAY_ERR_IO;
+    }
+    return ASSAY_OK;
+}
+
+static enum assay_status render_and_write(const cJSON *report, struct assay_report_paths *paths,
+                                          struct assay_diag *diag)
+{
+    char *html = NULL, *md = NULL;
+    size_t html_len = 0, md_len = 0;
+    enum assay_status st = assay_report_render_html(report, &html, &html_len);
+    if (st == ASSAY_OK) {
+        st = assay_report_render_markdown(report, &md, &md_len);
+    }
+    if (st == ASSAY_OK) {
+        st = assay_report_write_file(paths->html, html, html_len, diag);
+    }
+    if (st == ASSAY_OK) {
+        st = assay_report_write_file(paths->md, md, md_len, diag);
+    }
+    assay_free(html);
+    assay_free(md);
+    return st;
+}
+
+enum assay_status assay_report_write_renderings(const cJSON *report, const char *dir,
+                                                const char *base, struct assay_report_paths *paths,
+                                                struct assay_diag *diag)
+{
+    assay_diag_clear(diag);
+    paths->json[0] = '\0';
+    enum assay_status st = assay_report_validate(report, diag);
+    if (st == ASSAY_OK) {
+        st = make_path(paths->html, sizeof paths->html, dir, base, "html", diag);
+    }
+    if (st == ASSAY_OK) {
+        st = make_path(paths->md, sizeof paths->md, dir, base, "md", diag);
+    }
+    return st == ASSAY_OK ? render_and_write(report, paths, diag) : st;
+}
+
+enum assay_status assay_report_write_all(const cJSON *report, const char *dir, const char *base,
+                                         struct assay_report_paths *paths, struct assay_diag *diag)
+{
+    assay_diag_clear(diag);
+    enum assay_status st = assay_report_validate(report, diag);
+    if (st != ASSAY_OK) {
+        return st;
+    }
+    if ((st = make_path(paths->json, sizeof paths->json, dir, base, "json", diag)) != ASSAY_OK ||
+        (st = make_path(paths->html, sizeof paths->html, dir, base, "html", diag)) != ASSAY_OK ||
+        (st = make_path(paths->md, sizeof paths->md, dir, base, "md", diag)) != ASSAY_OK) {
+        return st;
+    }
+    char *text = NULL;
+    size_t len = 0;
+    if ((st = assay_report_print(report, &text, &len)) != ASSAY_OK) {
+        return st;
+    }
+    /* Render from the text as written, exactly as `assay report` will. */
+    cJSON *back = NULL;
+    st = assay_report_parse(text, len, paths->json, &back, diag);
+    if (st == ASSAY_OK) {
+        st = assay_report_write_file(paths->json, text, len, diag);
+    }
+    if (st == ASSAY_OK) {
+        st = render_and_write(back, paths, diag);
+    }
+    cJSON_Delete(back);
+    assay_free(text);
+    return st;
+}

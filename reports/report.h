@@ -1,0 +1,189 @@
+/*
+ * report.h - the JSON report, which is the truth, and writing it safely.
+ *
+ * A report is a cJSON object of schema "assay-report", version 1
+ * (ASSAY_REPORT_VERSION; every field, its type and unit are documented in
+ * README.md, "The report"):
+ *
+ *   {"schema": "assay-report", "version": 1,
+ *    "command": "run" | "bench" | ..., "command_line": "assay run --quick",
+ *    "created_utc": ISO 8601, "duration_s": wall seconds | null,
+ *    "verdict": "PASS" | "FAIL" | "ERROR" | "NONE",
+ *    "counts": {"checks", "pass", "fail", "skip", "error"},
+ *    "stamp": the stamp (reports/stamp.h),
+ *    "verify": {"base_spec", "master_seed", "plan_size"} | null,
+ *    "checks": [check, ...],
+ *    "benchmark": the bench module's "assay-bench" object | null,
+ *    "seed_table": the "assay-seedtable" object + "explanation" | null,
+ *    "rate_sweep": an "assay-sweep" object | null,
+ *    "notes": [string, ...]}
+ *
+ * The HTML (reports/html.h) and Markdown (reports/markdown.h) renderings
+ * are computed from this object alone, so `assay report FILE.json`
+ * regenerates them from a saved file. The overall verdict: FAIL when any
+ * check failed, else ERROR when any could not run, else PASS when at least
+ * one check ran (skips are listed, they do not fail a run), else NONE (a
+ * benchmark alone).
+ *
+ * Files are written to a temporary name in the destination directory,
+ * flushed to disk and renamed into place, so a reader never finds a
+ * half-written report under the final name; on any failure the temporary
+ * file is removed and whatever was there before is left untouched.
+ *
+ * Usage:
+ *     cJSON *r;
+ *     assay_report_create("run", "assay run", &r);
+ *     assay_report_set(r, "stamp", stamp);          // takes ownership
+ *     assay_report_add_checks(r, results, n);
+ *     assay_report_write_all(r, "out", "report", &paths, &diag);
+ *     cJSON_Delete(r);
+ */
+#ifndef ASSAY_REPORT_H
+#define ASSAY_REPORT_H
+
+#include <cjson/cJSON.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../bench/metrics.h"
+#include "../bench/seedtable.h"
+#include "../checks/result.h"
+#include "../core/status.h"
+#include "../core/workload.h"
+
+#define ASSAY_REPORT_SCHEMA "assay-report"
+#define ASSAY_REPORT_VERSION 1
+#define ASSAY_SWEEP_SCHEMA_VERSION 1
+
+/*
+ * A new, empty report for `command` (its "command_line" is the line that
+ * ran it; both copied): verdict NONE, no checks, stamp/verify/benchmark/
+ * seed_table/rate_sweep null, no notes, created_utc now. On success *out
+ * owns it (cJSON_Delete); ASSAY_ERR_NOMEM (*out NULL).
+ */
+enum assay_status assay_report_create(const char *command, const char *command_line,
+                                      cJSON **out);
+
+/*
+ * Replace the top-level member `key` with value, taking ownership of value
+ * (also on failure, when it is deleted). NULL value sets JSON null.
+ * ASSAY_ERR_NOMEM.
+ */
+enum assay_status assay_report_set(cJSON *report, const char *key, cJSON *value);
+
+/* The check object of one result (see README): name, family, verdict,
+ * engine, workload, summary, failure, repro, seconds and "figures" (the
+ * family's: NaN figures are null). *out owns it; ASSAY_ERR_NOMEM. */
+enum assay_status assay_report_check_json(const struct assay_check_result *r, cJSON **out);
+
+/* Append n check results and recompute "counts" and "verdict".
+ * ASSAY_ERR_NOMEM (the checks appended so far stay). */
+enum assay_status assay_report_add_checks(cJSON *report, const struct assay_check_result *r,
+                                          size_t n);
+
+/* Append a note (one sentence for people: a limit, a warning).
+ * ASSAY_ERR_NOMEM. */
+enum assay_status assay_report_add_note(cJSON *report, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/*
+ * The seed table as the report holds it: the bench module's
+ * assay_seedtable_to_json object plus "explanation", one paragraph that
+ * reads the table (which rows to compare, how far apart their tails are,
+ * and why). w may be NULL. *out owns it; ASSAY_ERR_NOMEM.
+ */
+enum assay_status assay_report_seedtable_json(const struct assay_seedtable *t,
+                                              const struct assay_workload *w, cJSON **out);
+
+/* The paragraph alone, computed from a seed-table JSON object, into buf
+ * (always NUL-terminated). Returns buf. */
+char *assay_report_seedtable_explain(const cJSON *seed_table, char *buf, size_t size);
+
+/*
+ * A rate sweep as JSON, schema "assay-sweep" version 1:
+ * {"format", "version", "target", "slo": {"ttft_s", "tpot_s"},
+ *  "arrival", "seed", "start_rate", "min_rate", "max_rate", "max_probes",
+ *  "rel_tol", "best_rate" (null: none passed), "fail_rate" (null: none
+ *  failed), "bracketed", "status" ("ok" or why it stopped),
+ *  "probes": [{"rate", "goodput_fraction", "pass"}], "explanation"}.
+ * Rates in requests/s. *out owns it; ASSAY_ERR_NOMEM.
+ */
+enum assay_status assay_report_sweep_json(const struct assay_sweep_result *s,
+                                          const struct assay_sweep_params *p,
+                                          const struct assay_slo *slo, enum assay_status status,
+                                          cJSON **out);
+
+/* One line of a check object's figures for tables, by family:
+ * equivalence "max |logit diff| 2.2e-05, tie tol 0.001, 0 ties (max gap 0)",
+ * distributional "p 0.96 (Holm 1), n 70000, alpha 1e-06, min TV 0.0175 at
+ * power 0.99", property "131 steps, 133 invariant checks". Into buf;
+ * returns buf. */
+char *assay_report_check_figures(const cJSON *check, char *buf, size_t size);
+
+/* The overall verdict string of a report ("PASS", ...; "NONE" when the
+ * member is missing) - borrowed from the report. */
+const char *assay_report_verdict(const cJSON *report);
+
+/*
+ * Check a report against the schema: every required member with its type,
+ * "schema" == "assay-report", "version" == 1 (another version: regenerate
+ * the report with this assay, or re-render it with the assay that wrote
+ * it), the stamp (assay_stamp_validate), each check, and the benchmark,
+ * seed table and sweep when present. Returns ASSAY_OK or ASSAY_ERR_PARSE
+ * with diag naming the field ("checks[3].verdict"), what was expected and
+ * what was found.
+ */
+enum assay_status assay_report_validate(const cJSON *report, struct assay_diag *diag);
+
+/* Parse and validate report text; `file` names it in diag (may be NULL).
+ * Malformed JSON is reported at its byte offset. *out owns the object on
+ * ASSAY_OK, is NULL otherwise; ASSAY_ERR_PARSE, ASSAY_ERR_NOMEM. */
+enum assay_status assay_report_parse(const char *text, size_t len, const char *file, cJSON **out,
+                                     struct assay_diag *diag);
+
+/* Read, parse and validate a report file: ASSAY_ERR_IO when it cannot be
+ * read, else as assay_report_parse. */
+enum assay_status assay_report_load(const char *path, cJSON **out, struct assay_diag *diag);
+
+/* The report's canonical text (formatted JSON and a final newline), into
+ * *out (assay_free) and *len. ASSAY_ERR_NOMEM. */
+enum assay_status assay_report_print(const cJSON *report, char **out, size_t *len);
+
+/*
+ * Write len bytes to path atomically: a temporary file in the same
+ * directory (".NAME.XXXXXX"), fsync, rename over path. On failure the
+ * temporary file is removed, path keeps its previous content (or stays
+ * absent), and diag says which file and why (strerror: "Permission denied",
+ * "No space left on device", ...). Returns ASSAY_ERR_IO.
+ */
+enum assay_status assay_report_write_file(const char *path, const char *data, size_t len,
+                                          struct assay_diag *diag);
+
+/* Where assay_report_write_all put its files. */
+struct assay_report_paths {
+    char json[1024];
+    char html[1024];
+    char md[1024];
+};
+
+/*
+ * Write DIR/BASE.json, then render BASE.html and BASE.md from that JSON
+ * text parsed back (so the renderings are exactly those that `assay report
+ * DIR/BASE.json` makes) and write them; each file atomically. The report
+ * is validated first (ASSAY_ERR_PARSE: nothing is written). dir must
+ * exist. Returns ASSAY_OK, ASSAY_ERR_PARSE, ASSAY_ERR_IO (diag: which file,
+ * why; files written before the failure stay), ASSAY_ERR_NOMEM.
+ */
+enum assay_status assay_report_write_all(const cJSON *report, const char *dir, const char *base,
+                                         struct assay_report_paths *paths, struct assay_diag *diag);
+
+/*
+ * Render DIR/BASE.html and DIR/BASE.md from a report (validated first)
+ * without writing its JSON: what `assay report FILE.json` does. Same
+ * returns; paths->json is left empty.
+ */
+enum assay_status assay_report_write_renderings(const cJSON *report, const char *dir,
+                                                const char *base, struct assay_report_paths *paths,
+                                                struct assay_diag *diag);
+
+#endif

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The HTML report in a real browser: render the committed sample report
+# (fixtures/reports/sample-run.json) with this build's `assay report`, load
+# it in Debian's Chromium headless and check that it renders with its plots
+# and without a console error (suites/report_browser.mjs, through
+# playwright-core and the DevTools protocol).
+#
+#   report_browser.sh ASSAY_BINARY WORK_DIR
+#
+# Exit 77 (CTest: skipped) only when Chromium is not installed; everything
+# else that is missing is a failure. playwright-core (the npm package, not
+# its browsers: Debian's Chromium is used) is installed once into
+# WORK_DIR/node_modules, pinned.
+set -euo pipefail
+
+assay="$1"
+work="$2"
+here="$(cd "$(dirname "$0")" && pwd)"
+fixtures="${ASSAY_FIXTURES:-$here/../fixtures}"
+chromium="${ASSAY_CHROMIUM:-/usr/bin/chromium}"
+playwright_version="1.65.1"
+
+if [ ! -x "$chromium" ]; then
+    echo "SKIP: Chromium is not installed at $chromium (scripts/setup.sh --browser installs Debian's chromium)"
+    exit 77
+fi
+for tool in node npm; do
+    command -v "$tool" >/dev/null 2>&1 || {
+        echo "FAIL: '$tool' is required for the browser check (scripts/setup.sh --audit installs it)" >&2
+        exit 1
+    }
+done
+
+mkdir -p "$work"
+module="$work/node_modules/playwright-core"
+if [ ! -f "$module/package.json" ] ||
+   ! grep -q "\"version\": \"$playwright_version\"" "$module/package.json"; then
+    echo "installing playwright-core@$playwright_version into $work" >&2
+    (cd "$work" && npm install --no-audit --no-fund --silent --no-save \
+        "playwright-core@$playwright_version" >/dev/null) || {
+        echo "FAIL: npm could not install playwright-core@$playwright_version" >&2
+        exit 1
+    }
+fi
+
+out="$work/out"
+rm -rf "$out"
+mkdir -p "$out"
+# The page is rendered by this build, from the JSON alone.
+"$assay" report "$fixtures/reports/sample-run.json" --out "$out" >/dev/null
+ASSAY_PLAYWRIGHT="$module" ASSAY_CHROMIUM="$chromium" \
+    node "$here/report_browser.mjs" "$out/sample-run.html" "$out"

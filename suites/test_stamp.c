@@ -1,0 +1,441 @@
+/* The stamp (reports/stamp.h): every field present with its type, the
+ * engine, model and library facts true to what ran, allocation failures
+ * handled, and the build-time source hash (reports/source_hash.cmake)
+ * following its documented definition and changing when, and only when, a
+ * hashed source changes.
+ *
+ *   test_stamp CMAKE_COMMAND SOURCE_DIR   (CTest passes both) */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <cmocka.h>
+
+#include <dirent.h>
+#include <errno.h>
+#include <gsl/gsl_version.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "adapters/spec.h"
+#include "bench/null_engine.h"
+#include "core/alloc.h"
+#include "core/sha256.h"
+#include "reports/schema.h"
+#include "reports/stamp.h"
+#include "support.h"
+
+static const char *g_cmake = "cmake";
+static const char *g_source = ".";
+
+static bool is_hex(const char *s, size_t n)
+{
+    if (strlen(s) != n) {
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (!((s[i] >= '0' && s[i] <= '9') || (s[i] >= 'a' && s[i] <= 'f'))) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static const char *str_at(const cJSON *root, const char *path)
+{
+    const char *s = assay_json_str(root, path, NULL);
+    if (s == NULL) {
+        fail_msg("stamp: %s is not a string", path);
+    }
+    return s;
+}
+
+static void test_fields(void **state)
+{
+    (void)state;
+    struct assay_adapter a;
+    struct assay_diag diag;
+    assert_int_equal(assay_adapter_open_spec("bundled:model=mini,batch=4", &a, &diag), ASSAY_OK);
+    struct assay_stamp_seed seeds[] = {{"master", 7}, {"bench", 9}};
+    cJSON *s = NULL;
+    assert_int_equal(assay_stamp_create(&a, seeds, 2, &s), ASSAY_OK);
+    assert_int_equal(assay_stamp_validate(s, "stamp", &diag), ASSAY_OK);
+
+    struct assay_build_facts bf;
+    assay_build_facts_get(&bf);
+    assert_string_equal(str_at(s, "assay.version"), bf.version);
+    assert_true(is_hex(str_at(s, "assay.source_sha256"), 64));
+    assert_true(assay_json_num(s, "assay.source_files") > 20);
+    const char *commit = str_at(s, "assay.git_commit");
+    assert_true(strcmp(commit, "unknown") == 0 || is_hex(commit, 40));
+    if (strcmp(commit, "unknown") == 0) {
+        assert_true(cJSON_IsNull(assay_json_path(s, "assay.git_dirty")));
+    } else {
+        assert_int_not_equal(assay_json_bool(s, "assay.git_dirty"), -1);
+    }
+    /* The engine: name, the spec's options, every parameter, the model. */
+    assert_string_equal(str_at(s, "engine.name"), "bundled");
+    assert_string_equal(str_at(s, "engine.options.model"), "mini");
+    assert_string_equal(str_at(s, "engine.options.batch"), "4");
+    assert_true(assay_json_num(s, "engine.params.max_batch") == 4);
+    assert_true(assay_json_num(s, "engine.params.max_seq_len") > 0);
+    assert_string_equal(str_at(s, "engine.model.name"), "mini");
+    assert_true(assay_json_num(s, "engine.model.n_params") > 1000);
+    assert_true(assay_json_num(s, "engine.model.config.vocab") == 260);
+    assert_true(assay_json_num(s, "engine.model.config.n_params") ==
+                assay_json_num(s, "engine.model.n_params"));
+    assert_true(is_hex(str_at(s, "engine.model.weights_sha256"), 64));
+    assert_string_equal(str_at(s, "engine.model.weights_sha256"),
+                        str_at(s, "engine.model.config.weights_sha256"));
+    assert_true(cJSON_IsNull(assay_json_path(s, "engine.model.draft")));
+    /* The machine and the libraries. */
+    assert_true(strlen(str_at(s, "hardware.cpu_model")) > 0);
+    assert_true(assay_json_num(s, "hardware.cores_online") >= 1);
+    assert_true(assay_json_num(s, "hardware.cores_available") >= 1);
+    assert_true(cJSON_IsArray(assay_json_path(s, "hardware.flags")));
+    assert_string_equal(str_at(s, "libraries.gsl.build_version"), GSL_VERSION);
+    assert_true(strlen(str_at(s, "libraries.gsl.version")) > 0);
+    assert_true(strlen(str_at(s, "libraries.openblas.core")) > 0);
+    assert_true(strlen(str_at(s, "libraries.openblas.config")) > 0);
+    assert_true(assay_json_num(s, "libraries.openblas.threads") >= 1);
+    assert_true(strlen(str_at(s, "libraries.openblas.note")) > 0);
+    assert_string_equal(str_at(s, "libraries.cjson"), cJSON_Version());
+    assert_non_null(strstr(str_at(s, "libraries.cmocka"), "test library"));
+    assert_true(strncmp(str_at(s, "libraries.curl"), "libcurl", 7) == 0 ||
+                strcmp(str_at(s, "libraries.curl"), "not linked") == 0);
+    assert_true(strlen(str_at(s, "compiler.id")) > 0);
+    assert_non_null(strstr(str_at(s, "compiler.flags"), "-std=c11"));
+    assert_true(assay_json_num(s, "seeds.master") == 7);
+    assert_true(assay_json_num(s, "seeds.bench") == 9);
+    const char *when = str_at(s, "time_utc");
+    assert_int_equal(strlen(when), 20);
+    assert_true(when[4] == '-' && when[10] == 'T' && when[19] == 'Z');
+
+    /* Every required field is required: take each away in turn. */
+    static const char *const required[] = {
+        "assay.version", "assay.git_commit", "assay.git_dirty", "assay.source_sha256",
+        "assay.source_files", "engine.spec", "engine.options", "engine.model.weights_sha256",
+        "engine.model.n_params", "hardware.cpu_model", "hardware.cores_online", "hardware.flags",
+        "libraries.gsl.version", "libraries.openblas.core", "libraries.openblas.threads",
+        "libraries.openblas.note", "libraries.cjson", "libraries.cmocka", "libraries.curl",
+        "compiler.id", "compiler.version", "compiler.flags", "seeds", "time_utc",
+    };
+    for (size_t i = 0; i < sizeof required / sizeof required[0]; i++) {
+        cJSON *copy = cJSON_Duplicate(s, true);
+        char parent[128];
+        snprintf(parent, sizeof parent, "%s", required[i]);
+        char *dot = strrchr(parent, '.');
+        cJSON *holder = copy;
+        const char *leaf = required[i];
+        if (dot != NULL) {
+            *dot = '\0';
+            holder = (cJSON *)assay_json_path(copy, parent);
+            leaf = dot + 1;
+        }
+        assert_non_null(holder);
+        cJSON_DeleteItemFromObjectCaseSensitive(holder, leaf);
+        assay_diag_clear(&diag);
+        assert_int_equal(assay_stamp_validate(copy, "stamp", &diag), ASSAY_ERR_PARSE);
+        char want[160];
+        snprintf(want, sizeof want, "stamp.%s", required[i]);
+        assert_string_equal(diag.where, want);
+        cJSON_Delete(copy);
+    }
+    cJSON_Delete(s);
+    assay_adapter_close(&a);
+}
+
+static void test_no_engine_and_big_seed(void **state)
+{
+    (void)state;
+    struct assay_stamp_seed seeds[] = {{"huge", UINT64_MAX}};
+    cJSON *s = NULL;
+    assert_int_equal(assay_stamp_create(NULL, seeds, 1, &s), ASSAY_OK);
+    assert_true(cJSON_IsNull(assay_json_path(s, "engine")));
+    assert_int_equal(assay_stamp_validate(s, NULL, NULL), ASSAY_OK);
+    /* A seed beyond 2^53 would lose digits as a JSON number. */
+    assert_string_equal(assay_json_str(s, "seeds.huge", ""), "18446744073709551615");
+    cJSON_Delete(s);
+}
+
+static void test_allocation_failures(void **state)
+{
+    (void)state;
+    struct assay_adapter a;
+    struct assay_null_engine_params np = assay_null_engine_default_params();
+    assert_int_equal(assay_null_engine_open(&np, &a), ASSAY_OK);
+    struct assay_stamp_seed seeds[] = {{"master", 1}};
+    int failures = 0;
+    for (long k = 1; k < 100000; k++) {
+        cJSON *s = NULL;
+        assay_test_fail_alloc_at(k);
+        enum assay_status st = assay_stamp_create(&a, seeds, 1, &s);
+        long live = assay_test_alloc_live();
+        cJSON_Delete(s);
+        assay_test_fail_alloc_off();
+        if (st == ASSAY_OK) {
+            break;
+        }
+        assert_int_equal(st, ASSAY_ERR_NOMEM);
+        assert_null(s);
+        assert_int_equal(live, 0);
+        failures++;
+    }
+    assert_true(failures > 50);
+    assay_adapter_close(&a);
+}
+
+/* ---- the source hash ------------------------------------------------------ */
+
+static void write_file(const char *dir, const char *rel, const char *text)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", dir, rel);
+    /* mkdir -p the parents */
+    for (char *p = path + strlen(dir) + 1; *p != '\0'; p++) {
+        if (*p == '/') {
+            *p = '\0';
+            mkdir(path, 0755);
+            *p = '/';
+        }
+    }
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+struct file_list {
+    char names[512][256];
+    int n;
+};
+
+static bool hashed_name(const char *name)
+{
+    size_t n = strlen(name);
+    return (n > 2 && (strcmp(name + n - 2, ".c") == 0 || strcmp(name + n - 2, ".h") == 0)) ||
+           (n > 6 && strcmp(name + n - 6, ".cmake") == 0);
+}
+
+static void walk(const char *root, const char *rel, struct file_list *out)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", root, rel);
+    DIR *d = opendir(path);
+    if (d == NULL) {
+        return;
+    }
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') {
+            continue;
+        }
+        char child[256], full[1024];
+        if (snprintf(child, sizeof child, "%s/%s", rel, e->d_name) >= (int)sizeof child) {
+            fail_msg("path too long under %s", rel);
+        }
+        snprintf(full, sizeof full, "%s/%s", root, child);
+        struct stat st;
+        if (stat(full, &st) != 0) {
+            continue;
+        }
+        if (S_ISDIR(st.st_mode)) {
+            walk(root, child, out);
+        } else if (hashed_name(e->d_name) && out->n < 512) {
+            snprintf(out->names[out->n++], sizeof out->names[0], "%s", child);
+        }
+    }
+    closedir(d);
+}
+
+static int cmp_names(const void *a, const void *b)
+{
+    return strcmp((const char *)a, (const char *)b);
+}
+
+static void sha_file(const char *path, char hex[65])
+{
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    struct assay_sha256 ctx;
+    assay_sha256_init(&ctx);
+    char buf[8192];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, f)) > 0) {
+        assay_sha256_update(&ctx, buf, n);
+    }
+    fclose(f);
+    uint8_t d[32];
+    assay_sha256_final(&ctx, d);
+    assay_sha256_hex(d, hex);
+}
+
+/* The documented definition, computed independently of the CMake script:
+ * SHA-256 of "SHA256  PATH\n" lines over the sorted hashed files. */
+static void expected_hash(const char *root, char hex[65], int *n_files)
+{
+    static const char *const dirs[] = {"core", "engine", "oracles", "checks",
+                                       "adapters", "bench", "reports", "cli"};
+    static struct file_list list;
+    list.n = 0;
+    for (size_t i = 0; i < sizeof dirs / sizeof dirs[0]; i++) {
+        walk(root, dirs[i], &list);
+    }
+    char top[1024];
+    snprintf(top, sizeof top, "%s/CMakeLists.txt", root);
+    if (access(top, F_OK) == 0) {
+        snprintf(list.names[list.n++], sizeof list.names[0], "CMakeLists.txt");
+    }
+    qsort(list.names, (size_t)list.n, sizeof list.names[0], cmp_names);
+    struct assay_sha256 ctx;
+    assay_sha256_init(&ctx);
+    for (int i = 0; i < list.n; i++) {
+        char path[1024], h[65];
+        snprintf(path, sizeof path, "%s/%s", root, list.names[i]);
+        sha_file(path, h);
+        assay_sha256_update(&ctx, h, 64);
+        assay_sha256_update(&ctx, "  ", 2);
+        assay_sha256_update(&ctx, list.names[i], strlen(list.names[i]));
+        assay_sha256_update(&ctx, "\n", 1);
+    }
+    uint8_t d[32];
+    assay_sha256_final(&ctx, d);
+    assay_sha256_hex(d, hex);
+    *n_files = list.n;
+}
+
+/* Run reports/source_hash.cmake on root; the hash and file count it wrote. */
+static void script_hash(const char *root, const char *out_dir, char hex[65], int *n_files)
+{
+    char header[1024], cmd[4096];
+    snprintf(header, sizeof header, "%s/assay_source_hash.h", out_dir);
+    snprintf(cmd, sizeof cmd, "'%s' -DSOURCE_DIR='%s' -DOUT='%s' -P '%s/reports/source_hash.cmake'",
+             g_cmake, root, header, g_source);
+    assert_int_equal(system(cmd), 0);
+    FILE *f = fopen(header, "r");
+    assert_non_null(f);
+    char line[512];
+    hex[0] = '\0';
+    *n_files = -1;
+    while (fgets(line, sizeof line, f) != NULL) {
+        sscanf(line, "#define ASSAY_SOURCE_SHA256 \"%64[0-9a-f]\"", hex);
+        sscanf(line, "#define ASSAY_SOURCE_FILES %d", n_files);
+    }
+    fclose(f);
+    assert_true(is_hex(hex, 64));
+}
+
+static void test_source_hash(void **state)
+{
+    (void)state;
+    char root[512], out[512];
+    assay_test_scratch("stamp-tree-XXXXXX", root, sizeof root);
+    assert_non_null(mkdtemp(root));
+    assay_test_scratch("stamp-out-XXXXXX", out, sizeof out);
+    assert_non_null(mkdtemp(out));
+    /* A small tree with hashed files, nested ones, and files that must not
+     * count (tests, notes, fixtures, an editor's backup). */
+    write_file(root, "CMakeLists.txt", "project(x)\n");
+    write_file(root, "core/a.c", "int a;\n");
+    write_file(root, "core/a.h", "extern int a;\n");
+    write_file(root, "engine/deep/b.c", "int b;\n");
+    write_file(root, "reports/x.cmake", "# script\n");
+    write_file(root, "cli/main.c", "int main(void){return 0;}\n");
+    write_file(root, "suites/test_a.c", "int t;\n");
+    write_file(root, "core/notes.md", "notes\n");
+    write_file(root, "fixtures/w.json", "{}\n");
+
+    char h1[65], e1[65];
+    int n1, m1;
+    script_hash(root, out, h1, &n1);
+    expected_hash(root, e1, &m1);
+    assert_string_equal(h1, e1);
+    assert_int_equal(n1, 6);
+    assert_int_equal(m1, 6);
+
+    char h[65], e[65];
+    int n, m;
+    /* Unchanged: the same hash. */
+    script_hash(root, out, h, &n);
+    assert_string_equal(h, h1);
+    /* A hashed source changes: the hash changes. */
+    write_file(root, "core/a.c", "int a = 1;\n");
+    script_hash(root, out, h, &n);
+    expected_hash(root, e, &m);
+    assert_string_not_equal(h, h1);
+    assert_string_equal(h, e);
+    char h2[65];
+    snprintf(h2, sizeof h2, "%s", h);
+    /* Files outside the hashed set do not count. */
+    write_file(root, "suites/test_a.c", "int t = 2;\n");
+    write_file(root, "core/notes.md", "other notes\n");
+    script_hash(root, out, h, &n);
+    assert_string_equal(h, h2);
+    /* A new file counts, and so does a rename (the path is hashed). */
+    write_file(root, "bench/c.h", "\n");
+    script_hash(root, out, h, &n);
+    assert_string_not_equal(h, h2);
+    assert_int_equal(n, 7);
+    char p1[1024], p2[1024];
+    snprintf(p1, sizeof p1, "%s/bench/c.h", root);
+    snprintf(p2, sizeof p2, "%s/bench/d.h", root);
+    char h3[65];
+    snprintf(h3, sizeof h3, "%s", h);
+    assert_int_equal(rename(p1, p2), 0);
+    script_hash(root, out, h, &n);
+    assert_string_not_equal(h, h3);
+    /* Removing it restores the earlier hash. */
+    assert_int_equal(unlink(p2), 0);
+    script_hash(root, out, h, &n);
+    assert_string_equal(h, h2);
+    /* CMakeLists.txt counts. */
+    write_file(root, "CMakeLists.txt", "project(y)\n");
+    script_hash(root, out, h, &n);
+    assert_string_not_equal(h, h2);
+
+    /* Outside a git work tree of its own (a tarball, even one unpacked
+     * inside another repository, as this scratch tree is inside the
+     * checkout): commit "unknown", dirtiness unknown. */
+    char header[1024], cmd0[4096], line[256];
+    snprintf(header, sizeof header, "%s/assay_git_info.h", out);
+    snprintf(cmd0, sizeof cmd0, "'%s' -DSOURCE_DIR='%s' -DOUT='%s' -P '%s/reports/git_info.cmake'",
+             g_cmake, root, header, g_source);
+    assert_int_equal(system(cmd0), 0);
+    FILE *f = fopen(header, "r");
+    assert_non_null(f);
+    bool unknown = false, dirty_unknown = false;
+    while (fgets(line, sizeof line, f) != NULL) {
+        unknown = unknown || strcmp(line, "#define ASSAY_GIT_COMMIT \"unknown\"\n") == 0;
+        dirty_unknown = dirty_unknown || strcmp(line, "#define ASSAY_GIT_DIRTY -1\n") == 0;
+    }
+    fclose(f);
+    assert_true(unknown);
+    assert_true(dirty_unknown);
+
+    /* The real tree follows the same definition. */
+    script_hash(g_source, out, h, &n);
+    expected_hash(g_source, e, &m);
+    assert_string_equal(h, e);
+    assert_int_equal(n, m);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' '%s'", root, out);
+    assert_int_equal(system(cmd), 0);
+}
+
+int main(int argc, char **argv)
+{
+    assay_test_init(argc, argv);
+    if (argc >= 3) {
+        g_cmake = argv[1];
+        g_source = argv[2];
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fields),
+        cmocka_unit_test(test_no_engine_and_big_seed),
+        cmocka_unit_test(test_allocation_failures),
+        cmocka_unit_test(test_source_hash),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
