@@ -10,23 +10,36 @@
 # else prints the one command to run and exits with status 1.
 set -euo pipefail
 
-packages=(build-essential cmake ninja-build pkg-config git
-          libgsl-dev libcjson-dev libopenblas-dev libcmocka-dev libcurl4-openssl-dev)
+# Libraries are Debian packages; tools are needed as commands, from whatever
+# source (Node.js and npm, for instance, often come from elsewhere, and
+# Debian's npm package then conflicts with them).
+libraries=(libgsl-dev libcjson-dev libopenblas-dev libcmocka-dev libcurl4-openssl-dev)
+tools=("cc:build-essential" "make:build-essential" "cmake:cmake" "ninja:ninja-build"
+       "pkg-config:pkg-config" "git:git")
 for arg in "$@"; do
     case "$arg" in
-        --audit) packages+=(nodejs npm g++) ;;
-        --browser) packages+=(chromium) ;;
-        --fuzz) packages+=(clang libclang-rt-dev) ;;
-        --valgrind) packages+=(valgrind) ;;
+        --audit) tools+=("node:nodejs" "npm:npm" "g++:g++") ;;
+        --browser) tools+=("chromium:chromium" "node:nodejs" "npm:npm") ;;
+        --fuzz) tools+=("clang:clang"); libraries+=(libclang-rt-dev) ;;
+        --valgrind) tools+=("valgrind:valgrind") ;;
         *) echo "setup: unknown option $arg (known: --audit --browser --fuzz --valgrind)" >&2; exit 2 ;;
     esac
 done
 
 missing=()
-for p in "${packages[@]}"; do
+add_missing() {
+    for m in "${missing[@]}"; do
+        [ "$m" = "$1" ] && return
+    done
+    missing+=("$1")
+}
+for p in "${libraries[@]}"; do
     if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
-        missing+=("$p")
+        add_missing "$p"
     fi
+done
+for t in "${tools[@]}"; do
+    command -v "${t%%:*}" >/dev/null 2>&1 || add_missing "${t#*:}"
 done
 if [ ${#missing[@]} -eq 0 ]; then
     echo "setup: all dependencies are installed" >&2
