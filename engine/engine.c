@@ -12,6 +12,7 @@
 #include "block.h"
 #include "forward.h"
 #include "sampler.h"
+#include "worker.h"
 
 /* What each per-request uniform draw is for; the counter is the output
  * position the draw decides. */
@@ -63,6 +64,7 @@ struct assay_engine {
     struct assay_model_config cfg;
     struct assay_forward *fwd;
     struct assay_forward *dfwd;
+    struct assay_worker *worker; /* NULL unless threads = 2 */
     struct assay_block_manager *bm;
     struct assay_sampler *sampler;
     int32_t block_size;
@@ -149,6 +151,7 @@ struct assay_engine_params assay_engine_default_params(const struct assay_model 
     p.max_step_tokens = 2048;
     p.sampling_order = ASSAY_SAMPLING_JOINT;
     p.seed = 0x5eed;
+    p.threads = 2;
     return p;
 }
 
@@ -202,6 +205,9 @@ static enum assay_status validate_params(const struct assay_engine_params *p,
     if (p->chunk < 0 || p->chunk > (1 << 16)) {
         return bad_param(diag, "chunk", "0 (off) or a budget in 1..65536", p->chunk);
     }
+    if (p->threads < 1 || p->threads > 2) {
+        return bad_param(diag, "threads", "1 or 2", p->threads);
+    }
     if (p->spec_k < 0 || p->spec_k > 32) {
         return bad_param(diag, "spec", "a draft length in 0..32", p->spec_k);
     }
@@ -250,11 +256,12 @@ static void make_spec(struct assay_engine *e)
                       (int)p->block_size, (int)p->n_blocks);
     }
     n += snprintf(e->spec + n, sizeof e->spec - (size_t)n,
-                  ",prefix=%s,chunk=%d,batch=%d,spec=%d,invariant=%s,order=%s",
+                  ",prefix=%s,chunk=%d,batch=%d,spec=%d,invariant=%s,order=%s,threads=%d",
                   p->prefix_cache ? "on" : "off", (int)p->chunk,
                   p->batching ? (int)p->max_batch : 1, (int)p->spec_k,
                   p->batch_invariant ? "on" : "off",
-                  p->sampling_order == ASSAY_SAMPLING_JOINT ? "joint" : "sequential");
+                  p->sampling_order == ASSAY_SAMPLING_JOINT ? "joint" : "sequential",
+                  (int)p->threads);
     if (p->spec_k > 0) {
         n += snprintf(e->spec + n, sizeof e->spec - (size_t)n, ",draft=%s", p->draft->cfg.name);
     }
@@ -289,6 +296,13 @@ enum assay_status assay_engine_init(struct assay_engine **out, const struct assa
     e->max_out = e->max_running * (k + 1);
     make_spec(e);
 
+    if (p->threads > 1 && !p->batch_invariant) {
+        /* No helper thread is no error: the products then run unsplit. */
+        if (assay_worker_init(&e->worker) == ASSAY_ERR_NOMEM) {
+            assay_engine_free(e);
+            return ASSAY_ERR_NOMEM;
+        }
+    }
     struct assay_forward_params fp = {
         .model = p->model,
         .n_blocks = n_blocks,
@@ -298,6 +312,7 @@ enum assay_status assay_engine_init(struct assay_engine **out, const struct assa
         .max_seq_len = seq_len,
         .batch_invariant = p->batch_invariant,
         .mutant = p->mutant,
+        .worker = e->worker,
     };
     st = assay_forward_init(&e->fwd, &fp);
     if (st == ASSAY_OK && k > 0) {
@@ -307,6 +322,7 @@ enum assay_status assay_engine_init(struct assay_engine **out, const struct assa
         dp.block_size = seq_len;
         dp.max_rows = e->max_rows + e->max_running * (k + 1);
         dp.max_out = e->max_running;
+        dp.worker = NULL; /* the draft's products are too small to split */
         st = assay_forward_init(&e->dfwd, &dp);
     }
     if (st == ASSAY_OK) {
@@ -401,6 +417,7 @@ void assay_engine_free(struct assay_engine *e)
     }
     assay_forward_free(e->fwd);
     assay_forward_free(e->dfwd);
+    assay_worker_free(e->worker);
     assay_block_manager_free(e->bm);
     assay_sampler_free(e->sampler);
     if (e->seqs != NULL) {

@@ -11,6 +11,17 @@
  * small-matrix kernel on AVX-512 cores. */
 #define SMALL_KERNEL_MNK 1000000.0
 
+/* Head sizes up to this accumulate their attention output in registers. */
+#define ATTN_FAST_HD 128
+
+/* The hot loops, also compiled for x86-64-v3 (AVX2, FMA) and picked at load time
+ * (GCC's function multi-versioning; plain code elsewhere). */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
+#define ASSAY_HOT_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+#else
+#define ASSAY_HOT_CLONES
+#endif
+
 struct assay_forward {
     struct assay_model_config cfg;
     const struct assay_model *model;
@@ -18,6 +29,7 @@ struct assay_forward {
     int32_t n_blocks, block_size, max_rows, max_out, max_seq_len, pad_rows;
     bool batch_invariant;
     int mutant;
+    struct assay_worker *worker; /* borrowed; may be NULL */
     /* weights in the [in][out] layout the products use (K x N, NoTrans) */
     float *wqkv;  /* (layer, d_model, q_dim + 2 kv_dim) */
     float *wo;    /* (layer, q_dim, d_model) */
@@ -40,7 +52,9 @@ struct assay_forward {
     float *hidden; /* (rows, d_ff) */
     float *on;     /* (out rows, d_model) normalised rows for the LM head */
     float *logits; /* (out rows, vocab) */
-    float *scores; /* (max_seq_len + 1) */
+    float *scores; /* (max_seq_len + 2): the caller's thread */
+    float *scores2; /* the same for the worker's share of the rows */
+    bool small_step; /* this pass's products all fit the small-matrix kernel */
     int32_t *row_pos; /* (rows) position of each row */
     int32_t *row_seq; /* (rows) sequence of each row */
     int64_t bytes;
@@ -95,6 +109,7 @@ enum assay_status assay_forward_init(struct assay_forward **out,
     f->max_seq_len = p->max_seq_len;
     f->batch_invariant = p->batch_invariant;
     f->mutant = p->mutant;
+    f->worker = p->batch_invariant ? NULL : p->worker;
     int64_t d = c->d_model, ff = c->d_ff, L = c->n_layer;
     int32_t pad = 0;
     if (p->batch_invariant) {
@@ -130,13 +145,15 @@ enum assay_status assay_forward_init(struct assay_forward **out,
     f->on = alloc_floats(f, outs * d);
     f->logits = alloc_floats(f, outs * c->vocab);
     f->scores = alloc_floats(f, (int64_t)p->max_seq_len + 2);
+    f->scores2 = alloc_floats(f, (int64_t)p->max_seq_len + 2);
     f->row_pos = assay_calloc((size_t)rows, sizeof(int32_t));
     f->row_seq = assay_calloc((size_t)rows, sizeof(int32_t));
     if (f->wqkv == NULL || f->wo == NULL || f->wgu == NULL || f->wdown == NULL ||
         f->wout == NULL || f->k == NULL || f->v == NULL || f->rope_cos == NULL ||
         f->rope_sin == NULL || f->x == NULL || f->xn == NULL || f->qkv == NULL ||
         f->att == NULL || f->proj == NULL || f->gu == NULL || f->hidden == NULL ||
-        f->on == NULL || f->logits == NULL || f->scores == NULL || f->row_pos == NULL || f->row_seq == NULL) {
+        f->on == NULL || f->logits == NULL || f->scores == NULL || f->scores2 == NULL ||
+        f->row_pos == NULL || f->row_seq == NULL) {
         assay_forward_free(f);
         return ASSAY_ERR_NOMEM;
     }
@@ -173,7 +190,7 @@ void assay_forward_free(struct assay_forward *f)
     }
     float *bufs[] = {f->wqkv, f->wo, f->wgu, f->wdown, f->wout, f->k, f->v, f->rope_cos,
                      f->rope_sin, f->x, f->xn, f->qkv, f->att, f->proj, f->gu, f->hidden,
-                     f->on, f->logits, f->scores};
+                     f->on, f->logits, f->scores, f->scores2};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         assay_free(bufs[i]);
     }
@@ -192,16 +209,45 @@ int64_t assay_forward_bytes(const struct assay_forward *f)
     return f->bytes;
 }
 
-/* C (m, n) = A (m, k) * B (k, n), padded for batch invariance when asked. */
-static void matmul(const struct assay_forward *f, const float *a, const float *b, float *cm,
-                   int32_t m, int32_t k, int32_t n)
+/* One product: C (m, n) = A (m, k) * B (k, n), leading dimensions ldb, ldc. */
+struct product {
+    const float *a, *b;
+    float *c;
+    int32_t m, k, n, ldb, ldc;
+};
+
+static void run_product(void *arg)
+{
+    const struct product *p = arg;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, p->m, p->n, p->k, 1.0f, p->a, p->k,
+                p->b, p->ldb, 0.0f, p->c, p->ldc);
+}
+
+/*
+ * C (m, n) = A (m, k) * B (k, n), padded for batch invariance when asked.
+ * In a small step (every product fits OpenBLAS's single-threaded
+ * small-matrix kernel: one- or two-row decode) products are split by
+ * columns across the worker thread when there is one, so both cores work;
+ * larger products use OpenBLAS's own threads.
+ */
+static void matmul(struct assay_forward *f, const float *a, const float *b, float *cm, int32_t m,
+                   int32_t k, int32_t n)
 {
     int32_t rows = m;
     if (f->batch_invariant && (double)m * n * k <= SMALL_KERNEL_MNK) {
         rows = pad_for(n, k);
     }
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, rows, n, k, 1.0f, a, k, b, n, 0.0f,
-                cm, n);
+    if (f->worker != NULL && f->small_step && n >= 128) {
+        int32_t half = (n / 2 + 15) / 16 * 16;
+        struct product mine = {a, b, cm, m, k, half, n, n};
+        struct product other = {a, b + half, cm + half, m, k, n - half, n, n};
+        assay_worker_post(f->worker, run_product, &other, true);
+        run_product(&mine);
+        assay_worker_wait(f->worker);
+        return;
+    }
+    struct product all = {a, b, cm, rows, k, n, n, n};
+    run_product(&all);
 }
 
 static void rmsnorm(float *out, const float *x, const float *w, int32_t d, float eps)
@@ -237,7 +283,8 @@ static void rope(const struct assay_forward *f, float *x, int32_t n_heads, int32
  * additions overlap (the compiler vectorises them) and the result depends on
  * the two vectors alone, never on the batch, so batch invariance holds.
  */
-static float dot_head(const float *a, const float *b, int32_t n)
+static inline __attribute__((always_inline)) float dot_head(const float *a, const float *b,
+                                                            int32_t n)
 {
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     int32_t i = 0;
@@ -264,13 +311,101 @@ static const float *kv_at(const struct assay_forward *f, const float *base, int3
     return base + kv_offset(f, layer, blocks[pos / f->block_size], pos % f->block_size);
 }
 
-/* Attention of one row (query position `pos` of sequence s) for every head. */
-static void attend_row(struct assay_forward *f, const struct assay_forward_batch *b, int32_t layer,
-                       int32_t s, int32_t row, int32_t pos)
+/*
+ * One head's attention for one query (n_keys keys of sequence seq, plus the
+ * planted leak's key when `leak` is set); head_dim hd. Keys and values are
+ * walked block by block (no division per key), and the weighted sum of the
+ * values is kept in `acc` (hd floats) so that, with hd known at compile time
+ * (the callers below), it stays in registers.
+ */
+static inline __attribute__((always_inline)) void
+attend_head(const struct assay_forward *f, int32_t layer, const struct assay_forward_seq *seq,
+            const struct assay_forward_seq *leak, int32_t pos, int32_t g, const float *q, float *o,
+            float *scores, float *acc, const int32_t hd)
+{
+    const float scale = 1.0f / sqrtf((float)hd);
+    const int32_t bs = f->block_size;
+    const int64_t kv_dim = f->kv_dim;
+    int32_t n_keys = pos + 1;
+    float max = -INFINITY;
+    for (int32_t j0 = 0; j0 < n_keys; j0 += bs) {
+        const float *kb = f->k + kv_offset(f, layer, seq->blocks[j0 / bs], 0) + (int64_t)g * hd;
+        int32_t jn = n_keys - j0 < bs ? n_keys - j0 : bs;
+        for (int32_t jj = 0; jj < jn; jj++) {
+            float sc = dot_head(q, kb + jj * kv_dim, hd) * scale;
+            scores[j0 + jj] = sc;
+            max = sc > max ? sc : max;
+        }
+    }
+    int32_t leak_pos = 0;
+    if (leak != NULL) {
+        leak_pos = leak->pos0 + leak->n_rows - 1;
+        const float *kj = kv_at(f, f->k, layer, leak->blocks, leak_pos) + (int64_t)g * hd;
+        scores[n_keys] = dot_head(q, kj, hd) * scale;
+        max = scores[n_keys] > max ? scores[n_keys] : max;
+    }
+    int32_t n_scores = n_keys + (leak != NULL ? 1 : 0);
+    if (ASSAY_MUTANT_ON(f->mutant, ASSAY_MUTANT_PADDING_ROW_NAN)) {
+        /* The planted bug's kernel reads keys in tiles of 8 (within the
+         * query's block) and masks the tail of the last tile with -inf,
+         * trusting a weight of exp(-inf) = 0 to cancel those values. */
+        int32_t tile_end = (n_keys + 7) / 8 * 8;
+        int32_t block_end = (pos / bs + 1) * bs;
+        tile_end = tile_end < block_end ? tile_end : block_end;
+        tile_end = tile_end < f->max_seq_len ? tile_end : f->max_seq_len;
+        for (int32_t j = n_keys; j < tile_end; j++) {
+            scores[j] = -INFINITY;
+        }
+        n_scores = tile_end > n_keys ? tile_end : n_keys;
+    }
+    float sum = 0.0f;
+    for (int32_t j = 0; j < n_scores; j++) {
+        scores[j] = expf(scores[j] - max);
+        sum += scores[j];
+    }
+    for (int32_t i = 0; i < hd; i++) {
+        acc[i] = 0.0f;
+    }
+    /* Values of the sequence's own keys, then the leak's, then (the
+     * padding mutant) the masked tail slots of the query's block. */
+    int32_t n_own = n_scores - (leak != NULL ? 1 : 0);
+    for (int32_t j0 = 0; j0 < n_own; j0 += bs) {
+        const float *vb = f->v + kv_offset(f, layer, seq->blocks[j0 / bs], 0) + (int64_t)g * hd;
+        int32_t jn = n_own - j0 < bs ? n_own - j0 : bs;
+        for (int32_t jj = 0; jj < jn; jj++) {
+            float w = scores[j0 + jj] / sum;
+            const float *vj = vb + jj * kv_dim;
+            for (int32_t i = 0; i < hd; i++) {
+                acc[i] += w * vj[i];
+            }
+        }
+    }
+    if (leak != NULL) {
+        float w = scores[n_keys] / sum;
+        const float *vj = kv_at(f, f->v, layer, leak->blocks, leak_pos) + (int64_t)g * hd;
+        for (int32_t i = 0; i < hd; i++) {
+            acc[i] += w * vj[i];
+        }
+    }
+    for (int32_t i = 0; i < hd; i++) {
+        o[i] = acc[i];
+    }
+}
+
+/*
+ * Attention of one row (query position `pos` of sequence s) for heads
+ * [h0, h1), with `scores` as scratch (one buffer per thread). Compiled for
+ * x86-64-v3 (AVX2, FMA) as well as the baseline where the compiler can,
+ * chosen at load time by the CPU: the row's result depends on its own keys
+ * and values alone, so batch invariance holds on either.
+ */
+ASSAY_HOT_CLONES
+static void attend_row(const struct assay_forward *f, const struct assay_forward_batch *b,
+                       int32_t layer, int32_t s, int32_t row, int32_t pos, int32_t h0, int32_t h1,
+                       float *scores)
 {
     const struct assay_model_config *c = &f->cfg;
     int32_t hd = c->head_dim, group = c->n_head / c->n_kv_head;
-    const float scale = 1.0f / sqrtf((float)hd);
     const struct assay_forward_seq *seq = &b->seqs[s];
     /* The planted leak: a sequence also sees the last key its batch
      * neighbour wrote in this pass. */
@@ -280,54 +415,27 @@ static void attend_row(struct assay_forward *f, const struct assay_forward_batch
     }
     const float *q_row = f->qkv + (int64_t)row * f->qkv_dim;
     float *out_row = f->att + (int64_t)row * f->q_dim;
-    for (int32_t h = 0; h < c->n_head; h++) {
+    float acc[ATTN_FAST_HD];
+    for (int32_t h = h0; h < h1; h++) {
         const float *q = q_row + (int64_t)h * hd;
-        int32_t g = h / group;
-        int32_t n_keys = pos + 1;
-        float max = -INFINITY;
-        for (int32_t j = 0; j < n_keys; j++) {
-            const float *kj = kv_at(f, f->k, layer, seq->blocks, j) + (int64_t)g * hd;
-            f->scores[j] = dot_head(q, kj, hd) * scale;
-            max = f->scores[j] > max ? f->scores[j] : max;
-        }
-        int32_t leak_pos = 0;
-        if (leak != NULL) {
-            leak_pos = leak->pos0 + leak->n_rows - 1;
-            const float *kj = kv_at(f, f->k, layer, leak->blocks, leak_pos) + (int64_t)g * hd;
-            f->scores[n_keys] = dot_head(q, kj, hd) * scale;
-            max = f->scores[n_keys] > max ? f->scores[n_keys] : max;
-        }
-        int32_t n_scores = n_keys + (leak != NULL ? 1 : 0);
-        if (ASSAY_MUTANT_ON(f->mutant, ASSAY_MUTANT_PADDING_ROW_NAN)) {
-            /* The planted bug's kernel reads keys in tiles of 8 (within the
-             * query's block) and masks the tail of the last tile with -inf,
-             * trusting a weight of exp(-inf) = 0 to cancel those values. */
-            int32_t tile_end = (n_keys + 7) / 8 * 8;
-            int32_t block_end = (pos / f->block_size + 1) * f->block_size;
-            tile_end = tile_end < block_end ? tile_end : block_end;
-            tile_end = tile_end < f->max_seq_len ? tile_end : f->max_seq_len;
-            for (int32_t j = n_keys; j < tile_end; j++) {
-                f->scores[j] = -INFINITY;
-            }
-            n_scores = tile_end > n_keys ? tile_end : n_keys;
-        }
-        float sum = 0.0f;
-        for (int32_t j = 0; j < n_scores; j++) {
-            f->scores[j] = expf(f->scores[j] - max);
-            sum += f->scores[j];
-        }
         float *o = out_row + (int64_t)h * hd;
-        for (int32_t i = 0; i < hd; i++) {
-            o[i] = 0.0f;
-        }
-        for (int32_t j = 0; j < n_scores; j++) {
-            const float *vj = j < n_keys || leak == NULL
-                                  ? kv_at(f, f->v, layer, seq->blocks, j) + (int64_t)g * hd
-                                  : kv_at(f, f->v, layer, leak->blocks, leak_pos) + (int64_t)g * hd;
-            float w = f->scores[j] / sum;
-            for (int32_t i = 0; i < hd; i++) {
-                o[i] += w * vj[i];
-            }
+        int32_t g = h / group;
+        /* The common head sizes get a copy of their own, the rest the
+         * general one (accumulating in place when wider than acc). */
+        switch (hd) {
+        case 32:
+            attend_head(f, layer, seq, leak, pos, g, q, o, scores, acc, 32);
+            break;
+        case 64:
+            attend_head(f, layer, seq, leak, pos, g, q, o, scores, acc, 64);
+            break;
+        case 128:
+            attend_head(f, layer, seq, leak, pos, g, q, o, scores, acc, 128);
+            break;
+        default:
+            attend_head(f, layer, seq, leak, pos, g, q, o, scores, hd <= ATTN_FAST_HD ? acc : o,
+                        hd);
+            break;
         }
     }
 }
@@ -356,7 +464,7 @@ static void padding_row_kv(struct assay_forward *f, const struct assay_forward_b
 /* A padding row belongs to no sequence (its length is 0), so every score of
  * its tile is masked: the softmax's maximum is -inf and exp(-inf - -inf) is
  * NaN, which is what the row's attention output becomes. */
-static void padding_row_attend(struct assay_forward *f, int32_t row)
+static void padding_row_attend(const struct assay_forward *f, int32_t row)
 {
     float *out_row = f->att + (int64_t)row * f->q_dim;
     for (int32_t h = 0; h < f->cfg.n_head; h++) {
@@ -369,6 +477,72 @@ static void padding_row_attend(struct assay_forward *f, int32_t row)
     }
 }
 
+/* A share of one layer's per-row work: rows [r0, r1), or, for a single
+ * row, heads [h0, h1) of its attention. */
+struct row_task {
+    const struct assay_forward *f;
+    const struct assay_forward_batch *b;
+    int32_t layer, r0, r1, h0, h1;
+    float *scores;
+};
+
+static void attend_rows(void *arg)
+{
+    const struct row_task *t = arg;
+    const struct assay_forward *f = t->f;
+    for (int32_t r = t->r0; r < t->r1; r++) {
+        if (ASSAY_MUTANT_ON(f->mutant, ASSAY_MUTANT_PADDING_ROW_NAN) && f->row_seq[r] < 0) {
+            padding_row_attend(f, r);
+            continue;
+        }
+        attend_row(f, t->b, t->layer, f->row_seq[r], r, f->row_pos[r], t->h0, t->h1, t->scores);
+    }
+}
+
+/* SwiGLU of rows [r0, r1): hidden = silu(gate) * up. */
+ASSAY_HOT_CLONES
+static void swiglu_rows(void *arg)
+{
+    const struct row_task *t = arg;
+    const struct assay_forward *f = t->f;
+    int32_t ff = f->cfg.d_ff;
+    for (int32_t r = t->r0; r < t->r1; r++) {
+        const float *g = f->gu + (int64_t)r * 2 * ff;
+        const float *u = g + ff;
+        float *h = f->hidden + (int64_t)r * ff;
+        for (int32_t i = 0; i < ff; i++) {
+            h[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+        }
+    }
+}
+
+/*
+ * Run fn over the pass's n rows, half on the worker when there is one: the
+ * rows split in two, or a single row's heads (only attention splits by
+ * head; SwiGLU of one row is too short to hand off). Every row's result is
+ * computed the same way whichever thread computes it.
+ */
+static void split_rows(struct assay_forward *f, const struct assay_forward_batch *b,
+                       int32_t layer, int32_t n, void (*fn)(void *))
+{
+    int32_t heads = f->cfg.n_head;
+    struct row_task all = {f, b, layer, 0, n, 0, heads, f->scores};
+    if (f->worker == NULL || (n == 1 && fn != attend_rows)) {
+        fn(&all);
+        return;
+    }
+    struct row_task mine = all, other = all;
+    other.scores = f->scores2;
+    if (n == 1) {
+        mine.h1 = other.h0 = heads / 2;
+    } else {
+        mine.r1 = other.r0 = n / 2;
+    }
+    assay_worker_post(f->worker, fn, &other, f->small_step);
+    fn(&mine);
+    assay_worker_wait(f->worker);
+}
+
 enum assay_status assay_forward_run(struct assay_forward *f, const struct assay_forward_batch *b)
 {
     const struct assay_model_config *c = &f->cfg;
@@ -377,6 +551,14 @@ enum assay_status assay_forward_run(struct assay_forward *f, const struct assay_
     }
     const struct assay_model *m = f->model;
     int32_t d = c->d_model, ff = c->d_ff, n = b->n_rows;
+    /* The largest product of the pass, per row: k * n of each weight. */
+    double per_row[] = {(double)d * f->qkv_dim, (double)f->q_dim * d, (double)d * 2 * ff,
+                        (double)ff * d, (double)d * c->vocab};
+    double largest = 0.0;
+    for (size_t i = 0; i < sizeof per_row / sizeof per_row[0]; i++) {
+        largest = per_row[i] > largest ? per_row[i] : largest;
+    }
+    f->small_step = n * largest <= SMALL_KERNEL_MNK;
     for (int32_t s = 0; s < b->n_seqs; s++) {
         const struct assay_forward_seq *seq = &b->seqs[s];
         if (seq->pos0 < 0 || seq->pos0 + seq->n_rows > f->max_seq_len) {
@@ -424,13 +606,7 @@ enum assay_status assay_forward_run(struct assay_forward *f, const struct assay_
             memcpy(f->k + off, row + f->q_dim, sizeof(float) * (size_t)f->kv_dim);
             memcpy(f->v + off, row + f->q_dim + f->kv_dim, sizeof(float) * (size_t)f->kv_dim);
         }
-        for (int32_t r = 0; r < n; r++) {
-            if (ASSAY_MUTANT_ON(f->mutant, ASSAY_MUTANT_PADDING_ROW_NAN) && f->row_seq[r] < 0) {
-                padding_row_attend(f, r);
-                continue;
-            }
-            attend_row(f, b, l, f->row_seq[r], r, f->row_pos[r]);
-        }
+        split_rows(f, b, l, n, attend_rows);
         matmul(f, f->att, f->wo + (int64_t)l * f->q_dim * d, f->proj, n, f->q_dim, d);
         for (int64_t i = 0; i < (int64_t)n * d; i++) {
             f->x[i] += f->proj[i];
@@ -439,14 +615,7 @@ enum assay_status assay_forward_run(struct assay_forward *f, const struct assay_
             rmsnorm(f->xn + (int64_t)r * d, f->x + (int64_t)r * d, w->ffn_norm, d, c->norm_eps);
         }
         matmul(f, f->xn, f->wgu + (int64_t)l * d * 2 * ff, f->gu, n, d, 2 * ff);
-        for (int32_t r = 0; r < n; r++) {
-            const float *g = f->gu + (int64_t)r * 2 * ff;
-            const float *u = g + ff;
-            float *h = f->hidden + (int64_t)r * ff;
-            for (int32_t i = 0; i < ff; i++) {
-                h[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
-            }
-        }
+        split_rows(f, b, l, n, swiglu_rows);
         matmul(f, f->hidden, f->wdown + (int64_t)l * ff * d, f->proj, n, ff, d);
         for (int64_t i = 0; i < (int64_t)n * d; i++) {
             f->x[i] += f->proj[i];

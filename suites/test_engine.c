@@ -365,6 +365,63 @@ static void test_batch_invariance(void **state)
 }
 
 /* The step loop allocates nothing: count allocations across steps. */
+/* Run request 1 (40-token prompt, 24 tokens) with `threads`, alone or
+ * among 12 neighbours of other lengths, capturing its logits. */
+static void run_captured(struct captured *c, int32_t threads, bool crowd)
+{
+    int32_t prompt[40], other[90];
+    for (int i = 0; i < 40; i++) {
+        prompt[i] = (i * 13 + 1) % 256;
+    }
+    for (int i = 0; i < 90; i++) {
+        other[i] = (i * 7 + 3) % 256;
+    }
+    memset(c, 0, sizeof *c);
+    c->id = 1;
+    struct assay_engine_params p = assay_engine_default_params(g_tiny);
+    p.max_seq_len = 256;
+    p.threads = threads;
+    struct assay_engine *e;
+    assert_int_equal(assay_engine_init(&e, &p, NULL), ASSAY_OK);
+    assay_engine_set_logits_sink(e, capture, c);
+    struct assay_request r = {1, prompt, 40, 24, -1, assay_sampling_greedy()};
+    assert_int_equal(assay_engine_add_request(e, &r), ASSAY_OK);
+    for (uint64_t k = 0; crowd && k < 12; k++) {
+        struct assay_request o = {100 + k, other, 10 + (int32_t)k * 6, 30, -1,
+                                  assay_sampling_greedy()};
+        assert_int_equal(assay_engine_add_request(e, &o), ASSAY_OK);
+    }
+    int f = 0, ab = 0;
+    run_to_end(e, &f, &ab);
+    assay_engine_free(e);
+}
+
+/* threads=2 hands half of each product (one-row steps), of the attention
+ * rows or heads and of the SwiGLU rows to a helper thread: the logits must
+ * be those of threads=1. Attention and SwiGLU split by whole rows and heads
+ * (the same arithmetic on either thread); the products split by columns,
+ * which OpenBLAS may sum in another order, so within 1e-5. */
+static void test_threads_same_logits(void **state)
+{
+    (void)state;
+    static struct captured one, two;
+    for (int crowd = 0; crowd < 2; crowd++) {
+        run_captured(&one, 1, crowd);
+        run_captured(&two, 2, crowd);
+        double max_diff = 0.0;
+        for (int t = 0; t < 24; t++) {
+            assert_true(one.seen[t] && two.seen[t]);
+            for (int v = 0; v < 260; v++) {
+                double d = fabs((double)one.logits[t][v] - two.logits[t][v]);
+                max_diff = d > max_diff ? d : max_diff;
+            }
+        }
+        printf("threads=1 vs threads=2 (%s): largest logit difference %.3g\n",
+               crowd ? "in a batch of 13" : "alone", max_diff);
+        assert_true(max_diff <= 1e-5);
+    }
+}
+
 static void test_step_allocates_nothing(void **state)
 {
     (void)state;
@@ -466,6 +523,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_abort_returns_blocks),
         cmocka_unit_test(test_block_manager),
         cmocka_unit_test(test_batch_invariance),
+        cmocka_unit_test(test_threads_same_logits),
         cmocka_unit_test(test_step_allocates_nothing),
         cmocka_unit_test(test_init_survives_allocation_failures),
         cmocka_unit_test(test_mutant_refused_in_clean_build),

@@ -1,0 +1,127 @@
+#include "worker.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../core/alloc.h"
+#include "../core/clock.h"
+
+/* How long the worker spins for the next task before it sleeps: longer
+ * than the gap between two products of a decode step, far shorter than an
+ * idle engine's wait. */
+#define SPIN_NS 200000
+
+struct assay_worker {
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    _Atomic uint64_t posted;   /* generation of the last task posted */
+    _Atomic uint64_t done;     /* generation of the last task finished */
+    _Atomic int sleeping;
+    _Atomic int stop;
+    _Atomic int spin;          /* spin after the current task */
+    assay_worker_fn fn;        /* the task; written before posted is raised */
+    void *arg;
+};
+
+static void relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#endif
+}
+
+static void *worker_main(void *p)
+{
+    struct assay_worker *w = p;
+    uint64_t seen = 0;
+    for (;;) {
+        int64_t t0 = assay_now_ns();
+        int64_t spin_ns = atomic_load(&w->spin) ? SPIN_NS : 0;
+        while (atomic_load(&w->posted) == seen && !atomic_load(&w->stop)) {
+            if (assay_now_ns() - t0 < spin_ns) {
+                relax();
+                continue;
+            }
+            pthread_mutex_lock(&w->mu);
+            atomic_store(&w->sleeping, 1);
+            while (atomic_load(&w->posted) == seen && !atomic_load(&w->stop)) {
+                pthread_cond_wait(&w->cv, &w->mu);
+            }
+            atomic_store(&w->sleeping, 0);
+            pthread_mutex_unlock(&w->mu);
+        }
+        if (atomic_load(&w->stop)) {
+            return NULL;
+        }
+        seen = atomic_load(&w->posted);
+        w->fn(w->arg);
+        atomic_store(&w->done, seen);
+    }
+}
+
+enum assay_status assay_worker_init(struct assay_worker **out)
+{
+    *out = NULL;
+    struct assay_worker *w = assay_calloc(1, sizeof *w);
+    if (w == NULL) {
+        return ASSAY_ERR_NOMEM;
+    }
+    if (pthread_mutex_init(&w->mu, NULL) != 0) {
+        assay_free(w);
+        return ASSAY_ERR_INTERNAL;
+    }
+    if (pthread_cond_init(&w->cv, NULL) != 0) {
+        pthread_mutex_destroy(&w->mu);
+        assay_free(w);
+        return ASSAY_ERR_INTERNAL;
+    }
+    if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+        pthread_cond_destroy(&w->cv);
+        pthread_mutex_destroy(&w->mu);
+        assay_free(w);
+        return ASSAY_ERR_INTERNAL;
+    }
+    *out = w;
+    return ASSAY_OK;
+}
+
+void assay_worker_free(struct assay_worker *w)
+{
+    if (w == NULL) {
+        return;
+    }
+    pthread_mutex_lock(&w->mu);
+    atomic_store(&w->stop, 1);
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+    pthread_join(w->thread, NULL);
+    pthread_cond_destroy(&w->cv);
+    pthread_mutex_destroy(&w->mu);
+    assay_free(w);
+}
+
+void assay_worker_post(struct assay_worker *w, assay_worker_fn fn, void *arg, bool spin)
+{
+    w->fn = fn;
+    w->arg = arg;
+    atomic_store(&w->spin, spin ? 1 : 0);
+    atomic_fetch_add(&w->posted, 1);
+    /* Sequentially consistent: either the worker sees the new generation
+     * before it sleeps, or this sees it sleeping and wakes it. */
+    if (atomic_load(&w->sleeping)) {
+        pthread_mutex_lock(&w->mu);
+        pthread_cond_signal(&w->cv);
+        pthread_mutex_unlock(&w->mu);
+    }
+}
+
+void assay_worker_wait(struct assay_worker *w)
+{
+    uint64_t target = atomic_load(&w->posted);
+    while (atomic_load(&w->done) != target) {
+        relax();
+    }
+}

@@ -1,0 +1,42 @@
+/*
+ * worker.h - one helper thread for work that splits in two.
+ *
+ * OpenBLAS runs its small-matrix kernel (one-row products: single-stream
+ * decode) on one thread, leaving the second core idle, and the forward
+ * pass's own loops (attention, SwiGLU) run on the caller's thread. The
+ * forward pass splits such work in two and hands one half to this worker.
+ * In a small step (one-row decode) a hand-off must cost far less than the
+ * task (a few microseconds), so the worker may spin for a short while after
+ * a task before it sleeps on a condition variable; in a large step the
+ * spinning would steal the core OpenBLAS's own threads need next, so the
+ * worker sleeps at once. An idle engine costs no CPU.
+ *
+ * Lifetime: assay_worker_init / assay_worker_free (joins the thread). Only
+ * one thread may post tasks.
+ */
+#ifndef ASSAY_WORKER_H
+#define ASSAY_WORKER_H
+
+#include <stdbool.h>
+
+#include "../core/status.h"
+
+struct assay_worker;
+
+typedef void (*assay_worker_fn)(void *arg);
+
+/* Start the thread. ASSAY_ERR_NOMEM or ASSAY_ERR_INTERNAL (the thread could
+ * not be created); *out is then NULL. */
+enum assay_status assay_worker_init(struct assay_worker **out);
+
+/* Stop and join the thread; NULL is a no-op. */
+void assay_worker_free(struct assay_worker *w);
+
+/* Run fn(arg) on the worker; returns at once. With spin, the worker waits
+ * for the next task spinning (about 200 us) before it sleeps. */
+void assay_worker_post(struct assay_worker *w, assay_worker_fn fn, void *arg, bool spin);
+
+/* Wait until the last posted task has finished. */
+void assay_worker_wait(struct assay_worker *w);
+
+#endif
