@@ -131,6 +131,9 @@ enum assay_status assay_latency_summarize(double *values, int64_t n,
             s.suff[j].upper = values[s.suff[j].k - 1];
         }
     }
+    for (int32_t i = 0; i < ASSAY_CDF_POINTS; i++) {
+        s.cdf[i] = assay_percentile_nearest_rank(values, n, (i + 1) * 10000 / ASSAY_CDF_POINTS);
+    }
     *out = s;
     return ASSAY_OK;
 }
@@ -760,6 +763,15 @@ static void spread_dist(const struct assay_bench_summary *runs, int32_t n_runs, 
     }
 }
 
+static void spread_cdf(const struct assay_bench_summary *runs, int32_t n_runs, size_t dist_offset,
+                       double *out)
+{
+    for (int32_t i = 0; i < ASSAY_CDF_POINTS; i++) {
+        size_t off = dist_offset + offsetof(struct assay_latency_summary, cdf) + (size_t)i * sizeof(double);
+        out[i] = spread_of(runs, n_runs, off).median;
+    }
+}
+
 void assay_bench_spread_compute(const struct assay_bench_summary *runs, int32_t n_runs,
                                 struct assay_bench_spread *out)
 {
@@ -777,6 +789,10 @@ void assay_bench_spread_compute(const struct assay_bench_summary *runs, int32_t 
     out->goodput_fraction =
         spread_of(runs, n_runs, offsetof(struct assay_bench_summary, goodput_fraction));
     out->goodput_rate = spread_of(runs, n_runs, offsetof(struct assay_bench_summary, goodput_rate));
+    spread_cdf(runs, n_runs, offsetof(struct assay_bench_summary, ttft), out->ttft_cdf);
+    spread_cdf(runs, n_runs, offsetof(struct assay_bench_summary, tpot), out->tpot_cdf);
+    spread_cdf(runs, n_runs, offsetof(struct assay_bench_summary, itl), out->itl_cdf);
+    spread_cdf(runs, n_runs, offsetof(struct assay_bench_summary, e2e), out->e2e_cdf);
 }
 
 /* ---- several runs ------------------------------------------------------- */
@@ -920,6 +936,24 @@ static cJSON *add_arr(struct builder *b, cJSON *obj, const char *key)
     return a;
 }
 
+/* "cdf": the quantiles at 1%..100% (null when there were no samples). */
+static void add_cdf(struct builder *b, cJSON *obj, const double *cdf)
+{
+    if (isnan(cdf[0])) {
+        add_null(b, obj, "cdf");
+        return;
+    }
+    cJSON *a = add_arr(b, obj, "cdf");
+    for (int32_t i = 0; i < ASSAY_CDF_POINTS && a != NULL; i++) {
+        cJSON *x = cJSON_CreateNumber(cdf[i]);
+        if (x == NULL || !cJSON_AddItemToArray(a, x)) {
+            cJSON_Delete(x);
+            b->failed = true;
+            return;
+        }
+    }
+}
+
 static void add_dist(struct builder *b, cJSON *obj, const char *key,
                      const struct assay_latency_summary *d)
 {
@@ -950,6 +984,7 @@ static void add_dist(struct builder *b, cJSON *obj, const char *key,
         add_num(b, e, "upper_bound", s->upper);
         add_int(b, e, "n_min", s->n_min);
     }
+    add_cdf(b, o, d->cdf);
 }
 
 static void add_spread(struct builder *b, cJSON *obj, const char *key, const struct assay_spread *s)
@@ -963,11 +998,14 @@ static void add_spread(struct builder *b, cJSON *obj, const char *key, const str
 }
 
 static void add_spread_dist(struct builder *b, cJSON *obj, const char *key,
-                            const struct assay_spread *s)
+                            const struct assay_spread *s, const double *cdf)
 {
     cJSON *o = add_obj(b, obj, key);
     for (int j = 0; j < ASSAY_PCTL_COUNT && o != NULL; j++) {
         add_spread(b, o, k_pctl_name[j], &s[j]);
+    }
+    if (o != NULL && cdf != NULL) {
+        add_cdf(b, o, cdf);
     }
 }
 
@@ -1172,11 +1210,11 @@ enum assay_status assay_bench_result_to_json(const struct assay_bench_result *r,
     cJSON *sp = add_obj(&b, root, "spread");
     if (sp != NULL) {
         add_int(&b, sp, "n_runs", r->spread.n_runs);
-        add_spread_dist(&b, sp, "ttft", r->spread.ttft);
-        add_spread_dist(&b, sp, "tpot", r->spread.tpot);
-        add_spread_dist(&b, sp, "itl", r->spread.itl);
-        add_spread_dist(&b, sp, "e2e", r->spread.e2e);
-        add_spread_dist(&b, sp, "lateness", r->spread.lateness);
+        add_spread_dist(&b, sp, "ttft", r->spread.ttft, r->spread.ttft_cdf);
+        add_spread_dist(&b, sp, "tpot", r->spread.tpot, r->spread.tpot_cdf);
+        add_spread_dist(&b, sp, "itl", r->spread.itl, r->spread.itl_cdf);
+        add_spread_dist(&b, sp, "e2e", r->spread.e2e, r->spread.e2e_cdf);
+        add_spread_dist(&b, sp, "lateness", r->spread.lateness, NULL);
         add_spread(&b, sp, "achieved_rate", &r->spread.achieved_rate);
         add_spread(&b, sp, "tokens_per_s", &r->spread.tokens_per_s);
         add_spread(&b, sp, "goodput_fraction", &r->spread.goodput_fraction);

@@ -103,12 +103,17 @@ struct assay_sufficiency {
 enum assay_status assay_sufficiency_compute(int64_t n, double q, double conf,
                                             struct assay_sufficiency *out);
 
+/* Points of a distribution's CDF: the nearest-rank quantiles at
+ * 1%, 2%, ..., 100%, for plots. */
+#define ASSAY_CDF_POINTS 100
+
 /* A distribution in seconds: n samples, the five percentiles (NaN when
- * n == 0) and the sufficiency of each. */
+ * n == 0), the sufficiency of each, and the CDF points. */
 struct assay_latency_summary {
     int64_t n;
     double v[ASSAY_PCTL_COUNT];
     struct assay_sufficiency suff[ASSAY_PCTL_COUNT];
+    double cdf[ASSAY_CDF_POINTS]; /* cdf[i]: the (i+1)% quantile; NaN when n == 0 */
 };
 
 /*
@@ -212,6 +217,9 @@ struct assay_bench_spread {
     struct assay_spread e2e[ASSAY_PCTL_COUNT];
     struct assay_spread lateness[ASSAY_PCTL_COUNT];
     struct assay_spread achieved_rate, tokens_per_s, goodput_fraction, goodput_rate;
+    /* The median over runs of each CDF point, for plots. */
+    double ttft_cdf[ASSAY_CDF_POINTS], tpot_cdf[ASSAY_CDF_POINTS];
+    double itl_cdf[ASSAY_CDF_POINTS], e2e_cdf[ASSAY_CDF_POINTS];
 };
 
 /* The spread over n_runs >= 1 summaries. Never fails for valid pointers;

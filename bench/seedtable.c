@@ -28,18 +28,17 @@ static bool generated_arrival(enum assay_arrival_kind a)
     return a == ASSAY_ARRIVAL_POISSON || a == ASSAY_ARRIVAL_GAMMA || a == ASSAY_ARRIVAL_CONSTANT;
 }
 
-/* The achieved rate of one burst: every request due at once (a constant
- * schedule at an absurd rate), so a batching engine fills its batch. */
-static enum assay_status measure_capacity(const struct assay_adapter *adapter,
-                                          const struct assay_workload *w,
-                                          const struct assay_seedtable_params *p, double *out)
+enum assay_status assay_bench_capacity(const struct assay_adapter *adapter,
+                                       const struct assay_workload *w, int32_t warmup,
+                                       double timeout_s, double *out)
 {
+    /* A constant schedule at an absurd rate: every request due at once. */
     struct assay_loadgen_params lp = assay_loadgen_default_params();
     lp.kind = ASSAY_LOADGEN_OPEN;
     lp.arrival = ASSAY_ARRIVAL_CONSTANT;
     lp.rate = 1e12;
-    lp.warmup = p->warmup;
-    lp.timeout_s = p->timeout_s;
+    lp.warmup = warmup;
+    lp.timeout_s = timeout_s;
     struct assay_bench_result r;
     enum assay_status st = assay_bench_run(adapter, w, &lp, NULL, 1, &r);
     if (st == ASSAY_OK) {
@@ -82,7 +81,7 @@ enum assay_status assay_seedtable_run(const struct assay_adapter *adapter,
     }
     double rate = p->open_rate;
     if (rate <= 0.0) {
-        enum assay_status st = measure_capacity(adapter, w, p, &out->capacity);
+        enum assay_status st = assay_bench_capacity(adapter, w, p->warmup, p->timeout_s, &out->capacity);
         if (st != ASSAY_OK) {
             return st;
         }
@@ -245,6 +244,11 @@ static enum assay_status probe(const struct assay_adapter *adapter, const struct
         pr->rate = rate;
         pr->goodput_fraction = r.runs[0].goodput_fraction;
         pr->pass = pr->goodput_fraction >= p->target;
+        pr->achieved_rate = r.runs[0].achieved_rate;
+        pr->ttft_p50 = r.runs[0].ttft.v[ASSAY_PCTL_P50];
+        pr->ttft_p99 = r.runs[0].ttft.v[ASSAY_PCTL_P99];
+        pr->tpot_p99 = r.runs[0].tpot.v[ASSAY_PCTL_P99];
+        pr->e2e_p99 = r.runs[0].e2e.v[ASSAY_PCTL_P99];
         *pass = pr->pass;
         if (pr->pass && rate > out->best_rate) {
             out->best_rate = rate;

@@ -104,6 +104,15 @@ enum assay_status assay_seedtable_to_json(const struct assay_seedtable *t,
 /* "24.0 req/s offered" or "4 workers" into buf; returns buf. */
 char *assay_seedtable_setting(const struct assay_seedtable_row *row, char *buf, size_t size);
 
+/*
+ * The engine's capacity on w: the achieved rate of one burst (every request
+ * due at once, after `warmup` requests run apart), so a batching engine
+ * fills its batch. ASSAY_ERR_NUMERIC if no request finished.
+ */
+enum assay_status assay_bench_capacity(const struct assay_adapter *adapter,
+                                       const struct assay_workload *w, int32_t warmup,
+                                       double timeout_s, double *out);
+
 /* ---- rate sweep --------------------------------------------------------- */
 
 #define ASSAY_SWEEP_MAX_PROBES 32
@@ -131,6 +140,8 @@ struct assay_sweep_probe {
     double rate;
     double goodput_fraction;
     bool pass;             /* goodput_fraction >= target */
+    double achieved_rate;  /* req/s */
+    double ttft_p50, ttft_p99, tpot_p99, e2e_p99; /* seconds */
 };
 
 struct assay_sweep_result {

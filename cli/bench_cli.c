@@ -182,24 +182,6 @@ void assay_cli_ticker_stop(struct assay_cli_ticker *t)
     free(t);
 }
 
-enum assay_status assay_cli_capacity(const struct assay_adapter *a, const struct assay_workload *w,
-                                     double timeout_s, double *out)
-{
-    struct assay_loadgen_params lp = assay_loadgen_default_params();
-    lp.kind = ASSAY_LOADGEN_OPEN;
-    lp.arrival = ASSAY_ARRIVAL_CONSTANT;
-    lp.rate = 1e12;
-    lp.timeout_s = timeout_s;
-    struct assay_bench_result r;
-    enum assay_status st = assay_bench_run(a, w, &lp, NULL, 1, &r);
-    *out = st == ASSAY_OK ? r.runs[0].achieved_rate : NAN;
-    if (st == ASSAY_OK && !(isfinite(*out) && *out > 0)) {
-        st = ASSAY_ERR_NUMERIC;
-    }
-    assay_bench_result_release(&r);
-    return st;
-}
-
 /* ---- printing ---------------------------------------------------------- */
 
 static const char *sec(char *buf, double v)

@@ -50,11 +50,6 @@ struct assay_cli_ticker;
 struct assay_cli_ticker *assay_cli_ticker_start(const char *label);
 void assay_cli_ticker_stop(struct assay_cli_ticker *t);
 
-/* Measure the engine's capacity: the achieved rate of one open-loop burst
- * of the whole workload (every request due at once). */
-enum assay_status assay_cli_capacity(const struct assay_adapter *a, const struct assay_workload *w,
-                                     double timeout_s, double *out);
-
 /* Print one configuration's figures: percentiles (median over runs, with
  * the p99's spread), offered and achieved rate, goodput, sufficiency. */
 void assay_cli_print_bench(FILE *out, const struct assay_bench_result *r,

@@ -275,6 +275,7 @@ int assay_cmd_bench(int argc, char **argv)
         return ASSAY_EXIT_USAGE;
     }
     if (!assay_cli_load_workload("bench", o.workload, &a, &w) || !assay_cli_load_slo("bench", o.slo, &slo)) {
+        assay_workload_free(w);
         assay_adapter_close(&a);
         return ASSAY_EXIT_USAGE;
     }
@@ -336,7 +337,7 @@ int assay_cmd_bench(int argc, char **argv)
         if (o.rate > 0) {
             sp.start_rate = o.rate;
         } else {
-            st = assay_cli_capacity(&a, w, o.timeout_s, &capacity);
+            st = assay_bench_capacity(&a, w, ASSAY_LOADGEN_WARMUP_AUTO, o.timeout_s, &capacity);
             sp.start_rate = capacity;
         }
         if (st == ASSAY_OK) {

@@ -246,7 +246,7 @@ static void bench(const struct run_opts *o, struct bench_part *b, cJSON *report)
     }
     if (!(isfinite(b->capacity) && b->capacity > 0)) {
         tick = assay_cli_ticker_start("benchmark: measuring capacity");
-        enum assay_status st = assay_cli_capacity(&b->adapter, b->w, 300, &b->capacity);
+        enum assay_status st = assay_bench_capacity(&b->adapter, b->w, ASSAY_LOADGEN_WARMUP_AUTO, 300, &b->capacity);
         assay_cli_ticker_stop(tick);
         if (st != ASSAY_OK) {
             b->failed = true;

@@ -1162,7 +1162,8 @@ static void test_timeout_and_broken_adapter(void **state)
     struct assay_bench_summary s;
     assert_int_equal(assay_bench_summarize(r, NULL, &s), ASSAY_OK);
     assert_int_equal(s.n_ok, 0);
-    assert_true(s.n_lost > 0 && s.n_unsent > 0);
+    /* How many went out before the deadline depends on scheduling (a loaded
+     * machine may send none); that every one is lost or unsent does not. */
     assert_int_equal(s.n_lost + s.n_unsent, n);
     assay_adapter_close(&a);
 
