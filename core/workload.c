@@ -15,6 +15,8 @@
 
 #define DEFAULT_MAX_REQUESTS 1000000
 #define MAX_FILE_BYTES (256L * 1024 * 1024)
+/* Prompt tokens a generated workload may hold (1 GiB of token ids). */
+#define MAX_TOTAL_TOKENS ((int64_t)1 << 28)
 
 /* ---- reading a file -------------------------------------------------- */
 
@@ -256,9 +258,61 @@ void assay_workload_free(struct assay_workload *w)
     assay_free(w);
 }
 
+struct id_at {
+    uint64_t id;
+    int32_t i;
+};
+
+static int cmp_id_at(const void *a, const void *b)
+{
+    const struct id_at *x = a, *y = b;
+    if (x->id != y->id) {
+        return x->id < y->id ? -1 : 1;
+    }
+    return (x->i > y->i) - (x->i < y->i);
+}
+
+/* The first request whose id an earlier one already has (*dup, -1 when the
+ * ids are unique) and the first holder of that id (*first). Sorting
+ * (id, index) pairs keeps this O(n log n): comparing every pair took hours
+ * for the million requests a file may hold. */
+static enum assay_status first_duplicate(const struct assay_workload *w, int32_t *dup,
+                                         int32_t *first)
+{
+    *dup = -1;
+    *first = -1;
+    if (w->n < 2) {
+        return ASSAY_OK;
+    }
+    struct id_at *v = assay_calloc((size_t)w->n, sizeof *v);
+    if (v == NULL) {
+        return ASSAY_ERR_NOMEM;
+    }
+    for (int32_t i = 0; i < w->n; i++) {
+        v[i] = (struct id_at){w->reqs[i].id, i};
+    }
+    qsort(v, (size_t)w->n, sizeof *v, cmp_id_at);
+    /* In a run of equal ids (sorted by index) the second has the first
+     * earlier holder; the earliest such second is the answer. */
+    for (int32_t k = 1; k < w->n; k++) {
+        bool second = v[k].id == v[k - 1].id && (k == 1 || v[k - 2].id != v[k].id);
+        if (second && (*dup < 0 || v[k].i < *dup)) {
+            *dup = v[k].i;
+            *first = v[k - 1].i;
+        }
+    }
+    assay_free(v);
+    return ASSAY_OK;
+}
+
 /* Trace checks shared by explicit and generated workloads. */
 static enum assay_status validate(struct parser *ps, const struct assay_workload *w)
 {
+    int32_t dup, first;
+    enum assay_status st = first_duplicate(w, &dup, &first);
+    if (st != ASSAY_OK) {
+        return st;
+    }
     for (int32_t i = 0; i < w->n; i++) {
         const struct assay_workload_request *r = &w->reqs[i];
         char where[96];
@@ -286,14 +340,12 @@ static enum assay_status validate(struct parser *ps, const struct assay_workload
                      (int)w->reqs[i - 1].arrival_step);
             return fail(ps, where, "arrival steps sorted", got);
         }
-        for (int32_t j = 0; j < i; j++) {
-            if (w->reqs[j].id == r->id) {
-                snprintf(where, sizeof where, "requests[%d].id", (int)i);
-                char got[96];
-                snprintf(got, sizeof got, "%llu, already used by requests[%d]",
-                         (unsigned long long)r->id, (int)j);
-                return fail(ps, where, "a unique request id", got);
-            }
+        if (i == dup) {
+            snprintf(where, sizeof where, "requests[%d].id", (int)i);
+            char got[96];
+            snprintf(got, sizeof got, "%llu, already used by requests[%d]",
+                     (unsigned long long)r->id, (int)first);
+            return fail(ps, where, "a unique request id", got);
         }
     }
     return ASSAY_OK;
@@ -448,7 +500,7 @@ static enum assay_status parse_length(struct parser *ps, const cJSON *j, const c
     if (st != ASSAY_OK) {
         return st;
     }
-    int64_t v, lo, hi;
+    int64_t v = 0, lo = 0, hi = 0;
     if (strcmp(d->kind, "constant") == 0) {
         st = get_int(ps, j, "value", path, true, 0, 1, 1 << 20, &v);
         d->lo = d->hi = (int32_t)v;
@@ -646,6 +698,29 @@ static enum assay_status parse_shape(struct parser *ps, const cJSON *g, struct s
 static enum assay_status generate(struct parser *ps, const struct shape *sh,
                                   struct assay_workload **out)
 {
+    /* Prefixes are built before any request: one longer than the context
+     * fits no request, and all of them must fit in memory. */
+    const struct {
+        const char *where;
+        int64_t len;
+    } prefixes[] = {{"generate.shared_prefix.len", sh->shared_len},
+                    {"generate.prefix_groups.len", sh->group_len}};
+    for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++) {
+        if (ps->lim->max_seq_len > 0 && prefixes[i].len >= ps->lim->max_seq_len) {
+            char expected[96], got[32];
+            snprintf(expected, sizeof expected, "a prefix shorter than the context (%d tokens)",
+                     (int)ps->lim->max_seq_len);
+            snprintf(got, sizeof got, "%lld", (long long)prefixes[i].len);
+            return fail(ps, prefixes[i].where, expected, got);
+        }
+    }
+    if (sh->shared_len + sh->groups * sh->group_len > MAX_TOTAL_TOKENS) {
+        char expected[96], got[64];
+        snprintf(expected, sizeof expected, "at most %lld prefix tokens in all",
+                 (long long)MAX_TOTAL_TOKENS);
+        snprintf(got, sizeof got, "%lld", (long long)(sh->shared_len + sh->groups * sh->group_len));
+        return fail(ps, "generate.prefix_groups", expected, got);
+    }
     gsl_rng *rng = gsl_rng_alloc(gsl_rng_mt19937);
     if (rng == NULL) {
         return ASSAY_ERR_NOMEM;
@@ -695,8 +770,32 @@ static enum assay_status generate(struct parser *ps, const struct shape *sh,
         }
         total += plen[i];
     }
-    struct assay_workload *w = workload_new(n, total);
-    enum assay_status st = w != NULL ? ASSAY_OK : ASSAY_ERR_NOMEM;
+    /* Refuse what cannot be valid before building it: a request beyond
+     * the context (validate says the same of a built workload), or more
+     * prompt tokens than fit in memory comfortably. */
+    enum assay_status st = ASSAY_OK;
+    for (int32_t i = 0; i < n && ps->lim->max_seq_len > 0 && st == ASSAY_OK; i++) {
+        if ((int64_t)plen[i] + olen[i] > ps->lim->max_seq_len) {
+            char where[64], expected[96], got[64];
+            snprintf(where, sizeof where, "requests[%d]", (int)i);
+            snprintf(expected, sizeof expected, "prompt_len + max_tokens <= %d (the context)",
+                     (int)ps->lim->max_seq_len);
+            snprintf(got, sizeof got, "%d + %d", (int)plen[i], (int)olen[i]);
+            st = fail(ps, where, expected, got);
+        }
+    }
+    if (st == ASSAY_OK && total > MAX_TOTAL_TOKENS) {
+        char expected[96], got[64];
+        snprintf(expected, sizeof expected, "at most %lld prompt tokens in all",
+                 (long long)MAX_TOTAL_TOKENS);
+        snprintf(got, sizeof got, "%lld", (long long)total);
+        st = fail(ps, "generate", expected, got);
+    }
+    struct assay_workload *w = NULL;
+    if (st == ASSAY_OK) {
+        w = workload_new(n, total);
+        st = w != NULL ? ASSAY_OK : ASSAY_ERR_NOMEM;
+    }
     double t = 0.0;
     int32_t *tok = w != NULL ? w->token_store : NULL;
     for (int32_t i = 0; i < n && st == ASSAY_OK; i++) {
@@ -800,13 +899,36 @@ enum assay_status assay_workload_parse(const char *json, size_t len, const char 
     if (lim == NULL || lim->vocab < 1) {
         return ASSAY_ERR_INVALID;
     }
+    /* A NUL byte would end some strings early and not others; name it
+     * rather than let the JSON parser stumble somewhere after it. */
+    if (json == NULL && len > 0) {
+        return ASSAY_ERR_INVALID;
+    }
+    const char *nul = len > 0 ? memchr(json, '\0', len) : NULL;
+    if (nul != NULL) {
+        char where[64];
+        snprintf(where, sizeof where, "byte %zu", (size_t)(nul - json));
+        return fail(&ps, where, "text without NUL bytes", "a NUL byte");
+    }
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, false);
     if (root == NULL) {
         size_t off = end != NULL && end >= json ? (size_t)(end - json) : 0;
         char where[64], got[64];
         snprintf(where, sizeof where, "byte %zu", off);
-        snprintf(got, sizeof got, "%.24s", off < len ? json + off : "the end of the file");
+        /* The text need not be NUL-terminated: show at most what is left
+         * of it, and name the end when only white space is. */
+        size_t rest = off < len ? len - off : 0;
+        size_t blank = 0;
+        while (blank < rest && strchr(" \t\r\n", json[off + blank]) != NULL &&
+               json[off + blank] != '\0') {
+            blank++;
+        }
+        if (blank == rest) {
+            snprintf(got, sizeof got, "the end of the file");
+        } else {
+            snprintf(got, sizeof got, "%.*s", (int)(rest < 24 ? rest : 24), json + off);
+        }
         for (char *c = got; *c != '\0'; c++) {
             if (*c == '\n' || *c == '\r' || *c == '\t') {
                 *c = ' ';
@@ -815,7 +937,25 @@ enum assay_status assay_workload_parse(const char *json, size_t len, const char 
         return fail(&ps, where, "valid JSON", got);
     }
     enum assay_status st = ASSAY_OK;
-    if (!cJSON_IsObject(root)) {
+    /* cJSON stops after the first value; anything but white space after
+     * it means the file is not the one object it should be. */
+    size_t after = end != NULL && end >= json && (size_t)(end - json) <= len ? (size_t)(end - json)
+                                                                              : len;
+    while (after < len && strchr(" \t\r\n", json[after]) != NULL && json[after] != '\0') {
+        after++;
+    }
+    if (after < len) {
+        char where[64], got[64];
+        snprintf(where, sizeof where, "byte %zu", after);
+        snprintf(got, sizeof got, "%.*s", (int)(len - after < 24 ? len - after : 24), json + after);
+        for (char *c = got; *c != '\0'; c++) {
+            if (*c == '\n' || *c == '\r' || *c == '\t') {
+                *c = ' ';
+            }
+        }
+        st = fail(&ps, where, "the end of the file after the workload object", got);
+    }
+    if (st == ASSAY_OK && !cJSON_IsObject(root)) {
         st = fail(&ps, "(top level)", "an object", json_kind(root));
     }
     static const char *const keys[] = {"format", "version", "name", "description", "generate",

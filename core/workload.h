@@ -68,7 +68,10 @@ struct assay_workload_limits {
 enum assay_status assay_workload_load(const char *path, const struct assay_workload_limits *lim,
                                       struct assay_workload **out, struct assay_diag *diag);
 
-/* Parse a workload from memory; `file` names it in diagnostics. */
+/* Parse a workload from memory; `file` names it in diagnostics. json[0..len)
+ * need not be NUL-terminated; a NUL byte in it, or anything but white space
+ * after the top-level object, is a parse error. ASSAY_ERR_INVALID for a
+ * NULL json with len > 0 or limits without a vocabulary. */
 enum assay_status assay_workload_parse(const char *json, size_t len, const char *file,
                                        const struct assay_workload_limits *lim,
                                        struct assay_workload **out, struct assay_diag *diag);

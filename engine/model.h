@@ -121,6 +121,12 @@ enum assay_status assay_model_init_random(struct assay_model **out,
 enum assay_status assay_model_load_gguf(struct assay_model **out, const char *path,
                                         struct assay_diag *diag);
 
+/* The same from a GGUF file held in memory (buf borrowed for the call);
+ * name (may be NULL) stands for the file in diagnostics. */
+enum assay_status assay_model_load_gguf_buffer(struct assay_model **out, const uint8_t *buf,
+                                               size_t size, const char *name,
+                                               struct assay_diag *diag);
+
 /*
  * Save a model as GGUF version 3 that llama.cpp loads: llama architecture
  * metadata, a "llama" tokenizer block for the 260-token vocabulary (byte

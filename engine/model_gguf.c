@@ -259,10 +259,14 @@ static void format_dims(char *buf, size_t size, uint32_t n_dims, const int64_t *
     }
 }
 
-/* Copy every tensor into m, checking name, type, shape and values; then
- * reject tensors the model does not have. */
+/* Check every tensor's name, type and shape and, when copy is set, copy
+ * it into m and check its values; then reject tensors the model does not
+ * have. Without copy, m needs only its config and a layers array (the data
+ * pointers may be NULL): the shapes are checked before the weights are
+ * allocated, so a small file cannot make the loader allocate for a model
+ * it does not hold. */
 static enum assay_status read_tensors(const struct assay_gguf *g, const char *path,
-                                      struct assay_model *m, struct assay_diag *diag)
+                                      struct assay_model *m, bool copy, struct assay_diag *diag)
 {
     size_t n = n_tensor_specs(&m->cfg);
     for (size_t k = 0; k < n; k++) {
@@ -289,6 +293,9 @@ static enum assay_status read_tensors(const struct assay_gguf *g, const char *pa
             snprintf(expected, sizeof expected, "ne %s (fastest first)", want);
             assay_diag_set(diag, path, e.name, expected, "ne %s", got);
             return ASSAY_ERR_PARSE;
+        }
+        if (!copy) {
+            continue;
         }
         memcpy(e.data, t->data, t->n_bytes);
         for (int64_t i = 0; i < t->n_elements; i++) {
@@ -317,6 +324,43 @@ static enum assay_status read_tensors(const struct assay_gguf *g, const char *pa
     return ASSAY_OK;
 }
 
+/* A model from a parsed file: its config, the tensors' shapes, then the
+ * weights. On failure *out is untouched and nothing is left allocated. */
+static enum assay_status load_parsed(const struct assay_gguf *g, const char *path,
+                                     struct assay_model **out, struct assay_diag *diag)
+{
+    struct assay_model_config cfg;
+    enum assay_status st = read_config(g, path, &cfg, diag);
+    if (st == ASSAY_OK) {
+        st = assay_model_config_validate(&cfg, diag);
+        if (st != ASSAY_OK && diag != NULL) {
+            snprintf(diag->file, sizeof diag->file, "%s", path);
+        }
+    }
+    if (st == ASSAY_OK) {
+        struct assay_model shapes;
+        memset(&shapes, 0, sizeof shapes);
+        shapes.cfg = cfg;
+        shapes.layers = assay_calloc((size_t)cfg.n_layer, sizeof *shapes.layers);
+        st = shapes.layers != NULL ? read_tensors(g, path, &shapes, false, diag) : ASSAY_ERR_NOMEM;
+        assay_free(shapes.layers);
+    }
+    struct assay_model *m = NULL;
+    if (st == ASSAY_OK) {
+        st = assay_model_alloc(&m, &cfg);
+    }
+    if (st == ASSAY_OK) {
+        st = read_tensors(g, path, m, true, diag);
+    }
+    if (st != ASSAY_OK) {
+        assay_model_free(m);
+        return st;
+    }
+    assay_model_rehash(m);
+    *out = m;
+    return ASSAY_OK;
+}
+
 enum assay_status assay_model_load_gguf(struct assay_model **out, const char *path,
                                         struct assay_diag *diag)
 {
@@ -332,29 +376,28 @@ enum assay_status assay_model_load_gguf(struct assay_model **out, const char *pa
     if (st != ASSAY_OK) {
         return st;
     }
-    struct assay_model_config cfg;
-    st = read_config(g, path, &cfg, diag);
-    if (st == ASSAY_OK) {
-        st = assay_model_config_validate(&cfg, diag);
-        if (st != ASSAY_OK && diag != NULL) {
-            snprintf(diag->file, sizeof diag->file, "%s", path);
-        }
-    }
-    struct assay_model *m = NULL;
-    if (st == ASSAY_OK) {
-        st = assay_model_alloc(&m, &cfg);
-    }
-    if (st == ASSAY_OK) {
-        st = read_tensors(g, path, m, diag);
-    }
+    st = load_parsed(g, path, out, diag);
     assay_gguf_free(g);
+    return st;
+}
+
+enum assay_status assay_model_load_gguf_buffer(struct assay_model **out, const uint8_t *buf,
+                                               size_t size, const char *name,
+                                               struct assay_diag *diag)
+{
+    if (out == NULL) {
+        return ASSAY_ERR_INVALID;
+    }
+    *out = NULL;
+    const char *file = name != NULL ? name : "<memory>";
+    struct assay_gguf *g;
+    enum assay_status st = assay_gguf_parse(buf, size, file, &g, diag);
     if (st != ASSAY_OK) {
-        assay_model_free(m);
         return st;
     }
-    assay_model_rehash(m);
-    *out = m;
-    return ASSAY_OK;
+    st = load_parsed(g, file, out, diag);
+    assay_gguf_free(g);
+    return st;
 }
 
 /* The tokenizer block: byte tokens, then the four specials, then

@@ -33,4 +33,17 @@ for label in unit verify mutants calibration audit fuzz bench; do
     fi
     echo "== label ${label}: ${result} in $(( $(date +%s) - start )) s"
 done
+# Sanitizers and leaks (scripts/sanitize.sh): the asan preset (build/asan)
+# runs the unit and verify labels and a subset of the mutants; valgrind
+# memcheck runs a subset of the unit and verify tests of build/test.
+for step in asan valgrind; do
+    start=$(date +%s)
+    if scripts/sanitize.sh "$step"; then
+        result=passed
+    else
+        result=FAILED
+        status=1
+    fi
+    echo "== ${step}: ${result} in $(( $(date +%s) - start )) s"
+done
 exit $status
