@@ -47,6 +47,7 @@
 
 #include <cjson/cJSON.h>
 #include <curl/curl.h>
+#include <errno.h>
 #include <inttypes.h>
 #include <math.h>
 #include <pthread.h>
@@ -146,6 +147,8 @@ struct oa_req {
     bool ended;           /* the stream's end chunk was seen (stop / finish_reason) */
     bool got_done;        /* "data: [DONE]" was seen */
     bool stopped;         /* the stop token was delivered; the transfer is cut */
+    bool eos_seen;        /* the server's own stop (its EOS, ignore_eos off) was
+                             delivered; the stream must end with its final chunk */
     bool failed;          /* err holds why */
     enum assay_finish_reason reason; /* RQ_ENDING */
     enum assay_status err_status;
@@ -153,6 +156,8 @@ struct oa_req {
     char *errbody;        /* (ERRBODY_MAX) non-200 body */
     size_t errbody_len;
     bool errbody_cut;
+    char *json;           /* non-streamed: the 200 body so far (NUL-terminated) */
+    size_t json_len, json_cap;
     char curl_err[CURL_ERROR_SIZE];
 };
 
@@ -173,6 +178,8 @@ struct openai {
     size_t ev_reserved;     /* sum of max_tokens + 1 over ACTIVE and ENDING slots */
     assay_openai_logprobs_sink lp_sink;
     void *lp_ctx;
+    assay_openai_usage_sink usage_sink;
+    void *usage_ctx;
     struct assay_openai_logprob top[ASSAY_OPENAI_MAX_TOP];
     struct assay_openai_stats stats;
     char last_error[ERR_LEN];
@@ -356,6 +363,11 @@ static bool deliver(struct oa_req *r, int64_t token, double logprob, int32_t n_t
         return req_fail(r, ASSAY_ERR_NET, "token %" PRId64 " after the end of the stream",
                         token);
     }
+    if (r->eos_seen) {
+        return req_fail(r, ASSAY_ERR_NET,
+                        "token %" PRId64 " after the end-of-generation token %d at position %d",
+                        token, (int)oa->p.eos_token, (int)r->n_out - 1);
+    }
     if (r->n_out >= r->max_tokens) {
         return req_fail(r, ASSAY_ERR_NET,
                         "more tokens than max_tokens %d: token %" PRId64 " at position %d",
@@ -380,7 +392,13 @@ static bool deliver(struct oa_req *r, int64_t token, double logprob, int32_t n_t
         oa->lp_sink(oa->lp_ctx, r->id, e->index, e->token, logprob, oa->top, n_top);
     }
     if (token == r->stop_token) {
-        r->stopped = true;
+        /* The server stops on its own EOS: read its final chunk (counts,
+         * stop type) instead of cutting the stream. */
+        if (!r->ignore_eos && token == oa->p.eos_token) {
+            r->eos_seen = true;
+        } else {
+            r->stopped = true;
+        }
     }
     return true;
 }
@@ -568,6 +586,12 @@ static bool completion_chunk(struct oa_req *r, const cJSON *root, int64_t now)
     }
     r->ended = true;
     int64_t v;
+    if (oa->usage_sink != NULL) {
+        int64_t pt = -1, ct = -1;
+        get_int(member(root, "tokens_evaluated"), 0, INT32_MAX, &pt);
+        get_int(member(root, "tokens_predicted"), 0, INT32_MAX, &ct);
+        oa->usage_sink(oa->usage_ctx, r->id, pt, ct, r->prompt_len, r->n_out);
+    }
     if (cJSON_IsTrue(member(root, "truncated"))) {
         return req_fail(r, ASSAY_ERR_NET, "the server truncated the request (context too small?)");
     }
@@ -582,7 +606,7 @@ static bool completion_chunk(struct oa_req *r, const cJSON *root, int64_t now)
                         "the server reports %" PRId64 " tokens predicted but streamed %d", v,
                         (int)r->n_out);
     }
-    if (r->n_out < r->max_tokens) {
+    if (r->n_out < r->max_tokens && !r->eos_seen) {
         const cJSON *st = member(root, "stop_type");
         char why[64];
         snprintf(why, sizeof why, "stop_type \"%.24s\"",
@@ -665,6 +689,14 @@ static bool v1_usage(struct oa_req *r, const cJSON *usage)
     if (!cJSON_IsObject(usage)) {
         return true;
     }
+    if (r->oa->usage_sink != NULL) {
+        int64_t pt = -1, ct = -1;
+        get_int(member(usage, "prompt_tokens"), 0, INT32_MAX, &pt);
+        if (r->ended) {
+            get_int(member(usage, "completion_tokens"), 0, INT32_MAX, &ct);
+        }
+        r->oa->usage_sink(r->oa->usage_ctx, r->id, pt, ct, r->prompt_len, r->n_out);
+    }
     if (get_int(member(usage, "prompt_tokens"), 0, INT32_MAX, &v) && v != r->prompt_len) {
         return req_fail(r, ASSAY_ERR_NET,
                         "usage.prompt_tokens is %" PRId64 " but %d were sent (did it add a BOS "
@@ -709,7 +741,7 @@ static bool v1_chunk(struct oa_req *r, const cJSON *root, int64_t now)
                 return req_fail(r, ASSAY_ERR_NET, "a second finish_reason after the end");
             }
             r->ended = true;
-            if (r->n_out < r->max_tokens) {
+            if (r->n_out < r->max_tokens && !r->eos_seen) {
                 char why[64];
                 snprintf(why, sizeof why, "finish_reason \"%.24s\"", fr->valuestring);
                 return ended_short(r, why);
@@ -786,13 +818,70 @@ static void check_stream(struct oa_req *r)
     }
     char *ct = NULL;
     curl_easy_getinfo(r->easy, CURLINFO_CONTENT_TYPE, &ct);
-    if (ct == NULL || strncasecmp(ct, "text/event-stream", 17) != 0) {
+    bool stream = r->oa->p.stream;
+    const char *want = stream ? "text/event-stream" : "application/json";
+    if (ct == NULL || strncasecmp(ct, want, strlen(want)) != 0) {
         char snip[96];
         clean_text(r->oa, snip, sizeof snip, ct != NULL ? ct : "none",
                    strlen(ct != NULL ? ct : "none"), false);
-        req_fail(r, ASSAY_ERR_PARSE,
-                 "HTTP 200 but the body is not an event stream (Content-Type: %s)", snip);
+        req_fail(r, ASSAY_ERR_PARSE, "HTTP 200 but the body is not %s (Content-Type: %s)",
+                 stream ? "an event stream" : "JSON", snip);
     }
+}
+
+/* Non-streamed: append body bytes, within max_event_bytes. */
+static bool keep_json(struct oa_req *r, const char *ptr, size_t n)
+{
+    size_t limit = r->oa->p.max_event_bytes;
+    if (r->json_len + n > limit) {
+        return req_fail(r, ASSAY_ERR_PARSE, "a non-streamed response longer than %zu bytes",
+                        limit);
+    }
+    if (r->json_len + n + 1 > r->json_cap) {
+        size_t cap = r->json_cap > 0 ? r->json_cap : 4096;
+        while (cap < r->json_len + n + 1) {
+            cap *= 2;
+        }
+        char *p = assay_realloc(r->json, cap);
+        if (p == NULL) {
+            return req_fail(r, ASSAY_ERR_NOMEM, "out of memory for a non-streamed response");
+        }
+        r->json = p;
+        r->json_cap = cap;
+    }
+    memcpy(r->json + r->json_len, ptr, n);
+    r->json_len += n;
+    r->json[r->json_len] = '\0';
+    return true;
+}
+
+/* Non-streamed: the complete body, read as the format's final chunk. */
+static void read_json_body(struct oa_req *r)
+{
+    struct openai *oa = r->oa;
+    char snip[SNIPPET_LEN];
+    int64_t now = assay_now_ns();
+    cJSON *root = r->json != NULL ? cJSON_ParseWithLength(r->json, r->json_len) : NULL;
+    if (root == NULL || !cJSON_IsObject(root)) {
+        clean_text(oa, snip, 96, r->json != NULL ? r->json : "", r->json_len, false);
+        cJSON_Delete(root);
+        req_fail(r, ASSAY_ERR_PARSE, "malformed JSON in the non-streamed response: %s", snip);
+        return;
+    }
+    const cJSON *err = member(root, "error");
+    if (err != NULL) {
+        const cJSON *msg = member(err, "message");
+        const char *text = cJSON_IsString(msg) ? msg->valuestring : r->json;
+        clean_text(oa, snip, sizeof snip, text, strlen(text), false);
+        req_fail(r, ASSAY_ERR_NET, "the server reported an error: %s", snip);
+    } else if (oa->p.api == ASSAY_OPENAI_API_V1) {
+        v1_chunk(r, root, now);
+    } else if (!cJSON_IsTrue(member(root, "stop"))) {
+        req_fail(r, ASSAY_ERR_PARSE, "a non-streamed response without \"stop\": true");
+    } else {
+        completion_chunk(r, root, now);
+    }
+    cJSON_Delete(root);
 }
 
 static size_t on_write(char *ptr, size_t size, size_t nmemb, void *userdata)
@@ -825,6 +914,9 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *userdata)
         r->errbody_len += take;
         r->errbody_cut = r->errbody_cut || take < n;
         return n;
+    }
+    if (!oa->p.stream) {
+        return keep_json(r, ptr, n) ? n : 0;
     }
     size_t off = 0;
     while (off < n) {
@@ -939,6 +1031,15 @@ static void transfer_done(struct oa_req *r, CURLcode res)
     case CURLE_OK:
         if (r->http_status != 200) {
             http_error(r);
+        } else if (!oa->p.stream) {
+            read_json_body(r);
+            if (!r->failed && r->stopped) {
+                end_request(r, ASSAY_FINISH_STOP);
+                return;
+            }
+            if (!r->failed && !r->ended) {
+                req_fail(r, ASSAY_ERR_NET, "the non-streamed response has no final state");
+            }
         } else if (assay_sse_finish(&r->sse) != ASSAY_OK) {
             req_fail(r, ASSAY_ERR_NET, "connection closed mid-stream: %s",
                      assay_sse_last_error(&r->sse)->message);
@@ -975,7 +1076,9 @@ static void transfer_done(struct oa_req *r, CURLcode res)
                  cerr);
         break;
     }
-    end_request(r, r->failed ? ASSAY_FINISH_ERROR : ASSAY_FINISH_LENGTH);
+    end_request(r, r->failed     ? ASSAY_FINISH_ERROR
+                   : r->eos_seen ? ASSAY_FINISH_STOP
+                                 : ASSAY_FINISH_LENGTH);
 }
 
 /* Release a slot's resources (its FINISH was delivered or it never started). */
@@ -984,6 +1087,7 @@ static void release(struct oa_req *r)
     detach(r);
     assay_free(r->body);
     assay_free(r->errbody);
+    assay_free(r->json);
     assay_sse_free(&r->sse);
     struct openai *oa = r->oa;
     memset(r, 0, sizeof *r);
@@ -1058,7 +1162,7 @@ static enum assay_status build_body(struct openai *oa, const struct assay_reques
     for (int32_t i = 0; i < req->prompt_len; i++) {
         sb_printf(&b, i > 0 ? ",%d" : "%d", (int)req->prompt[i]);
     }
-    sb_printf(&b, "],\"stream\":true");
+    sb_printf(&b, "],\"stream\":%s", oa->p.stream ? "true" : "false");
     if (oa->p.api == ASSAY_OPENAI_API_V1) {
         sb_printf(&b, ",\"max_tokens\":%d,\"logprobs\":%d,\"return_tokens_as_token_ids\":true",
                   (int)req->max_tokens, (int)(oa->p.n_probs > 0 ? oa->p.n_probs : 1));
@@ -1447,6 +1551,7 @@ struct assay_openai_params assay_openai_default_params(void)
     p.eos_token = -1;
     p.cache_prompt = -1;
     p.max_event_bytes = ASSAY_SSE_DEFAULT_MAX_DATA;
+    p.stream = true;
     return p;
 }
 
@@ -1535,17 +1640,18 @@ static enum assay_status read_api_key(char **out, size_t *len, struct assay_diag
         if (f == NULL) {
             assay_free(key);
             assay_diag_set(diag, file, "ASSAY_API_KEY_FILE", "a readable file with the API key",
-                           "%s", "a file that cannot be opened");
+                           "%s", strerror(errno));
             return ASSAY_ERR_IO;
         }
         n = fread(key, 1, KEY_MAX + 1, f);
         bool err = ferror(f) != 0;
+        int read_errno = errno;
         fclose(f);
         if (err || n > KEY_MAX) {
             wipe(key, KEY_MAX + 1);
             assay_free(key);
             assay_diag_set(diag, file, "ASSAY_API_KEY_FILE", "a file of at most 4096 bytes",
-                           "%s", err ? "a read error" : "a longer file");
+                           "%s", err ? strerror(read_errno) : "a longer file");
             return err ? ASSAY_ERR_IO : ASSAY_ERR_INVALID;
         }
         /* The first line, without its line end. */
@@ -1686,12 +1792,13 @@ enum assay_status assay_openai_open(const struct assay_openai_params *params,
     /* Everything but the key, so that the spec recreates this adapter. */
     snprintf(oa->spec, sizeof oa->spec,
              "openai:%s,api=%s%s%s,timeout_ms=%d,stall_ms=%d,logprobs=%d,vocab=%d,ctx=%d,eos=%d,"
-             "requests=%d%s",
+             "requests=%d%s%s",
              oa->base, oa->p.api == ASSAY_OPENAI_API_V1 ? "v1" : "completion",
              oa->model[0] != '\0' ? ",model=" : "", oa->model, (int)oa->p.connect_timeout_ms,
              (int)oa->p.stall_timeout_ms, (int)p->n_probs, (int)oa->p.vocab, (int)oa->p.n_ctx,
              (int)oa->p.eos_token, (int)oa->p.max_requests,
-             oa->p.cache_prompt < 0 ? "" : oa->p.cache_prompt ? ",cache_prompt=on" : ",cache_prompt=off");
+             oa->p.cache_prompt < 0 ? "" : oa->p.cache_prompt ? ",cache_prompt=on" : ",cache_prompt=off",
+             oa->p.stream ? "" : ",stream=off");
     st = read_api_key(&oa->key, &oa->key_len, diag);
     if (st == ASSAY_OK) {
         oa->reqs = assay_calloc((size_t)oa->p.max_requests, sizeof *oa->reqs);
@@ -1800,6 +1907,15 @@ enum assay_status assay_openai_open_spec(const char *args, struct assay_adapter 
             st = spec_int(diag, kv, v, -1, INT32_MAX, &p.eos_token);
         } else if (strcmp(kv, "requests") == 0) {
             st = spec_int(diag, kv, v, 1, 1 << 20, &p.max_requests);
+        } else if (strcmp(kv, "stream") == 0) {
+            if (strcmp(v, "on") == 0 || strcmp(v, "1") == 0) {
+                p.stream = true;
+            } else if (strcmp(v, "off") == 0 || strcmp(v, "0") == 0) {
+                p.stream = false;
+            } else {
+                assay_diag_set(diag, "engine spec", kv, "on or off", "%.64s", v);
+                return ASSAY_ERR_INVALID;
+            }
         } else if (strcmp(kv, "cache_prompt") == 0) {
             if (strcmp(v, "on") == 0 || strcmp(v, "1") == 0) {
                 p.cache_prompt = 1;
@@ -1812,7 +1928,7 @@ enum assay_status assay_openai_open_spec(const char *args, struct assay_adapter 
         } else {
             assay_diag_set(diag, "engine spec", kv,
                            "one of model, api, timeout_ms, stall_ms, logprobs, vocab, ctx, eos, "
-                           "cache_prompt, requests",
+                           "cache_prompt, requests, stream",
                            "%.64s", kv);
             return ASSAY_ERR_INVALID;
         }
@@ -1851,5 +1967,163 @@ enum assay_status assay_openai_get_stats(const struct assay_adapter *adapter,
         return ASSAY_ERR_INVALID;
     }
     *out = ((const struct openai *)adapter->self)->stats;
+    return ASSAY_OK;
+}
+
+enum assay_status assay_openai_set_usage_sink(const struct assay_adapter *adapter,
+                                              assay_openai_usage_sink sink, void *ctx)
+{
+    if (!assay_openai_is(adapter)) {
+        return ASSAY_ERR_INVALID;
+    }
+    struct openai *oa = adapter->self;
+    oa->usage_sink = sink;
+    oa->usage_ctx = sink != NULL ? ctx : NULL;
+    return ASSAY_OK;
+}
+
+/* ------------------------------------------------------------------ */
+/* A plain GET (the server's /metrics)                                  */
+/* ------------------------------------------------------------------ */
+
+struct get_buf {
+    char *p;
+    size_t len, cap, max;
+    bool too_long, oom;
+};
+
+static size_t on_get_write(char *ptr, size_t size, size_t nmemb, void *userdata)
+{
+    struct get_buf *b = userdata;
+    size_t n = size * nmemb;
+    if (b->len + n > b->max) {
+        b->too_long = true;
+        return 0;
+    }
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap > 0 ? b->cap : 4096;
+        while (cap < b->len + n + 1) {
+            cap *= 2;
+        }
+        char *p = assay_realloc(b->p, cap);
+        if (p == NULL) {
+            b->oom = true;
+            return 0;
+        }
+        b->p = p;
+        b->cap = cap;
+    }
+    memcpy(b->p + b->len, ptr, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+    return n;
+}
+
+enum assay_status assay_openai_http_get(const struct assay_adapter *adapter, const char *path,
+                                        size_t max_bytes, char **body, size_t *len,
+                                        long *http_status, char *msg, size_t msg_size)
+{
+    *body = NULL;
+    *len = 0;
+    *http_status = 0;
+    if (msg_size > 0) {
+        msg[0] = '\0';
+    }
+    if (!assay_openai_is(adapter) || path == NULL || path[0] != '/' || max_bytes == 0 ||
+        strlen(path) > 256) {
+        snprintf(msg, msg_size, "%s", "not an openai adapter, or a path not starting with '/'");
+        return ASSAY_ERR_INVALID;
+    }
+    for (const char *c = path; *c != '\0'; c++) {
+        if ((unsigned char)*c <= 0x20 || (unsigned char)*c >= 0x7f || *c == '#') {
+            snprintf(msg, msg_size, "%s", "a path of printable ASCII without spaces");
+            return ASSAY_ERR_INVALID;
+        }
+    }
+    const struct openai *oa = adapter->self;
+    char url[URL_MAX + 300];
+    snprintf(url, sizeof url, "%s%s", oa->base, path);
+    CURL *easy = curl_easy_init();
+    if (easy == NULL) {
+        return ASSAY_ERR_NOMEM;
+    }
+    struct curl_slist *headers = NULL;
+    if (oa->key != NULL) {
+        size_t n = oa->key_len + 32;
+        char *line = assay_malloc(n);
+        if (line == NULL) {
+            curl_easy_cleanup(easy);
+            return ASSAY_ERR_NOMEM;
+        }
+        snprintf(line, n, "Authorization: Bearer %s", oa->key);
+        headers = curl_slist_append(NULL, line);
+        wipe(line, n);
+        assay_free(line);
+        if (headers == NULL) {
+            curl_easy_cleanup(easy);
+            return ASSAY_ERR_NOMEM;
+        }
+    }
+    struct get_buf b = {NULL, 0, 0, max_bytes, false, false};
+    char cerr[CURL_ERROR_SIZE] = "";
+    CURLcode cc[12];
+    int k = 0;
+    cc[k++] = curl_easy_setopt(easy, CURLOPT_URL, url);
+    cc[k++] = curl_easy_setopt(easy, CURLOPT_HTTPGET, 1L);
+    cc[k++] = curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_get_write);
+    cc[k++] = curl_easy_setopt(easy, CURLOPT_WRITEDATA, &b);
+    cc[k++] = curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, cerr);
+    cc[k++] = curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, (long)oa->p.connect_timeout_ms);
+    cc[k++] = curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, (long)oa->p.stall_timeout_ms);
+    cc[k++] = curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
+    cc[k++] = curl_easy_setopt(easy, CURLOPT_PROXY, "");
+    cc[k++] = curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
+    cc[k++] = curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
+    cc[k++] = curl_easy_setopt(easy, CURLOPT_HTTPHEADER, headers);
+    enum assay_status st = ASSAY_OK;
+    for (int i = 0; i < k; i++) {
+        if (cc[i] != CURLE_OK) {
+            snprintf(msg, msg_size, "libcurl refused an option: %s", curl_easy_strerror(cc[i]));
+            st = cc[i] == CURLE_OUT_OF_MEMORY ? ASSAY_ERR_NOMEM : ASSAY_ERR_NET;
+            break;
+        }
+    }
+    if (st == ASSAY_OK) {
+        CURLcode res = curl_easy_perform(easy);
+        curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, http_status);
+        if (b.oom || res == CURLE_OUT_OF_MEMORY) {
+            st = ASSAY_ERR_NOMEM;
+        } else if (b.too_long) {
+            snprintf(msg, msg_size, "GET %s: the body is longer than %zu bytes", path, max_bytes);
+            st = ASSAY_ERR_PARSE;
+        } else if (res == CURLE_OPERATION_TIMEDOUT) {
+            snprintf(msg, msg_size, "GET %s timed out", path);
+            st = ASSAY_ERR_TIMEOUT;
+        } else if (res != CURLE_OK) {
+            char clean[CURL_ERROR_SIZE + 8];
+            clean_text(oa, clean, sizeof clean, cerr, strlen(cerr), false);
+            snprintf(msg, msg_size, "GET %s%s failed: %s", oa->base, path,
+                     clean[0] != '\0' ? clean : curl_easy_strerror(res));
+            st = ASSAY_ERR_NET;
+        }
+    }
+    curl_easy_cleanup(easy);
+    for (struct curl_slist *h = headers; h != NULL; h = h->next) {
+        wipe(h->data, strlen(h->data));
+    }
+    curl_slist_free_all(headers);
+    if (st != ASSAY_OK) {
+        assay_free(b.p);
+        return st;
+    }
+    if (b.p == NULL) {
+        b.p = assay_malloc(1);
+        if (b.p == NULL) {
+            return ASSAY_ERR_NOMEM;
+        }
+        b.p[0] = '\0';
+    }
+    *body = b.p;
+    *len = b.len;
     return ASSAY_OK;
 }

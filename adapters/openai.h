@@ -9,7 +9,11 @@
  * with no events. The stream is parsed as server-sent events (sse.h) as
  * bytes arrive; a TOKEN event carries the time its chunk arrived, so the
  * time of the first token is the time the server's first token reached
- * the client.
+ * the client. With params.stream false (spec stream=off) each request asks
+ * for one non-streamed JSON response instead (Content-Type
+ * application/json, at most max_event_bytes), read as the final chunk of
+ * the same format when it is complete (no "data: [DONE]" is expected); the
+ * audit uses it to compare streamed with non-streamed outputs.
  *
  * Prompts go out as arrays of token ids and generated token ids come back
  * (never text), through one of two wire formats:
@@ -37,8 +41,9 @@
  * does this). Seeds are reduced to 32 bits (seed mod 2^32 - 1, never
  * llama.cpp's "random" value 0xFFFFFFFF). A request whose stop_token is
  * params.eos_token lets the server stop on its end-of-generation token
- * instead (ignore_eos false); any other stop token is detected here, and
- * the stream is then closed.
+ * instead (ignore_eos false), and the stream is then read to its final
+ * chunk (whose counts are checked, and a token after EOS is an error);
+ * any other stop token is detected here, and the stream is then closed.
  *
  * Every request that does not end exactly as asked finishes with
  * ASSAY_FINISH_ERROR and a one-line reason, and the adapter carries on
@@ -64,7 +69,9 @@
  * Capabilities: block_stats, block_audit, set_logits_sink and
  * check_invariants are NULL (a server gives no KV accounting and at most
  * the top logprobs, never the full logits); the top logprobs per token are
- * available through assay_openai_set_logprobs_sink.
+ * available through assay_openai_set_logprobs_sink, the server's own token
+ * counts per request through assay_openai_set_usage_sink, and any other
+ * page of the server (its /metrics) through assay_openai_http_get.
  *
  * Allocation: add_request allocates what a request needs (its body, its
  * libcurl handle, and room for its events in any one step), so the event
@@ -116,7 +123,12 @@ struct assay_openai_params {
     int32_t n_ctx;              /* prompt + max_tokens must fit; 0: unknown */
     int32_t eos_token;          /* the server's end-of-generation token; -1: unknown */
     int32_t cache_prompt;       /* -1: the server's default; 0 off; 1 on */
-    size_t max_event_bytes;     /* largest SSE line or event; default 1 MiB */
+    size_t max_event_bytes;     /* largest SSE line or event (or non-streamed
+                                   body); default 1 MiB */
+    bool stream;                /* true (default): a streamed response (SSE);
+                                   false: "stream": false and one JSON body,
+                                   read when it is complete, so every token
+                                   of a request arrives at the same time */
 };
 
 /* The defaults stated above, with url NULL. */
@@ -137,7 +149,7 @@ enum assay_status assay_openai_open(const struct assay_openai_params *params,
  * Open from the arguments of an engine spec (what follows "openai:"):
  *   URL[,model=NAME][,api=completion|v1][,timeout_ms=N][,stall_ms=N]
  *      [,logprobs=N][,vocab=N][,ctx=N][,eos=N][,cache_prompt=on|off]
- *      [,requests=N]
+ *      [,requests=N][,stream=on|off]
  * timeout_ms is the connection timeout and stall_ms the stall timeout.
  * An API key is never accepted here (see the header comment). Errors as
  * assay_openai_open, with the key named in diag.
@@ -166,6 +178,42 @@ typedef void (*assay_openai_logprobs_sink)(void *ctx, uint64_t request_id, int32
  * the adapter is not an openai adapter. */
 enum assay_status assay_openai_set_logprobs_sink(const struct assay_adapter *adapter,
                                                  assay_openai_logprobs_sink sink, void *ctx);
+
+/*
+ * Called during step() when the server reports its own counts for a
+ * request: llama.cpp's tokens_evaluated / tokens_predicted on the final
+ * chunk of /completion, or usage.prompt_tokens / usage.completion_tokens of
+ * /v1/completions. prompt_tokens and completion_tokens are -1 when the
+ * server did not state them; prompt_sent and tokens_received are what the
+ * adapter sent and delivered for that request so far. It is called before
+ * the adapter compares them (a disagreement then also fails the request),
+ * so a sink sees every report, the disagreeing ones included.
+ */
+typedef void (*assay_openai_usage_sink)(void *ctx, uint64_t request_id, int64_t prompt_tokens,
+                                        int64_t completion_tokens, int32_t prompt_sent,
+                                        int32_t tokens_received);
+
+/* Install (or with NULL remove) the usage sink. ASSAY_ERR_INVALID when the
+ * adapter is not an openai adapter. */
+enum assay_status assay_openai_set_usage_sink(const struct assay_adapter *adapter,
+                                              assay_openai_usage_sink sink, void *ctx);
+
+/*
+ * GET the server's `path` (e.g. "/metrics", which must start with '/'),
+ * relative to the configured base URL, with the adapter's rules: no
+ * redirect followed, no proxy, only http(s), the API key if one is set, the
+ * connection timeout, and the stall timeout as the limit of the whole
+ * transfer. Blocking: meant for between runs, never inside a measured one.
+ * On ASSAY_OK *body (release with assay_free) holds the response body,
+ * NUL-terminated, *len its length and *http_status the status (any status:
+ * a 404 or 501 is the caller's to judge). Returns ASSAY_ERR_INVALID (not an
+ * openai adapter, a bad path, max_bytes 0), ASSAY_ERR_NET (no connection,
+ * a transfer error; msg says why), ASSAY_ERR_TIMEOUT, ASSAY_ERR_PARSE (the
+ * body is longer than max_bytes) or ASSAY_ERR_NOMEM; *body is then NULL.
+ */
+enum assay_status assay_openai_http_get(const struct assay_adapter *adapter, const char *path,
+                                        size_t max_bytes, char **body, size_t *len,
+                                        long *http_status, char *msg, size_t msg_size);
 
 /* What the adapter has seen since it was opened. */
 struct assay_openai_stats {

@@ -9,6 +9,7 @@
 #include "../core/mutant.h"
 #include "bundled.h"
 #include "openai.h"
+#include "plugin.h"
 
 struct bundled_spec {
     char model[256];
@@ -105,6 +106,9 @@ static enum assay_status set_key(struct bundled_spec *b, const char *key, const 
         p->spec_k = (int32_t)x;
     } else if (strcmp(key, "invariant") == 0) {
         st = parse_onoff(diag, key, v, &p->batch_invariant);
+    } else if (strcmp(key, "threads") == 0) {
+        st = parse_int(diag, key, v, 1, 2, &x);
+        p->threads = (int32_t)x;
     } else if (strcmp(key, "order") == 0) {
         if (strcmp(v, "joint") == 0) {
             p->sampling_order = ASSAY_SAMPLING_JOINT;
@@ -131,8 +135,8 @@ static enum assay_status set_key(struct bundled_spec *b, const char *key, const 
     } else {
         st = bad(diag, key,
                  "one of model, seed, kv, block, blocks, prefix, chunk, batch, spec, draft, "
-                 "draft_seed, invariant, order, requests, max_seq_len, step_tokens, rng_seed, "
-                 "mutant",
+                 "draft_seed, invariant, threads, order, requests, max_seq_len, step_tokens, "
+                 "rng_seed, mutant",
                  key);
     }
     return st;
@@ -321,7 +325,11 @@ enum assay_status assay_adapter_open_spec_cached(const char *spec, struct assay_
     if (strncmp(spec, "openai:", 7) == 0) {
         return assay_openai_open_spec(spec + 7, out, diag);
     }
-    return bad(diag, "", "an engine spec such as bundled:kv=paged,block=16 or openai:URL", spec);
+    if (strncmp(spec, "plugin:", 7) == 0) {
+        return assay_plugin_open_spec(spec + 7, out, diag);
+    }
+    return bad(diag, "",
+               "an engine spec such as bundled:kv=paged,block=16, openai:URL or plugin:PATH", spec);
 }
 
 enum assay_status assay_spec_check(const char *spec, struct assay_diag *diag)
@@ -343,7 +351,13 @@ enum assay_status assay_spec_check(const char *spec, struct assay_diag *diag)
         assay_adapter_close(&a);
         return st;
     }
-    return bad(diag, "", "an engine spec such as bundled:kv=paged,block=16 or openai:URL", spec);
+    if (strncmp(spec, "plugin:", 7) == 0) {
+        /* Loads the library and finds its entry point; the options are
+         * the plugin's to check when it opens. */
+        return assay_plugin_check_spec(spec + 7, diag);
+    }
+    return bad(diag, "",
+               "an engine spec such as bundled:kv=paged,block=16, openai:URL or plugin:PATH", spec);
 }
 
 char *assay_spec_with(const char *spec, const char *key, const char *value, char *buf,

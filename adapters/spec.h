@@ -10,6 +10,8 @@
  *                             model, api=completion|v1, timeout_ms, stall_ms,
  *                             logprobs, vocab, ctx, eos, cache_prompt, requests;
  *                             the API key only from ASSAY_API_KEY(_FILE))
+ *   plugin:PATH[:OPTIONS]     a shared library exporting assay_plugin_open
+ *                             (adapters/plugin.h); OPTIONS go to the plugin
  *
  * Defaults follow assay_engine_default_params, except that prefix caching
  * and chunked prefill default to off where kv makes them impossible.

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "../core/alloc.h"
+#include "../core/json_out.h"
 
 struct assay_seedtable_params assay_seedtable_default_params(void)
 {
@@ -140,16 +141,6 @@ char *assay_seedtable_setting(const struct assay_seedtable_row *row, char *buf, 
     return buf;
 }
 
-static bool add_number_or_null(cJSON *o, const char *key, double v)
-{
-    cJSON *item = isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull();
-    if (item == NULL || !cJSON_AddItemToObject(o, key, item)) {
-        cJSON_Delete(item);
-        return false;
-    }
-    return true;
-}
-
 static bool row_to_json(const struct assay_seedtable_row *row, const struct assay_workload *w,
                         cJSON *o)
 {
@@ -157,13 +148,13 @@ static bool row_to_json(const struct assay_seedtable_row *row, const struct assa
     bool ok = cJSON_AddStringToObject(o, "generator", assay_loadgen_kind_str(row->kind)) != NULL &&
               cJSON_AddStringToObject(o, "setting",
                                       assay_seedtable_setting(row, setting, sizeof setting)) != NULL &&
-              add_number_or_null(o, "rate", row->rate) &&
-              add_number_or_null(o, "workers", row->n_workers > 0 ? row->n_workers : NAN) &&
-              add_number_or_null(o, "ttft_p50", row->ttft_p50) &&
-              add_number_or_null(o, "ttft_p95", row->ttft_p95) &&
-              add_number_or_null(o, "ttft_p99", row->ttft_p99) &&
-              add_number_or_null(o, "offered_rate", row->offered_rate) &&
-              add_number_or_null(o, "achieved_rate", row->achieved_rate);
+              assay_json_add_num(o, "rate", row->rate) &&
+              assay_json_add_num(o, "workers", row->n_workers > 0 ? row->n_workers : NAN) &&
+              assay_json_add_num(o, "ttft_p50", row->ttft_p50) &&
+              assay_json_add_num(o, "ttft_p95", row->ttft_p95) &&
+              assay_json_add_num(o, "ttft_p99", row->ttft_p99) &&
+              assay_json_add_num(o, "offered_rate", row->offered_rate) &&
+              assay_json_add_num(o, "achieved_rate", row->achieved_rate);
     if (!ok) {
         return false;
     }
@@ -186,7 +177,7 @@ enum assay_status assay_seedtable_to_json(const struct assay_seedtable *t,
     cJSON *rows = NULL;
     bool ok = root != NULL && cJSON_AddStringToObject(root, "format", "assay-seedtable") != NULL &&
               cJSON_AddNumberToObject(root, "version", 1) != NULL &&
-              add_number_or_null(root, "capacity", t->capacity) &&
+              assay_json_add_num(root, "capacity", t->capacity) &&
               (rows = cJSON_AddArrayToObject(root, "rows")) != NULL;
     for (int32_t i = 0; ok && i < t->n_rows; i++) {
         cJSON *o = cJSON_CreateObject();

@@ -167,6 +167,8 @@ struct assay_verify_ctx {
     struct memo_slot slots[8];
     int32_t n_slots;
     struct assay_model_cache *models; /* the models engines of this run share */
+    const struct assay_plan_item *ran[64]; /* items run on a non-bundled engine */
+    int32_t n_ran;
 };
 
 enum assay_status assay_verify_ctx_init(struct assay_verify_ctx **out, const char *fixtures,
@@ -254,6 +256,11 @@ char *assay_plan_engine_spec(const struct assay_plan_item *item, const char *bas
                              size_t size)
 {
     snprintf(buf, size, "%s", base_spec);
+    /* The options are the bundled engine's; any other engine (a server, a
+     * plugin) runs as its spec says, and the check judges that. */
+    if (strcmp(base_spec, "bundled") != 0 && strncmp(base_spec, "bundled:", 8) != 0) {
+        return buf;
+    }
     char opts[512];
     snprintf(opts, sizeof opts, "%s", item->options);
     /* Options after a ';' are defaults: applied only where the base spec
@@ -283,6 +290,31 @@ char *assay_plan_engine_spec(const struct assay_plan_item *item, const char *bas
     return buf;
 }
 
+static bool bundled_base(const char *spec)
+{
+    return strcmp(spec, "bundled") == 0 || strncmp(spec, "bundled:", 8) == 0;
+}
+
+static bool same_text(const char *x, const char *y)
+{
+    return (x == NULL && y == NULL) || (x != NULL && y != NULL && strcmp(x, y) == 0);
+}
+
+/* An item already run in ctx with the same runner, workload and
+ * parameters, or NULL. */
+static const struct assay_plan_item *ran_before(const struct assay_verify_ctx *ctx,
+                                                const struct assay_plan_item *item)
+{
+    for (int32_t i = 0; i < ctx->n_ran; i++) {
+        const struct assay_plan_item *r = ctx->ran[i];
+        if (r != item && r->run == item->run && same_text(r->workload, item->workload) &&
+            same_text(r->params, item->params)) {
+            return r;
+        }
+    }
+    return NULL;
+}
+
 enum assay_status assay_run_plan_item(struct assay_verify_ctx *ctx,
                                       const struct assay_plan_item *item, const char *base_spec,
                                       const char *workload_override,
@@ -310,6 +342,26 @@ enum assay_status assay_run_plan_item(struct assay_verify_ctx *ctx,
     if (n > 0 && (size_t)n < sizeof res->repro && path[0] != '\0') {
         snprintf(res->repro + n, sizeof res->repro - (size_t)n, " --workload %.*s",
                  (int)(sizeof res->repro - (size_t)n - 13), path);
+    }
+
+    /* On another engine than the bundled one the items' engine options do
+     * not apply (assay_plan_engine_spec), so items that differ only in
+     * them are one check: the first runs, the others say which it was. */
+    const struct assay_plan_item *same = bundled_base(base_spec) ? NULL : ran_before(ctx, item);
+    if (same != NULL) {
+        res->verdict = ASSAY_VERDICT_SKIP;
+        res->repro[0] = '\0';
+        snprintf(res->failure, sizeof res->failure,
+                 "the same check as %s on this engine: its options (%.200s) configure the "
+                 "bundled engine only, and its check and workload are %s's",
+                 same->name, item->options, same->name);
+        snprintf(res->summary, sizeof res->summary, "not run again: the same check as %s",
+                 same->name);
+        return ASSAY_OK;
+    }
+    if (!bundled_base(base_spec) &&
+        ctx->n_ran < (int32_t)(sizeof ctx->ran / sizeof ctx->ran[0])) {
+        ctx->ran[ctx->n_ran++] = item;
     }
 
     struct assay_diag diag;
@@ -362,7 +414,9 @@ static enum assay_status run_equivalence(struct assay_verify_ctx *ctx,
     if (model == NULL || w == NULL) {
         res->verdict = ASSAY_VERDICT_SKIP;
         snprintf(res->failure, sizeof res->failure, "%s",
-                 model == NULL ? "needs the engine's weights for the oracle" : "needs a workload");
+                 model == NULL ? "needs the engine's weights for the oracle (for a server serving a "
+                                 "GGUF file: assay audit --url URL --model FILE.gguf)"
+                               : "needs a workload");
         return ASSAY_OK;
     }
     struct assay_oracle_memo *memo = NULL;

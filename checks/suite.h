@@ -100,7 +100,8 @@ enum assay_status assay_verify_memo(struct assay_verify_ctx *ctx, const struct a
 /* The model the bundled engine behind a runs (NULL for other adapters). */
 const struct assay_model *assay_verify_engine_model(const struct assay_adapter *a);
 
-/* The engine spec a plan item runs on, into buf. */
+/* The engine spec a plan item runs on, into buf: the item's options over a
+ * bundled base spec; any other base spec (openai:, plugin:) unchanged. */
 char *assay_plan_engine_spec(const struct assay_plan_item *item, const char *base_spec, char *buf,
                              size_t size);
 

@@ -11,7 +11,10 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <cjson/cJSON.h>
+
 #include "checks/result.h"
+#include "reports/report.h"
 
 enum {
     ASSAY_EXIT_OK = 0,         /* everything checked passed */
@@ -27,12 +30,30 @@ int assay_cmd_mutants(int argc, char **argv);
 int assay_cmd_run(int argc, char **argv);
 int assay_cmd_bench(int argc, char **argv);
 int assay_cmd_report(int argc, char **argv);
+/* assay audit (cmd_audit.c): a third-party server against the oracle and
+ * the bundled engine. */
+int assay_cmd_audit(int argc, char **argv);
+/* assay compare (cmd_compare.c): a candidate engine against a baseline,
+ * correctness and speed; exit 3 on a significant regression. */
+int assay_cmd_compare(int argc, char **argv);
 
 /* The fixtures folder: $ASSAY_FIXTURES, else the installed or source tree's. */
 const char *assay_cli_fixtures(void);
 
 /* The path of this program (for reproducer lines). */
 const char *assay_cli_program(void);
+
+/* The command line as typed ("assay" and argv[0..argc-1] joined by
+ * spaces), for reports; cut at size. */
+void assay_cli_join_argv(int argc, char **argv, char *buf, size_t size);
+
+/* Write report as DIR/report.{json,html,md} (reports/report.h); on failure
+ * print "assay CMD: writing the report: WHY" and return false. */
+bool assay_cli_write_report(const char *cmd, cJSON *report, const char *dir,
+                            struct assay_report_paths *paths);
+
+/* Print report's JSON on stdout (--json). */
+void assay_cli_print_json(cJSON *report);
 
 /* Parse an unsigned integer option; false (and a message) when malformed. */
 bool assay_cli_parse_u64(const char *option, const char *text, uint64_t *out);

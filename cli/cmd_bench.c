@@ -378,26 +378,18 @@ int assay_cmd_bench(int argc, char **argv)
         status = ASSAY_EXIT_USAGE;
     }
     struct assay_report_paths paths;
-    struct assay_diag diag;
-    assay_diag_clear(&diag);
     bool written = false;
     if (ok && o.out != NULL) {
-        if (assay_report_write_all(report, o.out, "report", &paths, &diag) != ASSAY_OK) {
-            char why[900];
-            fprintf(stderr, "assay bench: writing the report: %s\n",
-                    assay_diag_format(&diag, why, sizeof why));
+        if (!assay_cli_write_report("bench", report, o.out, &paths)) {
             status = ASSAY_EXIT_USAGE;
         } else {
             written = true;
         }
     }
     if (o.json) {
-        char *text = NULL;
-        size_t len = 0;
-        if (ok && assay_report_print(report, &text, &len) == ASSAY_OK) {
-            fwrite(text, 1, len, stdout);
+        if (ok) {
+            assay_cli_print_json(report);
         }
-        assay_free(text);
     } else {
         if (st != ASSAY_OK) {
             fprintf(stderr, "assay bench: the %s stopped early: %s\n", mode_str(o.mode),

@@ -95,12 +95,7 @@ int assay_cmd_report(int argc, char **argv)
         return ASSAY_EXIT_USAGE;
     }
     if (json) {
-        char *text = NULL;
-        size_t len = 0;
-        if (assay_report_print(report, &text, &len) == ASSAY_OK) {
-            fwrite(text, 1, len, stdout);
-        }
-        assay_free(text);
+        assay_cli_print_json(report);
     } else {
         if (markdown) {
             char *md = NULL;

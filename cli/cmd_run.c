@@ -60,15 +60,6 @@ struct run_opts {
     bool quick, no_bench, json;
 };
 
-/* The command line, for the report. */
-static void join_argv(int argc, char **argv, char *buf, size_t size)
-{
-    size_t n = (size_t)snprintf(buf, size, "assay");
-    for (int i = 0; i < argc && n < size; i++) {
-        n += (size_t)snprintf(buf + n, size - n, " %s", argv[i]);
-    }
-}
-
 static int parse(int argc, char **argv, struct run_opts *o)
 {
     static const struct option opts[] = {
@@ -366,7 +357,7 @@ int assay_cmd_run(int argc, char **argv)
     }
     int64_t t0 = assay_now_ns();
     char command_line[2048];
-    join_argv(argc, argv, command_line, sizeof command_line);
+    assay_cli_join_argv(argc, argv, command_line, sizeof command_line);
     struct bench_part b;
     memset(&b, 0, sizeof b);
     /* Everything that can be wrong with the input is checked before the
@@ -432,21 +423,12 @@ int assay_cmd_run(int argc, char **argv)
         status = ASSAY_EXIT_USAGE;
     }
     struct assay_report_paths paths;
-    struct assay_diag diag;
-    assay_diag_clear(&diag);
-    if (ok && assay_report_write_all(report, o.out, "report", &paths, &diag) != ASSAY_OK) {
-        char why[900];
-        fprintf(stderr, "assay run: writing the report: %s\n", assay_diag_format(&diag, why, sizeof why));
+    if (ok && !assay_cli_write_report("run", report, o.out, &paths)) {
         status = ASSAY_EXIT_USAGE;
         ok = false;
     }
     if (o.json && ok) {
-        char *text = NULL;
-        size_t len = 0;
-        if (assay_report_print(report, &text, &len) == ASSAY_OK) {
-            fwrite(text, 1, len, stdout);
-        }
-        assay_free(text);
+        assay_cli_print_json(report);
     } else if (!o.json) {
         assay_cli_print_results(stdout, res, n);
         if (b.have_bench) {

@@ -5,16 +5,43 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "core/alloc.h"
 #include "core/clock.h"
 
 #ifndef ASSAY_FIXTURES_DIR
 #define ASSAY_FIXTURES_DIR "fixtures"
 #endif
+#ifndef ASSAY_FIXTURES_INSTALLED
+#define ASSAY_FIXTURES_INSTALLED "../share/assay/fixtures"
+#endif
 
+/* $ASSAY_FIXTURES; else, for an installed command, the fixtures installed
+ * beside it (ASSAY_FIXTURES_INSTALLED, relative to the folder of the
+ * binary, so an install under any prefix works); else the source tree's. */
 const char *assay_cli_fixtures(void)
 {
     const char *env = getenv("ASSAY_FIXTURES");
-    return env != NULL && env[0] != '\0' ? env : ASSAY_FIXTURES_DIR;
+    if (env != NULL && env[0] != '\0') {
+        return env;
+    }
+    static char installed[PATH_MAX + 64];
+    if (installed[0] == '\0') {
+        char exe[PATH_MAX];
+        ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+        char *slash = NULL;
+        if (n > 0) {
+            exe[n] = '\0';
+            slash = strrchr(exe, '/');
+        }
+        if (slash != NULL) {
+            *slash = '\0';
+            snprintf(installed, sizeof installed, "%s/%s", exe, ASSAY_FIXTURES_INSTALLED);
+        }
+        if (slash == NULL || access(installed, R_OK | X_OK) != 0) {
+            snprintf(installed, sizeof installed, "%s", ASSAY_FIXTURES_DIR);
+        }
+    }
+    return installed;
 }
 
 const char *assay_cli_program(void)
@@ -102,4 +129,36 @@ int assay_cli_exit_status(const struct assay_check_result *r, size_t n)
         }
     }
     return status;
+}
+
+void assay_cli_join_argv(int argc, char **argv, char *buf, size_t size)
+{
+    size_t n = (size_t)snprintf(buf, size, "assay");
+    for (int i = 0; i < argc && n < size; i++) {
+        n += (size_t)snprintf(buf + n, size - n, " %s", argv[i]);
+    }
+}
+
+bool assay_cli_write_report(const char *cmd, cJSON *report, const char *dir,
+                            struct assay_report_paths *paths)
+{
+    struct assay_diag diag;
+    assay_diag_clear(&diag);
+    if (assay_report_write_all(report, dir, "report", paths, &diag) != ASSAY_OK) {
+        char why[1200];
+        fprintf(stderr, "assay %s: writing the report: %s\n", cmd,
+                assay_diag_format(&diag, why, sizeof why));
+        return false;
+    }
+    return true;
+}
+
+void assay_cli_print_json(cJSON *report)
+{
+    char *text = NULL;
+    size_t len = 0;
+    if (assay_report_print(report, &text, &len) == ASSAY_OK) {
+        fwrite(text, 1, len, stdout);
+    }
+    assay_free(text);
 }

@@ -26,6 +26,9 @@ static void usage(FILE *out)
             "  bench      benchmark alone: open or closed loop, the seed's table, rate sweep\n"
             "  report     render a saved report's HTML and Markdown again from its JSON\n"
             "  mutants    list the planted bugs that prove each check can fail\n"
+            "  audit      check an OpenAI-compatible server serving a GGUF file against the\n"
+            "             oracle, and benchmark it beside the bundled engine\n"
+            "  compare    BASELINE CANDIDATE: is the candidate still right, and really faster?\n"
             "\n"
             "`assay COMMAND --help` describes each command. Exit status: 0 all passed,\n"
             "1 a check failed, 2 usage or input error, 3 performance regression (compare).\n");
@@ -57,6 +60,12 @@ int main(int argc, char **argv)
     }
     if (strcmp(cmd, "report") == 0) {
         return assay_cmd_report(argc - 1, argv + 1);
+    }
+    if (strcmp(cmd, "audit") == 0) {
+        return assay_cmd_audit(argc - 1, argv + 1);
+    }
+    if (strcmp(cmd, "compare") == 0) {
+        return assay_cmd_compare(argc - 1, argv + 1);
     }
     fprintf(stderr, "assay: unknown command '%s'\n\n", cmd);
     usage(stderr);

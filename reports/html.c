@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "../core/alloc.h"
+#include "audit_report.h"
+#include "compare_report.h"
 #include "plot.h"
 #include "report.h"
 #include "schema.h"
@@ -114,11 +116,31 @@ static int array_size(const cJSON *a)
     return cJSON_IsArray(a) ? cJSON_GetArraySize(a) : 0;
 }
 
-/* The percentile points of a distribution ({"p50": x, ...} or a spread
- * {"p50": {"median": x}, ...}) for a CDF through the reported quantiles. */
+/* The CDF points of a distribution: its "cdf" array (the quantiles at
+ * 1%..100%, medians over runs in a spread) when the report has it, else the
+ * percentile points ({"p50": x, ...} or a spread {"p50": {"median": x}}). */
+#define CDF_MAX 128
 static size_t cdf_points(const cJSON *dist, bool spread, double *x, double *y)
 {
     size_t n = 0;
+    const cJSON *cdf = cJSON_GetObjectItemCaseSensitive(dist, "cdf");
+    int n_cdf = array_size(cdf);
+    if (n_cdf > 0 && n_cdf <= CDF_MAX) {
+        const cJSON *v;
+        int i = 0;
+        cJSON_ArrayForEach(v, cdf)
+        {
+            i++;
+            /* The plots show the upper half, where the tail is. */
+            if (2 * i >= n_cdf && cJSON_IsNumber(v) && isfinite(v->valuedouble) &&
+                v->valuedouble > 0) {
+                x[n] = v->valuedouble;
+                y[n] = (double)i / n_cdf;
+                n++;
+            }
+        }
+        return n;
+    }
     for (int i = 0; i < N_PCTL; i++) {
         char path[32];
         snprintf(path, sizeof path, spread ? "%s.median" : "%s", pctl[i]);
@@ -572,7 +594,7 @@ static void lateness_plot(struct assay_text *t, const cJSON *b)
 static void benchmark_cdf_plot(struct assay_text *t, const cJSON *b)
 {
     const cJSON *spread = cJSON_GetObjectItemCaseSensitive(b, "spread");
-    double x[4][N_PCTL], y[4][N_PCTL];
+    double x[4][CDF_MAX], y[4][CDF_MAX];
     struct assay_plot_series s[4];
     size_t n = 0;
     for (int m = 0; m < 4; m++) {
@@ -581,7 +603,8 @@ static void benchmark_cdf_plot(struct assay_text *t, const cJSON *b)
             continue;
         }
         s[n] = (struct assay_plot_series){.name = metric_names[m], .x = x[n], .y = y[n], .n = k,
-                                          .style = ASSAY_PLOT_LINE_POINTS, .color = m};
+                                          .style = k > 10 ? ASSAY_PLOT_LINE : ASSAY_PLOT_LINE_POINTS,
+                                          .color = m};
         n++;
     }
     struct assay_plot p = assay_plot_default();
@@ -595,8 +618,8 @@ static void benchmark_cdf_plot(struct assay_text *t, const cJSON *b)
     p.y_max = 1.0;
     p.series = s;
     p.n_series = n;
-    p.caption = "Drawn through the reported percentiles (p50, p90, p95, p99, max), the median "
-                "over runs of each.";
+    p.caption = "Drawn through the quantiles at 50%, 51%, ..., 100% (or, in older reports, the "
+                "reported percentiles), the median over runs of each.";
     assay_plot_svg(t, &p);
 }
 
@@ -662,7 +685,7 @@ static void seed_cdf_plot(struct assay_text *t, const cJSON *st, const char *met
                           const char *title)
 {
     enum { MAXR = 16 };
-    double x[MAXR][N_PCTL], y[MAXR][N_PCTL];
+    double x[MAXR][CDF_MAX], y[MAXR][CDF_MAX];
     char names[MAXR][80];
     struct assay_plot_series s[MAXR];
     size_t n = 0;
@@ -679,8 +702,8 @@ static void seed_cdf_plot(struct assay_text *t, const cJSON *st, const char *met
         snprintf(names[n], sizeof names[n], "%s: %s", open ? "open" : "closed",
                  assay_json_str(row, "setting", ""));
         s[n] = (struct assay_plot_series){.name = names[n], .x = x[n], .y = y[n], .n = k,
-                                          .style = ASSAY_PLOT_LINE_POINTS, .color = (int)n,
-                                          .dashed = !open};
+                                          .style = k > 10 ? ASSAY_PLOT_LINE : ASSAY_PLOT_LINE_POINTS,
+                                          .color = (int)n, .dashed = !open};
         n++;
     }
     struct assay_plot p = assay_plot_default();
@@ -695,7 +718,8 @@ static void seed_cdf_plot(struct assay_text *t, const cJSON *st, const char *met
     p.series = s;
     p.n_series = n;
     p.caption = "One line per generator setting (closed loops dashed), drawn through the "
-                "reported percentiles p50, p90, p95, p99 and max (medians over runs).";
+                "quantiles at 50%, 51%, ..., 100% (or the reported percentiles in older "
+                "reports), medians over runs.";
     assay_plot_svg(t, &p);
 }
 
@@ -792,7 +816,8 @@ static void render_sweep(struct assay_text *t, const cJSON *r)
     assay_text_puts(t, "<section id=\"sweep\"><h2>Rate sweep</h2>\n");
     enum { CAP = 128 };
     double px_[CAP], py_[CAP], bx[CAP], by[CAP], p50x[CAP], p50y[CAP], p99x[CAP], p99y[CAP];
-    size_t np = 0;
+    double sx[CAP], s50[CAP], s99[CAP], sx99[CAP];
+    size_t np = 0, ns = 0;
     if (cJSON_IsObject(sw)) {
         assay_text_puts(t, "<p class=\"para\">");
         esc(t, assay_json_str(sw, "explanation", ""));
@@ -813,6 +838,13 @@ static void render_sweep(struct assay_text *t, const cJSON *r)
                 py_[np] = assay_json_num(pr, "goodput_fraction");
                 np++;
             }
+            double ttft50 = assay_json_num(pr, "ttft_p50"), ttft99 = assay_json_num(pr, "ttft_p99");
+            if (ns < CAP && isfinite(ttft50) && isfinite(ttft99)) {
+                sx[ns] = assay_json_num(pr, "rate");
+                s50[ns] = ttft50;
+                s99[ns] = ttft99;
+                ns++;
+            }
         }
         assay_text_puts(t, "</table>\n");
         const char *status = assay_json_str(sw, "status", "ok");
@@ -827,10 +859,23 @@ static void render_sweep(struct assay_text *t, const cJSON *r)
     }
     sort_xy(px_, py_, np);
     size_t nb = open_points(r, "goodput.fraction", bx, by, CAP);
-    size_t n50 = open_points(r, "ttft.p50", p50x, p50y, CAP);
-    size_t n99 = open_points(r, "ttft.p99", p99x, p99y, CAP);
-    sort_xy(p50x, p50y, n50);
-    sort_xy(p99x, p99y, n99);
+    size_t n50 = 0, n99 = 0;
+    if (ns > 0) {
+        /* The sweep probes: one run per offered rate, on one schedule. */
+        memcpy(sx99, sx, sizeof(double) * ns);
+        sort_xy(sx, s50, ns);
+        sort_xy(sx99, s99, ns);
+        memcpy(p50x, sx, sizeof(double) * ns);
+        memcpy(p50y, s50, sizeof(double) * ns);
+        memcpy(p99x, sx99, sizeof(double) * ns);
+        memcpy(p99y, s99, sizeof(double) * ns);
+        n50 = n99 = ns;
+    } else {
+        n50 = open_points(r, "ttft.p50", p50x, p50y, CAP);
+        n99 = open_points(r, "ttft.p99", p99x, p99y, CAP);
+        sort_xy(p50x, p50y, n50);
+        sort_xy(p99x, p99y, n99);
+    }
 
     struct assay_plot_series g[2] = {
         {.name = "sweep probes", .x = px_, .y = py_, .n = np, .style = ASSAY_PLOT_LINE_POINTS,
@@ -858,10 +903,10 @@ static void render_sweep(struct assay_text *t, const cJSON *r)
     assay_plot_svg(t, &p);
 
     struct assay_plot_series l[2] = {
-        {.name = "TTFT p50", .x = p50x, .y = p50y, .n = n50, .style = ASSAY_PLOT_POINTS,
-         .color = 0},
-        {.name = "TTFT p99", .x = p99x, .y = p99y, .n = n99, .style = ASSAY_PLOT_POINTS,
-         .color = 1},
+        {.name = "TTFT p50", .x = p50x, .y = p50y, .n = n50,
+         .style = ns > 0 ? ASSAY_PLOT_LINE_POINTS : ASSAY_PLOT_POINTS, .color = 0},
+        {.name = "TTFT p99", .x = p99x, .y = p99y, .n = n99,
+         .style = ns > 0 ? ASSAY_PLOT_LINE_POINTS : ASSAY_PLOT_POINTS, .color = 1},
     };
     struct assay_plot q = assay_plot_default();
     q.title = "TTFT against offered rate";
@@ -872,9 +917,12 @@ static void render_sweep(struct assay_text *t, const cJSON *r)
     q.y_unit = ASSAY_PLOT_UNIT_SECONDS;
     q.series = l;
     q.n_series = 2;
-    q.caption = "One point per open-loop run in this report (the benchmark's and the seed table's "
-                "open row; the sweep records goodput only): past the engine's capacity the queue, "
-                "and with it the tail, grows without bound.";
+    q.caption = ns > 0 ? "One point per sweep probe (one open-loop run per offered rate, the "
+                         "same schedule scaled): past the engine's capacity the queue, and with it "
+                         "the tail, grows without bound."
+                       : "One point per open-loop run in this report (the benchmark's and the seed "
+                         "table's open row): past the engine's capacity the queue, and with it the "
+                         "tail, grows without bound.";
     assay_plot_svg(t, &q);
     assay_text_puts(t, "</section>\n");
 }
@@ -989,6 +1037,8 @@ enum assay_status assay_report_render_html(const cJSON *r, char **out, size_t *l
     render_header(&t, r);
     render_verdict(&t, r);
     render_failures(&t, r);
+    assay_report_audit_html(&t, r);
+    assay_report_compare_html(&t, r);
     render_benchmark(&t, r);
     render_seedtable(&t, r);
     render_sweep(&t, r);

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "audit_report.h"
+#include "compare_report.h"
 #include "report.h"
 #include "schema.h"
 #include "text.h"
@@ -362,6 +364,8 @@ enum assay_status assay_report_render_markdown(const cJSON *r, char **out, size_
     header(&t, r);
     verdict_table(&t, r);
     failures(&t, r);
+    assay_report_audit_markdown(&t, r);
+    assay_report_compare_markdown(&t, r);
     benchmark(&t, r);
     seed_table(&t, r);
     sweep(&t, r);

@@ -17,24 +17,12 @@
 #include "markdown.h"
 #include "schema.h"
 #include "stamp.h"
+#include "audit_report.h"
+#include "compare_report.h"
 #include "text.h"
+#include "../core/json_out.h"
 
 /* ---- building ------------------------------------------------------------ */
-
-static bool add_num(cJSON *o, const char *key, double v)
-{
-    cJSON *item = isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull();
-    if (item == NULL || !cJSON_AddItemToObject(o, key, item)) {
-        cJSON_Delete(item);
-        return false;
-    }
-    return true;
-}
-
-static bool add_str(cJSON *o, const char *key, const char *v)
-{
-    return cJSON_AddStringToObject(o, key, v != NULL ? v : "") != NULL;
-}
 
 enum assay_status assay_report_create(const char *command, const char *command_line, cJSON **out)
 {
@@ -42,15 +30,15 @@ enum assay_status assay_report_create(const char *command, const char *command_l
     char when[40];
     cJSON *r = cJSON_CreateObject();
     cJSON *counts = NULL;
-    bool ok = r != NULL && add_str(r, "schema", ASSAY_REPORT_SCHEMA) &&
-              add_num(r, "version", ASSAY_REPORT_VERSION) && add_str(r, "command", command) &&
-              add_str(r, "command_line", command_line) &&
-              add_str(r, "created_utc", assay_utc_iso8601(when, sizeof when)) &&
-              cJSON_AddNullToObject(r, "duration_s") != NULL && add_str(r, "verdict", "NONE") &&
+    bool ok = r != NULL && assay_json_add_str(r, "schema", ASSAY_REPORT_SCHEMA) &&
+              assay_json_add_num(r, "version", ASSAY_REPORT_VERSION) && assay_json_add_str(r, "command", command) &&
+              assay_json_add_str(r, "command_line", command_line) &&
+              assay_json_add_str(r, "created_utc", assay_utc_iso8601(when, sizeof when)) &&
+              cJSON_AddNullToObject(r, "duration_s") != NULL && assay_json_add_str(r, "verdict", "NONE") &&
               (counts = cJSON_AddObjectToObject(r, "counts")) != NULL &&
-              add_num(counts, "checks", 0) && add_num(counts, "pass", 0) &&
-              add_num(counts, "fail", 0) && add_num(counts, "skip", 0) &&
-              add_num(counts, "error", 0) && cJSON_AddNullToObject(r, "stamp") != NULL &&
+              assay_json_add_num(counts, "checks", 0) && assay_json_add_num(counts, "pass", 0) &&
+              assay_json_add_num(counts, "fail", 0) && assay_json_add_num(counts, "skip", 0) &&
+              assay_json_add_num(counts, "error", 0) && cJSON_AddNullToObject(r, "stamp") != NULL &&
               cJSON_AddNullToObject(r, "verify") != NULL &&
               cJSON_AddArrayToObject(r, "checks") != NULL &&
               cJSON_AddNullToObject(r, "benchmark") != NULL &&
@@ -73,8 +61,25 @@ enum assay_status assay_report_set(cJSON *report, const char *key, cJSON *value)
             return ASSAY_ERR_NOMEM;
         }
     }
-    if (cJSON_GetObjectItemCaseSensitive(report, key) != NULL) {
-        if (!cJSON_ReplaceItemInObjectCaseSensitive(report, key, value)) {
+    cJSON *old = cJSON_GetObjectItemCaseSensitive(report, key);
+    if (old != NULL) {
+        /* Name the item before it takes the old one's place: cJSON 1.7.15
+         * (Debian 12) ReplaceItemInObject does not check its copy of the
+         * name, and out of memory it puts the item in unnamed and reports
+         * success (the member silently disappears; fixed upstream later). */
+        size_t n = strlen(key) + 1;
+        char *name = cJSON_malloc(n);
+        if (name == NULL) {
+            cJSON_Delete(value);
+            return ASSAY_ERR_NOMEM;
+        }
+        memcpy(name, key, n);
+        if (value->string != NULL && !(value->type & cJSON_StringIsConst)) {
+            cJSON_free(value->string);
+        }
+        value->string = name;
+        value->type &= ~cJSON_StringIsConst;
+        if (!cJSON_ReplaceItemViaPointer(report, old, value)) {
             cJSON_Delete(value);
             return ASSAY_ERR_NOMEM;
         }
@@ -92,31 +97,31 @@ enum assay_status assay_report_check_json(const struct assay_check_result *r, cJ
     *out = NULL;
     cJSON *c = cJSON_CreateObject();
     cJSON *f = NULL;
-    bool ok = c != NULL && add_str(c, "name", r->name) &&
-              add_str(c, "family", assay_family_str(r->family)) &&
-              add_str(c, "verdict", assay_verdict_str(r->verdict)) && add_str(c, "engine", r->engine) &&
-              add_str(c, "workload", r->workload) && add_str(c, "summary", r->summary) &&
-              add_str(c, "failure", r->failure) && add_str(c, "repro", r->repro) &&
-              add_num(c, "seconds", r->seconds) && (f = cJSON_AddObjectToObject(c, "figures")) != NULL;
+    bool ok = c != NULL && assay_json_add_str(c, "name", r->name) &&
+              assay_json_add_str(c, "family", assay_family_str(r->family)) &&
+              assay_json_add_str(c, "verdict", assay_verdict_str(r->verdict)) && assay_json_add_str(c, "engine", r->engine) &&
+              assay_json_add_str(c, "workload", r->workload) && assay_json_add_str(c, "summary", r->summary) &&
+              assay_json_add_str(c, "failure", r->failure) && assay_json_add_str(c, "repro", r->repro) &&
+              assay_json_add_num(c, "seconds", r->seconds) && (f = cJSON_AddObjectToObject(c, "figures")) != NULL;
     if (ok) {
         switch (r->family) {
         case ASSAY_FAMILY_EQUIVALENCE:
-            ok = add_num(f, "n_requests", (double)r->n_requests) &&
-                 add_num(f, "n_tokens", (double)r->n_tokens) && add_num(f, "n_ties", r->n_ties) &&
-                 add_num(f, "tie_tol", r->tie_tol) && add_num(f, "max_tie_gap", r->max_tie_gap) &&
-                 add_num(f, "max_logit_diff", r->max_logit_diff);
+            ok = assay_json_add_num(f, "n_requests", (double)r->n_requests) &&
+                 assay_json_add_num(f, "n_tokens", (double)r->n_tokens) && assay_json_add_num(f, "n_ties", r->n_ties) &&
+                 assay_json_add_num(f, "tie_tol", r->tie_tol) && assay_json_add_num(f, "max_tie_gap", r->max_tie_gap) &&
+                 assay_json_add_num(f, "max_logit_diff", r->max_logit_diff);
             break;
         case ASSAY_FAMILY_DISTRIBUTIONAL:
-            ok = add_num(f, "alpha", r->alpha) && add_num(f, "n", (double)r->n) &&
-                 add_num(f, "statistic", r->statistic) && add_num(f, "df", r->df) &&
-                 add_num(f, "p_value", r->p_value) && add_num(f, "p_adjusted", r->p_adjusted) &&
-                 add_num(f, "min_tv", r->min_tv) && add_num(f, "power", r->power) &&
-                 add_num(f, "n_impossible", (double)r->n_impossible);
+            ok = assay_json_add_num(f, "alpha", r->alpha) && assay_json_add_num(f, "n", (double)r->n) &&
+                 assay_json_add_num(f, "statistic", r->statistic) && assay_json_add_num(f, "df", r->df) &&
+                 assay_json_add_num(f, "p_value", r->p_value) && assay_json_add_num(f, "p_adjusted", r->p_adjusted) &&
+                 assay_json_add_num(f, "min_tv", r->min_tv) && assay_json_add_num(f, "power", r->power) &&
+                 assay_json_add_num(f, "n_impossible", (double)r->n_impossible);
             break;
         case ASSAY_FAMILY_PROPERTY:
-            ok = add_num(f, "n_requests", (double)r->n_requests) &&
-                 add_num(f, "n_steps", (double)r->n_steps) &&
-                 add_num(f, "n_checks", (double)r->n_checks);
+            ok = assay_json_add_num(f, "n_requests", (double)r->n_requests) &&
+                 assay_json_add_num(f, "n_steps", (double)r->n_steps) &&
+                 assay_json_add_num(f, "n_checks", (double)r->n_checks);
             break;
         }
     }
@@ -146,9 +151,9 @@ static enum assay_status update_verdict(cJSON *report)
     const char *verdict = fail > 0 ? "FAIL" : error > 0 ? "ERROR" : n > 0 ? "PASS" : "NONE";
     cJSON *counts = cJSON_CreateObject();
     cJSON *vs = cJSON_CreateString(verdict);
-    bool ok = counts != NULL && vs != NULL && add_num(counts, "checks", n) &&
-              add_num(counts, "pass", pass) && add_num(counts, "fail", fail) &&
-              add_num(counts, "skip", skip) && add_num(counts, "error", error);
+    bool ok = counts != NULL && vs != NULL && assay_json_add_num(counts, "checks", n) &&
+              assay_json_add_num(counts, "pass", pass) && assay_json_add_num(counts, "fail", fail) &&
+              assay_json_add_num(counts, "skip", skip) && assay_json_add_num(counts, "error", error);
     if (!ok) {
         cJSON_Delete(counts);
         cJSON_Delete(vs);
@@ -331,7 +336,7 @@ enum assay_status assay_report_seedtable_json(const struct assay_seedtable *t,
     }
     char para[3000];
     assay_report_seedtable_explain(st, para, sizeof para);
-    if (!add_str(st, "explanation", para)) {
+    if (!assay_json_add_str(st, "explanation", para)) {
         cJSON_Delete(st);
         return ASSAY_ERR_NOMEM;
     }
@@ -347,20 +352,20 @@ enum assay_status assay_report_sweep_json(const struct assay_sweep_result *s,
     *out = NULL;
     cJSON *o = cJSON_CreateObject();
     cJSON *so = NULL, *probes = NULL;
-    bool ok = o != NULL && add_str(o, "format", "assay-sweep") &&
-              add_num(o, "version", ASSAY_SWEEP_SCHEMA_VERSION) && add_num(o, "target", p->target) &&
+    bool ok = o != NULL && assay_json_add_str(o, "format", "assay-sweep") &&
+              assay_json_add_num(o, "version", ASSAY_SWEEP_SCHEMA_VERSION) && assay_json_add_num(o, "target", p->target) &&
               (so = cJSON_AddObjectToObject(o, "slo")) != NULL &&
-              add_num(so, "ttft_s", slo != NULL ? slo->ttft_s : NAN) &&
-              add_num(so, "tpot_s", slo != NULL ? slo->tpot_s : NAN) &&
-              add_str(o, "arrival", assay_arrival_kind_str(p->arrival)) &&
-              add_num(o, "cv", p->arrival == ASSAY_ARRIVAL_GAMMA ? p->cv : NAN) &&
-              add_num(o, "seed", (double)p->seed) && add_num(o, "start_rate", p->start_rate) &&
-              add_num(o, "min_rate", p->min_rate) && add_num(o, "max_rate", p->max_rate) &&
-              add_num(o, "max_probes", p->max_probes) && add_num(o, "rel_tol", p->rel_tol) &&
-              add_num(o, "best_rate", s->best_rate > 0 ? s->best_rate : NAN) &&
-              add_num(o, "fail_rate", s->fail_rate) &&
+              assay_json_add_num(so, "ttft_s", slo != NULL ? slo->ttft_s : NAN) &&
+              assay_json_add_num(so, "tpot_s", slo != NULL ? slo->tpot_s : NAN) &&
+              assay_json_add_str(o, "arrival", assay_arrival_kind_str(p->arrival)) &&
+              assay_json_add_num(o, "cv", p->arrival == ASSAY_ARRIVAL_GAMMA ? p->cv : NAN) &&
+              assay_json_add_num(o, "seed", (double)p->seed) && assay_json_add_num(o, "start_rate", p->start_rate) &&
+              assay_json_add_num(o, "min_rate", p->min_rate) && assay_json_add_num(o, "max_rate", p->max_rate) &&
+              assay_json_add_num(o, "max_probes", p->max_probes) && assay_json_add_num(o, "rel_tol", p->rel_tol) &&
+              assay_json_add_num(o, "best_rate", s->best_rate > 0 ? s->best_rate : NAN) &&
+              assay_json_add_num(o, "fail_rate", s->fail_rate) &&
               cJSON_AddBoolToObject(o, "bracketed", s->bracketed) != NULL &&
-              add_str(o, "status", status == ASSAY_OK ? "ok" : assay_status_str(status)) &&
+              assay_json_add_str(o, "status", status == ASSAY_OK ? "ok" : assay_status_str(status)) &&
               (probes = cJSON_AddArrayToObject(o, "probes")) != NULL;
     for (int32_t i = 0; ok && i < s->n_probes; i++) {
         cJSON *pr = cJSON_CreateObject();
@@ -369,9 +374,14 @@ enum assay_status assay_report_sweep_json(const struct assay_sweep_result *s,
             cJSON_Delete(pr);
             break;
         }
-        ok = add_num(pr, "rate", s->probes[i].rate) &&
-             add_num(pr, "goodput_fraction", s->probes[i].goodput_fraction) &&
-             cJSON_AddBoolToObject(pr, "pass", s->probes[i].pass) != NULL;
+        ok = assay_json_add_num(pr, "rate", s->probes[i].rate) &&
+             assay_json_add_num(pr, "goodput_fraction", s->probes[i].goodput_fraction) &&
+             cJSON_AddBoolToObject(pr, "pass", s->probes[i].pass) != NULL &&
+             assay_json_add_num(pr, "achieved_rate", s->probes[i].achieved_rate) &&
+             assay_json_add_num(pr, "ttft_p50", s->probes[i].ttft_p50) &&
+             assay_json_add_num(pr, "ttft_p99", s->probes[i].ttft_p99) &&
+             assay_json_add_num(pr, "tpot_p99", s->probes[i].tpot_p99) &&
+             assay_json_add_num(pr, "e2e_p99", s->probes[i].e2e_p99);
     }
     char para[1024];
     char slo_text[128] = "no SLO";
@@ -407,7 +417,7 @@ enum assay_status assay_report_sweep_json(const struct assay_sweep_result *s,
                      s->n_probes > 0 ? s->probes[s->n_probes - 1].rate : p->start_rate, p->min_rate);
         }
     }
-    ok = ok && add_str(o, "explanation", para);
+    ok = ok && assay_json_add_str(o, "explanation", para);
     if (!ok) {
         cJSON_Delete(o);
         return ASSAY_ERR_NOMEM;
@@ -580,6 +590,35 @@ enum assay_status assay_report_validate(const cJSON *r, struct assay_diag *diag)
                        assay_json_num(r, "counts.checks"));
         return ASSAY_ERR_PARSE;
     }
+    /* The counts and the verdict must be those of the checks: a report
+     * that says PASS over a failed check must not pass for a passing one. */
+    double tally[4] = {0, 0, 0, 0};
+    cJSON_ArrayForEach(c, checks)
+    {
+        for (int k = 0; k < 4; k++) {
+            tally[k] += strcmp(assay_json_str(c, "verdict", ""), check_verdicts[k]) == 0;
+        }
+    }
+    static const char *const count_keys[4] = {"counts.pass", "counts.fail", "counts.skip",
+                                              "counts.error"};
+    for (int k = 0; k < 4; k++) {
+        if (assay_json_num(r, count_keys[k]) != tally[k]) {
+            char expected[64];
+            snprintf(expected, sizeof expected, "%g (the checks with verdict %s)", tally[k],
+                     check_verdicts[k]);
+            assay_diag_set(diag, NULL, count_keys[k], expected, "%g",
+                           assay_json_num(r, count_keys[k]));
+            return ASSAY_ERR_PARSE;
+        }
+    }
+    const char *verdict = assay_json_str(r, "verdict", "");
+    if ((tally[1] > 0 && strcmp(verdict, "FAIL") != 0) ||
+        (tally[3] > 0 && strcmp(verdict, "FAIL") != 0 && strcmp(verdict, "ERROR") != 0)) {
+        return bad_value(diag, "verdict",
+                         tally[1] > 0 ? "\"FAIL\" (a check failed)"
+                                      : "\"FAIL\" or \"ERROR\" (a check could not run)",
+                         verdict);
+    }
     const cJSON *b = cJSON_GetObjectItemCaseSensitive(r, "benchmark");
     if (cJSON_IsObject(b)) {
         if ((st = assay_json_require(b, "benchmark", bench, COUNT(bench), diag)) != ASSAY_OK ||
@@ -617,6 +656,29 @@ enum assay_status assay_report_validate(const cJSON *r, struct assay_diag *diag)
                 ASSAY_OK ||
             (st = each_item(sw, "probes", "rate_sweep.probes", probe, COUNT(probe), diag)) !=
                 ASSAY_OK) {
+            return st;
+        }
+    }
+    /* "audit" (assay audit only): absent, null or an assay-audit object. */
+    const cJSON *au = cJSON_GetObjectItemCaseSensitive(r, "audit");
+    if (au != NULL && !cJSON_IsNull(au)) {
+        if (!cJSON_IsObject(au)) {
+            assay_diag_set(diag, NULL, "audit", "an object or null", "%s", assay_json_item_kind(au));
+            return ASSAY_ERR_PARSE;
+        }
+        if ((st = assay_report_audit_validate(au, diag)) != ASSAY_OK) {
+            return st;
+        }
+    }
+    /* "compare" (assay compare only): absent, null or an assay-compare object. */
+    const cJSON *cmp = cJSON_GetObjectItemCaseSensitive(r, "compare");
+    if (cmp != NULL && !cJSON_IsNull(cmp)) {
+        if (!cJSON_IsObject(cmp)) {
+            assay_diag_set(diag, NULL, "compare", "an object or null", "%s",
+                           assay_json_item_kind(cmp));
+            return ASSAY_ERR_PARSE;
+        }
+        if ((st = assay_report_compare_validate(cmp, diag)) != ASSAY_OK) {
             return st;
         }
     }
@@ -745,22 +807,31 @@ static enum assay_status io_error(struct assay_diag *diag, const char *path, con
     return ASSAY_ERR_IO;
 }
 
-enum assay_status assay_report_write_file(const char *path, const char *data, size_t len,
-                                          struct assay_diag *diag)
+/* Write len bytes to a new temporary file beside path (".NAME.XXXXXX" in
+ * its directory), flushed to disk; its name goes to tmp. On failure nothing
+ * is left behind. */
+static const char *dir_of(const char *path, char *dir, size_t size)
 {
-    assay_diag_clear(diag);
     const char *slash = strrchr(path, '/');
-    char dir[1024], tmp[1200];
     if (slash == NULL) {
-        snprintf(dir, sizeof dir, ".");
+        snprintf(dir, size, ".");
     } else if (slash == path) {
-        snprintf(dir, sizeof dir, "/");
+        snprintf(dir, size, "/");
     } else {
-        snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+        snprintf(dir, size, "%.*s", (int)(slash - path), path);
     }
+    return dir;
+}
+
+static enum assay_status write_temp(const char *path, const char *data, size_t len, char *tmp,
+                                    size_t tmp_size, struct assay_diag *diag)
+{
+    const char *slash = strrchr(path, '/');
+    char dir[1024];
+    dir_of(path, dir, sizeof dir);
     const char *base = slash != NULL ? slash + 1 : path;
-    int w = snprintf(tmp, sizeof tmp, "%s/.%s.XXXXXX", dir, base);
-    if (w < 0 || (size_t)w >= sizeof tmp || base[0] == '\0') {
+    int w = snprintf(tmp, tmp_size, "%s/.%s.XXXXXX", dir, base);
+    if (w < 0 || (size_t)w >= tmp_size || base[0] == '\0') {
         assay_diag_set(diag, path, "", "a file path of at most 1000 bytes", "%s", "a longer one");
         return ASSAY_ERR_IO;
     }
@@ -796,19 +867,63 @@ enum assay_status assay_report_write_file(const char *path, const char *data, si
         unlink(tmp);
         return io_error(diag, path, "closing", "a working file system", err);
     }
-    if (rename(tmp, path) != 0) {
-        int err = errno;
-        unlink(tmp);
-        return io_error(diag, path, "renaming into place", "a replaceable destination", err);
+    return ASSAY_OK;
+}
+
+/* Write n files as one: every file goes to a temporary name first, and
+ * only when all are complete are they renamed into place. A failure before
+ * the renames leaves every destination as it was, so a report's JSON, HTML
+ * and Markdown never disagree (a new report.json beside an old
+ * report.html). */
+static enum assay_status write_files(size_t n, const char *const *paths, const char *const *data,
+                                     const size_t *lens, struct assay_diag *diag)
+{
+    enum { MAX_FILES = 4 };
+    char tmp[MAX_FILES][1200];
+    size_t written = 0;
+    enum assay_status st = n <= MAX_FILES ? ASSAY_OK : ASSAY_ERR_INVALID;
+    for (; written < n && st == ASSAY_OK; written++) {
+        st = write_temp(paths[written], data[written], lens[written], tmp[written],
+                        sizeof tmp[written], diag);
+        if (st != ASSAY_OK) {
+            break;
+        }
     }
-    /* Make the rename itself durable (best effort: some file systems refuse
-     * to fsync a directory). */
-    int dfd = open(dir, O_RDONLY | O_DIRECTORY);
-    if (dfd >= 0) {
-        (void)fsync(dfd);
-        close(dfd);
+    for (size_t i = 0; i < n && st == ASSAY_OK; i++) {
+        if (rename(tmp[i], paths[i]) != 0) {
+            st = io_error(diag, paths[i], "renaming into place", "a replaceable destination",
+                          errno);
+            /* The files before it are in place; the rest are not. */
+            for (size_t j = i; j < written; j++) {
+                unlink(tmp[j]);
+            }
+            return st;
+        }
+    }
+    if (st != ASSAY_OK) {
+        for (size_t j = 0; j < written; j++) {
+            unlink(tmp[j]);
+        }
+        return st;
+    }
+    /* Make the renames durable (best effort: some file systems refuse to
+     * fsync a directory). */
+    for (size_t i = 0; i < n; i++) {
+        char dir[1024];
+        int dfd = open(dir_of(paths[i], dir, sizeof dir), O_RDONLY | O_DIRECTORY);
+        if (dfd >= 0) {
+            (void)fsync(dfd);
+            close(dfd);
+        }
     }
     return ASSAY_OK;
+}
+
+enum assay_status assay_report_write_file(const char *path, const char *data, size_t len,
+                                          struct assay_diag *diag)
+{
+    assay_diag_clear(diag);
+    return write_files(1, &path, &data, &len, diag);
 }
 
 static enum assay_status make_path(char *out, size_t size, const char *dir, const char *base,
@@ -823,7 +938,10 @@ static enum assay_status make_path(char *out, size_t size, const char *dir, cons
     return ASSAY_OK;
 }
 
-static enum assay_status render_and_write(const cJSON *report, struct assay_report_paths *paths,
+/* Render the HTML and Markdown of report and write them, with json_text
+ * (when not NULL) as paths->json, all three as one (write_files). */
+static enum assay_status render_and_write(const cJSON *report, const char *json_text,
+                                          size_t json_len, struct assay_report_paths *paths,
                                           struct assay_diag *diag)
 {
     char *html = NULL, *md = NULL;
@@ -833,10 +951,10 @@ static enum assay_status render_and_write(const cJSON *report, struct assay_repo
         st = assay_report_render_markdown(report, &md, &md_len);
     }
     if (st == ASSAY_OK) {
-        st = assay_report_write_file(paths->html, html, html_len, diag);
-    }
-    if (st == ASSAY_OK) {
-        st = assay_report_write_file(paths->md, md, md_len, diag);
+        const char *names[3] = {paths->html, paths->md, paths->json};
+        const char *data[3] = {html, md, json_text};
+        size_t lens[3] = {html_len, md_len, json_len};
+        st = write_files(json_text != NULL ? 3 : 2, names, data, lens, diag);
     }
     assay_free(html);
     assay_free(md);
@@ -856,7 +974,7 @@ enum assay_status assay_report_write_renderings(const cJSON *report, const char 
     if (st == ASSAY_OK) {
         st = make_path(paths->md, sizeof paths->md, dir, base, "md", diag);
     }
-    return st == ASSAY_OK ? render_and_write(report, paths, diag) : st;
+    return st == ASSAY_OK ? render_and_write(report, NULL, 0, paths, diag) : st;
 }
 
 enum assay_status assay_report_write_all(const cJSON *report, const char *dir, const char *base,
@@ -877,14 +995,13 @@ enum assay_status assay_report_write_all(const cJSON *report, const char *dir, c
     if ((st = assay_report_print(report, &text, &len)) != ASSAY_OK) {
         return st;
     }
-    /* Render from the text as written, exactly as `assay report` will. */
-    cJSON *back = NULL;
-    st = assay_report_parse(text, len, paths->json, &back, diag);
+    /* Render from the text as written, exactly as `assay report` will.
+     * cJSON printed that text, so it is well-formed: when it does not parse
+     * back, memory ran out (cJSON tells no other reason). */
+    cJSON *back = cJSON_ParseWithLength(text, len);
+    st = back != NULL ? assay_report_validate(back, diag) : ASSAY_ERR_NOMEM;
     if (st == ASSAY_OK) {
-        st = assay_report_write_file(paths->json, text, len, diag);
-    }
-    if (st == ASSAY_OK) {
-        st = render_and_write(back, paths, diag);
+        st = render_and_write(back, text, len, paths, diag);
     }
     cJSON_Delete(back);
     assay_free(text);

@@ -167,12 +167,14 @@ struct assay_report_paths {
 };
 
 /*
- * Write DIR/BASE.json, then render BASE.html and BASE.md from that JSON
+ * Write DIR/BASE.json, and BASE.html and BASE.md rendered from that JSON
  * text parsed back (so the renderings are exactly those that `assay report
- * DIR/BASE.json` makes) and write them; each file atomically. The report
- * is validated first (ASSAY_ERR_PARSE: nothing is written). dir must
- * exist. Returns ASSAY_OK, ASSAY_ERR_PARSE, ASSAY_ERR_IO (diag: which file,
- * why; files written before the failure stay), ASSAY_ERR_NOMEM.
+ * DIR/BASE.json` makes), as one: all three go to temporary files first and
+ * are renamed into place only once all are complete, so a failure leaves
+ * the three destinations as they were (never a new JSON beside an old
+ * HTML). The report is validated first (ASSAY_ERR_PARSE: nothing is
+ * written). dir must exist. Returns ASSAY_OK, ASSAY_ERR_PARSE, ASSAY_ERR_IO
+ * (diag: which file, why), ASSAY_ERR_NOMEM.
  */
 enum assay_status assay_report_write_all(const cJSON *report, const char *dir, const char *base,
                                          struct assay_report_paths *paths, struct assay_diag *diag);

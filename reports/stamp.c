@@ -23,6 +23,7 @@
 
 #if ASSAY_CURL_LINKED
 #include <curl/curl.h>
+#include "../core/json_out.h"
 #endif
 
 void assay_build_facts_get(struct assay_build_facts *out)
@@ -44,33 +45,13 @@ void assay_build_facts_get(struct assay_build_facts *out)
 
 /* ---- small builders: each returns false when memory ran out ------------ */
 
-static bool add_str(cJSON *o, const char *key, const char *v)
-{
-    return cJSON_AddStringToObject(o, key, v != NULL ? v : "") != NULL;
-}
-
-static bool add_num(cJSON *o, const char *key, double v)
-{
-    cJSON *item = isfinite(v) ? cJSON_CreateNumber(v) : cJSON_CreateNull();
-    if (item == NULL || !cJSON_AddItemToObject(o, key, item)) {
-        cJSON_Delete(item);
-        return false;
-    }
-    return true;
-}
-
-static bool add_bool(cJSON *o, const char *key, bool v)
-{
-    return cJSON_AddBoolToObject(o, key, v) != NULL;
-}
-
 /* -1 unknown (null), 0 false, 1 true. */
 static bool add_tristate(cJSON *o, const char *key, int v)
 {
     if (v < 0) {
         return cJSON_AddNullToObject(o, key) != NULL;
     }
-    return add_bool(o, key, v != 0);
+    return assay_json_add_bool(o, key, v != 0);
 }
 
 static cJSON *add_obj(cJSON *o, const char *key)
@@ -82,11 +63,11 @@ static cJSON *add_obj(cJSON *o, const char *key)
 static bool add_u64(cJSON *o, const char *key, uint64_t v)
 {
     if (v <= ((uint64_t)1 << 53)) {
-        return add_num(o, key, (double)v);
+        return assay_json_add_num(o, key, (double)v);
     }
     char buf[32];
     snprintf(buf, sizeof buf, "%llu", (unsigned long long)v);
-    return add_str(o, key, buf);
+    return assay_json_add_str(o, key, buf);
 }
 
 /* ---- the machine ----------------------------------------------------- */
@@ -162,7 +143,7 @@ static bool add_hardware(cJSON *root)
     struct cpuinfo ci;
     read_cpuinfo(&ci);
     cJSON *hw = add_obj(root, "hardware");
-    if (hw == NULL || !add_str(hw, "cpu_model", ci.model)) {
+    if (hw == NULL || !assay_json_add_str(hw, "cpu_model", ci.model)) {
         return false;
     }
     struct utsname un;
@@ -174,9 +155,9 @@ static bool add_hardware(cJSON *root)
     cpu_set_t set;
     CPU_ZERO(&set);
     long available = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : online;
-    if (!add_str(hw, "arch", have_uname ? un.machine : "unknown") ||
-        !add_num(hw, "cores_online", (double)online) ||
-        !add_num(hw, "cores_available", (double)available) || !add_str(hw, "kernel", kernel)) {
+    if (!assay_json_add_str(hw, "arch", have_uname ? un.machine : "unknown") ||
+        !assay_json_add_num(hw, "cores_online", (double)online) ||
+        !assay_json_add_num(hw, "cores_available", (double)available) || !assay_json_add_str(hw, "kernel", kernel)) {
         return false;
     }
     cJSON *flags = cJSON_AddArrayToObject(hw, "flags");
@@ -204,8 +185,8 @@ static bool add_libraries(cJSON *root, const struct assay_build_facts *bf)
         return false;
     }
     cJSON *gsl = add_obj(lib, "gsl");
-    if (gsl == NULL || !add_str(gsl, "version", gsl_version) ||
-        !add_str(gsl, "build_version", GSL_VERSION)) {
+    if (gsl == NULL || !assay_json_add_str(gsl, "version", gsl_version) ||
+        !assay_json_add_str(gsl, "build_version", GSL_VERSION)) {
         return false;
     }
     struct assay_blas_info bi;
@@ -227,12 +208,12 @@ static bool add_libraries(cJSON *root, const struct assay_build_facts *bf)
                  "; WARNING: cblas_sgemm is not served by OpenBLAS");
     }
     cJSON *ob = add_obj(lib, "openblas");
-    if (ob == NULL || !add_str(ob, "config", bi.config) || !add_str(ob, "core", bi.core) ||
-        !add_str(ob, "detected", bi.overridden ? bi.detected : bi.core) ||
-        !add_num(ob, "threads", bi.threads) || !add_bool(ob, "overridden", bi.overridden) ||
-        !add_bool(ob, "user_set", bi.user_set) || !add_str(ob, "note", note) ||
-        !add_str(ob, "sgemm_library", bi.sgemm_library) ||
-        !add_bool(ob, "sgemm_is_openblas", bi.sgemm_is_openblas)) {
+    if (ob == NULL || !assay_json_add_str(ob, "config", bi.config) || !assay_json_add_str(ob, "core", bi.core) ||
+        !assay_json_add_str(ob, "detected", bi.overridden ? bi.detected : bi.core) ||
+        !assay_json_add_num(ob, "threads", bi.threads) || !assay_json_add_bool(ob, "overridden", bi.overridden) ||
+        !assay_json_add_bool(ob, "user_set", bi.user_set) || !assay_json_add_str(ob, "note", note) ||
+        !assay_json_add_str(ob, "sgemm_library", bi.sgemm_library) ||
+        !assay_json_add_bool(ob, "sgemm_is_openblas", bi.sgemm_is_openblas)) {
         return false;
     }
     char cmocka[128];
@@ -245,8 +226,8 @@ static bool add_libraries(cJSON *root, const struct assay_build_facts *bf)
 #endif
     char libc[64];
     snprintf(libc, sizeof libc, "glibc %s", gnu_get_libc_version());
-    return add_str(lib, "cjson", cJSON_Version()) && add_str(lib, "cmocka", cmocka) &&
-           add_str(lib, "curl", curl) && add_str(lib, "libc", libc);
+    return assay_json_add_str(lib, "cjson", cJSON_Version()) && assay_json_add_str(lib, "cmocka", cmocka) &&
+           assay_json_add_str(lib, "curl", curl) && assay_json_add_str(lib, "libc", libc);
 }
 
 /* ---- the engine -------------------------------------------------------- */
@@ -272,12 +253,12 @@ static bool add_spec_options(cJSON *o, const char *spec)
         char *eq = strchr(item, '=');
         bool ok;
         if (is_url && p == colon + 1) {
-            ok = add_str(opts, "url", item);
+            ok = assay_json_add_str(opts, "url", item);
         } else if (eq != NULL) {
             *eq = '\0';
-            ok = cJSON_GetObjectItemCaseSensitive(opts, item) != NULL || add_str(opts, item, eq + 1);
+            ok = cJSON_GetObjectItemCaseSensitive(opts, item) != NULL || assay_json_add_str(opts, item, eq + 1);
         } else {
-            ok = add_str(opts, item, "");
+            ok = assay_json_add_str(opts, item, "");
         }
         if (!ok) {
             return false;
@@ -297,31 +278,31 @@ static bool add_model_config(cJSON *o, const char *key, const struct assay_model
     }
     const struct assay_model_config *c = &m->cfg;
     cJSON *mc = add_obj(o, key);
-    return mc != NULL && add_str(mc, "name", c->name) && add_num(mc, "n_layer", c->n_layer) &&
-           add_num(mc, "d_model", c->d_model) && add_num(mc, "n_head", c->n_head) &&
-           add_num(mc, "n_kv_head", c->n_kv_head) && add_num(mc, "head_dim", c->head_dim) &&
-           add_num(mc, "d_ff", c->d_ff) && add_num(mc, "vocab", c->vocab) &&
-           add_num(mc, "n_ctx", c->n_ctx) && add_num(mc, "norm_eps", (double)c->norm_eps) &&
-           add_num(mc, "rope_theta", (double)c->rope_theta) &&
-           add_num(mc, "n_params", (double)assay_model_config_n_params(c)) &&
-           add_str(mc, "weights_sha256", m->sha256);
+    return mc != NULL && assay_json_add_str(mc, "name", c->name) && assay_json_add_num(mc, "n_layer", c->n_layer) &&
+           assay_json_add_num(mc, "d_model", c->d_model) && assay_json_add_num(mc, "n_head", c->n_head) &&
+           assay_json_add_num(mc, "n_kv_head", c->n_kv_head) && assay_json_add_num(mc, "head_dim", c->head_dim) &&
+           assay_json_add_num(mc, "d_ff", c->d_ff) && assay_json_add_num(mc, "vocab", c->vocab) &&
+           assay_json_add_num(mc, "n_ctx", c->n_ctx) && assay_json_add_num(mc, "norm_eps", (double)c->norm_eps) &&
+           assay_json_add_num(mc, "rope_theta", (double)c->rope_theta) &&
+           assay_json_add_num(mc, "n_params", (double)assay_model_config_n_params(c)) &&
+           assay_json_add_str(mc, "weights_sha256", m->sha256);
 }
 
 static bool add_engine_params(cJSON *o, const struct assay_engine_params *p)
 {
     cJSON *ep = add_obj(o, "params");
-    return ep != NULL && add_bool(ep, "kv_cache", p->kv_cache) &&
-           add_bool(ep, "batching", p->batching) && add_bool(ep, "paged", p->paged) &&
-           add_bool(ep, "prefix_cache", p->prefix_cache) &&
-           add_num(ep, "block_size", p->block_size) && add_num(ep, "n_blocks", p->n_blocks) &&
-           add_num(ep, "chunk", p->chunk) && add_num(ep, "spec_k", p->spec_k) &&
-           add_num(ep, "max_batch", p->max_batch) && add_num(ep, "max_requests", p->max_requests) &&
-           add_num(ep, "max_seq_len", p->max_seq_len) &&
-           add_num(ep, "max_step_tokens", p->max_step_tokens) &&
-           add_bool(ep, "batch_invariant", p->batch_invariant) &&
-           add_str(ep, "sampling_order",
+    return ep != NULL && assay_json_add_bool(ep, "kv_cache", p->kv_cache) &&
+           assay_json_add_bool(ep, "batching", p->batching) && assay_json_add_bool(ep, "paged", p->paged) &&
+           assay_json_add_bool(ep, "prefix_cache", p->prefix_cache) &&
+           assay_json_add_num(ep, "block_size", p->block_size) && assay_json_add_num(ep, "n_blocks", p->n_blocks) &&
+           assay_json_add_num(ep, "chunk", p->chunk) && assay_json_add_num(ep, "spec_k", p->spec_k) &&
+           assay_json_add_num(ep, "max_batch", p->max_batch) && assay_json_add_num(ep, "max_requests", p->max_requests) &&
+           assay_json_add_num(ep, "max_seq_len", p->max_seq_len) &&
+           assay_json_add_num(ep, "max_step_tokens", p->max_step_tokens) &&
+           assay_json_add_bool(ep, "batch_invariant", p->batch_invariant) &&
+           assay_json_add_str(ep, "sampling_order",
                    p->sampling_order == ASSAY_SAMPLING_JOINT ? "joint" : "sequential") &&
-           add_u64(ep, "seed", p->seed) && add_num(ep, "mutant", p->mutant);
+           add_u64(ep, "seed", p->seed) && assay_json_add_num(ep, "mutant", p->mutant);
 }
 
 enum assay_status assay_stamp_engine(const struct assay_adapter *adapter, cJSON **out)
@@ -330,7 +311,7 @@ enum assay_status assay_stamp_engine(const struct assay_adapter *adapter, cJSON 
     struct assay_adapter_info info;
     assay_adapter_get_info(adapter, &info);
     cJSON *e = cJSON_CreateObject();
-    bool ok = e != NULL && add_str(e, "name", info.name) && add_str(e, "spec", info.spec) &&
+    bool ok = e != NULL && assay_json_add_str(e, "name", info.name) && assay_json_add_str(e, "spec", info.spec) &&
               add_spec_options(e, info.spec != NULL ? info.spec : "");
     const struct assay_engine *engine = assay_bundled_engine(adapter);
     const struct assay_engine_params *p = engine != NULL ? assay_engine_params(engine) : NULL;
@@ -340,9 +321,9 @@ enum assay_status assay_stamp_engine(const struct assay_adapter *adapter, cJSON 
         ok = cJSON_AddNullToObject(e, "params") != NULL;
     }
     cJSON *model = ok ? add_obj(e, "model") : NULL;
-    ok = model != NULL && add_str(model, "name", info.model_name) &&
-         add_num(model, "n_params", info.n_params > 0 ? (double)info.n_params : NAN) &&
-         add_str(model, "weights_sha256", info.weights_sha256) &&
+    ok = model != NULL && assay_json_add_str(model, "name", info.model_name) &&
+         assay_json_add_num(model, "n_params", info.n_params > 0 ? (double)info.n_params : NAN) &&
+         assay_json_add_str(model, "weights_sha256", info.weights_sha256) &&
          add_model_config(model, "config", p != NULL ? p->model : NULL) &&
          add_model_config(model, "draft", p != NULL && p->spec_k > 0 ? p->draft : NULL);
     if (!ok) {
@@ -362,13 +343,13 @@ enum assay_status assay_stamp_create(const struct assay_adapter *adapter,
     assay_build_facts_get(&bf);
     cJSON *root = cJSON_CreateObject();
     cJSON *a = NULL, *comp = NULL, *sd = NULL;
-    bool ok = root != NULL && add_str(root, "format", "assay-stamp") &&
-              add_num(root, "version", ASSAY_STAMP_VERSION) && (a = add_obj(root, "assay")) != NULL &&
-              add_str(a, "version", bf.version) && add_str(a, "git_commit", bf.git_commit) &&
+    bool ok = root != NULL && assay_json_add_str(root, "format", "assay-stamp") &&
+              assay_json_add_num(root, "version", ASSAY_STAMP_VERSION) && (a = add_obj(root, "assay")) != NULL &&
+              assay_json_add_str(a, "version", bf.version) && assay_json_add_str(a, "git_commit", bf.git_commit) &&
               add_tristate(a, "git_dirty", bf.git_dirty) &&
-              add_num(a, "git_changed_paths", bf.git_changed_paths >= 0 ? bf.git_changed_paths : NAN) &&
-              add_str(a, "source_sha256", bf.source_sha256) &&
-              add_num(a, "source_files", bf.source_files) && add_str(a, "build_type", bf.build_type);
+              assay_json_add_num(a, "git_changed_paths", bf.git_changed_paths >= 0 ? bf.git_changed_paths : NAN) &&
+              assay_json_add_str(a, "source_sha256", bf.source_sha256) &&
+              assay_json_add_num(a, "source_files", bf.source_files) && assay_json_add_str(a, "build_type", bf.build_type);
     if (ok && adapter != NULL && adapter->vt != NULL) {
         cJSON *e = NULL;
         ok = assay_stamp_engine(adapter, &e) == ASSAY_OK;
@@ -380,14 +361,14 @@ enum assay_status assay_stamp_create(const struct assay_adapter *adapter,
         ok = cJSON_AddNullToObject(root, "engine") != NULL;
     }
     ok = ok && add_hardware(root) && add_libraries(root, &bf) &&
-         (comp = add_obj(root, "compiler")) != NULL && add_str(comp, "id", bf.compiler_id) &&
-         add_str(comp, "version", bf.compiler_version) && add_str(comp, "path", bf.compiler_path) &&
-         add_str(comp, "flags", bf.compile_flags) && (sd = add_obj(root, "seeds")) != NULL;
+         (comp = add_obj(root, "compiler")) != NULL && assay_json_add_str(comp, "id", bf.compiler_id) &&
+         assay_json_add_str(comp, "version", bf.compiler_version) && assay_json_add_str(comp, "path", bf.compiler_path) &&
+         assay_json_add_str(comp, "flags", bf.compile_flags) && (sd = add_obj(root, "seeds")) != NULL;
     for (size_t i = 0; ok && i < n_seeds; i++) {
         ok = add_u64(sd, seeds[i].name, seeds[i].value);
     }
     char when[40];
-    ok = ok && add_str(root, "time_utc", assay_utc_iso8601(when, sizeof when));
+    ok = ok && assay_json_add_str(root, "time_utc", assay_utc_iso8601(when, sizeof when));
     if (!ok) {
         cJSON_Delete(root);
         return ASSAY_ERR_NOMEM;

@@ -1,0 +1,183 @@
+/*
+ * audit.h - auditing a third-party server (llama.cpp's llama-server, vLLM,
+ * SGLang, TGI) that serves the weights assay's oracle runs: the checks of
+ * `assay audit`, run through the OpenAI-compatible adapter.
+ *
+ * The server serves a GGUF file; the oracle loads the same file, and so
+ * does a bundled engine (for the two-sample test and the side-by-side
+ * benchmark, which bench/versus.h runs). The checks, in the order of the
+ * plan (assay_audit_plan):
+ *
+ *   equivalence
+ *     audit.equiv.alone        greedy tokens against the oracle (the tie rule
+ *                              of checks/equivalence.h), each request alone
+ *                              (a gate with one request in flight)
+ *     audit.equiv.concurrent   the same over workloads as given: requests
+ *                              joining a running batch, more than the slots
+ *     audit.equiv.logprobs     the server's top logprobs against the oracle's
+ *                              log-softmax, within ASSAY_AUDIT_LOGPROB_TOL
+ *   distributional (the oracle's exact distributions, SEQUENTIAL order)
+ *     audit.dist.gof.t1        first token at temperature 1: chi-squared
+ *     audit.dist.gof.top-k-top-p   first token with top-k and top-p
+ *     audit.dist.pit.t1        whole sequences at temperature 1: randomised
+ *                              PIT, KS and chi-squared on u
+ *     audit.dist.pit.top-k-top-p   the same with top-k and top-p
+ *     audit.dist.homogeneity   2 x k chi-squared: the server's first token
+ *                              against the bundled engine's (same weights,
+ *                              same order and parameters, other seeds)
+ *   property (black box)
+ *     audit.prop.batch-invariance  greedy tokens equal at concurrency 1, 2,
+ *                              the slots and twice the slots
+ *     audit.prop.finish        each request finishes once with a correct
+ *                              reason (checks/trace.h): stops at EOS and at
+ *                              other tokens, lengths, aborts, sampled ones
+ *     audit.prop.usage         the token counts the server reports equal
+ *                              what was sent and received
+ *     audit.prop.stream        streamed and non-streamed outputs identical
+ *     audit.prop.idle-requests the server's request gauges (/metrics) back
+ *                              to idle after the run
+ *     audit.prop.idle-kv       its KV-cache gauge back to its idle level
+ * The last two read the server's state after everything else, the
+ * benchmark included: run them last (after_bench in the plan).
+ *
+ * End of generation: the oracle treats the server's EOS like any token.
+ * Requests that must deliver exactly max_tokens (the distributional checks)
+ * go through a gate (adapters/gate.h) that lets the server stop on EOS and
+ * continues after it, so the server samples EOS with its true probability;
+ * greedy workloads make EOS every request's stop token, so both sides stop
+ * there; the logprobs check sends no stop token, so llama.cpp's ignore_eos
+ * bans EOS, and where the oracle's argmax is EOS the server must take the
+ * oracle's best other token (counted and reported as a finding).
+ *
+ * Every check fills a struct assay_check_result (checks/result.h): PASS,
+ * FAIL with where and how to reproduce it, SKIP with what the server did
+ * not provide (never PASS for what could not be checked), or ERROR.
+ * Nothing here prints or exits; allocation goes through core/alloc.h.
+ *
+ * Lifetime: assay_audit_open / assay_audit_close.
+ */
+#ifndef ASSAY_AUDIT_H
+#define ASSAY_AUDIT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../adapters/adapter.h"
+#include "../adapters/openai.h"
+#include "../core/status.h"
+#include "../engine/model.h"
+#include "result.h"
+
+/* A top logprob may differ from the oracle's log-softmax by this much: the
+ * tie tolerance, far above fp32 attention (about 1.4e-5 with llama.cpp's
+ * f32 KV cache) and below f16 attention (about 1e-2). */
+#define ASSAY_AUDIT_LOGPROB_TOL 1e-3
+
+struct assay_audit_params {
+    const char *url;          /* required: http(s)://host:port of the server */
+    enum assay_openai_api api;
+    const char *served_model; /* sent as "model" (vLLM needs it); NULL: none */
+    const char *model_path;   /* required: the GGUF file the server serves */
+    const char *bundled_spec; /* NULL: "bundled:model=<model_path>,order=<order>,
+                                 batch=<slots>" */
+    const char *fixtures;     /* the fixtures folder (equivalence workloads); NULL:
+                                 "fixtures" */
+    uint64_t seed;            /* master seed; each check's seed derives from it */
+    bool quick;               /* smaller samples (stated in each summary) */
+    int32_t eos_token;        /* the server's end-of-generation token; -1: none
+                                 (default ASSAY_TOKEN_EOS) */
+    int32_t slots;            /* the server's parallel slots (default 4) */
+    int32_t n_probs;          /* top logprobs compared per token (default 5) */
+    int32_t stall_ms;         /* the adapter's stall timeout (default 60000) */
+    enum assay_sampling_order order; /* how the server combines temperature, top-k
+                                 and top-p (core/request.h); the oracle and the
+                                 bundled engine use it (default SEQUENTIAL:
+                                 llama.cpp with the adapter's sampler list,
+                                 vLLM) */
+    const char *program;      /* starts reproducer lines (default "assay") */
+};
+
+/* The defaults above, with url and model_path NULL. */
+struct assay_audit_params assay_audit_default_params(void);
+
+/* One check of the plan. */
+struct assay_audit_check {
+    const char *name;
+    enum assay_family family;
+    const char *about;
+    bool after_bench; /* reads the server's state after everything else */
+};
+
+/* The plan, in the order it runs. */
+const struct assay_audit_check *assay_audit_plan(size_t *n);
+
+/* The check called name, or NULL. */
+const struct assay_audit_check *assay_audit_find(const char *name);
+
+struct assay_audit;
+
+/*
+ * Prepare an audit: load the model from model_path (the oracle's copy),
+ * open the adapters (the server streamed, non-streamed and with logprobs;
+ * the bundled engine), read the server's /metrics once for its idle state,
+ * and send one 1-token request, so that a server that cannot be reached or
+ * refuses token-id prompts is reported now and not by every check.
+ * ASSAY_ERR_INVALID (bad parameter or spec), ASSAY_ERR_IO / ASSAY_ERR_PARSE
+ * (the model file), ASSAY_ERR_NET / ASSAY_ERR_TIMEOUT (the server did not
+ * answer the probe) or ASSAY_ERR_NOMEM, with diag saying what and where;
+ * *out is then NULL.
+ */
+enum assay_status assay_audit_open(const struct assay_audit_params *p, struct assay_audit **out,
+                                   struct assay_diag *diag);
+
+/*
+ * Run one check of the plan into res (initialised here). Returns ASSAY_OK
+ * when a verdict was reached (PASS, FAIL or SKIP); ASSAY_ERR_NOMEM, or
+ * another status when the check could not run (res->verdict is then ERROR
+ * with the reason).
+ */
+enum assay_status assay_audit_run_check(struct assay_audit *a, const struct assay_audit_check *c,
+                                        struct assay_check_result *res);
+
+/* After the checks: Holm's procedure across the distributional results
+ * (checks/distributional.h). */
+void assay_audit_finalize(struct assay_check_result *results, size_t n);
+
+/* The adapters the audit opened, borrowed until assay_audit_close: the
+ * server (streamed, no logprobs: what the benchmark measures) and the
+ * bundled engine. */
+const struct assay_adapter *assay_audit_server(const struct assay_audit *a);
+const struct assay_adapter *assay_audit_bundled(const struct assay_audit *a);
+const char *assay_audit_server_spec(const struct assay_audit *a);
+const char *assay_audit_bundled_spec(const struct assay_audit *a);
+
+/* The parameters the audit runs with (defaults resolved; the strings are
+ * the audit's copies). */
+const struct assay_audit_params *assay_audit_params(const struct assay_audit *a);
+
+/* The oracle's model (loaded from the GGUF file). */
+const struct assay_model *assay_audit_model(const struct assay_audit *a);
+
+/* What the audit saw the server do differently from the oracle, or could
+ * not see, in sentences for the report, in the order found (borrowed). */
+size_t assay_audit_n_findings(const struct assay_audit *a);
+const char *assay_audit_finding(const struct assay_audit *a, size_t i);
+
+/* A gauge of the server's /metrics the idle checks compared. */
+struct assay_audit_gauge {
+    char name[80];
+    bool kv;          /* a KV-cache gauge (else requests running or waiting) */
+    bool present;     /* exported by the server */
+    double idle;      /* before the audit's first request */
+    double after;     /* after the run (last reading) */
+};
+
+/* The gauges looked for (present or not) and why /metrics could not be read
+ * ("" when it could). Borrowed. */
+size_t assay_audit_gauges(const struct assay_audit *a, const struct assay_audit_gauge **out);
+const char *assay_audit_metrics_status(const struct assay_audit *a);
+
+void assay_audit_close(struct assay_audit *a);
+
+#endif

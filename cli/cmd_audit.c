@@ -1,0 +1,470 @@
+/* assay audit: check a third-party server (llama-server, vLLM, SGLang, TGI)
+ * serving a GGUF file against the oracle and the bundled engine, benchmark
+ * both side by side, and write the report (JSON, HTML, Markdown). The
+ * checks live in checks/audit.h, the comparison in bench/versus.h. */
+#include <getopt.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/versus.h"
+#include "bench_cli.h"
+#include "checks/audit.h"
+#include "cli.h"
+#include "core/alloc.h"
+#include "core/clock.h"
+#include "reports/audit_report.h"
+#include "reports/report.h"
+#include "reports/stamp.h"
+#include "reports/text.h"
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: assay audit --url URL --model FILE.gguf [--out DIR] [--api completion|v1]\n"
+            "                   [--served-model NAME] [--quick] [--seed N] [--check NAME]...\n"
+            "                   [--slots N] [--eos ID] [--order sequential|joint]\n"
+            "                   [--bundled SPEC] [--workload FILE]\n"
+            "                   [--slo FILE] [--runs N] [--rate R] [--stall-ms N] [--no-bench]\n"
+            "                   [--json] [--list]\n"
+            "\n"
+            "Audit an OpenAI-compatible server that serves FILE.gguf: greedy equivalence with\n"
+            "the oracle alone and under concurrency, top logprobs, the distributional family\n"
+            "(chi-squared, randomised PIT + KS, the two-sample test against the bundled engine),\n"
+            "black-box properties (batch invariance, finish reasons, usage counts, streamed vs\n"
+            "non-streamed, the server's /metrics back to idle), and a benchmark of the server\n"
+            "and the bundled engine side by side in the same run. Writes DIR/report.json,\n"
+            "report.html and report.md. README.md \"Auditing a server\" says what each check\n"
+            "needs from the server.\n"
+            "\n"
+            "  --url URL           the server, http(s)://host:port (API key: ASSAY_API_KEY)\n"
+            "  --model FILE.gguf   the weights the server serves; the oracle loads them too\n"
+            "  --out DIR           where to write the report (default assay-audit)\n"
+            "  --api API           completion (llama.cpp's /completion, default) or v1\n"
+            "  --served-model NAME sent as \"model\" (vLLM, SGLang and TGI may need it)\n"
+            "  --quick             smaller samples and 2 benchmark runs (about 3 minutes)\n"
+            "  --seed N            master seed (default 1)\n"
+            "  --check NAME        run only this check (repeatable; no benchmark then)\n"
+            "  --slots N           the server's parallel slots (default 4)\n"
+            "  --eos ID            the server's end-of-generation token (default 257; -1: none)\n"
+            "  --order ORDER       how the server combines top-k and top-p: sequential\n"
+            "                      (llama.cpp, vLLM; default) or joint (SGLang's FlashInfer)\n"
+            "  --bundled SPEC      the bundled engine to compare with (default\n"
+            "                      bundled:model=FILE.gguf,order=ORDER,batch=SLOTS)\n"
+            "  --workload FILE     benchmark workload (default fixtures/" ASSAY_CLI_BENCH_WORKLOAD ")\n"
+            "  --slo FILE          SLO for goodput (default fixtures/" ASSAY_CLI_BENCH_SLO ")\n"
+            "  --runs N            runs per benchmark configuration (default 3; --quick 2)\n"
+            "  --rate R            open-loop rate, req/s (default: half the lower batched rate)\n"
+            "  --stall-ms N        a request fails after N ms without a byte (default 60000)\n"
+            "  --no-bench          the checks only\n"
+            "  --json              print the report's JSON instead of the tables\n"
+            "  --list              list the checks and exit\n"
+            "\n"
+            "Exit status: 0 everything checked passed (skips are listed), 1 a check failed,\n"
+            "2 usage or input error, the server could not be reached, or a part could not run.\n");
+}
+
+struct audit_opts {
+    const char *url, *model, *out, *served, *bundled, *workload, *slo;
+    enum assay_openai_api api;
+    enum assay_sampling_order order;
+    const char *checks[64];
+    size_t n_checks;
+    uint64_t seed, runs, slots, stall_ms;
+    long eos;
+    double rate;
+    bool quick, no_bench, json, list;
+};
+
+static int parse(int argc, char **argv, struct audit_opts *o)
+{
+    static const struct option opts[] = {
+        {"url", required_argument, NULL, 'u'},      {"model", required_argument, NULL, 'm'},
+        {"out", required_argument, NULL, 'o'},      {"api", required_argument, NULL, 'a'},
+        {"served-model", required_argument, NULL, 'M'}, {"quick", no_argument, NULL, 'q'},
+        {"seed", required_argument, NULL, 's'},     {"check", required_argument, NULL, 'c'},
+        {"slots", required_argument, NULL, 'n'},    {"eos", required_argument, NULL, 'E'},
+        {"bundled", required_argument, NULL, 'b'},  {"workload", required_argument, NULL, 'w'},
+        {"slo", required_argument, NULL, 'S'},      {"runs", required_argument, NULL, 'r'},
+        {"rate", required_argument, NULL, 'R'},     {"no-bench", no_argument, NULL, 'B'},
+        {"json", no_argument, NULL, 'j'},           {"list", no_argument, NULL, 'l'},
+        {"stall-ms", required_argument, NULL, 'T'}, {"order", required_argument, NULL, 'O'},
+        {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
+    };
+    int c;
+    optind = 1;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'u': o->url = optarg; break;
+        case 'm': o->model = optarg; break;
+        case 'o': o->out = optarg; break;
+        case 'M': o->served = optarg; break;
+        case 'b': o->bundled = optarg; break;
+        case 'w': o->workload = optarg; break;
+        case 'S': o->slo = optarg; break;
+        case 'q': o->quick = true; break;
+        case 'B': o->no_bench = true; break;
+        case 'j': o->json = true; break;
+        case 'l': o->list = true; break;
+        case 'a':
+            if (strcmp(optarg, "completion") == 0) {
+                o->api = ASSAY_OPENAI_API_COMPLETION;
+            } else if (strcmp(optarg, "v1") == 0) {
+                o->api = ASSAY_OPENAI_API_V1;
+            } else {
+                fprintf(stderr, "assay audit: --api expects completion or v1, got '%s'\n", optarg);
+                return ASSAY_EXIT_USAGE;
+            }
+            break;
+        case 'O':
+            if (strcmp(optarg, "sequential") == 0) {
+                o->order = ASSAY_SAMPLING_SEQUENTIAL;
+            } else if (strcmp(optarg, "joint") == 0) {
+                o->order = ASSAY_SAMPLING_JOINT;
+            } else {
+                fprintf(stderr, "assay audit: --order expects sequential or joint, got '%s'\n",
+                        optarg);
+                return ASSAY_EXIT_USAGE;
+            }
+            break;
+        case 's':
+            if (!assay_cli_parse_u64("--seed", optarg, &o->seed)) {
+                return ASSAY_EXIT_USAGE;
+            }
+            break;
+        case 'r':
+            if (!assay_cli_parse_u64("--runs", optarg, &o->runs) || o->runs < 1 || o->runs > 100) {
+                fprintf(stderr, "assay audit: --runs expects 1..100\n");
+                return ASSAY_EXIT_USAGE;
+            }
+            break;
+        case 'T':
+            if (!assay_cli_parse_u64("--stall-ms", optarg, &o->stall_ms) || o->stall_ms < 1 ||
+                o->stall_ms > 86400000) {
+                fprintf(stderr, "assay audit: --stall-ms expects 1..86400000\n");
+                return ASSAY_EXIT_USAGE;
+            }
+            break;
+        case 'n':
+            if (!assay_cli_parse_u64("--slots", optarg, &o->slots) || o->slots < 1 ||
+                o->slots > 256) {
+                fprintf(stderr, "assay audit: --slots expects 1..256\n");
+                return ASSAY_EXIT_USAGE;
+            }
+            break;
+        case 'E': {
+            char *end = NULL;
+            o->eos = strtol(optarg, &end, 10);
+            if (end == optarg || *end != '\0' || o->eos < -1 || o->eos > 1 << 24) {
+                fprintf(stderr, "assay audit: --eos expects a token id or -1, got '%s'\n", optarg);
+                return ASSAY_EXIT_USAGE;
+            }
+            break;
+        }
+        case 'R': {
+            char *end = NULL;
+            o->rate = strtod(optarg, &end);
+            if (end == optarg || *end != '\0' || !(isfinite(o->rate) && o->rate > 0)) {
+                fprintf(stderr, "assay audit: --rate expects a positive number of requests/s, "
+                                "got '%s'\n",
+                        optarg);
+                return ASSAY_EXIT_USAGE;
+            }
+            break;
+        }
+        case 'c':
+            if (o->n_checks == sizeof o->checks / sizeof o->checks[0]) {
+                fprintf(stderr, "assay audit: too many --check options\n");
+                return ASSAY_EXIT_USAGE;
+            }
+            if (assay_audit_find(optarg) == NULL) {
+                fprintf(stderr, "assay audit: no check called '%s' (assay audit --list shows "
+                                "them)\n",
+                        optarg);
+                return ASSAY_EXIT_USAGE;
+            }
+            o->checks[o->n_checks++] = optarg;
+            break;
+        case 'h': usage(stdout); return -1;
+        default: usage(stderr); return ASSAY_EXIT_USAGE;
+        }
+    }
+    if (optind < argc) {
+        fprintf(stderr, "assay audit: unexpected argument '%s'\n", argv[optind]);
+        return ASSAY_EXIT_USAGE;
+    }
+    if (o->list) {
+        return ASSAY_EXIT_OK;
+    }
+    if (o->url == NULL || o->model == NULL) {
+        fprintf(stderr, "assay audit: --url and --model are required (assay audit --help)\n");
+        return ASSAY_EXIT_USAGE;
+    }
+    return ASSAY_EXIT_OK;
+}
+
+static void list_checks(void)
+{
+    size_t n;
+    const struct assay_audit_check *plan = assay_audit_plan(&n);
+    printf("%-30s %-15s %s\n", "check", "family", "what it checks");
+    for (size_t i = 0; i < n; i++) {
+        printf("%-30s %-15s %s%s\n", plan[i].name, assay_family_str(plan[i].family), plan[i].about,
+               plan[i].after_bench ? " (after the benchmark)" : "");
+    }
+}
+
+/* Run the selected checks of one phase; false when memory ran out. */
+static bool run_checks(struct assay_audit *a, const struct audit_opts *o, bool after_bench,
+                       struct assay_check_result *res, size_t *n_res)
+{
+    size_t n_plan;
+    const struct assay_audit_check *plan = assay_audit_plan(&n_plan);
+    for (size_t i = 0; i < n_plan; i++) {
+        if (plan[i].after_bench != after_bench) {
+            continue;
+        }
+        bool want = o->n_checks == 0;
+        for (size_t j = 0; j < o->n_checks; j++) {
+            want = want || strcmp(plan[i].name, o->checks[j]) == 0;
+        }
+        if (!want) {
+            continue;
+        }
+        fprintf(stderr, "assay audit: %-30s ...\n", plan[i].name);
+        struct assay_check_result *r = &res[(*n_res)++];
+        enum assay_status st = assay_audit_run_check(a, &plan[i], r);
+        fprintf(stderr, "assay audit: %-30s %-5s %7.1f s  %s\n", plan[i].name,
+                assay_verdict_str(r->verdict), r->seconds,
+                r->verdict == ASSAY_VERDICT_PASS ? r->summary : r->failure);
+        if (st == ASSAY_ERR_NOMEM) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static void print_comparison(FILE *out, const struct assay_versus *c)
+{
+    char a[32], b[32];
+    fprintf(out, "\nSide by side (this run; open loop at %s req/s):\n",
+            assay_text_num(a, sizeof a, c->open_rate, 4));
+    fprintf(out, "%-44s", "");
+    for (int32_t k = 0; k < c->n_engines; k++) {
+        fprintf(out, " %14s", c->name[k]);
+    }
+    fprintf(out, "\n");
+    struct {
+        const char *label;
+        enum assay_versus_config config;
+        const char *metric;
+        enum assay_pctl which;
+    } rows[] = {
+        {"single stream, output tokens/s", ASSAY_VERSUS_SINGLE, NULL, ASSAY_PCTL_P50},
+        {"single stream, TTFT p50", ASSAY_VERSUS_SINGLE, "ttft", ASSAY_PCTL_P50},
+        {"batched, output tokens/s", ASSAY_VERSUS_BATCHED, NULL, ASSAY_PCTL_P50},
+        {"open loop, TTFT p50", ASSAY_VERSUS_OPEN, "ttft", ASSAY_PCTL_P50},
+        {"open loop, TTFT p90", ASSAY_VERSUS_OPEN, "ttft", ASSAY_PCTL_P90},
+        {"open loop, TTFT p99", ASSAY_VERSUS_OPEN, "ttft", ASSAY_PCTL_P99},
+        {"open loop, TPOT p50", ASSAY_VERSUS_OPEN, "tpot", ASSAY_PCTL_P50},
+        {"open loop, E2E p99", ASSAY_VERSUS_OPEN, "e2e", ASSAY_PCTL_P99},
+    };
+    for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++) {
+        fprintf(out, "%-44s", rows[i].label);
+        for (int32_t k = 0; k < c->n_engines; k++) {
+            if (rows[i].metric == NULL) {
+                fprintf(out, " %14s",
+                        assay_text_num(b, sizeof b, assay_versus_tokens_per_s(c, k, rows[i].config), 4));
+            } else {
+                fprintf(out, " %14s",
+                        assay_text_seconds(b, sizeof b,
+                                           assay_versus_latency(c, k, rows[i].config,
+                                                                 rows[i].metric, rows[i].which)));
+            }
+        }
+        fprintf(out, "\n");
+    }
+}
+
+int assay_cmd_audit(int argc, char **argv)
+{
+    struct audit_opts o = {
+        .out = "assay-audit",
+        .workload = ASSAY_CLI_BENCH_WORKLOAD,
+        .slo = ASSAY_CLI_BENCH_SLO,
+        .api = ASSAY_OPENAI_API_COMPLETION,
+        .order = ASSAY_SAMPLING_SEQUENTIAL,
+        .seed = 1,
+        .slots = 4,
+        .eos = ASSAY_TOKEN_EOS,
+        .stall_ms = 60000,
+    };
+    int rc = parse(argc, argv, &o);
+    if (rc != ASSAY_EXIT_OK) {
+        return rc < 0 ? ASSAY_EXIT_OK : rc;
+    }
+    if (o.list) {
+        list_checks();
+        return ASSAY_EXIT_OK;
+    }
+    int64_t t0 = assay_now_ns();
+    char command_line[2048];
+    assay_cli_join_argv(argc, argv, command_line, sizeof command_line);
+    if (!assay_cli_prepare_out_dir("audit", o.out)) {
+        return ASSAY_EXIT_USAGE;
+    }
+    bool bench_on = !o.no_bench && o.n_checks == 0;
+    struct assay_slo slo;
+    if (bench_on && !assay_cli_load_slo("audit", o.slo, &slo)) {
+        return ASSAY_EXIT_USAGE;
+    }
+    struct assay_audit_params ap = assay_audit_default_params();
+    ap.url = o.url;
+    ap.api = o.api;
+    ap.served_model = o.served;
+    ap.model_path = o.model;
+    ap.bundled_spec = o.bundled;
+    ap.fixtures = assay_cli_fixtures();
+    ap.seed = o.seed;
+    ap.quick = o.quick;
+    ap.eos_token = (int32_t)o.eos;
+    ap.slots = (int32_t)o.slots;
+    ap.stall_ms = (int32_t)o.stall_ms;
+    ap.order = o.order;
+    ap.program = assay_cli_program();
+    fprintf(stderr, "assay audit: loading %s and asking %s for one token\n", o.model, o.url);
+    struct assay_audit *a = NULL;
+    struct assay_diag diag;
+    assay_diag_clear(&diag);
+    enum assay_status st = assay_audit_open(&ap, &a, &diag);
+    if (st != ASSAY_OK) {
+        char why[1200];
+        fprintf(stderr, "assay audit: %s: %s\n", assay_status_str(st),
+                assay_diag_format(&diag, why, sizeof why));
+        return ASSAY_EXIT_USAGE;
+    }
+    struct assay_workload *w = NULL;
+    if (bench_on && !assay_cli_load_workload("audit", o.workload, assay_audit_server(a), &w)) {
+        assay_audit_close(a);
+        return ASSAY_EXIT_USAGE;
+    }
+    cJSON *report = NULL;
+    size_t n_plan;
+    assay_audit_plan(&n_plan);
+    struct assay_check_result *res = calloc(n_plan, sizeof *res);
+    if (res == NULL || assay_report_create("audit", command_line, &report) != ASSAY_OK) {
+        fprintf(stderr, "assay audit: out of memory\n");
+        free(res);
+        assay_workload_free(w);
+        assay_audit_close(a);
+        return ASSAY_EXIT_USAGE;
+    }
+    size_t n = 0;
+    bool ok = run_checks(a, &o, false, res, &n);
+    /* The benchmark: the server and the bundled engine, interleaved. */
+    struct assay_versus cmp;
+    memset(&cmp, 0, sizeof cmp);
+    bool bench_failed = false;
+    if (ok && bench_on) {
+        struct assay_versus_engine engines[2] = {
+            {"server", assay_audit_server_spec(a), assay_audit_server(a)},
+            {"bundled", assay_audit_bundled_spec(a), assay_audit_bundled(a)},
+        };
+        struct assay_versus_params cp = assay_versus_default_params();
+        cp.batch_workers = (int32_t)o.slots;
+        cp.seed = o.seed;
+        cp.n_runs = o.runs > 0 ? (int32_t)o.runs : o.quick ? 2 : 3;
+        cp.open_rate = o.rate;
+        fprintf(stderr, "assay audit: benchmark: server and bundled engine side by side "
+                        "(single stream, %d workers, open loop), %d runs each ...\n",
+                (int)cp.batch_workers, (int)cp.n_runs);
+        struct assay_cli_ticker *tick = assay_cli_ticker_start("benchmark");
+        st = assay_versus_run(engines, 2, w, &cp, &slo, &cmp);
+        assay_cli_ticker_stop(tick);
+        if (st != ASSAY_OK) {
+            bench_failed = true;
+            assay_report_add_note(report, "The side-by-side benchmark did not complete: %s (see "
+                                          "each engine's status in audit.comparison).",
+                                  assay_status_str(st));
+        }
+    }
+    ok = ok && run_checks(a, &o, true, res, &n);
+    assay_audit_finalize(res, n);
+    if (!ok) {
+        fprintf(stderr, "assay audit: out of memory during the checks\n");
+    }
+    /* The report. */
+    struct assay_stamp_seed seeds[] = {{"master", o.seed}, {"bench", o.seed}};
+    cJSON *stamp = NULL, *comparison = NULL, *audit = NULL, *bench = NULL;
+    ok = ok && assay_stamp_create(assay_audit_server(a), seeds, 2, &stamp) == ASSAY_OK &&
+         assay_report_set(report, "stamp", stamp) == ASSAY_OK &&
+         assay_report_add_checks(report, res, n) == ASSAY_OK;
+    if (ok && cmp.n_engines > 0) {
+        ok = assay_versus_to_json(&cmp, w, &comparison) == ASSAY_OK;
+        if (ok && cmp.results[0][ASSAY_VERSUS_OPEN].n_runs > 0) {
+            ok = assay_bench_result_to_json(&cmp.results[0][ASSAY_VERSUS_OPEN], w, &bench) ==
+                     ASSAY_OK &&
+                 assay_report_set(report, "benchmark", bench) == ASSAY_OK;
+        }
+    }
+    ok = ok && assay_report_audit_json(a, comparison, &audit) == ASSAY_OK &&
+         assay_report_set(report, "audit", audit) == ASSAY_OK;
+    if (ok && bench_on && cmp.n_engines > 0) {
+        ok = assay_report_add_note(report,
+                                   "The benchmark section is the server's open loop; the audit "
+                                   "section puts it beside the bundled engine, measured in the "
+                                   "same run (%s).",
+                                   "interleaved run by run") == ASSAY_OK;
+    } else if (ok && !bench_on) {
+        ok = assay_report_add_note(report, "%s", o.n_checks > 0
+                                                     ? "Only the selected checks ran (--check); "
+                                                       "no benchmark."
+                                                     : "No benchmark (--no-bench).") == ASSAY_OK;
+    }
+    if (ok && o.quick) {
+        ok = assay_report_add_note(report, "A quick audit (--quick): smaller samples, stated in "
+                                           "each check's workload and figures.") == ASSAY_OK;
+    }
+    ok = ok && assay_report_set(report, "duration_s",
+                                cJSON_CreateNumber((double)(assay_now_ns() - t0) / 1e9)) == ASSAY_OK;
+    int status = ASSAY_EXIT_OK;
+    struct assay_report_paths paths;
+    if (!ok) {
+        fprintf(stderr, "assay audit: out of memory while building the report\n");
+        status = ASSAY_EXIT_USAGE;
+    } else if (!assay_cli_write_report("audit", report, o.out, &paths)) {
+        status = ASSAY_EXIT_USAGE;
+        ok = false;
+    }
+    if (o.json && ok) {
+        assay_cli_print_json(report);
+    } else if (!o.json) {
+        assay_cli_print_results(stdout, res, n);
+        size_t nf = assay_audit_n_findings(a);
+        if (nf > 0) {
+            printf("\nWhat the server did differently from the oracle:\n");
+            for (size_t i = 0; i < nf; i++) {
+                printf("  - %s\n", assay_audit_finding(a, i));
+            }
+        }
+        if (cmp.n_engines > 0) {
+            print_comparison(stdout, &cmp);
+        }
+        if (ok) {
+            printf("\nReport: %s\n        %s\n        %s\n", paths.json, paths.html, paths.md);
+        }
+        printf("(%.0f s)\n", (double)(assay_now_ns() - t0) / 1e9);
+    }
+    int verdict_status = assay_cli_exit_status(res, n);
+    if (verdict_status == ASSAY_EXIT_FAIL) {
+        status = ASSAY_EXIT_FAIL;
+    } else if (status == ASSAY_EXIT_OK && (verdict_status != ASSAY_EXIT_OK || bench_failed)) {
+        status = ASSAY_EXIT_USAGE;
+    }
+    cJSON_Delete(report);
+    assay_versus_release(&cmp);
+    free(res);
+    assay_workload_free(w);
+    assay_audit_close(a);
+    return status;
+}

@@ -1,0 +1,627 @@
+/*
+ * The audit of a third-party server (checks/audit.h, `assay audit`) and
+ * its parts.
+ *
+ *   test_audit unit       (label unit) the gate (adapters/gate.h), the
+ *                         Prometheus reader (adapters/prom.h), the
+ *                         side-by-side benchmark (bench/versus.h) and the
+ *                         report's "audit" member (reports/audit_report.h),
+ *                         with no server
+ *   test_audit live ASSAY  (label audit) `assay audit --quick` against the
+ *                         llama-server the audit fixtures started: every
+ *                         check passes but the KV gauge, which this
+ *                         llama.cpp does not export (SKIP with the reason);
+ *                         the report holds both engines side by side
+ *   test_audit mustfail ASSAY  (label audit) the must-fail controls: the
+ *                         oracle given other weights (TinyGPT seed 2) than
+ *                         the server serves, and a misbehaving server
+ *                         (suites/fake_server.c); the audit must fail the
+ *                         checks that see it
+ *
+ * The server is found through ASSAY_LLAMA_STATE (its state folder, holding
+ * "url") and the file it serves through ASSAY_LLAMA_GGUF, as in
+ * test_llama_audit.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+
+#include "adapters/gate.h"
+#include "adapters/prom.h"
+#include "adapters/spec.h"
+#include "bench/null_engine.h"
+#include "bench/versus.h"
+#include "core/alloc.h"
+#include "core/workload.h"
+#include "engine/model.h"
+#include "reports/audit_report.h"
+#include "reports/html.h"
+#include "reports/markdown.h"
+#include "reports/report.h"
+#include "reports/schema.h"
+#include "reports/stamp.h"
+#include "fake_server.h"
+#include "support.h"
+
+static const char *g_assay;
+
+/* ------------------------------------------------------------------ */
+/* Driving an adapter                                                  */
+/* ------------------------------------------------------------------ */
+
+enum { MAX_REQ = 16, MAX_TOK = 64 };
+
+struct outcome {
+    int32_t tok[MAX_TOK];
+    int32_t n_tok;
+    int32_t n_finish;
+    int32_t finish_index;
+    enum assay_finish_reason reason;
+    bool bad_index;
+};
+
+/* Add n requests (ids 1..n) and step until the adapter is idle. */
+static void drive(const struct assay_adapter *a, const struct assay_request *reqs, int n,
+                  struct outcome *out)
+{
+    memset(out, 0, sizeof(*out) * (size_t)n);
+    for (int i = 0; i < n; i++) {
+        assert_int_equal(a->vt->add_request(a->self, &reqs[i]), ASSAY_OK);
+    }
+    for (int guard = 0; a->vt->has_work(a->self); guard++) {
+        assert_true(guard < 1000000);
+        const struct assay_event *ev;
+        size_t k = 0;
+        assert_int_equal(a->vt->step(a->self, &ev, &k), ASSAY_OK);
+        for (size_t e = 0; e < k; e++) {
+            int r = (int)ev[e].request_id - 1;
+            assert_true(r >= 0 && r < n);
+            struct outcome *o = &out[r];
+            if (ev[e].kind == ASSAY_EVENT_TOKEN) {
+                o->bad_index = o->bad_index || ev[e].index != o->n_tok;
+                if (o->n_tok < MAX_TOK) {
+                    o->tok[o->n_tok] = ev[e].token;
+                }
+                o->n_tok++;
+            } else if (ev[e].kind == ASSAY_EVENT_FINISH) {
+                o->n_finish++;
+                o->finish_index = ev[e].index;
+                o->reason = ev[e].reason;
+            }
+        }
+    }
+}
+
+static void open_spec(const char *spec, struct assay_adapter *a)
+{
+    struct assay_diag diag;
+    assay_diag_clear(&diag);
+    if (assay_adapter_open_spec(spec, a, &diag) != ASSAY_OK) {
+        char msg[600];
+        fail_msg("%s: %s", spec, assay_diag_format(&diag, msg, sizeof msg));
+    }
+}
+
+/* ------------------------------------------------------------------ */
+/* The gate                                                            */
+/* ------------------------------------------------------------------ */
+
+/* At most max_in_flight requests reach the inner engine; all finish. */
+static void test_gate_limit(void **state)
+{
+    (void)state;
+    struct assay_adapter inner, gate;
+    struct assay_null_engine_params np = assay_null_engine_default_params();
+    assert_int_equal(assay_null_engine_open(&np, &inner), ASSAY_OK);
+    struct assay_gate_params gp = assay_gate_default_params();
+    gp.max_in_flight = 2;
+    assert_int_equal(assay_gate_open(&inner, &gp, &gate), ASSAY_OK);
+    int32_t prompt[3] = {1, 2, 3};
+    struct assay_request reqs[MAX_REQ];
+    for (int i = 0; i < 7; i++) {
+        reqs[i] = (struct assay_request){(uint64_t)i + 1, prompt, 3, 5 + i, -1,
+                                         assay_sampling_greedy()};
+    }
+    struct outcome out[MAX_REQ];
+    drive(&gate, reqs, 7, out);
+    for (int i = 0; i < 7; i++) {
+        assert_int_equal(out[i].n_finish, 1);
+        assert_int_equal(out[i].reason, ASSAY_FINISH_LENGTH);
+        assert_int_equal(out[i].n_tok, 5 + i);
+        assert_int_equal(out[i].finish_index, 5 + i);
+        assert_false(out[i].bad_index);
+    }
+    struct assay_gate_stats gs;
+    assert_int_equal(assay_gate_get_stats(&gate, &gs), ASSAY_OK);
+    assert_int_equal(gs.n_submitted, 7);
+    assert_int_equal(gs.n_inner, 7);
+    assert_int_equal(gs.max_in_flight, 2);
+    assert_int_equal(gs.n_continued, 0);
+    /* A duplicate live id is refused; a queued request can be aborted. */
+    gp.max_in_flight = 1;
+    struct assay_adapter gate1;
+    assert_int_equal(assay_gate_open(&inner, &gp, &gate1), ASSAY_OK);
+    assert_int_equal(gate1.vt->add_request(gate1.self, &reqs[0]), ASSAY_OK);
+    assert_int_equal(gate1.vt->add_request(gate1.self, &reqs[0]), ASSAY_ERR_DUPLICATE);
+    assert_int_equal(gate1.vt->add_request(gate1.self, &reqs[1]), ASSAY_OK);
+    assert_int_equal(gate1.vt->abort(gate1.self, 2), ASSAY_OK);
+    assert_int_equal(gate1.vt->abort(gate1.self, 9), ASSAY_ERR_NOT_FOUND);
+    int n_abort = 0, n_len = 0, tok2 = 0;
+    while (gate1.vt->has_work(gate1.self)) {
+        const struct assay_event *ev;
+        size_t k = 0;
+        assert_int_equal(gate1.vt->step(gate1.self, &ev, &k), ASSAY_OK);
+        for (size_t e = 0; e < k; e++) {
+            tok2 += ev[e].kind == ASSAY_EVENT_TOKEN && ev[e].request_id == 2;
+            n_abort += ev[e].kind == ASSAY_EVENT_FINISH && ev[e].reason == ASSAY_FINISH_ABORT;
+            n_len += ev[e].kind == ASSAY_EVENT_FINISH && ev[e].reason == ASSAY_FINISH_LENGTH;
+        }
+    }
+    assert_int_equal(n_abort, 1);
+    assert_int_equal(n_len, 1);
+    assert_int_equal(tok2, 0);
+    assay_adapter_close(&gate1);
+    assay_adapter_close(&gate);
+    assay_adapter_close(&inner);
+    /* Bad parameters. */
+    gp.max_in_flight = -1;
+    assert_int_equal(assay_gate_open(&inner, &gp, &gate), ASSAY_ERR_INVALID);
+}
+
+/* Continuation after a stop on the continuation token: a greedy request
+ * through the gate delivers exactly the tokens it delivers without it. */
+static void test_gate_continue(void **state)
+{
+    (void)state;
+    struct assay_adapter engine, gate;
+    open_spec("bundled:model=mini,batch=4", &engine);
+    int32_t prompt[5] = {10, 200, 31, 7, 99};
+    struct assay_request req = {1, prompt, 5, 40, -1, assay_sampling_greedy()};
+    struct outcome plain;
+    drive(&engine, &req, 1, &plain);
+    assert_int_equal(plain.n_tok, 40);
+    /* A token that recurs before the end: the engine stops on it, and the
+     * gate continues after it (at least twice when it recurs). */
+    int32_t cont = -1, uses = 0;
+    for (int i = 0; i < 39 && cont < 0; i++) {
+        int n = 0;
+        for (int j = 0; j < 39; j++) {
+            n += plain.tok[j] == plain.tok[i];
+        }
+        if (n >= 2) {
+            cont = plain.tok[i];
+            uses = n;
+        }
+    }
+    if (cont < 0) {
+        cont = plain.tok[10];
+        uses = 1;
+    }
+    struct assay_gate_params gp = assay_gate_default_params();
+    gp.continue_token = cont;
+    assert_int_equal(assay_gate_open(&engine, &gp, &gate), ASSAY_OK);
+    struct outcome got;
+    drive(&gate, &req, 1, &got);
+    assert_int_equal(got.n_finish, 1);
+    assert_int_equal(got.reason, ASSAY_FINISH_LENGTH);
+    assert_int_equal(got.n_tok, 40);
+    assert_int_equal(got.finish_index, 40);
+    assert_false(got.bad_index);
+    assert_memory_equal(got.tok, plain.tok, sizeof(int32_t) * 40);
+    struct assay_gate_stats gs;
+    assay_gate_get_stats(&gate, &gs);
+    assert_int_equal(gs.n_continued, uses);
+    assert_int_equal(gs.n_inner, uses + 1);
+    /* A request with a stop token of its own is passed through. */
+    struct assay_request own = req;
+    own.stop_token = cont;
+    drive(&gate, &own, 1, &got);
+    assert_int_equal(got.reason, ASSAY_FINISH_STOP);
+    assert_int_equal(got.tok[got.n_tok - 1], cont);
+    assay_adapter_close(&gate);
+    assay_adapter_close(&engine);
+}
+
+/* ------------------------------------------------------------------ */
+/* Prometheus text                                                      */
+/* ------------------------------------------------------------------ */
+
+static void test_prom(void **state)
+{
+    (void)state;
+    static const char page[] =
+        "# HELP llamacpp:requests_processing Number of requests processing\n"
+        "# TYPE llamacpp:requests_processing gauge\n"
+        "llamacpp:requests_processing 3\n"
+        "llamacpp:requests_processing_total 99\n"
+        "vllm:num_requests_running{model_name=\"a}b\",engine=\"0\"} 2.5\r\n"
+        "vllm:num_requests_running{model_name=\"q\\\"x\"} 1 1700000000000\n"
+        "  sglang:token_usage 0.25\n"
+        "weird NaN\n"
+        "inf_metric +Inf\n"
+        "broken{label=\"unterminated 5\n"
+        "bad_value abc\n"
+        "# vllm:num_requests_running 100\n";
+    double v = -1;
+    size_t n = sizeof page - 1;
+    assert_int_equal(assay_prom_sum(page, n, "llamacpp:requests_processing", &v), 1);
+    assert_true(v == 3.0);
+    assert_int_equal(assay_prom_sum(page, n, "vllm:num_requests_running", &v), 2);
+    assert_true(fabs(v - 3.5) < 1e-12);
+    assert_int_equal(assay_prom_sum(page, n, "sglang:token_usage", &v), 1);
+    assert_true(fabs(v - 0.25) < 1e-12);
+    assert_int_equal(assay_prom_sum(page, n, "weird", &v), 1);
+    assert_true(isnan(v));
+    assert_int_equal(assay_prom_sum(page, n, "inf_metric", &v), 1);
+    assert_true(isinf(v) && v > 0);
+    assert_int_equal(assay_prom_sum(page, n, "broken", &v), 0);
+    assert_int_equal(assay_prom_sum(page, n, "bad_value", &v), 0);
+    assert_int_equal(assay_prom_sum(page, n, "llamacpp:kv_cache_usage_ratio", &v), 0);
+    assert_true(v == 0.0);
+    assert_int_equal(assay_prom_sum(page, n, "llamacpp:requests", &v), 0);
+    /* A page without a final newline. */
+    assert_int_equal(assay_prom_sum("a 1\nb 2", 7, "b", &v), 1);
+    assert_true(v == 2.0);
+}
+
+/* ------------------------------------------------------------------ */
+/* Side by side                                                         */
+/* ------------------------------------------------------------------ */
+
+static struct assay_workload *small_workload(void)
+{
+    static const char json[] =
+        "{\"format\":\"assay-workload\",\"version\":1,\"name\":\"tiny\",\"generate\":{\"seed\":3,"
+        "\"n\":12,\"vocab\":256,\"arrival\":{\"process\":\"poisson\",\"rate\":50},"
+        "\"prompt_len\":{\"dist\":\"uniform\",\"min\":2,\"max\":8},"
+        "\"output_len\":{\"dist\":\"uniform\",\"min\":2,\"max\":6}}}";
+    struct assay_workload_limits lim = {260, 2048, 0};
+    struct assay_workload *w = NULL;
+    struct assay_diag diag;
+    assay_diag_clear(&diag);
+    assert_int_equal(assay_workload_parse(json, sizeof json - 1, "tiny", &lim, &w, &diag),
+                     ASSAY_OK);
+    return w;
+}
+
+static void test_versus(void **state)
+{
+    (void)state;
+    struct assay_adapter a, b;
+    struct assay_null_engine_params np = assay_null_engine_default_params();
+    assert_int_equal(assay_null_engine_open(&np, &a), ASSAY_OK);
+    open_spec("bundled:model=mini,batch=2", &b);
+    struct assay_workload *w = small_workload();
+    struct assay_versus_engine e[2] = {{"null", "null", &a}, {"mini", "bundled:model=mini", &b}};
+    struct assay_versus_params p = assay_versus_default_params();
+    p.batch_workers = 2;
+    p.n_runs = 2;
+    p.warmup = 0;
+    struct assay_versus v;
+    assert_int_equal(assay_versus_run(e, 2, w, &p, NULL, &v), ASSAY_OK);
+    assert_int_equal(v.n_engines, 2);
+    assert_true(v.open_rate_derived);
+    for (int k = 0; k < 2; k++) {
+        for (int c = 0; c < ASSAY_VERSUS_N_CONFIGS; c++) {
+            assert_int_equal(v.status[k][c], ASSAY_OK);
+            assert_int_equal(v.results[k][c].n_runs, 2);
+            assert_true(assay_versus_tokens_per_s(&v, k, (enum assay_versus_config)c) > 0);
+        }
+    }
+    /* The open loop offers half the lower batched rate, to both. */
+    double lo = fmin(v.results[0][ASSAY_VERSUS_BATCHED].spread.achieved_rate.median,
+                     v.results[1][ASSAY_VERSUS_BATCHED].spread.achieved_rate.median);
+    assert_true(fabs(v.open_rate - 0.5 * lo) <= 1e-9 * lo);
+    assert_true(v.results[0][ASSAY_VERSUS_OPEN].params.rate == v.open_rate);
+    assert_true(v.results[1][ASSAY_VERSUS_OPEN].params.rate == v.open_rate);
+    cJSON *j = NULL;
+    assert_int_equal(assay_versus_to_json(&v, w, &j), ASSAY_OK);
+    assert_string_equal(assay_json_str(j, "format", ""), "assay-versus");
+    const cJSON *engines = cJSON_GetObjectItemCaseSensitive(j, "engines");
+    assert_int_equal(cJSON_GetArraySize(engines), 2);
+    const cJSON *e1 = cJSON_GetArrayItem(engines, 1);
+    assert_string_equal(assay_json_str(e1, "name", ""), "mini");
+    assert_true(assay_json_num(e1, "figures.single_tokens_per_s") > 0);
+    assert_true(assay_json_num(e1, "figures.ttft_p99") > 0);
+    assert_string_equal(assay_json_str(e1, "status.open", ""), "ok");
+    assert_string_equal(assay_json_str(e1, "open.format", ""), "assay-bench");
+    cJSON_Delete(j);
+    assay_versus_release(&v);
+    /* Bad parameters run nothing. */
+    p.n_runs = 0;
+    assert_int_equal(assay_versus_run(e, 2, w, &p, NULL, &v), ASSAY_ERR_INVALID);
+    assay_workload_free(w);
+    assay_adapter_close(&a);
+    assay_adapter_close(&b);
+}
+
+/* ------------------------------------------------------------------ */
+/* The report's "audit" member                                          */
+/* ------------------------------------------------------------------ */
+
+static cJSON *audit_object(void)
+{
+    static const char json[] =
+        "{\"format\":\"assay-audit\",\"version\":1,"
+        "\"server\":{\"url\":\"http://127.0.0.1:1\",\"api\":\"completion\",\"spec\":\"openai:x\"},"
+        "\"model\":{\"path\":\"m.gguf\",\"name\":\"tinygpt\",\"n_params\":5838080,"
+        "\"weights_sha256\":\"ab\"},\"bundled_spec\":\"bundled:model=m.gguf\",\"quick\":true,"
+        "\"seed\":1,\"eos_token\":257,\"tie_tol\":0.001,\"logprob_tol\":0.001,"
+        "\"sampling_order\":\"sequential\",\"findings\":[\"f\"],"
+        "\"metrics\":{\"status\":\"\",\"gauges\":[{\"name\":\"g\",\"kind\":\"requests\","
+        "\"present\":true,\"idle\":0,\"after\":0}]},"
+        "\"comparison\":{\"format\":\"assay-versus\",\"version\":1,\"engines\":[{\"name\":\"server\","
+        "\"spec\":\"s\",\"figures\":{\"single_tokens_per_s\":100},\"status\":{}}]}}";
+    cJSON *o = cJSON_Parse(json);
+    assert_non_null(o);
+    return o;
+}
+
+static void test_audit_member(void **state)
+{
+    (void)state;
+    struct assay_diag diag;
+    cJSON *o = audit_object();
+    assay_diag_clear(&diag);
+    assert_int_equal(assay_report_audit_validate(o, &diag), ASSAY_OK);
+    cJSON_DeleteItemFromObjectCaseSensitive(o, "model");
+    assert_int_equal(assay_report_audit_validate(o, &diag), ASSAY_ERR_PARSE);
+    char msg[600];
+    assert_non_null(strstr(assay_diag_format(&diag, msg, sizeof msg), "audit.model"));
+    cJSON_Delete(o);
+    o = audit_object();
+    cJSON *cmp = cJSON_GetObjectItemCaseSensitive(o, "comparison");
+    cJSON_ReplaceItemInObjectCaseSensitive(cmp, "format", cJSON_CreateString("other"));
+    assert_int_equal(assay_report_audit_validate(o, &diag), ASSAY_ERR_PARSE);
+    cJSON_Delete(o);
+    /* In a report: rendered in both formats, and a broken one refused. */
+    cJSON *r = NULL;
+    assert_int_equal(assay_report_create("audit", "assay audit", &r), ASSAY_OK);
+    cJSON *stamp = NULL;
+    assert_int_equal(assay_stamp_create(NULL, NULL, 0, &stamp), ASSAY_OK);
+    assert_int_equal(assay_report_set(r, "stamp", stamp), ASSAY_OK);
+    assert_int_equal(assay_report_set(r, "audit", audit_object()), ASSAY_OK);
+    assay_diag_clear(&diag);
+    assert_int_equal(assay_report_validate(r, &diag), ASSAY_OK);
+    char *text = NULL;
+    size_t len = 0;
+    assert_int_equal(assay_report_render_markdown(r, &text, &len), ASSAY_OK);
+    assert_non_null(strstr(text, "## Audit of the server"));
+    assert_non_null(strstr(text, "| Single stream: output tokens/s (closed loop, 1 worker) | 100 |"));
+    assay_free(text);
+    assert_int_equal(assay_report_render_html(r, &text, &len), ASSAY_OK);
+    assert_non_null(strstr(text, "<section id=\"audit\">"));
+    assay_free(text);
+    assert_int_equal(assay_report_set(r, "audit", cJSON_CreateString("no")), ASSAY_OK);
+    assert_int_equal(assay_report_validate(r, &diag), ASSAY_ERR_PARSE);
+    cJSON_Delete(r);
+}
+
+/* ------------------------------------------------------------------ */
+/* Against llama-server                                                 */
+/* ------------------------------------------------------------------ */
+
+static char g_url[512];
+static char g_gguf[1024];
+
+static int live_setup(void **state)
+{
+    (void)state;
+    const char *dir = getenv("ASSAY_LLAMA_STATE");
+    const char *gguf = getenv("ASSAY_LLAMA_GGUF");
+    if (dir == NULL || gguf == NULL || g_assay == NULL) {
+        fprintf(stderr, "test_audit: ASSAY_LLAMA_STATE and ASSAY_LLAMA_GGUF must be set and the "
+                        "assay command given (run it through ctest -L audit)\n");
+        return -1;
+    }
+    char path[1024];
+    snprintf(path, sizeof path, "%s/url", dir);
+    FILE *f = fopen(path, "r");
+    if (f == NULL || fgets(g_url, sizeof g_url, f) == NULL) {
+        fprintf(stderr, "test_audit: no server URL in %s: is llama-server running?\n", path);
+        if (f != NULL) {
+            fclose(f);
+        }
+        return -1;
+    }
+    fclose(f);
+    g_url[strcspn(g_url, "\r\n")] = '\0';
+    snprintf(g_gguf, sizeof g_gguf, "%s", gguf);
+    return 0;
+}
+
+/* Run a command, echoing its output as it comes (ctest keeps it); returns
+ * its exit status. */
+static int run(const char *cmd)
+{
+    printf("# %s\n", cmd);
+    fflush(stdout);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static cJSON *load_report(const char *dir)
+{
+    char path[1200];
+    snprintf(path, sizeof path, "%s/report.json", dir);
+    cJSON *r = NULL;
+    struct assay_diag diag;
+    assay_diag_clear(&diag);
+    if (assay_report_load(path, &r, &diag) != ASSAY_OK) {
+        char msg[800];
+        fail_msg("%s", assay_diag_format(&diag, msg, sizeof msg));
+    }
+    return r;
+}
+
+static const cJSON *find_check(const cJSON *r, const char *name)
+{
+    const cJSON *c;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(r, "checks"))
+    {
+        if (strcmp(assay_json_str(c, "name", ""), name) == 0) {
+            return c;
+        }
+    }
+    fail_msg("no check %s in the report", name);
+    return NULL;
+}
+
+static void test_live(void **state)
+{
+    (void)state;
+    char out[1024], cmd[4096];
+    assay_test_scratch("audit-live", out, sizeof out);
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && '%s' audit --url '%s' --model '%s' --out '%s' --quick",
+             out, g_assay, g_url, g_gguf, out);
+    int rc = run(cmd);
+    cJSON *r = load_report(out);
+    assert_string_equal(assay_json_str(r, "command", ""), "audit");
+    size_t n_plan;
+    const struct assay_audit_check *plan = assay_audit_plan(&n_plan);
+    assert_int_equal((size_t)assay_json_num(r, "counts.checks"), n_plan);
+    for (size_t i = 0; i < n_plan; i++) {
+        const cJSON *c = find_check(r, plan[i].name);
+        const char *v = assay_json_str(c, "verdict", "");
+        if (strcmp(plan[i].name, "audit.prop.idle-kv") == 0) {
+            /* This llama.cpp exports no KV-cache gauge: could not be
+             * checked, and the report says why. */
+            assert_string_equal(v, "SKIP");
+            assert_non_null(strstr(assay_json_str(c, "failure", ""), "KV-cache gauge"));
+            continue;
+        }
+        if (strcmp(v, "PASS") != 0) {
+            fail_msg("%s: %s: %s", plan[i].name, v, assay_json_str(c, "failure", ""));
+        }
+    }
+    assert_int_equal(rc, 0);
+    /* The distributional checks state their power. */
+    const cJSON *gof = find_check(r, "audit.dist.gof.t1");
+    assert_true(assay_json_num(gof, "figures.min_tv") > 0 &&
+                assay_json_num(gof, "figures.min_tv") < 0.2);
+    /* Both engines side by side, measured in this run. */
+    const cJSON *engines = assay_json_path(r, "audit.comparison.engines");
+    assert_int_equal(cJSON_GetArraySize(engines), 2);
+    static const char *const figs[] = {"single_tokens_per_s", "batched_tokens_per_s", "ttft_p50",
+                                       "ttft_p99"};
+    const cJSON *e;
+    cJSON_ArrayForEach(e, engines)
+    {
+        printf("# %-8s", assay_json_str(e, "name", ""));
+        for (size_t k = 0; k < sizeof figs / sizeof figs[0]; k++) {
+            char path[64];
+            snprintf(path, sizeof path, "figures.%s", figs[k]);
+            double x = assay_json_num(e, path);
+            printf("  %s %.4g", figs[k], x);
+            assert_true(isfinite(x) && x > 0);
+        }
+        printf("\n");
+    }
+    assert_string_equal(assay_json_str(r, "audit.server.url", ""), g_url);
+    assert_true(cJSON_GetArraySize(assay_json_path(r, "audit.findings")) >= 1);
+    char md[2600];
+    snprintf(md, sizeof md, "grep -q '## Audit of the server' '%s/report.md' && grep -q "
+                            "'id=\"audit\"' '%s/report.html'",
+             out, out);
+    assert_int_equal(run(md), 0);
+    cJSON_Delete(r);
+}
+
+/* The must-fail controls. */
+static void test_mustfail(void **state)
+{
+    (void)state;
+    char out[1024], cmd[4096], other[1024];
+    /* Other weights for the oracle: TinyGPT seed 2. */
+    assay_test_scratch("audit-tinygpt-s2.gguf", other, sizeof other);
+    struct assay_model_config cfg = assay_model_config_tinygpt();
+    struct assay_model *m = NULL;
+    assert_int_equal(assay_model_init_random(&m, &cfg, 2), ASSAY_OK);
+    struct assay_diag diag;
+    assay_diag_clear(&diag);
+    assert_int_equal(assay_model_save_gguf(m, other, &diag), ASSAY_OK);
+    assay_model_free(m);
+    assay_test_scratch("audit-mustfail-weights", out, sizeof out);
+    static const char *const seen[] = {"audit.equiv.alone", "audit.equiv.logprobs",
+                                       "audit.dist.gof.t1", "audit.dist.homogeneity"};
+    snprintf(cmd, sizeof cmd,
+             "rm -rf '%s' && '%s' audit --url '%s' --model '%s' --out '%s' --quick --check %s "
+             "--check %s --check %s --check %s",
+             out, g_assay, g_url, other, out, seen[0], seen[1], seen[2], seen[3]);
+    assert_int_equal(run(cmd), 1);
+    cJSON *r = load_report(out);
+    /* The equivalence and goodness-of-fit checks see the other weights; the
+     * two-sample test compares the server with a bundled engine loading
+     * those other weights, so it sees them too. */
+    for (size_t i = 0; i < sizeof seen / sizeof seen[0]; i++) {
+        const cJSON *c = find_check(r, seen[i]);
+        assert_string_equal(assay_json_str(c, "verdict", ""), "FAIL");
+        assert_non_null(strstr(assay_json_str(c, "repro", ""), "--check"));
+        printf("# %s FAIL: %.160s\n", seen[i], assay_json_str(c, "failure", ""));
+    }
+    cJSON_Delete(r);
+
+    /* A server that misbehaves on some requests (suites/fake_server.c: the
+     * first prompt token picks the behaviour, and about one request in ten
+     * of the audit's generated prompts picks a misbehaviour: too many
+     * tokens, an HTTP error, a cut stream, a BOS counted, ...), and that
+     * streams when asked not to: the checks that judge how requests end,
+     * what the server counts and what a non-streamed answer holds must
+     * fail. Its /metrics is a 404: the idle check cannot run (SKIP). */
+    struct fake_server *fs = NULL;
+    assert_int_equal(fake_server_start(&fs), 0);
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", fake_server_port(fs));
+    assay_test_scratch("audit-mustfail-server", out, sizeof out);
+    snprintf(cmd, sizeof cmd,
+             "rm -rf '%s' && '%s' audit --url '%s' --model '%s' --out '%s' --quick --stall-ms 2000 "
+             "--check audit.prop.finish --check audit.prop.usage --check audit.prop.stream "
+             "--check audit.prop.idle-requests",
+             out, g_assay, url, g_gguf, out);
+    int rc = run(cmd);
+    fake_server_stop(fs);
+    assert_int_equal(rc, 1);
+    r = load_report(out);
+    static const char *const fail[] = {"audit.prop.finish", "audit.prop.usage",
+                                       "audit.prop.stream"};
+    for (size_t i = 0; i < sizeof fail / sizeof fail[0]; i++) {
+        const cJSON *c = find_check(r, fail[i]);
+        assert_string_equal(assay_json_str(c, "verdict", ""), "FAIL");
+        printf("# %s FAIL: %.160s\n", fail[i], assay_json_str(c, "failure", ""));
+    }
+    const cJSON *idle = find_check(r, "audit.prop.idle-requests");
+    assert_string_equal(assay_json_str(idle, "verdict", ""), "SKIP");
+    cJSON_Delete(r);
+}
+
+int main(int argc, char **argv)
+{
+    assay_test_init(argc, argv);
+    const char *mode = argc > 1 ? argv[1] : "";
+    g_assay = argc > 2 ? argv[2] : NULL;
+    if (strcmp(mode, "unit") == 0) {
+        const struct CMUnitTest tests[] = {
+            cmocka_unit_test(test_gate_limit),   cmocka_unit_test(test_gate_continue),
+            cmocka_unit_test(test_prom),         cmocka_unit_test(test_versus),
+            cmocka_unit_test(test_audit_member),
+        };
+        return cmocka_run_group_tests(tests, NULL, NULL);
+    }
+    if (strcmp(mode, "live") == 0) {
+        const struct CMUnitTest tests[] = {cmocka_unit_test(test_live)};
+        return cmocka_run_group_tests(tests, live_setup, NULL);
+    }
+    if (strcmp(mode, "mustfail") == 0) {
+        const struct CMUnitTest tests[] = {cmocka_unit_test(test_mustfail)};
+        return cmocka_run_group_tests(tests, live_setup, NULL);
+    }
+    fprintf(stderr, "usage: %s unit | live ASSAY | mustfail ASSAY\n", argv[0]);
+    return 2;
+}
