@@ -128,7 +128,7 @@ static void test_optimisation(void **state)
     char *out = malloc(OUT_SIZE);
     assert_non_null(out);
     snprintf(cmd, sizeof cmd,
-             "%s compare '" BASELINE "' '" CANDIDATE "' --workload workloads/compare-small.json "
+             "%s compare '" BASELINE "' '" CANDIDATE "' --workload workloads/compare-speed.json "
              "--rate 1000 --pairs 10 --out '%s'",
              g_assay, dir);
     assert_int_equal(run(cmd, out, OUT_SIZE), 0);
@@ -148,8 +148,13 @@ static void test_optimisation(void **state)
         assert_int_equal(cJSON_IsTrue(cJSON_GetArrayItem(first, i)), i % 2 == 1);
     }
     /* Recomputing the whole context for every token against a cache: the
-     * time per output token drops by far more than noise. */
-    const cJSON *tpot = metric(r, "tpot_p50");
+     * time per output token drops by far more than noise. TPOT p90, not
+     * p50: with every request arriving at once, the pooled TPOTs of the
+     * engine without a cache form two clusters (requests that finish while
+     * the batch is full, and the rest) and the median sits between them, so
+     * its interval over pairs of runs is wide (seen: [0.97, 11.5] for a
+     * ratio of 3.4); the upper percentiles are tight. */
+    const cJSON *tpot = metric(r, "tpot_p90");
     assert_string_equal(assay_json_str(tpot, "change", ""), "better");
     assert_true(assay_json_num(tpot, "ci_high") < 1.0);
     assert_true(assay_json_num(tpot, "ci_low") <= assay_json_num(tpot, "ratio"));
@@ -184,7 +189,7 @@ static void test_regression(void **state)
     assert_non_null(out);
     snprintf(cmd, sizeof cmd,
              "%s compare '" CANDIDATE "' '" BASELINE "' --no-checks --workload "
-             "workloads/compare-small.json --rate 1000 --pairs 10 --out '%s'",
+             "workloads/compare-speed.json --rate 1000 --pairs 10 --out '%s'",
              g_assay, dir);
     assert_int_equal(run(cmd, out, OUT_SIZE), 3);
     assert_non_null(strstr(out, "REGRESSION"));
@@ -194,28 +199,28 @@ static void test_regression(void **state)
     const cJSON *tput = metric(r, "throughput");
     assert_int_equal(assay_json_bool(tput, "regression"), 1);
     assert_true(assay_json_num(tput, "ci_high") < 1 / 1.1);
-    const cJSON *tpot = metric(r, "tpot_p50");
+    const cJSON *tpot = metric(r, "tpot_p90"); /* p90: see test_optimisation */
     assert_int_equal(assay_json_bool(tpot, "regression"), 1);
     assert_true(assay_json_num(tpot, "ci_low") > 1.1);
     cJSON_Delete(r);
     char path[1200];
     snprintf(path, sizeof path, "%s/junit.xml", dir);
     char *xml = slurp(path);
-    assert_non_null(strstr(xml, "name=\"tpot_p50\" time=\"0\">\n      <failure"));
+    assert_non_null(strstr(xml, "name=\"tpot_p90\" time=\"0\">\n      <failure"));
     free(xml);
     /* With a threshold of 1000 (a slowdown beyond 1001x; recomputing the
-     * context costs at most its length, under 100 here), the same slowdown
+     * context costs at most its length, under 120 here), the same slowdown
      * is reported as slower and does not fail the run; gated on TTFT alone,
      * TPOT is not gated. */
     snprintf(cmd, sizeof cmd,
              "%s compare '" CANDIDATE "' '" BASELINE "' --no-checks --workload "
-             "workloads/compare-small.json --rate 1000 --pairs 10 --threshold 1000 --gate "
+             "workloads/compare-speed.json --rate 1000 --pairs 10 --threshold 1000 --gate "
              "ttft_p50,ttft_p90,ttft_p99 --out '%s'",
              g_assay, dir);
     assert_int_equal(run(cmd, out, OUT_SIZE), 0);
     r = load_report(dir);
     assert_true(assay_json_num(r, "compare.speed.threshold") == 1000);
-    tpot = metric(r, "tpot_p50");
+    tpot = metric(r, "tpot_p90");
     assert_true(assay_json_num(tpot, "ratio") > 1.0);
     assert_int_equal(assay_json_bool(tpot, "regression"), 0);
     const cJSON *m;
