@@ -284,6 +284,60 @@ static void rope(const struct assay_forward *f, float *x, int32_t n_heads, int32
  * value, whose ABI differs between the two. */
 typedef float v8f __attribute__((vector_size(32)));
 
+typedef int32_t v8i __attribute__((vector_size(32)));
+
+/*
+ * e^x of eight floats in place: x = n ln2 + r with n rounded to nearest and
+ * |r| <= ln2 / 2, e^r by Cephes's degree-7 polynomial, 2^n through the
+ * exponent bits. Within 2 ulp of libm's expf over the normal range; e^x is
+ * 0 below -87.3 (and for -inf), e^88.4 above 88.4, NaN for NaN. Each lane
+ * depends on its own input alone.
+ */
+static inline __attribute__((always_inline)) void exp8_inplace(float *p)
+{
+    const v8f hi = {88.3762626647949f, 88.3762626647949f, 88.3762626647949f, 88.3762626647949f,
+                    88.3762626647949f, 88.3762626647949f, 88.3762626647949f, 88.3762626647949f};
+    const v8f lo = {-87.3365447505531f, -87.3365447505531f, -87.3365447505531f,
+                    -87.3365447505531f, -87.3365447505531f, -87.3365447505531f,
+                    -87.3365447505531f, -87.3365447505531f};
+    v8f x;
+    memcpy(&x, p, sizeof x);
+    v8i under = x < lo;
+    v8i over = x > hi;
+    v8i nan = x != x;
+    x = (v8f)(((v8i)x & ~over) | ((v8i)hi & over));
+    x = (v8f)(((v8i)x & ~under) | ((v8i)lo & under));
+    v8f t = x * 1.44269504088896341f;
+    v8f nf = (t + 12582912.0f) - 12582912.0f; /* round to nearest: 1.5 * 2^23 */
+    nf = (v8f)((v8i)nf & ~nan);               /* NaN lanes: n = 0, so no cast of NaN */
+    v8f r = x - nf * 0.693359375f;
+    r = r - nf * -2.12194440e-4f;
+    v8f y = 1.9875691500e-4f * r + 1.3981999507e-3f;
+    y = y * r + 8.3334519073e-3f;
+    y = y * r + 4.1665795894e-2f;
+    y = y * r + 1.6666665459e-1f;
+    y = y * r + 5.0000001201e-1f;
+    y = y * (r * r) + r + 1.0f;
+    v8i bits = (__builtin_convertvector(nf, v8i) + 127) << 23;
+    v8f scale;
+    memcpy(&scale, &bits, sizeof scale);
+    y = y * scale;
+    y = (v8f)((v8i)y & ~under);
+    memcpy(p, &y, sizeof y);
+}
+
+/* e^x in place for n floats: eight at a time, the tail by expf. */
+static inline __attribute__((always_inline)) void exp_inplace(float *x, int32_t n)
+{
+    int32_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        exp8_inplace(x + i);
+    }
+    for (; i < n; i++) {
+        x[i] = expf(x[i]);
+    }
+}
+
 /*
  * Dot product of two head vectors. Eight partial sums in a fixed order (one
  * vector lane each, then pairwise): the result depends on the two vectors
@@ -365,9 +419,12 @@ attend_head(const struct assay_forward *f, int32_t layer, const struct assay_for
         }
         n_scores = tile_end > n_keys ? tile_end : n_keys;
     }
+    for (int32_t j = 0; j < n_scores; j++) {
+        scores[j] -= max;
+    }
+    exp_inplace(scores, n_scores);
     float sum = 0.0f;
     for (int32_t j = 0; j < n_scores; j++) {
-        scores[j] = expf(scores[j] - max);
         sum += scores[j];
     }
     for (int32_t i = 0; i < hd; i++) {
@@ -524,7 +581,7 @@ static void attend_rows(void *arg)
     }
 }
 
-/* SwiGLU of rows [r0, r1): hidden = silu(gate) * up. */
+/* SwiGLU of rows [r0, r1): hidden = silu(gate) * up, silu(g) = g / (1 + e^-g). */
 ASSAY_HOT_CLONES
 static void swiglu_rows(void *arg)
 {
@@ -536,7 +593,11 @@ static void swiglu_rows(void *arg)
         const float *u = g + ff;
         float *h = f->hidden + (int64_t)r * ff;
         for (int32_t i = 0; i < ff; i++) {
-            h[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+            h[i] = -g[i];
+        }
+        exp_inplace(h, ff);
+        for (int32_t i = 0; i < ff; i++) {
+            h[i] = g[i] / (1.0f + h[i]) * u[i];
         }
     }
 }
