@@ -366,8 +366,10 @@ static enum assay_status check_equiv(struct assay_audit *a, bool alone,
         n_stop = os.n_stop - n_stop0;
     }
     assay_adapter_close(&gate);
-    snprintf(res->workload, sizeof res->workload, "fixtures %s, EOS as every request's stop token",
-             names);
+    if (snprintf(res->workload, sizeof res->workload,
+                 "fixtures %s, EOS as every request's stop token", names) >= (int)sizeof res->workload) {
+        memcpy(res->workload + sizeof res->workload - 4, "...", 4); /* cut, and said so */
+    }
     snprintf(res->summary, sizeof res->summary,
              "%lld requests %s, %lld tokens equal to the oracle's; %d ties within %g (largest gap "
              "%.2g); %lld requests stopped at EOS on both sides",
@@ -1326,8 +1328,11 @@ static enum assay_status check_idle(struct assay_audit *a, bool kv, struct assay
                      g->name, g->idle, g->after);
         }
     }
-    snprintf(res->summary, sizeof res->summary, "%s (read %.1f s after the run ended): %s",
-             kv ? "KV usage" : "requests running and waiting", waited, values);
+    if (snprintf(res->summary, sizeof res->summary, "%s (read %.1f s after the run ended): %s",
+                 kv ? "KV usage" : "requests running and waiting", waited,
+                 values) >= (int)sizeof res->summary) {
+        memcpy(res->summary + sizeof res->summary - 4, "...", 4); /* cut, and said so */
+    }
     return ASSAY_OK;
 }
 

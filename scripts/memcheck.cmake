@@ -20,9 +20,13 @@ endif()
 if(NOT DEFINED VALGRIND)
   find_program(VALGRIND valgrind REQUIRED)
 endif()
+# Absolute: the tests run in their own working directories, where a
+# relative --log-file would name another place.
+get_filename_component(BUILD_DIR "${BUILD_DIR}" ABSOLUTE)
 if(NOT DEFINED LOG_DIR)
   set(LOG_DIR ${BUILD_DIR}/memcheck)
 endif()
+get_filename_component(LOG_DIR "${LOG_DIR}" ABSOLUTE)
 file(MAKE_DIRECTORY ${LOG_DIR})
 
 execute_process(COMMAND ${CMAKE_CTEST_COMMAND} --test-dir ${BUILD_DIR} --show-only=json-v1

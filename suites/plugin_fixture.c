@@ -164,7 +164,17 @@ enum assay_status assay_plugin_open(const char *options, struct assay_adapter *o
         snprintf(err, err_size, "expected delay_us=N, got '%s'", options);
         return ASSAY_ERR_INVALID;
     }
+#ifdef PLUGIN_ABI
+    /* assay refuses this plugin and, unable to trust a vtable of another
+     * ABI to free it, deliberately leaves the engine allocated
+     * (adapters/plugin.c); in static storage, that leaves nothing for
+     * LeakSanitizer to report. */
+    static struct echo e_static;
+    memset(&e_static, 0, sizeof e_static);
+    struct echo *e = &e_static;
+#else
     struct echo *e = calloc(1, sizeof *e);
+#endif
     if (e == NULL) {
         snprintf(err, err_size, "out of memory");
         return ASSAY_ERR_NOMEM;
