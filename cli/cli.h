@@ -14,6 +14,7 @@
 #include <cjson/cJSON.h>
 
 #include "checks/result.h"
+#include "checks/suite.h"
 #include "reports/report.h"
 
 enum {
@@ -54,6 +55,22 @@ bool assay_cli_write_report(const char *cmd, cJSON *report, const char *dir,
 
 /* Print report's JSON on stdout (--json). */
 void assay_cli_print_json(cJSON *report);
+
+/*
+ * Shrink every failed check of res[0..n) that has a workload
+ * (checks/shrink.h: fewer requests, shorter prompts, a smaller pool, within
+ * ASSAY_SHRINK_MAX_RUNS reruns or ASSAY_SHRINK_MAX_SECONDS each), write
+ * each reproducer into dir (created when missing) and, once a rerun from
+ * that file has failed again, make its one-line command the check's repro
+ * and print what was shrunk. items[i] is res[i]'s plan item; base_spec and
+ * workload (NULL: the fixtures) are what the checks ran on. A check that
+ * cannot be shrunk keeps its command. Returns false when dir cannot be
+ * made (the commands are then left as they were).
+ */
+bool assay_cli_shrink_failures(const char *cmd, struct assay_verify_ctx *ctx,
+                               const struct assay_plan_item *const *items,
+                               struct assay_check_result *res, size_t n, const char *base_spec,
+                               const char *workload, const char *dir);
 
 /* Parse an unsigned integer option; false (and a message) when malformed. */
 bool assay_cli_parse_u64(const char *option, const char *text, uint64_t *out);

@@ -20,7 +20,8 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: assay run [--out DIR] [--engine SPEC] [--bench-engine SPEC]\n"
             "                 [--workload FILE] [--slo FILE] [--seed N] [--runs N] [--rate R]\n"
-            "                 [--quick] [--check NAME]... [--family FAMILY] [--no-bench] [--json]\n"
+            "                 [--quick] [--check NAME]... [--family FAMILY] [--no-bench]\n"
+            "                 [--no-shrink] [--json]\n"
             "\n"
             "Verify an engine with the whole plan, benchmark the bundled engine the way the\n"
             "seed chapter says benchmarks must be done, and write the report: DIR/report.json\n"
@@ -41,6 +42,10 @@ static void usage(FILE *out)
             "  --check NAME        verify only this check (repeatable; see assay verify --list)\n"
             "  --family FAMILY     verify only equivalence, distributional or property checks\n"
             "  --no-bench          verification and report only\n"
+            "  --no-shrink         a failed check's reproducer is the full failing case; by\n"
+            "                      default it is shrunk (fewer requests, shorter prompts, a\n"
+            "                      smaller pool) while it still fails, written into DIR and\n"
+            "                      confirmed by a rerun\n"
             "  --json              print the report's JSON on stdout instead of the tables\n"
             "\n"
             "About 2 minutes on 2 idle cores, up to 5 on a busy machine; verification is\n"
@@ -57,7 +62,7 @@ struct run_opts {
     uint64_t seed;
     uint64_t runs;
     double rate;
-    bool quick, no_bench, json;
+    bool quick, no_bench, no_shrink, json;
 };
 
 static int parse(int argc, char **argv, struct run_opts *o)
@@ -69,6 +74,7 @@ static int parse(int argc, char **argv, struct run_opts *o)
         {"runs", required_argument, NULL, 'r'},     {"rate", required_argument, NULL, 'R'},
         {"quick", no_argument, NULL, 'q'},          {"check", required_argument, NULL, 'c'},
         {"family", required_argument, NULL, 'f'},   {"no-bench", no_argument, NULL, 'n'},
+        {"no-shrink", no_argument, NULL, 'N'},
         {"json", no_argument, NULL, 'j'},           {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -112,6 +118,7 @@ static int parse(int argc, char **argv, struct run_opts *o)
             break;
         case 'f': o->family = optarg; break;
         case 'n': o->no_bench = true; break;
+        case 'N': o->no_shrink = true; break;
         case 'j': o->json = true; break;
         case 'h': usage(stdout); return -1;
         default: usage(stderr); return ASSAY_EXIT_USAGE;
@@ -190,6 +197,9 @@ static bool verify(const struct run_opts *o, struct assay_check_result **res_out
     }
     assay_progress_end(&prog);
     assay_verify_finalize(res, n);
+    if (ok && !o->no_shrink) {
+        assay_cli_shrink_failures("run", ctx, sel, res, n, o->engine, NULL, o->out);
+    }
     assay_verify_ctx_free(ctx);
     free(sel);
     *res_out = res;

@@ -11,7 +11,7 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: assay verify [--engine SPEC] [--check NAME]... [--family FAMILY]\n"
-            "                    [--workload FILE] [--seed N] [--list]\n"
+            "                    [--workload FILE] [--seed N] [--repro-dir DIR] [--no-shrink] [--list]\n"
             "\n"
             "Run the checks of the verification plan against an engine and print a\n"
             "pass/fail table; every failure comes with a command that reproduces it.\n"
@@ -25,6 +25,12 @@ static void usage(FILE *out)
             "  --workload FILE  run the selected check on this workload file instead of its\n"
             "                   fixture (a reproducer written by a failing run, for example)\n"
             "  --seed N         master seed of seeded checks (default 1)\n"
+            "  --repro-dir DIR  where a failed check's shrunk reproducer is written (default\n"
+            "                   assay-repro): the failing case is cut down (fewer requests,\n"
+            "                   shorter prompts, a smaller pool) while it still fails, rerun\n"
+            "                   once from the file, and its command printed; not with\n"
+            "                   --workload, which reruns such a file\n"
+            "  --no-shrink      print the full failing case's command instead\n"
             "  --list           list the plan and exit\n"
             "\n"
             "Exit status: 0 all passed (skips are listed, not failed), 1 a check failed,\n"
@@ -37,9 +43,11 @@ int assay_cmd_verify(int argc, char **argv)
         {"engine", required_argument, NULL, 'e'}, {"check", required_argument, NULL, 'c'},
         {"family", required_argument, NULL, 'f'}, {"workload", required_argument, NULL, 'w'},
         {"seed", required_argument, NULL, 's'},   {"list", no_argument, NULL, 'l'},
-        {"help", no_argument, NULL, 'h'},         {NULL, 0, NULL, 0},
+        {"help", no_argument, NULL, 'h'},         {"repro-dir", required_argument, NULL, 'r'},
+        {"no-shrink", no_argument, NULL, 'n'},    {NULL, 0, NULL, 0},
     };
-    const char *engine = "bundled", *family = NULL, *workload = NULL;
+    const char *engine = "bundled", *family = NULL, *workload = NULL, *repro_dir = "assay-repro";
+    bool shrink = true;
     const char *checks[64];
     size_t n_checks = 0;
     uint64_t seed = 1;
@@ -64,6 +72,8 @@ int assay_cmd_verify(int argc, char **argv)
             }
             break;
         case 'l': list = true; break;
+        case 'r': repro_dir = optarg; break;
+        case 'n': shrink = false; break;
         case 'h': usage(stdout); return ASSAY_EXIT_OK;
         default: usage(stderr); return ASSAY_EXIT_USAGE;
         }
@@ -147,6 +157,9 @@ int assay_cmd_verify(int argc, char **argv)
     }
     assay_progress_end(&prog);
     assay_verify_finalize(res, n);
+    if (status == ASSAY_EXIT_OK && shrink && workload == NULL) {
+        assay_cli_shrink_failures("verify", ctx, sel, res, n, engine, NULL, repro_dir);
+    }
     assay_cli_print_results(stdout, res, n);
     if (status == ASSAY_EXIT_OK) {
         status = assay_cli_exit_status(res, n);

@@ -2,9 +2,11 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "cli.h"
+#include "checks/shrink.h"
 #include "core/alloc.h"
 #include "core/clock.h"
 
@@ -161,4 +163,55 @@ void assay_cli_print_json(cJSON *report)
         fwrite(text, 1, len, stdout);
     }
     assay_free(text);
+}
+
+bool assay_cli_shrink_failures(const char *cmd, struct assay_verify_ctx *ctx,
+                               const struct assay_plan_item *const *items,
+                               struct assay_check_result *res, size_t n, const char *base_spec,
+                               const char *workload, const char *dir)
+{
+    size_t n_fail = 0;
+    for (size_t i = 0; i < n; i++) {
+        n_fail += res[i].verdict == ASSAY_VERDICT_FAIL && (items[i]->workload != NULL || workload != NULL);
+    }
+    if (n_fail == 0) {
+        return true;
+    }
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "assay %s: cannot make %s for the reproducers: %s\n", cmd, dir,
+                strerror(errno));
+        return false;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (res[i].verdict != ASSAY_VERDICT_FAIL || (items[i]->workload == NULL && workload == NULL)) {
+            continue;
+        }
+        fprintf(stderr, "assay %s: shrinking the failure of %s (at most %d reruns, about %.0f s)\n",
+                cmd, res[i].name, ASSAY_SHRINK_MAX_RUNS, ASSAY_SHRINK_MAX_SECONDS);
+        struct assay_shrink_opts o = {dir, NULL, 0, 0.0};
+        struct assay_shrink_result *r = assay_calloc(1, sizeof *r);
+        if (r == NULL) {
+            return true; /* out of memory: the full command stays */
+        }
+        enum assay_status st = assay_shrink(ctx, items[i], base_spec, workload, &o, r);
+        char sizes[320];
+        size_t len = strlen(r->command); /* a check's own repro: it fits */
+        if (st == ASSAY_OK && r->reproduced && r->shrinkable && r->confirmed &&
+            len < sizeof res[i].repro) {
+            memcpy(res[i].repro, r->command, len + 1);
+            fprintf(stderr, "assay %s: %s shrunk in %d runs, %.1f s%s: %s; it fails with: %s\n",
+                    cmd, res[i].name, (int)r->n_runs, r->seconds,
+                    r->budget_reached ? " (budget reached)" : "",
+                    assay_shrink_format_sizes(r, sizes, sizeof sizes), r->failure);
+        } else {
+            fprintf(stderr, "assay %s: %s not shrunk (%s); its reproducer is the full case\n", cmd,
+                    res[i].name,
+                    st != ASSAY_OK          ? assay_status_str(st)
+                    : !r->reproduced        ? "it passed when rerun"
+                    : !r->shrinkable        ? "no workload to shrink"
+                                            : "the shrunk case did not fail again");
+        }
+        assay_free(r);
+    }
+    return true;
 }
