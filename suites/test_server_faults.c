@@ -316,8 +316,12 @@ static void test_checks_count_failures(void **state)
     free(out);
     printf("# run --check prop.trace, connection refused: exit %d in %.1f s\n", rc, s);
     assert_int_equal(rc, 1);
-    assert_int_equal(check_report_files(out_dir), 3);
+    /* report.json, .html, .md and the failure's shrunk reproducer, none
+     * with the key */
+    assert_int_equal(check_report_files(out_dir), 4);
     char path[1400];
+    snprintf(path, sizeof path, "%s/repro-prop.trace.json", out_dir);
+    assert_int_equal(access(path, R_OK), 0);
     snprintf(path, sizeof path, "%s/report.json", out_dir);
     cJSON *r = load_json(path);
     const cJSON *check = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(r, "checks"), 0);
