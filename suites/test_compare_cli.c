@@ -282,7 +282,8 @@ static void test_mutant(void **state)
 {
     (void)state;
     if (g_assay_mutants[0] == '\0') {
-        skip(); /* the mutants library is not built (ASSAY_BUILD_MUTANTS=OFF) */
+        printf("SKIP: assay-mutants is not built (ASSAY_BUILD_MUTANTS=OFF)\n");
+        skip();
     }
     char dir[1024], cmd[4096];
     out_dir("compare-mutant", dir, sizeof dir);

@@ -862,6 +862,7 @@ static void test_run_failing_check(void **state)
 {
     (void)state;
     if (g_assay_mutants == NULL) {
+        printf("SKIP: assay-mutants is not built (ASSAY_BUILD_MUTANTS=OFF)\n");
         skip();
     }
     char dir[512], cmd[2048], path[700];
