@@ -2,6 +2,7 @@
 
 #include <cblas.h>
 #include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -12,6 +13,32 @@
 char *openblas_get_corename(void);
 char *openblas_get_config(void);
 int openblas_get_num_threads(void);
+void openblas_set_num_threads(int num_threads);
+
+static pthread_mutex_t one_thread_mu = PTHREAD_MUTEX_INITIALIZER;
+static int one_thread_users;
+static int one_thread_saved;
+
+void assay_blas_one_thread_begin(void)
+{
+    pthread_mutex_lock(&one_thread_mu);
+    if (one_thread_users++ == 0) {
+        one_thread_saved = openblas_get_num_threads();
+        if (one_thread_saved > 1) {
+            openblas_set_num_threads(1);
+        }
+    }
+    pthread_mutex_unlock(&one_thread_mu);
+}
+
+void assay_blas_one_thread_end(void)
+{
+    pthread_mutex_lock(&one_thread_mu);
+    if (one_thread_users > 0 && --one_thread_users == 0 && one_thread_saved > 1) {
+        openblas_set_num_threads(one_thread_saved);
+    }
+    pthread_mutex_unlock(&one_thread_mu);
+}
 
 #define DETECTED_ENV "ASSAY_BLAS_DETECTED"
 

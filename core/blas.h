@@ -38,4 +38,14 @@ void assay_blas_get_info(struct assay_blas_info *out);
  */
 void assay_blas_select_core(char **argv);
 
+/*
+ * OpenBLAS on one thread from begin to end, for a caller that splits its
+ * products over threads of its own (the engine's forward pass): OpenBLAS's
+ * own threads would otherwise wait for work spinning on the same cores.
+ * The setting is process-wide; callers are counted (nested or from several
+ * threads) and the last end restores the count OpenBLAS had.
+ */
+void assay_blas_one_thread_begin(void);
+void assay_blas_one_thread_end(void);
+
 #endif

@@ -51,8 +51,10 @@ struct assay_engine_params {
     int32_t max_seq_len;    /* longest prompt + max_tokens; <= model n_ctx */
     int32_t max_step_tokens; /* rows per step without chunked prefill */
     bool batch_invariant;   /* pad products so a row never depends on its batch */
-    int32_t threads;        /* 2: a helper thread takes half of one-row products, of
-                               attention and of SwiGLU; 1: the caller's thread alone */
+    int32_t threads;        /* 2: a helper thread takes half of each product (OpenBLAS
+                               held to one thread during a step), of attention and of
+                               SwiGLU; 1: the caller's thread (OpenBLAS threads as it
+                               sees fit) */
     enum assay_sampling_order sampling_order;
     uint64_t seed;          /* seeds for requests that bring none */
     int mutant;             /* enum assay_mutant; mutant builds only */

@@ -2,17 +2,16 @@
 
 #include <cblas.h>
 #include <math.h>
+#include <stdatomic.h>
 #include <string.h>
 
 #include "../core/alloc.h"
+#include "../core/blas.h"
 #include "../core/mutant.h"
 
 /* OpenBLAS 0.3.21 sends products with M*N*K at or below this to its
  * small-matrix kernel on AVX-512 cores. */
 #define SMALL_KERNEL_MNK 1000000.0
-
-/* Head sizes up to this accumulate their attention output in registers. */
-#define ATTN_FAST_HD 128
 
 /* The hot loops, also compiled for x86-64-v3 (AVX2, FMA) and picked at load time
  * (GCC's function multi-versioning; plain code elsewhere). */
@@ -52,9 +51,9 @@ struct assay_forward {
     float *hidden; /* (rows, d_ff) */
     float *on;     /* (out rows, d_model) normalised rows for the LM head */
     float *logits; /* (out rows, vocab) */
-    float *scores; /* (max_seq_len + 2): the caller's thread */
+    float *scores;  /* (n_head, scores_stride): the caller's thread */
     float *scores2; /* the same for the worker's share of the rows */
-    bool small_step; /* this pass's products all fit the small-matrix kernel */
+    int64_t scores_stride; /* max_seq_len + 3 (a leaked key, the sum), rounded up to 8 */
     int32_t *row_pos; /* (rows) position of each row */
     int32_t *row_seq; /* (rows) sequence of each row */
     int64_t bytes;
@@ -144,8 +143,9 @@ enum assay_status assay_forward_init(struct assay_forward **out,
     f->hidden = alloc_floats(f, rows * ff);
     f->on = alloc_floats(f, outs * d);
     f->logits = alloc_floats(f, outs * c->vocab);
-    f->scores = alloc_floats(f, (int64_t)p->max_seq_len + 2);
-    f->scores2 = alloc_floats(f, (int64_t)p->max_seq_len + 2);
+    f->scores_stride = ((int64_t)p->max_seq_len + 3 + 7) / 8 * 8;
+    f->scores = alloc_floats(f, c->n_head * f->scores_stride);
+    f->scores2 = alloc_floats(f, c->n_head * f->scores_stride);
     f->row_pos = assay_calloc((size_t)rows, sizeof(int32_t));
     f->row_seq = assay_calloc((size_t)rows, sizeof(int32_t));
     if (f->wqkv == NULL || f->wo == NULL || f->wgu == NULL || f->wdown == NULL ||
@@ -225,10 +225,10 @@ static void run_product(void *arg)
 
 /*
  * C (m, n) = A (m, k) * B (k, n), padded for batch invariance when asked.
- * In a small step (every product fits OpenBLAS's single-threaded
- * small-matrix kernel: one- or two-row decode) products are split by
- * columns across the worker thread when there is one, so both cores work;
- * larger products use OpenBLAS's own threads.
+ * With a worker thread, a product of 128 columns or more is split by
+ * columns, half on each thread, each half one single-threaded OpenBLAS
+ * call (the pass holds OpenBLAS to one thread: see assay_forward_run);
+ * without one, OpenBLAS threads the product as it sees fit.
  */
 static void matmul(struct assay_forward *f, const float *a, const float *b, float *cm, int32_t m,
                    int32_t k, int32_t n)
@@ -237,7 +237,7 @@ static void matmul(struct assay_forward *f, const float *a, const float *b, floa
     if (f->batch_invariant && (double)m * n * k <= SMALL_KERNEL_MNK) {
         rows = pad_for(n, k);
     }
-    if (f->worker != NULL && f->small_step && n >= 128) {
+    if (f->worker != NULL && n >= 128) {
         int32_t half = (n / 2 + 15) / 16 * 16;
         struct product mine = {a, b, cm, m, k, half, n, n};
         struct product other = {a, b + half, cm + half, m, k, n - half, n, n};
@@ -361,6 +361,32 @@ static inline __attribute__((always_inline)) float dot_head(const float *a, cons
     return sum;
 }
 
+/* Two vectors' lanes picked by index (0-7 from a, 8-15 from b). */
+#if defined(__clang__)
+#define SHUFFLE8(a, b, ...) __builtin_shufflevector(a, b, __VA_ARGS__)
+#else
+#define SHUFFLE8(a, b, ...) __builtin_shuffle(a, b, (v8i){__VA_ARGS__})
+#endif
+
+/* Adjacent lanes of a and b added, per 128-bit half (what vhaddps does):
+ * {a0+a1, a2+a3, b0+b1, b2+b3, a4+a5, a6+a7, b4+b5, b6+b7}. */
+#define HADD8(a, b)                                                                               \
+    (SHUFFLE8(a, b, 0, 2, 8, 10, 4, 6, 12, 14) + SHUFFLE8(a, b, 1, 3, 9, 11, 5, 7, 13, 15))
+
+/*
+ * Each of eight vectors summed across its lanes, into one lane each:
+ * out[k] = ((a[k]0 + a[k]1) + (a[k]2 + a[k]3)) + ((a[k]4 + a[k]5) + (a[k]6 + a[k]7)),
+ * dot_head's order, so a score has the same bits whichever of the two
+ * computes it.
+ */
+static inline __attribute__((always_inline)) void sum_lanes8(v8f *out, const v8f *a)
+{
+    v8f t0 = HADD8(a[0], a[1]), t1 = HADD8(a[2], a[3]);
+    v8f t2 = HADD8(a[4], a[5]), t3 = HADD8(a[6], a[7]);
+    v8f u0 = HADD8(t0, t1), u1 = HADD8(t2, t3);
+    *out = SHUFFLE8(u0, u1, 0, 1, 2, 3, 8, 9, 10, 11) + SHUFFLE8(u0, u1, 4, 5, 6, 7, 12, 13, 14, 15);
+}
+
 static int64_t kv_offset(const struct assay_forward *f, int32_t layer, int32_t block, int32_t slot)
 {
     return (((int64_t)layer * f->n_blocks + block) * f->block_size + slot) * f->kv_dim;
@@ -372,40 +398,133 @@ static const float *kv_at(const struct assay_forward *f, const float *base, int3
     return base + kv_offset(f, layer, blocks[pos / f->block_size], pos % f->block_size);
 }
 
+/* Scores of query q against the keys of one block, kb (jn keys, kv_dim
+ * apart), into sc: eight keys at a time where eight remain, the rest one
+ * by one; every score is dot_head(q, key) * scale either way. */
+static inline __attribute__((always_inline)) void
+block_scores(const float *q, const float *kb, int32_t jn, int64_t kv_dim, float scale, float *sc,
+             const int32_t hd)
+{
+    int32_t jj = 0;
+    for (; hd % 8 == 0 && jj + 8 <= jn; jj += 8) {
+        v8f acc[8];
+        for (int32_t k = 0; k < 8; k++) {
+            acc[k] = (v8f){0, 0, 0, 0, 0, 0, 0, 0};
+        }
+        for (int32_t i = 0; i < hd; i += 8) {
+            v8f x;
+            memcpy(&x, q + i, sizeof x);
+            for (int32_t k = 0; k < 8; k++) {
+                v8f y;
+                memcpy(&y, kb + (jj + k) * kv_dim + i, sizeof y);
+                acc[k] += x * y;
+            }
+        }
+        v8f s;
+        sum_lanes8(&s, acc);
+        s = s * scale;
+        memcpy(sc + jj, &s, sizeof s);
+    }
+    for (; jj < jn; jj++) {
+        sc[jj] = dot_head(q, kb + jj * kv_dim, hd) * scale;
+    }
+}
+
+/* e^(x - max) in place over n scores; returns their sum (eight partial
+ * sums, then pairwise, then the tail: a fixed order for a given n). */
+static inline __attribute__((always_inline)) float softmax_numerators(float *x, int32_t n)
+{
+    v8f mv = {-INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY, -INFINITY,
+              -INFINITY};
+    int32_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        v8f y;
+        memcpy(&y, x + j, sizeof y);
+        v8i gt = y > mv;
+        mv = (v8f)(((v8i)y & gt) | ((v8i)mv & ~gt));
+    }
+    float max = -INFINITY;
+    for (int32_t i = 0; i < 8; i++) {
+        max = mv[i] > max ? mv[i] : max;
+    }
+    for (; j < n; j++) {
+        max = x[j] > max ? x[j] : max;
+    }
+    v8f acc = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (j = 0; j + 8 <= n; j += 8) {
+        v8f y;
+        memcpy(&y, x + j, sizeof y);
+        y -= max;
+        memcpy(x + j, &y, sizeof y);
+        exp8_inplace(x + j);
+        memcpy(&y, x + j, sizeof y);
+        acc += y;
+    }
+    float sum = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    for (; j < n; j++) {
+        x[j] = expf(x[j] - max);
+        sum += x[j];
+    }
+    return sum;
+}
+
 /*
- * One head's attention for one query (n_keys keys of sequence seq, plus the
- * planted leak's key when `leak` is set); head_dim hd. Keys and values are
- * walked block by block (no division per key), and the weighted sum of the
- * values is kept in `acc` (hd floats) so that, with hd known at compile time
- * (the callers below), it stays in registers.
+ * Attention of query heads [h0, h1) of one row: the row at position `pos`
+ * attends to keys 0..pos of sequence seq, plus the planted leak's key when
+ * `leak` is set. Blocks of keys, then of values, are walked once, every
+ * head using a block while it is in L1 (with grouped-query attention a
+ * block's key row serves `group` heads); the output is the e^score-weighted
+ * sum of the values divided by the sum of the weights. `scores` holds
+ * (h1 - h0) rows of `stride` floats. hd, the head size, is known at compile
+ * time in the callers below, so the running sums of two heads up to 32
+ * wide stay in registers over a block.
  */
 static inline __attribute__((always_inline)) void
-attend_head(const struct assay_forward *f, int32_t layer, const struct assay_forward_seq *seq,
-            const struct assay_forward_seq *leak, int32_t pos, int32_t g, const float *q, float *o,
-            float *scores, float *acc, const int32_t hd)
+attend_heads(const struct assay_forward *f, int32_t layer, const struct assay_forward_seq *seq,
+             const struct assay_forward_seq *leak, int32_t pos, int32_t h0, int32_t h1,
+             const float *q_row, float *out_row, float *scores, int64_t stride, const int32_t hd)
 {
     const float scale = 1.0f / sqrtf((float)hd);
     const int32_t bs = f->block_size;
     const int64_t kv_dim = f->kv_dim;
-    int32_t n_keys = pos + 1;
-    float max = -INFINITY;
+    const int32_t group = f->cfg.n_head / f->cfg.n_kv_head;
+    const int32_t nh = h1 - h0;
+    const int32_t n_keys = pos + 1;
+    const int64_t block_floats = (int64_t)bs * kv_dim;
     for (int32_t j0 = 0; j0 < n_keys; j0 += bs) {
-        const float *kb = f->k + kv_offset(f, layer, seq->blocks[j0 / bs], 0) + (int64_t)g * hd;
+        const float *kb = f->k + kv_offset(f, layer, seq->blocks[j0 / bs], 0);
         int32_t jn = n_keys - j0 < bs ? n_keys - j0 : bs;
-        for (int32_t jj = 0; jj < jn; jj++) {
-            float sc = dot_head(q, kb + jj * kv_dim, hd) * scale;
-            scores[j0 + jj] = sc;
-            max = sc > max ? sc : max;
+        /* The blocks are scattered (paged), which defeats the hardware's
+         * prefetching at each block's start: ask for the next block's keys,
+         * and this block's values (read after the softmax), ahead. */
+        const float *vb = f->v + (kb - f->k);
+        const float *kn = NULL;
+        if (j0 + bs < n_keys) {
+            kn = f->k + kv_offset(f, layer, seq->blocks[j0 / bs + 1], 0);
+        }
+        for (int64_t i = 0; i < block_floats; i += 16) {
+            if (kn != NULL) {
+                __builtin_prefetch(kn + i);
+            }
+            __builtin_prefetch(vb + i);
+        }
+        for (int32_t h = 0; h < nh; h++) {
+            block_scores(q_row + (int64_t)(h0 + h) * hd, kb + (int64_t)((h0 + h) / group) * hd, jn,
+                         kv_dim, scale, scores + h * stride + j0, hd);
         }
     }
+    int32_t n_scores = n_keys;
     int32_t leak_pos = 0;
     if (leak != NULL) {
         leak_pos = leak->pos0 + leak->n_rows - 1;
-        const float *kj = kv_at(f, f->k, layer, leak->blocks, leak_pos) + (int64_t)g * hd;
-        scores[n_keys] = dot_head(q, kj, hd) * scale;
-        max = scores[n_keys] > max ? scores[n_keys] : max;
+        const float *kj = kv_at(f, f->k, layer, leak->blocks, leak_pos);
+        for (int32_t h = 0; h < nh; h++) {
+            scores[h * stride + n_keys] = dot_head(q_row + (int64_t)(h0 + h) * hd,
+                                                   kj + (int64_t)((h0 + h) / group) * hd, hd) *
+                                          scale;
+        }
+        n_scores++;
     }
-    int32_t n_scores = n_keys + (leak != NULL ? 1 : 0);
     if (ASSAY_MUTANT_ON(f->mutant, ASSAY_MUTANT_PADDING_ROW_NAN)) {
         /* The planted bug's kernel reads keys in tiles of 8 (within the
          * query's block) and masks the tail of the last tile with -inf,
@@ -414,63 +533,80 @@ attend_head(const struct assay_forward *f, int32_t layer, const struct assay_for
         int32_t block_end = (pos / bs + 1) * bs;
         tile_end = tile_end < block_end ? tile_end : block_end;
         tile_end = tile_end < f->max_seq_len ? tile_end : f->max_seq_len;
-        for (int32_t j = n_keys; j < tile_end; j++) {
-            scores[j] = -INFINITY;
+        for (int32_t h = 0; h < nh; h++) {
+            for (int32_t j = n_keys; j < tile_end; j++) {
+                scores[h * stride + j] = -INFINITY;
+            }
         }
         n_scores = tile_end > n_keys ? tile_end : n_keys;
     }
-    for (int32_t j = 0; j < n_scores; j++) {
-        scores[j] -= max;
+    for (int32_t h = 0; h < nh; h++) {
+        /* the sum of the weights waits in the slot after the last score */
+        float *sc = scores + h * stride;
+        sc[n_scores] = softmax_numerators(sc, n_scores);
     }
-    exp_inplace(scores, n_scores);
-    float sum = 0.0f;
-    for (int32_t j = 0; j < n_scores; j++) {
-        sum += scores[j];
+    for (int32_t i = 0; i < nh * hd; i++) {
+        out_row[(int64_t)h0 * hd + i] = 0.0f;
     }
-    for (int32_t i = 0; i < hd; i++) {
-        acc[i] = 0.0f;
-    }
-    /* Values of the sequence's own keys, then the leak's, then (the
-     * padding mutant) the masked tail slots of the query's block. With hd
-     * a multiple of 8 (and known here) the sum is held in vectors; each
-     * lane does what the scalar loop does, so the result is the same. */
-    int32_t n_own = n_scores - (leak != NULL ? 1 : 0);
-    v8f accv[ATTN_FAST_HD / 8];
-    const bool vec = hd % 8 == 0 && hd <= ATTN_FAST_HD;
-    for (int32_t i = 0; vec && i < hd / 8; i++) {
-        accv[i] = (v8f){0, 0, 0, 0, 0, 0, 0, 0};
-    }
+    /* The sequence's own values (with, for the padding mutant, the masked
+     * tail slots of the query's block), then the leak's; each head's sum
+     * runs over the keys in order. */
+    const int32_t n_own = n_scores - (leak != NULL ? 1 : 0);
+    const bool vec = hd % 8 == 0 && hd <= 32;
     for (int32_t j0 = 0; j0 < n_own; j0 += bs) {
-        const float *vb = f->v + kv_offset(f, layer, seq->blocks[j0 / bs], 0) + (int64_t)g * hd;
+        const float *vb = f->v + kv_offset(f, layer, seq->blocks[j0 / bs], 0);
         int32_t jn = n_own - j0 < bs ? n_own - j0 : bs;
-        for (int32_t jj = 0; jj < jn; jj++) {
-            float w = scores[j0 + jj] / sum;
-            const float *vj = vb + jj * kv_dim;
+        for (int32_t h = 0; h < nh; h += vec ? 2 : 1) {
+            int32_t np = vec && h + 1 < nh ? 2 : 1;
+            const float *w0 = scores + h * stride + j0, *w1 = w0 + stride;
+            float *o0 = out_row + (int64_t)(h0 + h) * hd, *o1 = o0 + hd;
+            const float *v0 = vb + (int64_t)((h0 + h) / group) * hd;
+            const float *v1 = vb + (int64_t)((h0 + h + 1) / group) * hd;
             if (vec) {
+                v8f a0[4], a1[4];
                 for (int32_t i = 0; i < hd / 8; i++) {
-                    v8f x;
-                    memcpy(&x, vj + 8 * i, sizeof x);
-                    accv[i] += w * x;
+                    memcpy(&a0[i], o0 + 8 * i, sizeof a0[i]);
+                    memcpy(&a1[i], np == 2 ? o1 + 8 * i : o0 + 8 * i, sizeof a1[i]);
+                }
+                for (int32_t jj = 0; jj < jn; jj++) {
+                    for (int32_t i = 0; i < hd / 8; i++) {
+                        v8f x, y;
+                        memcpy(&x, v0 + jj * kv_dim + 8 * i, sizeof x);
+                        a0[i] += w0[jj] * x;
+                        if (np == 2) {
+                            memcpy(&y, v1 + jj * kv_dim + 8 * i, sizeof y);
+                            a1[i] += w1[jj] * y;
+                        }
+                    }
+                }
+                for (int32_t i = 0; i < hd / 8; i++) {
+                    memcpy(o0 + 8 * i, &a0[i], sizeof a0[i]);
+                    if (np == 2) {
+                        memcpy(o1 + 8 * i, &a1[i], sizeof a1[i]);
+                    }
                 }
             } else {
-                for (int32_t i = 0; i < hd; i++) {
-                    acc[i] += w * vj[i];
+                for (int32_t jj = 0; jj < jn; jj++) {
+                    for (int32_t i = 0; i < hd; i++) {
+                        o0[i] += w0[jj] * v0[jj * kv_dim + i];
+                    }
                 }
             }
         }
     }
-    for (int32_t i = 0; vec && i < hd / 8; i++) {
-        memcpy(acc + 8 * i, &accv[i], sizeof accv[i]);
-    }
-    if (leak != NULL) {
-        float w = scores[n_keys] / sum;
-        const float *vj = kv_at(f, f->v, layer, leak->blocks, leak_pos) + (int64_t)g * hd;
-        for (int32_t i = 0; i < hd; i++) {
-            acc[i] += w * vj[i];
+    for (int32_t h = 0; h < nh; h++) {
+        const float *sc = scores + h * stride;
+        float *o = out_row + (int64_t)(h0 + h) * hd;
+        if (leak != NULL) {
+            const float *vj = kv_at(f, f->v, layer, leak->blocks, leak_pos) +
+                              (int64_t)((h0 + h) / group) * hd;
+            for (int32_t i = 0; i < hd; i++) {
+                o[i] += sc[n_keys] * vj[i];
+            }
         }
-    }
-    for (int32_t i = 0; i < hd; i++) {
-        o[i] = acc[i];
+        for (int32_t i = 0; i < hd; i++) {
+            o[i] /= sc[n_scores];
+        }
     }
 }
 
@@ -486,8 +622,6 @@ static void attend_row(const struct assay_forward *f, const struct assay_forward
                        int32_t layer, int32_t s, int32_t row, int32_t pos, int32_t h0, int32_t h1,
                        float *scores)
 {
-    const struct assay_model_config *c = &f->cfg;
-    int32_t hd = c->head_dim, group = c->n_head / c->n_kv_head;
     const struct assay_forward_seq *seq = &b->seqs[s];
     /* The planted leak: a sequence also sees the last key its batch
      * neighbour wrote in this pass. */
@@ -495,30 +629,23 @@ static void attend_row(const struct assay_forward *f, const struct assay_forward
     if (ASSAY_MUTANT_ON(f->mutant, ASSAY_MUTANT_ATTN_NEIGHBOUR_LEAK) && s > 0) {
         leak = &b->seqs[s - 1];
     }
-    const float *q_row = f->qkv + (int64_t)row * f->qkv_dim;
-    float *out_row = f->att + (int64_t)row * f->q_dim;
-    float acc[ATTN_FAST_HD];
-    for (int32_t h = h0; h < h1; h++) {
-        const float *q = q_row + (int64_t)h * hd;
-        float *o = out_row + (int64_t)h * hd;
-        int32_t g = h / group;
-        /* The common head sizes get a copy of their own, the rest the
-         * general one (accumulating in place when wider than acc). */
-        switch (hd) {
-        case 32:
-            attend_head(f, layer, seq, leak, pos, g, q, o, scores, acc, 32);
-            break;
-        case 64:
-            attend_head(f, layer, seq, leak, pos, g, q, o, scores, acc, 64);
-            break;
-        case 128:
-            attend_head(f, layer, seq, leak, pos, g, q, o, scores, acc, 128);
-            break;
-        default:
-            attend_head(f, layer, seq, leak, pos, g, q, o, scores, hd <= ATTN_FAST_HD ? acc : o,
-                        hd);
-            break;
-        }
+    const float *q = f->qkv + (int64_t)row * f->qkv_dim;
+    float *o = f->att + (int64_t)row * f->q_dim;
+    int64_t st = f->scores_stride;
+    /* The common head sizes get a copy of their own, the rest the general one. */
+    switch (f->cfg.head_dim) {
+    case 16:
+        attend_heads(f, layer, seq, leak, pos, h0, h1, q, o, scores, st, 16);
+        break;
+    case 32:
+        attend_heads(f, layer, seq, leak, pos, h0, h1, q, o, scores, st, 32);
+        break;
+    case 64:
+        attend_heads(f, layer, seq, leak, pos, h0, h1, q, o, scores, st, 64);
+        break;
+    default:
+        attend_heads(f, layer, seq, leak, pos, h0, h1, q, o, scores, st, f->cfg.head_dim);
+        break;
     }
 }
 
@@ -560,24 +687,45 @@ static void padding_row_attend(const struct assay_forward *f, int32_t row)
 }
 
 /* A share of one layer's per-row work: rows [r0, r1), or, for a single
- * row, heads [h0, h1) of its attention. */
+ * row, heads [h0, h1) of its attention. With `next`, the threads instead
+ * take rows from a shared counter, ATTN_ROWS_PER_TAKE at a time, up to r1
+ * (a row's attention costs as many keys as it sees, so equal halves of
+ * the rows are not equal halves of the work). */
 struct row_task {
     const struct assay_forward *f;
     const struct assay_forward_batch *b;
     int32_t layer, r0, r1, h0, h1;
     float *scores;
+    _Atomic int32_t *next;
 };
 
-static void attend_rows(void *arg)
+#define ATTN_ROWS_PER_TAKE 2
+
+static void attend_range(const struct row_task *t, int32_t r0, int32_t r1)
 {
-    const struct row_task *t = arg;
     const struct assay_forward *f = t->f;
-    for (int32_t r = t->r0; r < t->r1; r++) {
+    for (int32_t r = r0; r < r1; r++) {
         if (ASSAY_MUTANT_ON(f->mutant, ASSAY_MUTANT_PADDING_ROW_NAN) && f->row_seq[r] < 0) {
             padding_row_attend(f, r);
             continue;
         }
         attend_row(f, t->b, t->layer, f->row_seq[r], r, f->row_pos[r], t->h0, t->h1, t->scores);
+    }
+}
+
+static void attend_rows(void *arg)
+{
+    const struct row_task *t = arg;
+    if (t->next == NULL) {
+        attend_range(t, t->r0, t->r1);
+        return;
+    }
+    for (;;) {
+        int32_t r = atomic_fetch_add(t->next, ATTN_ROWS_PER_TAKE);
+        if (r >= t->r1) {
+            return;
+        }
+        attend_range(t, r, r + ATTN_ROWS_PER_TAKE < t->r1 ? r + ATTN_ROWS_PER_TAKE : t->r1);
     }
 }
 
@@ -612,39 +760,33 @@ static void split_rows(struct assay_forward *f, const struct assay_forward_batch
                        int32_t layer, int32_t n, void (*fn)(void *))
 {
     int32_t heads = f->cfg.n_head;
-    struct row_task all = {f, b, layer, 0, n, 0, heads, f->scores};
+    struct row_task all = {f, b, layer, 0, n, 0, heads, f->scores, NULL};
     if (f->worker == NULL || (n == 1 && fn != attend_rows)) {
         fn(&all);
         return;
     }
+    _Atomic int32_t next = 0;
     struct row_task mine = all, other = all;
     other.scores = f->scores2;
     if (n == 1) {
         mine.h1 = other.h0 = heads / 2;
+    } else if (fn == attend_rows) {
+        mine.next = other.next = &next;
     } else {
         mine.r1 = other.r0 = n / 2;
     }
-    assay_worker_post(f->worker, fn, &other, f->small_step);
+    assay_worker_post(f->worker, fn, &other, true);
     fn(&mine);
     assay_worker_wait(f->worker);
 }
 
+static void forward_layers(struct assay_forward *f, const struct assay_forward_batch *b);
+
 enum assay_status assay_forward_run(struct assay_forward *f, const struct assay_forward_batch *b)
 {
-    const struct assay_model_config *c = &f->cfg;
     if (b->n_rows < 1 || b->n_rows > f->max_rows || b->n_out < 0 || b->n_out > f->max_out) {
         return ASSAY_ERR_INVALID;
     }
-    const struct assay_model *m = f->model;
-    int32_t d = c->d_model, ff = c->d_ff, n = b->n_rows;
-    /* The largest product of the pass, per row: k * n of each weight. */
-    double per_row[] = {(double)d * f->qkv_dim, (double)f->q_dim * d, (double)d * 2 * ff,
-                        (double)ff * d, (double)d * c->vocab};
-    double largest = 0.0;
-    for (size_t i = 0; i < sizeof per_row / sizeof per_row[0]; i++) {
-        largest = per_row[i] > largest ? per_row[i] : largest;
-    }
-    f->small_step = n * largest <= SMALL_KERNEL_MNK;
     for (int32_t s = 0; s < b->n_seqs; s++) {
         const struct assay_forward_seq *seq = &b->seqs[s];
         if (seq->pos0 < 0 || seq->pos0 + seq->n_rows > f->max_seq_len) {
@@ -655,6 +797,26 @@ enum assay_status assay_forward_run(struct assay_forward *f, const struct assay_
             f->row_seq[seq->row0 + r] = s;
         }
     }
+    if (f->worker == NULL) {
+        forward_layers(f, b);
+        return ASSAY_OK;
+    }
+    /* The pass splits its products over its own two threads, so OpenBLAS
+     * runs each half on the calling thread: its own threads, idle and
+     * spinning, would take the cores from the worker. */
+    assay_blas_one_thread_begin();
+    forward_layers(f, b);
+    assay_blas_one_thread_end();
+    return ASSAY_OK;
+}
+
+/* The pass itself, once assay_forward_run has checked the batch and set
+ * each row's position and sequence. */
+static void forward_layers(struct assay_forward *f, const struct assay_forward_batch *b)
+{
+    const struct assay_model_config *c = &f->cfg;
+    const struct assay_model *m = f->model;
+    int32_t d = c->d_model, ff = c->d_ff, n = b->n_rows;
     for (int32_t r = 0; r < n; r++) {
         memcpy(f->x + (int64_t)r * d, m->tok_embd + (int64_t)b->tokens[r] * d,
                sizeof(float) * (size_t)d);
@@ -714,5 +876,4 @@ enum assay_status assay_forward_run(struct assay_forward *f, const struct assay_
         }
         matmul(f, f->on, f->wout, f->logits, b->n_out, d, c->vocab);
     }
-    return ASSAY_OK;
 }

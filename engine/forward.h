@@ -38,9 +38,11 @@ struct assay_forward_params {
     int32_t max_seq_len;             /* longest sequence (RoPE table size) */
     bool batch_invariant;
     int mutant;
-    struct assay_worker *worker; /* borrowed, may be NULL: half of one-row
-                                    products, attention rows (or a single
-                                    row's heads) and SwiGLU rows go to it */
+    struct assay_worker *worker; /* borrowed, may be NULL: half the columns
+                                    of each product, attention rows (or a
+                                    single row's heads) and SwiGLU rows go
+                                    to it; OpenBLAS then runs on one thread
+                                    during a pass */
 };
 
 /* One sequence's rows in a pass: rows row0..row0+n_rows-1 hold its tokens

@@ -1,15 +1,13 @@
 /*
  * worker.h - one helper thread for work that splits in two.
  *
- * OpenBLAS runs its small-matrix kernel (one-row products: single-stream
- * decode) on one thread, leaving the second core idle, and the forward
- * pass's own loops (attention, SwiGLU) run on the caller's thread. The
- * forward pass splits such work in two and hands one half to this worker.
- * In a small step (one-row decode) a hand-off must cost far less than the
- * task (a few microseconds), so the worker may spin for a short while after
- * a task before it sleeps on a condition variable; in a large step the
- * spinning would steal the core OpenBLAS's own threads need next, so the
- * worker sleeps at once. An idle engine costs no CPU.
+ * The forward pass splits its work in two and hands one half to this
+ * worker: half the columns of each product (each half one single-threaded
+ * OpenBLAS call), the attention rows (or one row's heads) and the SwiGLU
+ * rows. A hand-off must cost far less than the task (a few microseconds in
+ * single-stream decode), so the worker may spin for a short while after a
+ * task before it sleeps on a condition variable. An idle engine costs no
+ * CPU.
  *
  * Lifetime: assay_worker_init / assay_worker_free (joins the thread). Only
  * one thread may post tasks.
