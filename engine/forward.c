@@ -7,6 +7,7 @@
 
 #include "../core/alloc.h"
 #include "../core/blas.h"
+#include "../core/clock.h"
 #include "../core/mutant.h"
 
 /* OpenBLAS 0.3.21 sends products with M*N*K at or below this to its
@@ -46,7 +47,6 @@ struct assay_forward {
     float *xn;     /* (rows, d_model) normalised */
     float *qkv;    /* (rows, qkv_dim) */
     float *att;    /* (rows, q_dim) */
-    float *proj;   /* (rows, d_model) */
     float *gu;     /* (rows, 2 d_ff) */
     float *hidden; /* (rows, d_ff) */
     float *on;     /* (out rows, d_model) normalised rows for the LM head */
@@ -56,6 +56,7 @@ struct assay_forward {
     int64_t scores_stride; /* max_seq_len + 3 (a leaked key, the sum), rounded up to 8 */
     int32_t *row_pos; /* (rows) position of each row */
     int32_t *row_seq; /* (rows) sequence of each row */
+    double split;     /* the caller's share of a split product's columns */
     int64_t bytes;
 };
 
@@ -107,6 +108,7 @@ enum assay_status assay_forward_init(struct assay_forward **out,
     f->max_out = p->max_out;
     f->max_seq_len = p->max_seq_len;
     f->batch_invariant = p->batch_invariant;
+    f->split = 0.5;
     f->mutant = p->mutant;
     f->worker = p->batch_invariant ? NULL : p->worker;
     int64_t d = c->d_model, ff = c->d_ff, L = c->n_layer;
@@ -138,7 +140,6 @@ enum assay_status assay_forward_init(struct assay_forward **out,
     f->xn = alloc_floats(f, rows * d);
     f->qkv = alloc_floats(f, rows * f->qkv_dim);
     f->att = alloc_floats(f, rows * f->q_dim);
-    f->proj = alloc_floats(f, rows * d);
     f->gu = alloc_floats(f, rows * 2 * ff);
     f->hidden = alloc_floats(f, rows * ff);
     f->on = alloc_floats(f, outs * d);
@@ -151,7 +152,7 @@ enum assay_status assay_forward_init(struct assay_forward **out,
     if (f->wqkv == NULL || f->wo == NULL || f->wgu == NULL || f->wdown == NULL ||
         f->wout == NULL || f->k == NULL || f->v == NULL || f->rope_cos == NULL ||
         f->rope_sin == NULL || f->x == NULL || f->xn == NULL || f->qkv == NULL ||
-        f->att == NULL || f->proj == NULL || f->gu == NULL || f->hidden == NULL ||
+        f->att == NULL || f->gu == NULL || f->hidden == NULL ||
         f->on == NULL || f->logits == NULL || f->scores == NULL || f->scores2 == NULL ||
         f->row_pos == NULL || f->row_seq == NULL) {
         assay_forward_free(f);
@@ -189,7 +190,7 @@ void assay_forward_free(struct assay_forward *f)
         return;
     }
     float *bufs[] = {f->wqkv, f->wo, f->wgu, f->wdown, f->wout, f->k, f->v, f->rope_cos,
-                     f->rope_sin, f->x, f->xn, f->qkv, f->att, f->proj, f->gu, f->hidden,
+                     f->rope_sin, f->x, f->xn, f->qkv, f->att, f->gu, f->hidden,
                      f->on, f->logits, f->scores, f->scores2};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         assay_free(bufs[i]);
@@ -209,44 +210,61 @@ int64_t assay_forward_bytes(const struct assay_forward *f)
     return f->bytes;
 }
 
-/* One product: C (m, n) = A (m, k) * B (k, n), leading dimensions ldb, ldc. */
+/* One product: C (m, n) = A (m, k) * B (k, n) + beta C, leading dimensions
+ * ldb, ldc. */
 struct product {
     const float *a, *b;
     float *c;
     int32_t m, k, n, ldb, ldc;
+    float beta;
+    int64_t ns; /* how long it took */
 };
 
 static void run_product(void *arg)
 {
-    const struct product *p = arg;
+    struct product *p = arg;
+    int64_t t0 = assay_now_ns();
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, p->m, p->n, p->k, 1.0f, p->a, p->k,
-                p->b, p->ldb, 0.0f, p->c, p->ldc);
+                p->b, p->ldb, p->beta, p->c, p->ldc);
+    p->ns = assay_now_ns() - t0;
 }
 
 /*
- * C (m, n) = A (m, k) * B (k, n), padded for batch invariance when asked.
+ * C (m, n) = A (m, k) * B (k, n) + beta C (beta 0, or 1 to add the product
+ * to C in place: OpenBLAS then skips its pass over C), padded for batch
+ * invariance when asked.
  * With a worker thread, a product of 128 columns or more is split by
  * columns, half on each thread, each half one single-threaded OpenBLAS
  * call (the pass holds OpenBLAS to one thread: see assay_forward_run);
  * without one, OpenBLAS threads the product as it sees fit.
  */
 static void matmul(struct assay_forward *f, const float *a, const float *b, float *cm, int32_t m,
-                   int32_t k, int32_t n)
+                   int32_t k, int32_t n, float beta)
 {
     int32_t rows = m;
     if (f->batch_invariant && (double)m * n * k <= SMALL_KERNEL_MNK) {
         rows = pad_for(n, k);
     }
     if (f->worker != NULL && n >= 128) {
-        int32_t half = (n / 2 + 15) / 16 * 16;
-        struct product mine = {a, b, cm, m, k, half, n, n};
-        struct product other = {a, b + half, cm + half, m, k, n - half, n, n};
+        /* The two cores need not run at the same speed (a shared machine):
+         * the split follows the columns per second each thread managed in
+         * the products so far. Where a product is cut never changes a
+         * column's result. */
+        int32_t mine_n = ((int32_t)(f->split * n) + 8) / 16 * 16;
+        mine_n = mine_n < 16 ? 16 : mine_n > n - 16 ? n - 16 : mine_n;
+        struct product mine = {a, b, cm, m, k, mine_n, n, n, beta, 0};
+        struct product other = {a, b + mine_n, cm + mine_n, m, k, n - mine_n, n, n, beta, 0};
         assay_worker_post(f->worker, run_product, &other, true);
         run_product(&mine);
         assay_worker_wait(f->worker);
+        if (mine.ns > 0 && other.ns > 0) {
+            double rm = mine.n / (double)mine.ns, rw = other.n / (double)other.ns;
+            double s = 0.9 * f->split + 0.1 * rm / (rm + rw);
+            f->split = s < 0.25 ? 0.25 : s > 0.75 ? 0.75 : s;
+        }
         return;
     }
-    struct product all = {a, b, cm, rows, k, n, n, n};
+    struct product all = {a, b, cm, rows, k, n, n, n, beta, 0};
     run_product(&all);
 }
 
@@ -837,7 +855,7 @@ static void forward_layers(struct assay_forward *f, const struct assay_forward_b
         for (int32_t r = 0; r < n; r++) {
             rmsnorm(f->xn + (int64_t)r * d, f->x + (int64_t)r * d, w->attn_norm, d, c->norm_eps);
         }
-        matmul(f, f->xn, f->wqkv + (int64_t)l * d * f->qkv_dim, f->qkv, n, d, f->qkv_dim);
+        matmul(f, f->xn, f->wqkv + (int64_t)l * d * f->qkv_dim, f->qkv, n, d, f->qkv_dim, 0.0f);
         /* Rotate queries and keys, then store every row's key and value
          * before any row attends, so a row sees the rows before it. */
         for (int32_t r = 0; r < n; r++) {
@@ -855,25 +873,20 @@ static void forward_layers(struct assay_forward *f, const struct assay_forward_b
             memcpy(f->v + off, row + f->q_dim + f->kv_dim, sizeof(float) * (size_t)f->kv_dim);
         }
         split_rows(f, b, l, n, attend_rows);
-        matmul(f, f->att, f->wo + (int64_t)l * f->q_dim * d, f->proj, n, f->q_dim, d);
-        for (int64_t i = 0; i < (int64_t)n * d; i++) {
-            f->x[i] += f->proj[i];
-        }
+        /* the residual: x += att * Wo, added by the product itself */
+        matmul(f, f->att, f->wo + (int64_t)l * f->q_dim * d, f->x, n, f->q_dim, d, 1.0f);
         for (int32_t r = 0; r < n; r++) {
             rmsnorm(f->xn + (int64_t)r * d, f->x + (int64_t)r * d, w->ffn_norm, d, c->norm_eps);
         }
-        matmul(f, f->xn, f->wgu + (int64_t)l * d * 2 * ff, f->gu, n, d, 2 * ff);
+        matmul(f, f->xn, f->wgu + (int64_t)l * d * 2 * ff, f->gu, n, d, 2 * ff, 0.0f);
         split_rows(f, b, l, n, swiglu_rows);
-        matmul(f, f->hidden, f->wdown + (int64_t)l * ff * d, f->proj, n, ff, d);
-        for (int64_t i = 0; i < (int64_t)n * d; i++) {
-            f->x[i] += f->proj[i];
-        }
+        matmul(f, f->hidden, f->wdown + (int64_t)l * ff * d, f->x, n, ff, d, 1.0f);
     }
     if (b->n_out > 0) {
         for (int32_t o = 0; o < b->n_out; o++) {
             rmsnorm(f->on + (int64_t)o * d, f->x + (int64_t)b->out_rows[o] * d, m->out_norm, d,
                     c->norm_eps);
         }
-        matmul(f, f->on, f->wout, f->logits, b->n_out, d, c->vocab);
+        matmul(f, f->on, f->wout, f->logits, b->n_out, d, c->vocab, 0.0f);
     }
 }
