@@ -173,7 +173,7 @@ int main(int argc, char **argv)
     printf("%6s %8s %22s %10s %24s %18s\n", "batch", "threads", "engine tokens/s", "GFLOP/s",
            "sgemm GFLOP/s", "ratio");
     /* Batch 1 twice: threads=1 (OpenBLAS's one-thread small-matrix kernel
-     * alone) and the default threads=2 (one-row products split across the
+     * alone) and the default threads=2 (each product split across the
      * engine's helper thread), so the split's gain is measured side by side. */
     const int batches[] = {1, 1, 8, 32, 64};
     const int threads[] = {1, 2, 2, 2, 2};
