@@ -1,6 +1,7 @@
 #include "worker.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -13,10 +14,18 @@
  * idle engine's wait. */
 #define SPIN_NS 200000
 
+/* After this long, a spinning thread yields its core at each turn: when
+ * more threads want the cores than there are (two such engines side by
+ * side, a parallel test run), the thread it waits for may be the one
+ * without a core. */
+#define YIELD_AFTER_NS 20000
+
 struct assay_worker {
     pthread_t thread;
     pthread_mutex_t mu;
     pthread_cond_t cv;
+    pthread_cond_t done_cv;    /* the caller sleeps on it in a long wait */
+    _Atomic int waiting;       /* the caller sleeps on done_cv */
     _Atomic uint64_t posted;   /* generation of the last task posted */
     _Atomic uint64_t done;     /* generation of the last task finished */
     _Atomic int sleeping;
@@ -41,8 +50,13 @@ static void *worker_main(void *p)
         int64_t t0 = assay_now_ns();
         int64_t spin_ns = atomic_load(&w->spin) ? SPIN_NS : 0;
         while (atomic_load(&w->posted) == seen && !atomic_load(&w->stop)) {
-            if (assay_now_ns() - t0 < spin_ns) {
-                relax();
+            int64_t spun = assay_now_ns() - t0;
+            if (spun < spin_ns) {
+                if (spun < YIELD_AFTER_NS) {
+                    relax();
+                } else {
+                    sched_yield();
+                }
                 continue;
             }
             pthread_mutex_lock(&w->mu);
@@ -59,6 +73,13 @@ static void *worker_main(void *p)
         seen = atomic_load(&w->posted);
         w->fn(w->arg);
         atomic_store(&w->done, seen);
+        /* Sequentially consistent, as in post: either the caller sees
+         * done before it sleeps, or this sees it waiting and wakes it. */
+        if (atomic_load(&w->waiting)) {
+            pthread_mutex_lock(&w->mu);
+            pthread_cond_signal(&w->done_cv);
+            pthread_mutex_unlock(&w->mu);
+        }
     }
 }
 
@@ -78,7 +99,14 @@ enum assay_status assay_worker_init(struct assay_worker **out)
         assay_free(w);
         return ASSAY_ERR_INTERNAL;
     }
+    if (pthread_cond_init(&w->done_cv, NULL) != 0) {
+        pthread_cond_destroy(&w->cv);
+        pthread_mutex_destroy(&w->mu);
+        assay_free(w);
+        return ASSAY_ERR_INTERNAL;
+    }
     if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+        pthread_cond_destroy(&w->done_cv);
         pthread_cond_destroy(&w->cv);
         pthread_mutex_destroy(&w->mu);
         assay_free(w);
@@ -98,6 +126,7 @@ void assay_worker_free(struct assay_worker *w)
     pthread_cond_signal(&w->cv);
     pthread_mutex_unlock(&w->mu);
     pthread_join(w->thread, NULL);
+    pthread_cond_destroy(&w->done_cv);
     pthread_cond_destroy(&w->cv);
     pthread_mutex_destroy(&w->mu);
     assay_free(w);
@@ -121,7 +150,21 @@ void assay_worker_post(struct assay_worker *w, assay_worker_fn fn, void *arg, bo
 void assay_worker_wait(struct assay_worker *w)
 {
     uint64_t target = atomic_load(&w->posted);
+    int64_t t0 = assay_now_ns();
     while (atomic_load(&w->done) != target) {
-        relax();
+        int64_t spun = assay_now_ns() - t0;
+        if (spun < YIELD_AFTER_NS) {
+            relax();
+        } else if (spun < SPIN_NS) {
+            sched_yield();
+        } else {
+            pthread_mutex_lock(&w->mu);
+            atomic_store(&w->waiting, 1);
+            while (atomic_load(&w->done) != target) {
+                pthread_cond_wait(&w->done_cv, &w->mu);
+            }
+            atomic_store(&w->waiting, 0);
+            pthread_mutex_unlock(&w->mu);
+        }
     }
 }
