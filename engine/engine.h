@@ -51,7 +51,7 @@ struct assay_engine_params {
     int32_t max_seq_len;    /* longest prompt + max_tokens; <= model n_ctx */
     int32_t max_step_tokens; /* rows per step without chunked prefill */
     bool batch_invariant;   /* pad products so a row never depends on its batch */
-    int32_t threads;        /* 2: a helper thread takes half of each product (OpenBLAS
+    int32_t threads;        /* 2: a helper thread takes a share of each product (OpenBLAS
                                held to one thread during a step), of attention and of
                                SwiGLU; 1: the caller's thread (OpenBLAS threads as it
                                sees fit) */

@@ -278,9 +278,11 @@ static void run_product(void *arg)
  * to C in place: OpenBLAS then skips its pass over C), padded for batch
  * invariance when asked.
  * With a worker thread, a product of 128 columns or more is split by
- * columns, half on each thread, each half one single-threaded OpenBLAS
- * call (the pass holds OpenBLAS to one thread: see assay_forward_run);
- * without one, OpenBLAS threads the product as it sees fit.
+ * columns, a share for each thread (see f->split), each share one
+ * single-threaded OpenBLAS call (the pass holds OpenBLAS to one thread:
+ * see assay_forward_run); without one, OpenBLAS threads the product as it
+ * sees fit. With padding (batch invariance) and beta 1, the padding rows
+ * of C collect sums nothing reads.
  */
 static void matmul(struct assay_forward *f, const float *a, const float *b, float *cm, int32_t m,
                    int32_t k, int32_t n, float beta)
@@ -298,7 +300,7 @@ static void matmul(struct assay_forward *f, const float *a, const float *b, floa
         mine_n = mine_n < 16 ? 16 : mine_n > n - 16 ? n - 16 : mine_n;
         struct product mine = {a, b, cm, m, k, mine_n, n, n, beta, 0};
         struct product other = {a, b + mine_n, cm + mine_n, m, k, n - mine_n, n, n, beta, 0};
-        assay_worker_post(f->worker, run_product, &other, true);
+        assay_worker_post(f->worker, run_product, &other);
         run_product(&mine);
         assay_worker_wait(f->worker);
         if (mine.ns > 0 && other.ns > 0) {
@@ -837,7 +839,7 @@ static void split_rows(struct assay_forward *f, const struct assay_forward_batch
     } else {
         mine.r1 = other.r0 = n / 2;
     }
-    assay_worker_post(f->worker, fn, &other, true);
+    assay_worker_post(f->worker, fn, &other);
     fn(&mine);
     assay_worker_wait(f->worker);
 }

@@ -38,8 +38,8 @@ struct assay_forward_params {
     int32_t max_seq_len;             /* longest sequence (RoPE table size) */
     bool batch_invariant;
     int mutant;
-    struct assay_worker *worker; /* borrowed, may be NULL: half the columns
-                                    of each product, attention rows (or a
+    struct assay_worker *worker; /* borrowed, may be NULL: a share of the
+                                    columns of each product, attention rows (or a
                                     single row's heads) and SwiGLU rows go
                                     to it; OpenBLAS then runs on one thread
                                     during a pass */

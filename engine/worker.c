@@ -30,7 +30,6 @@ struct assay_worker {
     _Atomic uint64_t done;     /* generation of the last task finished */
     _Atomic int sleeping;
     _Atomic int stop;
-    _Atomic int spin;          /* spin after the current task */
     assay_worker_fn fn;        /* the task; written before posted is raised */
     void *arg;
 };
@@ -42,21 +41,33 @@ static void relax(void)
 #endif
 }
 
+/*
+ * One turn of waiting that began at t0: a pause for the first
+ * YIELD_AFTER_NS, then the core yielded at each turn; false once `limit`
+ * has passed (the caller then sleeps).
+ */
+static bool spin_turn(int64_t t0, int64_t limit)
+{
+    int64_t spun = assay_now_ns() - t0;
+    if (spun >= limit) {
+        return false;
+    }
+    if (spun < YIELD_AFTER_NS) {
+        relax();
+    } else {
+        sched_yield();
+    }
+    return true;
+}
+
 static void *worker_main(void *p)
 {
     struct assay_worker *w = p;
     uint64_t seen = 0;
     for (;;) {
         int64_t t0 = assay_now_ns();
-        int64_t spin_ns = atomic_load(&w->spin) ? SPIN_NS : 0;
         while (atomic_load(&w->posted) == seen && !atomic_load(&w->stop)) {
-            int64_t spun = assay_now_ns() - t0;
-            if (spun < spin_ns) {
-                if (spun < YIELD_AFTER_NS) {
-                    relax();
-                } else {
-                    sched_yield();
-                }
+            if (spin_turn(t0, SPIN_NS)) {
                 continue;
             }
             pthread_mutex_lock(&w->mu);
@@ -132,11 +143,10 @@ void assay_worker_free(struct assay_worker *w)
     assay_free(w);
 }
 
-void assay_worker_post(struct assay_worker *w, assay_worker_fn fn, void *arg, bool spin)
+void assay_worker_post(struct assay_worker *w, assay_worker_fn fn, void *arg)
 {
     w->fn = fn;
     w->arg = arg;
-    atomic_store(&w->spin, spin ? 1 : 0);
     atomic_fetch_add(&w->posted, 1);
     /* Sequentially consistent: either the worker sees the new generation
      * before it sleeps, or this sees it sleeping and wakes it. */
@@ -152,12 +162,7 @@ void assay_worker_wait(struct assay_worker *w)
     uint64_t target = atomic_load(&w->posted);
     int64_t t0 = assay_now_ns();
     while (atomic_load(&w->done) != target) {
-        int64_t spun = assay_now_ns() - t0;
-        if (spun < YIELD_AFTER_NS) {
-            relax();
-        } else if (spun < SPIN_NS) {
-            sched_yield();
-        } else {
+        if (!spin_turn(t0, SPIN_NS)) {
             pthread_mutex_lock(&w->mu);
             atomic_store(&w->waiting, 1);
             while (atomic_load(&w->done) != target) {

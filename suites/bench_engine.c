@@ -36,12 +36,24 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The (k, n) of each of a layer's four products: QKV, output, gate/up, down. */
+static void layer_shapes(const struct assay_model_config *c, int shapes[4][2])
+{
+    int d = c->d_model, q = c->n_head * c->head_dim, kv = c->n_kv_head * c->head_dim;
+    const int s[4][2] = {{d, q + 2 * kv}, {q, d}, {d, 2 * c->d_ff}, {c->d_ff, d}};
+    memcpy(shapes, s, sizeof s);
+}
+
 /* Matmul FLOPs per token of a config: every linear layer and the LM head. */
 static double flops_per_token(const struct assay_model_config *c)
 {
-    double d = c->d_model, q = (double)c->n_head * c->head_dim, kv = (double)c->n_kv_head * c->head_dim;
-    double per_layer = d * (q + 2 * kv) + q * d + d * 2 * c->d_ff + c->d_ff * d;
-    return 2.0 * (c->n_layer * per_layer + d * c->vocab);
+    int shapes[4][2];
+    layer_shapes(c, shapes);
+    double per_layer = 0.0;
+    for (int s = 0; s < 4; s++) {
+        per_layer += (double)shapes[s][0] * shapes[s][1];
+    }
+    return 2.0 * (c->n_layer * per_layer + (double)c->d_model * c->vocab);
 }
 
 /* Decode tokens/s of batch b (engine option threads), measured over ~seconds after warm-up. */
@@ -97,13 +109,9 @@ static double engine_rate(const struct assay_model *m, int b, int threads, doubl
  */
 static double sgemm_rate(const struct assay_model_config *c, int m, double seconds)
 {
-    int d = c->d_model, q = c->n_head * c->head_dim, kv = c->n_kv_head * c->head_dim;
-    const int layer_shapes[4][2] = {{d, q + 2 * kv}, {q, d}, {d, 2 * c->d_ff}, {c->d_ff, d}};
-    size_t per_layer = 0;
-    for (int s = 0; s < 4; s++) {
-        per_layer += (size_t)layer_shapes[s][0] * layer_shapes[s][1];
-    }
-    size_t n_w = per_layer * c->n_layer + (size_t)d * c->vocab;
+    int d = c->d_model, shapes[4][2];
+    layer_shapes(c, shapes);
+    size_t n_w = (size_t)(flops_per_token(c) / 2.0); /* every weight of the products */
     int widest = 2 * c->d_ff > c->vocab ? 2 * c->d_ff : c->vocab;
     float *a = calloc((size_t)m * c->d_ff, sizeof(float));
     float *w = calloc(n_w, sizeof(float));
@@ -120,8 +128,8 @@ static double sgemm_rate(const struct assay_model_config *c, int m, double secon
         const float *wl = w;
         for (int l = 0; l <= c->n_layer; l++) {
             for (int s = 0; s < (l < c->n_layer ? 4 : 1); s++) {
-                int k = l < c->n_layer ? layer_shapes[s][0] : d;
-                int n = l < c->n_layer ? layer_shapes[s][1] : c->vocab;
+                int k = l < c->n_layer ? shapes[s][0] : d;
+                int n = l < c->n_layer ? shapes[s][1] : c->vocab;
                 cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a, k, wl, n,
                             0.0f, out, n);
                 wl += (size_t)k * n;
