@@ -13,10 +13,14 @@ const char *assay_test_fixture(const char *relative, char *buf, size_t size)
     return buf;
 }
 
+/* ASSAY_BUILD is set by CTest; a program run by hand, from any directory,
+ * falls back on the build tree it was built in (ASSAY_TEST_BUILD_DIR, from
+ * suites/CMakeLists.txt), never on the current directory, which may be the
+ * source tree. */
 const char *assay_test_scratch(const char *name, char *buf, size_t size)
 {
     const char *root = getenv("ASSAY_BUILD");
-    snprintf(buf, size, "%s/scratch-%s", root != NULL ? root : ".", name);
+    snprintf(buf, size, "%s/scratch-%s", root != NULL ? root : ASSAY_TEST_BUILD_DIR, name);
     return buf;
 }
 

@@ -10,7 +10,8 @@
 /* Path of a file under fixtures/ (ASSAY_FIXTURES, set by CTest) into buf. */
 const char *assay_test_fixture(const char *relative, char *buf, size_t size);
 
-/* Path of a scratch file in the build tree for this test into buf. */
+/* Path of a scratch file in the build tree for this test into buf:
+ * $ASSAY_BUILD/scratch-NAME, or the build tree's when ASSAY_BUILD is unset. */
 const char *assay_test_scratch(const char *name, char *buf, size_t size);
 
 /*
