@@ -109,6 +109,15 @@ static enum assay_status set_key(struct bundled_spec *b, const char *key, const 
     } else if (strcmp(key, "threads") == 0) {
         st = parse_int(diag, key, v, 1, 2, &x);
         p->threads = (int32_t)x;
+    } else if (strcmp(key, "blas_rows") == 0) {
+        st = parse_int(diag, key, v, 0, 1 << 16, &x);
+        p->blas_rows = (int32_t)x;
+    } else if (strcmp(key, "isa") == 0) {
+        if (assay_isa_by_name(v, &p->isa) != ASSAY_OK) {
+            st = bad(diag, key, "auto, generic, avx2 or avx512", v);
+        } else if (!assay_isa_supported(p->isa)) {
+            st = bad(diag, key, "an instruction set this CPU runs (auto picks one)", v);
+        }
     } else if (strcmp(key, "order") == 0) {
         if (strcmp(v, "joint") == 0) {
             p->sampling_order = ASSAY_SAMPLING_JOINT;
@@ -135,7 +144,7 @@ static enum assay_status set_key(struct bundled_spec *b, const char *key, const 
     } else {
         st = bad(diag, key,
                  "one of model, seed, kv, block, blocks, prefix, chunk, batch, spec, draft, "
-                 "draft_seed, invariant, threads, order, requests, max_seq_len, step_tokens, "
+                 "draft_seed, invariant, blas_rows, isa, threads, order, requests, max_seq_len, step_tokens, "
                  "rng_seed, mutant",
                  key);
     }

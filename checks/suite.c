@@ -119,9 +119,10 @@ static const struct assay_plan_item k_plan[] = {
      "bit (batch invariant)",
      assay_property_run_isolation, "probes=3"},
     {"prop.isolation-tolerance", ASSAY_FAMILY_PROPERTY,
-     "kv=paged,block=8,prefix=on,chunk=16,batch=8,invariant=off;blocks=40",
+     "kv=paged,block=8,prefix=on,chunk=16,batch=8,invariant=off,blas_rows=1;blocks=40",
      "workloads/prop-isolation.json",
-     "no cross-sequence attention without batch invariance: logits within a stated tolerance",
+     "no cross-sequence attention without batch invariance (every product through OpenBLAS): "
+     "logits within a stated tolerance",
      assay_property_run_isolation, "probes=3"},
     {"prop.isolation-blackbox", ASSAY_FAMILY_PROPERTY,
      "kv=paged,block=16,prefix=on,chunk=32,batch=8;blocks=40", "workloads/prop-isolation.json",

@@ -113,6 +113,14 @@ static const struct assay_mutant_info k_catalog[ASSAY_MUTANT_COUNT] = {
      "speculative decoding's rejected tokens leaving their KV blocks allocated (sglang-jax #1147, "
      "sglang #13826: over-allocated draft KV never released)",
      "property"},
+    {ASSAY_MUTANT_GEMM_TAIL_SPLIT_K, "gemm-tail-split-k",
+     "the engine's own AVX2 matrix product, in a tail tile of two rows (batches of 3j + 2 rows), "
+     "sums even and odd k in two chains and adds them at the end, so those rows' bits depend on "
+     "the batch's size; the other instruction sets are right",
+     "a batch-invariant kernel broken on one kernel path only: reductions whose order depends on "
+     "the batch size or the kernel the hardware picks (the nondeterminism batch-invariant "
+     "kernels exist to remove; OpenBLAS's small-matrix path on some CPUs and not others)",
+     "portability"},
 };
 
 const struct assay_mutant_info *assay_mutant_info(enum assay_mutant id)

@@ -41,6 +41,8 @@ enum assay_mutant {
     ASSAY_MUTANT_ADMIT_IGNORES_PROMISED,
     ASSAY_MUTANT_PADDING_ROW_NAN,
     ASSAY_MUTANT_SPEC_ROLLBACK_LEAK,
+    /* portability: arithmetic that holds on one kernel path and not another */
+    ASSAY_MUTANT_GEMM_TAIL_SPLIT_K,
     ASSAY_MUTANT_COUNT
 };
 

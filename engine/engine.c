@@ -152,6 +152,7 @@ struct assay_engine_params assay_engine_default_params(const struct assay_model 
     p.sampling_order = ASSAY_SAMPLING_JOINT;
     p.seed = 0x5eed;
     p.threads = 2;
+    p.blas_rows = ASSAY_ENGINE_BLAS_ROWS;
     return p;
 }
 
@@ -208,6 +209,17 @@ static enum assay_status validate_params(const struct assay_engine_params *p,
     if (p->threads < 1 || p->threads > 2) {
         return bad_param(diag, "threads", "1 or 2", p->threads);
     }
+    if (p->blas_rows < 0 || p->blas_rows > (1 << 16)) {
+        return bad_param(diag, "blas_rows", "0 (never OpenBLAS) or 1..65536 rows", p->blas_rows);
+    }
+    if ((int)p->isa < 0 || p->isa >= ASSAY_ISA_COUNT) {
+        return bad_param(diag, "isa", "auto, generic, avx2 or avx512", (long long)p->isa);
+    }
+    if (!assay_isa_supported(p->isa)) {
+        assay_diag_set(diag, NULL, "isa", "an instruction set this CPU runs (auto picks one)",
+                       "%s", assay_isa_name(p->isa));
+        return ASSAY_ERR_UNSUPPORTED;
+    }
     if (p->spec_k < 0 || p->spec_k > 32) {
         return bad_param(diag, "spec", "a draft length in 0..32", p->spec_k);
     }
@@ -262,6 +274,12 @@ static void make_spec(struct assay_engine *e)
                   p->batch_invariant ? "on" : "off",
                   p->sampling_order == ASSAY_SAMPLING_JOINT ? "joint" : "sequential",
                   (int)p->threads);
+    if (!p->batch_invariant && p->blas_rows != ASSAY_ENGINE_BLAS_ROWS) {
+        n += snprintf(e->spec + n, sizeof e->spec - (size_t)n, ",blas_rows=%d", (int)p->blas_rows);
+    }
+    if (p->isa != ASSAY_ISA_AUTO) {
+        n += snprintf(e->spec + n, sizeof e->spec - (size_t)n, ",isa=%s", assay_isa_name(p->isa));
+    }
     if (p->spec_k > 0) {
         n += snprintf(e->spec + n, sizeof e->spec - (size_t)n, ",draft=%s", p->draft->cfg.name);
     }
@@ -296,7 +314,7 @@ enum assay_status assay_engine_init(struct assay_engine **out, const struct assa
     e->max_out = e->max_running * (k + 1);
     make_spec(e);
 
-    if (p->threads > 1 && !p->batch_invariant) {
+    if (p->threads > 1) {
         /* No helper thread is no error: the products then run unsplit. */
         if (assay_worker_init(&e->worker) == ASSAY_ERR_NOMEM) {
             assay_engine_free(e);
@@ -311,6 +329,8 @@ enum assay_status assay_engine_init(struct assay_engine **out, const struct assa
         .max_out = e->max_out,
         .max_seq_len = seq_len,
         .batch_invariant = p->batch_invariant,
+        .blas_rows = p->blas_rows,
+        .isa = p->isa,
         .mutant = p->mutant,
         .worker = e->worker,
     };
@@ -1345,6 +1365,16 @@ const char *assay_engine_spec(const struct assay_engine *e)
 int64_t assay_engine_bytes(const struct assay_engine *e)
 {
     return e->bytes;
+}
+
+void assay_engine_get_numerics(const struct assay_engine *e, struct assay_engine_numerics *out)
+{
+    struct assay_forward_numerics fn;
+    assay_forward_get_numerics(e->fwd, &fn);
+    out->batch_invariant = fn.batch_invariant;
+    out->blas_rows = fn.blas_rows;
+    out->isa = assay_isa_name(fn.isa);
+    out->attention = fn.isa == ASSAY_ISA_GENERIC ? "generic" : "x86-64-v3";
 }
 
 const struct assay_engine_params *assay_engine_params(const struct assay_engine *e)

@@ -31,9 +31,14 @@
 
 #include "../core/request.h"
 #include "../core/status.h"
+#include "isa.h"
 #include "model.h"
 
 struct assay_engine;
+
+/* Default of blas_rows: the fewest rows of a product that OpenBLAS takes
+ * when the engine is not batch invariant (README, "Speed"). */
+#define ASSAY_ENGINE_BLAS_ROWS 128
 
 struct assay_engine_params {
     const struct assay_model *model; /* borrowed; must outlive the engine */
@@ -50,7 +55,13 @@ struct assay_engine_params {
     int32_t max_requests;   /* live requests (waiting + running) */
     int32_t max_seq_len;    /* longest prompt + max_tokens; <= model n_ctx */
     int32_t max_step_tokens; /* rows per step without chunked prefill */
-    bool batch_invariant;   /* pad products so a row never depends on its batch */
+    bool batch_invariant;   /* the engine's own fixed-order products (engine/gemm.h): a
+                               row's logits never depend on its batch, the threads or
+                               the BLAS kernel; else OpenBLAS */
+    int32_t blas_rows;      /* not batch invariant: products of this many rows or more go to
+                               OpenBLAS, fewer to the engine's own product; 0: never
+                               OpenBLAS, 1: always [ASSAY_ENGINE_BLAS_ROWS] */
+    enum assay_isa isa;     /* the engine's own loops (engine/isa.h); AUTO: the CPU's best */
     int32_t threads;        /* 2: a helper thread takes a share of each product (OpenBLAS
                                held to one thread during a step), of attention and of
                                SwiGLU; 1: the caller's thread (OpenBLAS threads as it
@@ -116,6 +127,23 @@ void assay_engine_set_logits_sink(struct assay_engine *engine,
                                   void *ctx);
 enum assay_status assay_engine_check_invariants(struct assay_engine *engine, char *msg,
                                                 size_t size);
+
+/*
+ * What computes the engine's numbers, for stamps. Products go through the
+ * engine's own fixed-order product (engine/gemm.h) when batch_invariant,
+ * else below blas_rows rows (OpenBLAS, whose kernel core/blas.h names,
+ * from there on; blas_rows 0: never). `isa` is the instruction set of the
+ * engine's own loops, resolved ("generic", "avx2", "avx512"); `attention`
+ * the copy of attention and SwiGLU it selects ("x86-64-v3": AVX2 with
+ * fused multiply-add; "generic"). Static strings.
+ */
+struct assay_engine_numerics {
+    bool batch_invariant;
+    int32_t blas_rows;
+    const char *isa;
+    const char *attention;
+};
+void assay_engine_get_numerics(const struct assay_engine *engine, struct assay_engine_numerics *out);
 
 /* The parameters the engine runs with (after defaults were resolved). */
 const struct assay_engine_params *assay_engine_params(const struct assay_engine *engine);

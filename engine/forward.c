@@ -11,33 +11,50 @@
 #include "../core/blas.h"
 #include "../core/clock.h"
 #include "../core/mutant.h"
+#include "gemm.h"
 
-/* OpenBLAS 0.3.21 sends products with M*N*K at or below this to its
- * small-matrix kernel on AVX-512 cores. */
-#define SMALL_KERNEL_MNK 1000000.0
-
-/* The hot loops, also compiled for x86-64-v3 (AVX2, FMA) and picked at load time
- * (GCC's function multi-versioning; plain code elsewhere). */
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__SANITIZE_ADDRESS__)
-#define ASSAY_HOT_CLONES __attribute__((target_clones("arch=x86-64-v3", "default")))
+/* The engine's own per-row loops (attention, SwiGLU) come in two copies:
+ * one compiled for x86-64-v3 (AVX2, FMA: each multiply-add fused) and the
+ * plain one. The engine's instruction set (isa.h) picks the copy at
+ * start-up, for every row alike. */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define ASSAY_V3 1
+#define ASSAY_V3_TARGET __attribute__((target("avx2,fma")))
 #else
-#define ASSAY_HOT_CLONES
+#define ASSAY_V3 0
 #endif
+
+/* The four products of a layer, and the LM head's. */
+enum product_kind { P_QKV, P_O, P_GU, P_DOWN, P_HEAD, P_COUNT };
+
+/*
+ * One weight matrix per layer (the LM head: one in all), (k, n), in the
+ * layouts the paths read: packed in panels for the engine's own product
+ * (gemm.h), [in][out] row-major for OpenBLAS (NoTrans). Each is NULL when
+ * the forward never takes its path.
+ */
+struct weights {
+    float *packed;
+    float *kn;
+    int64_t packed_floats; /* of one layer's matrix */
+    int32_t k, n;
+};
 
 struct assay_forward {
     struct assay_model_config cfg;
     const struct assay_model *model;
     int32_t q_dim, kv_dim, qkv_dim;
-    int32_t n_blocks, block_size, max_rows, max_out, max_seq_len, pad_rows;
-    bool batch_invariant;
+    int32_t n_blocks, block_size, max_rows, max_out, max_seq_len;
+    bool batch_invariant; /* every product is the engine's own (gemm.h) */
+    int32_t blas_rows;    /* else: products of this many rows or more go to OpenBLAS (0: none) */
+    enum assay_isa isa;   /* resolved */
     int mutant;
     struct assay_worker *worker; /* borrowed; may be NULL */
-    /* weights in the [in][out] layout the products use (K x N, NoTrans) */
-    float *wqkv;  /* (layer, d_model, q_dim + 2 kv_dim) */
-    float *wo;    /* (layer, q_dim, d_model) */
-    float *wgu;   /* (layer, d_model, 2 d_ff): gate columns then up columns */
-    float *wdown; /* (layer, d_ff, d_model) */
-    float *wout;  /* (d_model, vocab) */
+    /* Weights, (k, n) each: QKV (layer, d_model, q_dim + 2 kv_dim), output
+     * (layer, q_dim, d_model), gate/up (layer, d_model, 2 d_ff: gate columns
+     * then up columns), down (layer, d_ff, d_model), LM head (d_model,
+     * vocab). */
+    struct weights w[P_COUNT];
     /* KV store */
     float *k; /* (layer, block, pos_in_block, kv_dim) */
     float *v; /* (layer, block, pos_in_block, kv_dim) */
@@ -106,20 +123,59 @@ static void free_huge(float *p)
     }
 }
 
-/* Rows to add so that a product with n columns and k inner size never
- * takes the small-matrix kernel. */
-static int32_t pad_for(int64_t n, int64_t k)
+/* Whether the forward's products ever take the engine's own path, or
+ * OpenBLAS. */
+static bool uses_own(const struct assay_forward *f)
 {
-    return (int32_t)(SMALL_KERNEL_MNK / (double)(n * k)) + 1;
+    return f->batch_invariant || f->blas_rows != 1;
 }
 
-static void transpose_into(float *dst, const float *src, int32_t rows, int32_t cols,
-                           int32_t dst_stride, int32_t dst_col0)
+static bool uses_blas(const struct assay_forward *f)
 {
-    /* src is (rows, cols) = [out][in]; dst gets [in][out] at column dst_col0. */
-    for (int32_t r = 0; r < rows; r++) {
-        for (int32_t c = 0; c < cols; c++) {
-            dst[(int64_t)c * dst_stride + dst_col0 + r] = src[(int64_t)r * cols + c];
+    return !f->batch_invariant && f->blas_rows > 0;
+}
+
+/* Room for the (k, n) weights of `layers` layers in the layouts of the
+ * forward's paths; false when an allocation failed. */
+static bool weights_alloc(struct assay_forward *f, struct weights *w, int32_t layers, int32_t k,
+                          int32_t n)
+{
+    w->k = k;
+    w->n = n;
+    w->packed_floats = assay_gemm_packed_floats(k, n);
+    if (uses_own(f)) {
+        w->packed = alloc_huge(f, layers * w->packed_floats);
+        if (w->packed == NULL) {
+            return false;
+        }
+    }
+    if (uses_blas(f)) {
+        w->kn = alloc_huge(f, (int64_t)layers * k * n);
+        if (w->kn == NULL) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/*
+ * Columns [col0, col0 + cols) of layer l's matrix from `rows`, the model's
+ * [out][in] weights (cols rows of k floats), into each layout the forward
+ * holds: packed for the engine's own product, transposed to [in][out] for
+ * OpenBLAS.
+ */
+static void weights_put(struct weights *w, int32_t l, int32_t col0, int32_t cols,
+                        const float *rows)
+{
+    if (w->packed != NULL) {
+        assay_gemm_pack(w->packed + l * w->packed_floats, w->k, w->n, col0, cols, rows);
+    }
+    if (w->kn != NULL) {
+        float *dst = w->kn + (int64_t)l * w->k * w->n;
+        for (int32_t r = 0; r < cols; r++) {
+            for (int32_t i = 0; i < w->k; i++) {
+                dst[(int64_t)i * w->n + col0 + r] = rows[(int64_t)r * w->k + i];
+            }
         }
     }
 }
@@ -129,7 +185,8 @@ enum assay_status assay_forward_init(struct assay_forward **out,
 {
     *out = NULL;
     if (p->model == NULL || p->n_blocks < 1 || p->block_size < 1 || p->max_rows < 1 ||
-        p->max_out < 1 || p->max_seq_len < 1) {
+        p->max_out < 1 || p->max_seq_len < 1 || p->blas_rows < 0 ||
+        !assay_isa_supported(p->isa)) {
         return ASSAY_ERR_INVALID;
     }
     struct assay_forward *f = assay_calloc(1, sizeof *f);
@@ -148,30 +205,22 @@ enum assay_status assay_forward_init(struct assay_forward **out,
     f->max_out = p->max_out;
     f->max_seq_len = p->max_seq_len;
     f->batch_invariant = p->batch_invariant;
+    f->blas_rows = p->blas_rows;
+    f->isa = assay_isa_resolve(p->isa);
     f->split = 0.5;
     f->mutant = p->mutant;
-    f->worker = p->batch_invariant ? NULL : p->worker;
-    int64_t d = c->d_model, ff = c->d_ff, L = c->n_layer;
-    int32_t pad = 0;
-    if (p->batch_invariant) {
-        int64_t shapes[][2] = {{f->qkv_dim, d}, {d, f->q_dim}, {2 * ff, d}, {d, ff}, {c->vocab, d}};
-        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
-            int32_t need = pad_for(shapes[i][0], shapes[i][1]);
-            pad = need > pad ? need : pad;
-        }
-    }
-    f->pad_rows = pad;
-    if (ASSAY_MUTANT_ON(p->mutant, ASSAY_MUTANT_PADDING_ROW_NAN)) {
-        pad += 8; /* room for the planted bug's padding rows */
-    }
+    f->worker = p->worker;
+    int32_t d = c->d_model, ff = c->d_ff, L = c->n_layer;
+    /* room for the planted bug's padding rows */
+    int32_t pad = ASSAY_MUTANT_ON(p->mutant, ASSAY_MUTANT_PADDING_ROW_NAN) ? 8 : 0;
     int64_t rows = (int64_t)p->max_rows + pad;
     int64_t outs = (int64_t)p->max_out + pad;
-    int64_t kv_floats = L * p->n_blocks * (int64_t)p->block_size * f->kv_dim;
-    f->wqkv = alloc_huge(f, L * d * f->qkv_dim);
-    f->wo = alloc_huge(f, L * f->q_dim * d);
-    f->wgu = alloc_huge(f, L * d * 2 * ff);
-    f->wdown = alloc_huge(f, L * ff * d);
-    f->wout = alloc_floats(f, d * c->vocab);
+    int64_t kv_floats = (int64_t)L * p->n_blocks * (int64_t)p->block_size * f->kv_dim;
+    bool weights_ok = weights_alloc(f, &f->w[P_QKV], L, d, f->qkv_dim) &&
+                      weights_alloc(f, &f->w[P_O], L, f->q_dim, d) &&
+                      weights_alloc(f, &f->w[P_GU], L, d, 2 * ff) &&
+                      weights_alloc(f, &f->w[P_DOWN], L, ff, d) &&
+                      weights_alloc(f, &f->w[P_HEAD], 1, d, c->vocab);
     f->k = alloc_huge(f, kv_floats);
     f->v = alloc_huge(f, kv_floats);
     f->rope_cos = alloc_floats(f, ((int64_t)p->max_seq_len + 1) * (c->head_dim / 2));
@@ -189,8 +238,7 @@ enum assay_status assay_forward_init(struct assay_forward **out,
     f->scores2 = alloc_floats(f, c->n_head * f->scores_stride);
     f->row_pos = assay_calloc((size_t)rows, sizeof(int32_t));
     f->row_seq = assay_calloc((size_t)rows, sizeof(int32_t));
-    if (f->wqkv == NULL || f->wo == NULL || f->wgu == NULL || f->wdown == NULL ||
-        f->wout == NULL || f->k == NULL || f->v == NULL || f->rope_cos == NULL ||
+    if (!weights_ok || f->k == NULL || f->v == NULL || f->rope_cos == NULL ||
         f->rope_sin == NULL || f->x == NULL || f->xn == NULL || f->qkv == NULL ||
         f->att == NULL || f->gu == NULL || f->hidden == NULL ||
         f->on == NULL || f->logits == NULL || f->scores == NULL || f->scores2 == NULL ||
@@ -198,20 +246,17 @@ enum assay_status assay_forward_init(struct assay_forward **out,
         assay_forward_free(f);
         return ASSAY_ERR_NOMEM;
     }
-    for (int32_t l = 0; l < c->n_layer; l++) {
+    for (int32_t l = 0; l < L; l++) {
         const struct assay_layer_weights *w = &p->model->layers[l];
-        float *qkv = f->wqkv + (int64_t)l * d * f->qkv_dim;
-        transpose_into(qkv, w->wq, f->q_dim, (int32_t)d, f->qkv_dim, 0);
-        transpose_into(qkv, w->wk, f->kv_dim, (int32_t)d, f->qkv_dim, f->q_dim);
-        transpose_into(qkv, w->wv, f->kv_dim, (int32_t)d, f->qkv_dim, f->q_dim + f->kv_dim);
-        transpose_into(f->wo + (int64_t)l * f->q_dim * d, w->wo, (int32_t)d, f->q_dim, (int32_t)d, 0);
-        float *gu = f->wgu + (int64_t)l * d * 2 * ff;
-        transpose_into(gu, w->w_gate, (int32_t)ff, (int32_t)d, (int32_t)(2 * ff), 0);
-        transpose_into(gu, w->w_up, (int32_t)ff, (int32_t)d, (int32_t)(2 * ff), (int32_t)ff);
-        transpose_into(f->wdown + (int64_t)l * ff * d, w->w_down, (int32_t)d, (int32_t)ff,
-                       (int32_t)d, 0);
+        weights_put(&f->w[P_QKV], l, 0, f->q_dim, w->wq);
+        weights_put(&f->w[P_QKV], l, f->q_dim, f->kv_dim, w->wk);
+        weights_put(&f->w[P_QKV], l, f->q_dim + f->kv_dim, f->kv_dim, w->wv);
+        weights_put(&f->w[P_O], l, 0, d, w->wo);
+        weights_put(&f->w[P_GU], l, 0, ff, w->w_gate);
+        weights_put(&f->w[P_GU], l, ff, ff, w->w_up);
+        weights_put(&f->w[P_DOWN], l, 0, d, w->w_down);
     }
-    transpose_into(f->wout, p->model->output, c->vocab, (int32_t)d, c->vocab, 0);
+    weights_put(&f->w[P_HEAD], 0, 0, c->vocab, p->model->output);
     int32_t half = c->head_dim / 2;
     for (int32_t pos = 0; pos <= p->max_seq_len; pos++) {
         for (int32_t i = 0; i < half; i++) {
@@ -229,11 +274,13 @@ void assay_forward_free(struct assay_forward *f)
     if (f == NULL) {
         return;
     }
-    float *huge[] = {f->wqkv, f->wo, f->wgu, f->wdown, f->k, f->v};
-    for (size_t i = 0; i < sizeof huge / sizeof huge[0]; i++) {
-        free_huge(huge[i]);
+    for (int i = 0; i < P_COUNT; i++) {
+        free_huge(f->w[i].packed);
+        free_huge(f->w[i].kn);
     }
-    float *bufs[] = {f->wout, f->rope_cos,
+    free_huge(f->k);
+    free_huge(f->v);
+    float *bufs[] = {f->rope_cos,
                      f->rope_sin, f->x, f->xn, f->qkv, f->att, f->gu, f->hidden,
                      f->on, f->logits, f->scores, f->scores2};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
@@ -249,17 +296,26 @@ const float *assay_forward_logits(const struct assay_forward *f)
     return f->logits;
 }
 
+void assay_forward_get_numerics(const struct assay_forward *f, struct assay_forward_numerics *out)
+{
+    out->batch_invariant = f->batch_invariant;
+    out->blas_rows = uses_blas(f) ? f->blas_rows : 0;
+    out->isa = f->isa;
+}
+
 int64_t assay_forward_bytes(const struct assay_forward *f)
 {
     return f->bytes;
 }
 
-/* One product: C (m, n) = A (m, k) * B (k, n) + beta C, leading dimensions
- * ldb, ldc. */
+/* A share of one product: columns [c0, c1) through OpenBLAS, or panels
+ * [c0, c1) of the engine's own product when g is set. */
 struct product {
-    const float *a, *b;
+    const struct assay_gemm *g; /* the engine's own product, or NULL */
+    const float *a, *b;         /* OpenBLAS: A (m, k), B (k, n) of leading dimension ldb */
     float *c;
-    int32_t m, k, n, ldb, ldc;
+    int32_t m, k, ldb, ldc;
+    int32_t c0, c1;
     float beta;
     int64_t ns; /* how long it took */
 };
@@ -268,50 +324,70 @@ static void run_product(void *arg)
 {
     struct product *p = arg;
     int64_t t0 = assay_now_ns();
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, p->m, p->n, p->k, 1.0f, p->a, p->k,
-                p->b, p->ldb, p->beta, p->c, p->ldc);
+    if (p->g != NULL) {
+        assay_gemm_run(p->g, p->c0, p->c1);
+    } else {
+        cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, p->m, p->c1 - p->c0, p->k, 1.0f,
+                    p->a, p->k, p->b + p->c0, p->ldb, p->beta, p->c + p->c0, p->ldc);
+    }
     p->ns = assay_now_ns() - t0;
 }
 
 /*
- * C (m, n) = A (m, k) * B (k, n) + beta C (beta 0, or 1 to add the product
- * to C in place: OpenBLAS then skips its pass over C), padded for batch
- * invariance when asked.
- * With a worker thread, a product of 128 columns or more is split by
- * columns, a share for each thread (see f->split), each share one
- * single-threaded OpenBLAS call (the pass holds OpenBLAS to one thread:
- * see assay_forward_run); without one, OpenBLAS threads the product as it
- * sees fit. With padding (batch invariance) and beta 1, the padding rows
- * of C collect sums nothing reads.
+ * C (m, n) = A (m, k) * W (k, n) + beta C, W layer l's matrix of w (beta 0,
+ * or 1 to add the product to C in place), through one of two paths:
+ *  - the engine's own product (gemm.h), whose every element has one order
+ *    of operations whatever m, the split or the threads: always when batch
+ *    invariant, else for products of fewer than blas_rows rows (decode
+ *    steps: prepacked weights streamed at the memory's speed);
+ *  - OpenBLAS for the rest (long prefills), whose kernels pick their
+ *    blocking, small-matrix paths and reduction order by shape and by CPU:
+ *    a row's result may change with the rows around it, with where a
+ *    product is cut, and from one machine to another.
+ * With a worker thread, a product of 4 or more units (a 32-column panel
+ * for the own product, 16 columns for OpenBLAS) and at least 128 columns
+ * is split by units, a share for each thread (see f->split); each OpenBLAS
+ * share is one single-threaded call (the pass holds OpenBLAS to one
+ * thread: see assay_forward_run). Without a worker, OpenBLAS threads the
+ * product as it sees fit.
  */
-static void matmul(struct assay_forward *f, const float *a, const float *b, float *cm, int32_t m,
-                   int32_t k, int32_t n, float beta)
+static void matmul(struct assay_forward *f, const struct weights *w, int32_t l, const float *a,
+                   float *cm, int32_t m, float beta)
 {
-    int32_t rows = m;
-    if (f->batch_invariant && (double)m * n * k <= SMALL_KERNEL_MNK) {
-        rows = pad_for(n, k);
+    int32_t n = w->n;
+    bool own = f->batch_invariant || f->blas_rows == 0 || m < f->blas_rows;
+    struct assay_gemm g = {a,  w->k,      m,       w->k, n, w->packed + l * w->packed_floats,
+                           cm, n,         beta != 0.0f,  f->isa, f->mutant};
+    struct product all = {NULL, a, NULL, cm, m, w->k, n, n, 0, n, beta, 0};
+    int32_t unit = 16;
+    if (own) {
+        all.g = &g;
+        all.c1 = assay_gemm_panels(n);
+        unit = 1;
+    } else {
+        all.b = w->kn + (int64_t)l * w->k * n;
     }
-    if (f->worker != NULL && n >= 128) {
-        /* The two cores need not run at the same speed (a shared machine):
-         * the split follows the columns per second each thread managed in
-         * the products so far. Where a product is cut never changes a
-         * column's result. */
-        int32_t mine_n = ((int32_t)(f->split * n) + 8) / 16 * 16;
-        mine_n = mine_n < 16 ? 16 : mine_n > n - 16 ? n - 16 : mine_n;
-        struct product mine = {a, b, cm, m, k, mine_n, n, n, beta, 0};
-        struct product other = {a, b + mine_n, cm + mine_n, m, k, n - mine_n, n, n, beta, 0};
-        assay_worker_post(f->worker, run_product, &other);
-        run_product(&mine);
-        assay_worker_wait(f->worker);
-        if (mine.ns > 0 && other.ns > 0) {
-            double rm = mine.n / (double)mine.ns, rw = other.n / (double)other.ns;
-            double s = 0.9 * f->split + 0.1 * rm / (rm + rw);
-            f->split = s < 0.25 ? 0.25 : s > 0.75 ? 0.75 : s;
-        }
+    int32_t units = all.c1 / unit;
+    if (f->worker == NULL || n < 128 || units < 4) {
+        run_product(&all);
         return;
     }
-    struct product all = {a, b, cm, rows, k, n, n, n, beta, 0};
-    run_product(&all);
+    /* The two cores need not run at the same speed (a shared machine): the
+     * split follows the units per second each thread managed in the
+     * products so far. */
+    int32_t mine_u = (int32_t)(f->split * units + 0.5);
+    mine_u = mine_u < 1 ? 1 : mine_u > units - 1 ? units - 1 : mine_u;
+    struct product mine = all, other = all;
+    mine.c1 = other.c0 = mine_u * unit;
+    assay_worker_post(f->worker, run_product, &other);
+    run_product(&mine);
+    assay_worker_wait(f->worker);
+    if (mine.ns > 0 && other.ns > 0) {
+        double rm = (mine.c1 - mine.c0) / (double)mine.ns;
+        double rw = (other.c1 - other.c0) / (double)other.ns;
+        double s = 0.9 * f->split + 0.1 * rm / (rm + rw);
+        f->split = s < 0.25 ? 0.25 : s > 0.75 ? 0.75 : s;
+    }
 }
 
 static void rmsnorm(float *out, const float *x, const float *w, int32_t d, float eps)
@@ -676,15 +752,13 @@ attend_heads(const struct assay_forward *f, int32_t layer, const struct assay_fo
 
 /*
  * Attention of one row (query position `pos` of sequence s) for heads
- * [h0, h1), with `scores` as scratch (one buffer per thread). Compiled for
- * x86-64-v3 (AVX2, FMA) as well as the baseline where the compiler can,
- * chosen at load time by the CPU: the row's result depends on its own keys
- * and values alone, so batch invariance holds on either.
+ * [h0, h1), with `scores` as scratch (one buffer per thread). The body of
+ * both copies below: the row's result depends on its own keys and values
+ * alone, so batch invariance holds on either.
  */
-ASSAY_HOT_CLONES
-static void attend_row(const struct assay_forward *f, const struct assay_forward_batch *b,
-                       int32_t layer, int32_t s, int32_t row, int32_t pos, int32_t h0, int32_t h1,
-                       float *scores)
+static inline __attribute__((always_inline)) void
+attend_row_body(const struct assay_forward *f, const struct assay_forward_batch *b, int32_t layer,
+                int32_t s, int32_t row, int32_t pos, int32_t h0, int32_t h1, float *scores)
 {
     const struct assay_forward_seq *seq = &b->seqs[s];
     /* The planted leak: a sequence also sees the last key its batch
@@ -711,6 +785,37 @@ static void attend_row(const struct assay_forward *f, const struct assay_forward
         attend_heads(f, layer, seq, leak, pos, h0, h1, q, o, scores, st, f->cfg.head_dim);
         break;
     }
+}
+
+static void attend_row_generic(const struct assay_forward *f, const struct assay_forward_batch *b,
+                               int32_t layer, int32_t s, int32_t row, int32_t pos, int32_t h0,
+                               int32_t h1, float *scores)
+{
+    attend_row_body(f, b, layer, s, row, pos, h0, h1, scores);
+}
+
+#if ASSAY_V3
+ASSAY_V3_TARGET static void attend_row_v3(const struct assay_forward *f,
+                                          const struct assay_forward_batch *b, int32_t layer,
+                                          int32_t s, int32_t row, int32_t pos, int32_t h0,
+                                          int32_t h1, float *scores)
+{
+    attend_row_body(f, b, layer, s, row, pos, h0, h1, scores);
+}
+#endif
+
+/* The copy of the engine's instruction set: x86-64-v3 for avx2 and avx512. */
+static void attend_row(const struct assay_forward *f, const struct assay_forward_batch *b,
+                       int32_t layer, int32_t s, int32_t row, int32_t pos, int32_t h0, int32_t h1,
+                       float *scores)
+{
+#if ASSAY_V3
+    if (f->isa != ASSAY_ISA_GENERIC) {
+        attend_row_v3(f, b, layer, s, row, pos, h0, h1, scores);
+        return;
+    }
+#endif
+    attend_row_generic(f, b, layer, s, row, pos, h0, h1, scores);
 }
 
 /*
@@ -793,11 +898,10 @@ static void attend_rows(void *arg)
     }
 }
 
-/* SwiGLU of rows [r0, r1): hidden = silu(gate) * up, silu(g) = g / (1 + e^-g). */
-ASSAY_HOT_CLONES
-static void swiglu_rows(void *arg)
+/* SwiGLU of rows [r0, r1): hidden = silu(gate) * up, silu(g) = g / (1 + e^-g).
+ * The body of the two copies below. */
+static inline __attribute__((always_inline)) void swiglu_body(const struct row_task *t)
 {
-    const struct row_task *t = arg;
     const struct assay_forward *f = t->f;
     int32_t ff = f->cfg.d_ff;
     for (int32_t r = t->r0; r < t->r1; r++) {
@@ -812,6 +916,30 @@ static void swiglu_rows(void *arg)
             h[i] = g[i] / (1.0f + h[i]) * u[i];
         }
     }
+}
+
+static void swiglu_generic(const struct row_task *t)
+{
+    swiglu_body(t);
+}
+
+#if ASSAY_V3
+ASSAY_V3_TARGET static void swiglu_v3(const struct row_task *t)
+{
+    swiglu_body(t);
+}
+#endif
+
+static void swiglu_rows(void *arg)
+{
+    const struct row_task *t = arg;
+#if ASSAY_V3
+    if (t->f->isa != ASSAY_ISA_GENERIC) {
+        swiglu_v3(t);
+        return;
+    }
+#endif
+    swiglu_generic(t);
 }
 
 /*
@@ -880,7 +1008,7 @@ static void forward_layers(struct assay_forward *f, const struct assay_forward_b
 {
     const struct assay_model_config *c = &f->cfg;
     const struct assay_model *m = f->model;
-    int32_t d = c->d_model, ff = c->d_ff, n = b->n_rows;
+    int32_t d = c->d_model, n = b->n_rows;
     for (int32_t r = 0; r < n; r++) {
         memcpy(f->x + (int64_t)r * d, m->tok_embd + (int64_t)b->tokens[r] * d,
                sizeof(float) * (size_t)d);
@@ -901,7 +1029,7 @@ static void forward_layers(struct assay_forward *f, const struct assay_forward_b
         for (int32_t r = 0; r < n; r++) {
             rmsnorm(f->xn + (int64_t)r * d, f->x + (int64_t)r * d, w->attn_norm, d, c->norm_eps);
         }
-        matmul(f, f->xn, f->wqkv + (int64_t)l * d * f->qkv_dim, f->qkv, n, d, f->qkv_dim, 0.0f);
+        matmul(f, &f->w[P_QKV], l, f->xn, f->qkv, n, 0.0f);
         /* Rotate queries and keys, then store every row's key and value
          * before any row attends, so a row sees the rows before it. */
         for (int32_t r = 0; r < n; r++) {
@@ -920,19 +1048,19 @@ static void forward_layers(struct assay_forward *f, const struct assay_forward_b
         }
         split_rows(f, b, l, n, attend_rows);
         /* the residual: x += att * Wo, added by the product itself */
-        matmul(f, f->att, f->wo + (int64_t)l * f->q_dim * d, f->x, n, f->q_dim, d, 1.0f);
+        matmul(f, &f->w[P_O], l, f->att, f->x, n, 1.0f);
         for (int32_t r = 0; r < n; r++) {
             rmsnorm(f->xn + (int64_t)r * d, f->x + (int64_t)r * d, w->ffn_norm, d, c->norm_eps);
         }
-        matmul(f, f->xn, f->wgu + (int64_t)l * d * 2 * ff, f->gu, n, d, 2 * ff, 0.0f);
+        matmul(f, &f->w[P_GU], l, f->xn, f->gu, n, 0.0f);
         split_rows(f, b, l, n, swiglu_rows);
-        matmul(f, f->hidden, f->wdown + (int64_t)l * ff * d, f->x, n, ff, d, 1.0f);
+        matmul(f, &f->w[P_DOWN], l, f->hidden, f->x, n, 1.0f);
     }
     if (b->n_out > 0) {
         for (int32_t o = 0; o < b->n_out; o++) {
             rmsnorm(f->on + (int64_t)o * d, f->x + (int64_t)b->out_rows[o] * d, m->out_norm, d,
                     c->norm_eps);
         }
-        matmul(f, f->on, f->wout, f->logits, b->n_out, d, c->vocab, 0.0f);
+        matmul(f, &f->w[P_HEAD], 0, f->on, f->logits, b->n_out, 0.0f);
     }
 }
