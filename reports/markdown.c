@@ -292,6 +292,15 @@ static void stamp_summary(struct assay_text *t, const cJSON *r)
         assay_text_printf(t, " (%.0f params, weights sha256 `%s`)\n",
                           assay_json_num(s, "engine.model.n_params"),
                           assay_json_str(s, "engine.model.weights_sha256", "?"));
+        if (cJSON_IsObject(assay_json_path(s, "engine.numerics"))) {
+            assay_text_puts(t, "- Numerics: products ");
+            md(t, assay_json_str(s, "engine.numerics.products", "?"));
+            assay_text_puts(t, "; attention and SwiGLU ");
+            md(t, assay_json_str(s, "engine.numerics.attention", "?"));
+            assay_text_puts(t, assay_json_bool(s, "engine.numerics.batch_invariant") == 1
+                                   ? "; batch invariant\n"
+                                   : "; not batch invariant\n");
+        }
     }
     assay_text_puts(t, "- CPU: ");
     md(t, assay_json_str(s, "hardware.cpu_model", "?"));
@@ -312,6 +321,15 @@ static void stamp_summary(struct assay_text *t, const cJSON *r)
     assay_text_printf(t, ", core %s, %g threads (", assay_json_str(s, "libraries.openblas.core", "?"),
                       assay_json_num(s, "libraries.openblas.threads"));
     md(t, assay_json_str(s, "libraries.openblas.note", ""));
+    const cJSON *env = assay_json_path(s, "libraries.openblas.env");
+    const cJSON *var;
+    cJSON_ArrayForEach(var, env)
+    {
+        assay_text_puts(t, "; ");
+        md(t, var->string);
+        assay_text_puts(t, "=");
+        md(t, cJSON_IsString(var) ? var->valuestring : "?");
+    }
     assay_text_puts(t, "); cJSON ");
     md(t, assay_json_str(s, "libraries.cjson", "?"));
     assay_text_puts(t, "; cmocka ");

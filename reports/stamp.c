@@ -11,6 +11,8 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+extern char **environ;
+
 #include "../adapters/bundled.h"
 #include "../core/blas.h"
 #include "../core/clock.h"
@@ -216,6 +218,24 @@ static bool add_libraries(cJSON *root, const struct assay_build_facts *bf)
         !assay_json_add_bool(ob, "sgemm_is_openblas", bi.sgemm_is_openblas)) {
         return false;
     }
+    /* Every OPENBLAS_* variable in force: a kernel forced by
+     * OPENBLAS_CORETYPE, a cache size told by OPENBLAS_L2_SIZE, a thread
+     * count: two reports can be told apart by what computed them. */
+    cJSON *env = add_obj(ob, "env");
+    if (env == NULL) {
+        return false;
+    }
+    for (char **e = environ; e != NULL && *e != NULL; e++) {
+        const char *eq = strchr(*e, '=');
+        if (strncmp(*e, "OPENBLAS_", 9) != 0 || eq == NULL) {
+            continue;
+        }
+        char name[128];
+        snprintf(name, sizeof name, "%.*s", (int)(eq - *e), *e);
+        if (!assay_json_add_str(env, name, eq + 1)) {
+            return false;
+        }
+    }
     char cmocka[128];
     snprintf(cmocka, sizeof cmocka, "%s (build time; a test library, not linked into assay)",
              bf->cmocka_version);
@@ -300,9 +320,49 @@ static bool add_engine_params(cJSON *o, const struct assay_engine_params *p)
            assay_json_add_num(ep, "max_seq_len", p->max_seq_len) &&
            assay_json_add_num(ep, "max_step_tokens", p->max_step_tokens) &&
            assay_json_add_bool(ep, "batch_invariant", p->batch_invariant) &&
+           assay_json_add_num(ep, "blas_rows", p->blas_rows) &&
+           assay_json_add_str(ep, "isa", assay_isa_name(p->isa)) &&
+           assay_json_add_num(ep, "threads", p->threads) &&
            assay_json_add_str(ep, "sampling_order",
                    p->sampling_order == ASSAY_SAMPLING_JOINT ? "joint" : "sequential") &&
            add_u64(ep, "seed", p->seed) && assay_json_add_num(ep, "mutant", p->mutant);
+}
+
+/*
+ * What computes the bundled engine's numbers: which path each product
+ * takes (the engine's own fixed-order product and its instruction set, or
+ * OpenBLAS and its kernel), and the copy of attention and SwiGLU.
+ */
+static bool add_numerics(cJSON *o, const struct assay_engine *engine)
+{
+    struct assay_engine_numerics n;
+    assay_engine_get_numerics(engine, &n);
+    struct assay_blas_info bi;
+    assay_blas_get_info(&bi);
+    char own[96], products[320];
+    snprintf(own, sizeof own, "assay-gemm %s (%s)", n.isa,
+             strcmp(n.isa, "generic") == 0 ? "4-wide, multiply then add"
+                                          : "fused multiply-add, one chain per element");
+    if (n.batch_invariant || n.blas_rows == 0) {
+        snprintf(products, sizeof products, "%s for every product", own);
+    } else if (n.blas_rows == 1) {
+        snprintf(products, sizeof products, "OpenBLAS %s for every product", bi.core);
+    } else {
+        snprintf(products, sizeof products, "%s below %d rows, OpenBLAS %s from %d rows", own,
+                 (int)n.blas_rows, bi.core, (int)n.blas_rows);
+    }
+    bool any_blas = !n.batch_invariant && n.blas_rows > 0;
+    bool any_own = n.batch_invariant || n.blas_rows != 1;
+    cJSON *nu = add_obj(o, "numerics");
+    return nu != NULL && assay_json_add_bool(nu, "batch_invariant", n.batch_invariant) &&
+           assay_json_add_str(nu, "products", products) &&
+           (any_own ? assay_json_add_str(nu, "own_products", n.isa)
+                    : cJSON_AddNullToObject(nu, "own_products") != NULL) &&
+           (any_blas ? assay_json_add_num(nu, "blas_rows", n.blas_rows)
+                     : cJSON_AddNullToObject(nu, "blas_rows") != NULL) &&
+           (any_blas ? assay_json_add_str(nu, "openblas_core", bi.core)
+                     : cJSON_AddNullToObject(nu, "openblas_core") != NULL) &&
+           assay_json_add_str(nu, "isa", n.isa) && assay_json_add_str(nu, "attention", n.attention);
 }
 
 enum assay_status assay_stamp_engine(const struct assay_adapter *adapter, cJSON **out)
@@ -316,9 +376,10 @@ enum assay_status assay_stamp_engine(const struct assay_adapter *adapter, cJSON 
     const struct assay_engine *engine = assay_bundled_engine(adapter);
     const struct assay_engine_params *p = engine != NULL ? assay_engine_params(engine) : NULL;
     if (ok && p != NULL) {
-        ok = add_engine_params(e, p);
+        ok = add_engine_params(e, p) && add_numerics(e, engine);
     } else if (ok) {
-        ok = cJSON_AddNullToObject(e, "params") != NULL;
+        ok = cJSON_AddNullToObject(e, "params") != NULL &&
+             cJSON_AddNullToObject(e, "numerics") != NULL;
     }
     cJSON *model = ok ? add_obj(e, "model") : NULL;
     ok = model != NULL && assay_json_add_str(model, "name", info.model_name) &&
@@ -457,12 +518,30 @@ enum assay_status assay_stamp_validate(const cJSON *stamp, const char *prefix,
         assay_diag_set(diag, NULL, where, "1", "%g", version->valuedouble);
         return ASSAY_ERR_PARSE;
     }
+    /* Fields added within version 1: absent from older reports, typed when
+     * present. */
+    const cJSON *ob = cJSON_GetObjectItemCaseSensitive(
+        cJSON_GetObjectItemCaseSensitive(stamp, "libraries"), "openblas");
+    const cJSON *env = cJSON_GetObjectItemCaseSensitive(ob, "env");
+    if (env != NULL && !cJSON_IsObject(env)) {
+        snprintf(where, sizeof where, "%s%slibraries.openblas.env", prefix != NULL ? prefix : "",
+                 prefix != NULL && prefix[0] != '\0' ? "." : "");
+        assay_diag_set(diag, NULL, where, "an object", "another JSON type");
+        return ASSAY_ERR_PARSE;
+    }
     const cJSON *engine = cJSON_GetObjectItemCaseSensitive(stamp, "engine");
     if (cJSON_IsObject(engine)) {
         snprintf(where, sizeof where, "%s%sengine", prefix != NULL ? prefix : "",
                  prefix != NULL && prefix[0] != '\0' ? "." : "");
         st = assay_json_require(engine, where, engine_fields,
                                 sizeof engine_fields / sizeof engine_fields[0], diag);
+        const cJSON *nu = cJSON_GetObjectItemCaseSensitive(engine, "numerics");
+        if (st == ASSAY_OK && nu != NULL && !cJSON_IsObject(nu) && !cJSON_IsNull(nu)) {
+            snprintf(where, sizeof where, "%s%sengine.numerics", prefix != NULL ? prefix : "",
+                     prefix != NULL && prefix[0] != '\0' ? "." : "");
+            assay_diag_set(diag, NULL, where, "an object or null", "another JSON type");
+            return ASSAY_ERR_PARSE;
+        }
     }
     return st;
 }

@@ -12,15 +12,24 @@
  *                sources that built this binary, computed at build time by
  *                reports/source_hash.cmake), source_files, build_type
  *   "engine":    name, spec, options (the spec's key=value pairs), params
- *                (bundled engine: every engine parameter), model {name,
- *                config, n_params, weights_sha256, draft}; null without an
- *                engine
+ *                (bundled engine: every engine parameter), numerics
+ *                (bundled engine: what computes its numbers: batch_invariant,
+ *                products (the path of each product, in words), own_products
+ *                (the instruction set of the engine's own product, or null),
+ *                blas_rows and openblas_core (from how many rows OpenBLAS
+ *                takes a product, and its kernel; null when it never does),
+ *                isa, attention (the copy of attention and SwiGLU:
+ *                "x86-64-v3" or "generic"); null for other engines, absent
+ *                from older reports), model {name, config, n_params,
+ *                weights_sha256, draft}; null without an engine
  *   "hardware":  cpu_model, arch, cores_online, cores_available (this
  *                process's CPU affinity), flags (the SIMD flags present,
  *                from /proc/cpuinfo), kernel
  *   "libraries": gsl {version, build_version}, openblas {config, core,
  *                detected, threads, overridden, user_set, note,
- *                sgemm_library, sgemm_is_openblas}, cjson, cmocka (the
+ *                sgemm_library, sgemm_is_openblas, env (every OPENBLAS_*
+ *                variable in force, name: value; absent from older
+ *                reports)}, cjson, cmocka (the
  *                build-time version from pkg-config: a test library, not
  *                linked into assay), curl (curl_version(), or "not
  *                linked"), libc

@@ -23,6 +23,7 @@
 #include "bench/null_engine.h"
 #include "core/alloc.h"
 #include "core/sha256.h"
+#include "engine/engine.h"
 #include "reports/schema.h"
 #include "reports/stamp.h"
 #include "support.h"
@@ -145,6 +146,71 @@ static void test_fields(void **state)
     }
     cJSON_Delete(s);
     assay_adapter_close(&a);
+}
+
+/* The stamp names the numerics: the OPENBLAS_* variables in force and the
+ * path of the bundled engine's products, so that two reports made by other
+ * kernels can be told apart. */
+static void test_numerics(void **state)
+{
+    (void)state;
+    /* OpenBLAS read its variables when it loaded; the stamp reports what
+     * the environment holds now, which here is what this process was given
+     * and one more. */
+    assert_int_equal(setenv("OPENBLAS_TEST_MARKER", "on", 1), 0);
+    const char *specs[] = {"bundled:model=mini", "bundled:model=mini,invariant=on",
+                           "bundled:model=mini,blas_rows=1", "bundled:model=mini,isa=generic"};
+    for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
+        struct assay_adapter a;
+        struct assay_diag diag;
+        assert_int_equal(assay_adapter_open_spec(specs[i], &a, &diag), ASSAY_OK);
+        cJSON *s = NULL;
+        assert_int_equal(assay_stamp_create(&a, NULL, 0, &s), ASSAY_OK);
+        assert_int_equal(assay_stamp_validate(s, "stamp", &diag), ASSAY_OK);
+        assert_string_equal(str_at(s, "libraries.openblas.env.OPENBLAS_TEST_MARKER"), "on");
+        const char *ct = getenv("OPENBLAS_CORETYPE");
+        if (ct != NULL) {
+            assert_string_equal(str_at(s, "libraries.openblas.env.OPENBLAS_CORETYPE"), ct);
+        }
+        const char *products = str_at(s, "engine.numerics.products");
+        const char *core = str_at(s, "libraries.openblas.core");
+        printf("%-36s products: %s; attention %s\n", specs[i], products,
+               str_at(s, "engine.numerics.attention"));
+        switch (i) {
+        case 0: /* the default: own below blas_rows rows, OpenBLAS from there */
+            assert_int_equal(assay_json_bool(s, "engine.numerics.batch_invariant"), 0);
+            assert_true(assay_json_num(s, "engine.numerics.blas_rows") == ASSAY_ENGINE_BLAS_ROWS);
+            assert_string_equal(str_at(s, "engine.numerics.openblas_core"), core);
+            assert_non_null(strstr(products, "assay-gemm"));
+            assert_non_null(strstr(products, core));
+            break;
+        case 1: /* invariant: the own product alone, never OpenBLAS */
+            assert_int_equal(assay_json_bool(s, "engine.numerics.batch_invariant"), 1);
+            assert_true(cJSON_IsNull(assay_json_path(s, "engine.numerics.blas_rows")));
+            assert_true(cJSON_IsNull(assay_json_path(s, "engine.numerics.openblas_core")));
+            assert_non_null(strstr(products, "every product"));
+            assert_null(strstr(products, "OpenBLAS"));
+            break;
+        case 2: /* OpenBLAS alone */
+            assert_true(cJSON_IsNull(assay_json_path(s, "engine.numerics.own_products")));
+            assert_non_null(strstr(products, "OpenBLAS"));
+            assert_null(strstr(products, "assay-gemm"));
+            break;
+        default: /* the generic instruction set, chosen by the spec */
+            assert_string_equal(str_at(s, "engine.numerics.isa"), "generic");
+            assert_string_equal(str_at(s, "engine.numerics.attention"), "generic");
+            assert_string_equal(str_at(s, "engine.params.isa"), "generic");
+            break;
+        }
+        /* a numerics of the wrong type is refused */
+        cJSON_ReplaceItemInObjectCaseSensitive((cJSON *)assay_json_path(s, "engine"), "numerics",
+                                               cJSON_CreateString("avx"));
+        assert_int_equal(assay_stamp_validate(s, "stamp", &diag), ASSAY_ERR_PARSE);
+        assert_string_equal(diag.where, "stamp.engine.numerics");
+        cJSON_Delete(s);
+        assay_adapter_close(&a);
+    }
+    unsetenv("OPENBLAS_TEST_MARKER");
 }
 
 static void test_no_engine_and_big_seed(void **state)
@@ -433,6 +499,7 @@ int main(int argc, char **argv)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fields),
+        cmocka_unit_test(test_numerics),
         cmocka_unit_test(test_no_engine_and_big_seed),
         cmocka_unit_test(test_allocation_failures),
         cmocka_unit_test(test_source_hash),
