@@ -36,9 +36,13 @@
 
 struct assay_engine;
 
-/* Default of blas_rows: the fewest rows of a product that OpenBLAS takes
- * when the engine is not batch invariant (README, "Speed"). */
-#define ASSAY_ENGINE_BLAS_ROWS 128
+/* Default of blas_rows, the fewest rows of a product that OpenBLAS takes
+ * when the engine is not batch invariant: none. The engine's own product
+ * was measured faster than OpenBLAS at every TinyGPT shape, decode and
+ * prefill, under every OpenBLAS kernel family of an AVX-512 machine
+ * (README, "Speed"); blas_rows=N hands products of N rows or more to
+ * OpenBLAS, which a CPU without AVX2 may want for long prefills. */
+#define ASSAY_ENGINE_BLAS_ROWS 0
 
 struct assay_engine_params {
     const struct assay_model *model; /* borrowed; must outlive the engine */
@@ -60,7 +64,7 @@ struct assay_engine_params {
                                the BLAS kernel; else OpenBLAS */
     int32_t blas_rows;      /* not batch invariant: products of this many rows or more go to
                                OpenBLAS, fewer to the engine's own product; 0: never
-                               OpenBLAS, 1: always [ASSAY_ENGINE_BLAS_ROWS] */
+                               OpenBLAS, 1: always [ASSAY_ENGINE_BLAS_ROWS: 0] */
     enum assay_isa isa;     /* the engine's own loops (engine/isa.h); AUTO: the CPU's best */
     int32_t threads;        /* 2: a helper thread takes a share of each product (OpenBLAS
                                held to one thread during a step), of attention and of

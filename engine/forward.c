@@ -338,12 +338,12 @@ static void run_product(void *arg)
  * or 1 to add the product to C in place), through one of two paths:
  *  - the engine's own product (gemm.h), whose every element has one order
  *    of operations whatever m, the split or the threads: always when batch
- *    invariant, else for products of fewer than blas_rows rows (decode
- *    steps: prepacked weights streamed at the memory's speed);
- *  - OpenBLAS for the rest (long prefills), whose kernels pick their
- *    blocking, small-matrix paths and reduction order by shape and by CPU:
- *    a row's result may change with the rows around it, with where a
- *    product is cut, and from one machine to another.
+ *    invariant or blas_rows is 0, else for products of fewer than
+ *    blas_rows rows;
+ *  - OpenBLAS for the rest, whose kernels pick their blocking,
+ *    small-matrix paths and reduction order by shape and by CPU: a row's
+ *    result may change with the rows around it, with where a product is
+ *    cut, and from one machine to another.
  * With a worker thread, a product of 4 or more units (a 32-column panel
  * for the own product, 16 columns for OpenBLAS) and at least 128 columns
  * is split by units, a share for each thread (see f->split); each OpenBLAS

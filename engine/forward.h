@@ -20,9 +20,9 @@
  * thread or two, on every kernel family (suites/test_engine.c and the
  * portability label test it under each). What still changes the bits is
  * the instruction set (isa.h), chosen once per engine. Without it, a
- * product takes the engine's own path below blas_rows rows (decode steps)
- * and OpenBLAS from there on (long prefills): which path a row takes then
- * depends on its batch.
+ * product takes the engine's own path below blas_rows rows and OpenBLAS
+ * from there on (blas_rows 0: never): which path a row takes, and so its
+ * last bits, may then depend on its batch.
  *
  * All memory is allocated by assay_forward_init; assay_forward_run
  * allocates nothing.

@@ -375,7 +375,7 @@ static void test_batch_invariance(void **state)
                "%.3g\n", (int)threads, largest_difference(&alone, &crowd));
         assert_memory_equal(alone.logits, crowd.logits, sizeof alone.logits[0] * 24);
     }
-    const int32_t blas_rows[] = {ASSAY_ENGINE_BLAS_ROWS, 1};
+    const int32_t blas_rows[] = {64, 1};
     for (int i = 0; i < 2; i++) {
         run_captured(&alone, false, blas_rows[i], 2, false);
         run_captured(&crowd, false, blas_rows[i], 2, true);

@@ -158,7 +158,7 @@ static void test_numerics(void **state)
      * the environment holds now, which here is what this process was given
      * and one more. */
     assert_int_equal(setenv("OPENBLAS_TEST_MARKER", "on", 1), 0);
-    const char *specs[] = {"bundled:model=mini", "bundled:model=mini,invariant=on",
+    const char *specs[] = {"bundled:model=mini,blas_rows=64", "bundled:model=mini,invariant=on",
                            "bundled:model=mini,blas_rows=1", "bundled:model=mini,isa=generic"};
     for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
         struct assay_adapter a;
@@ -177,14 +177,14 @@ static void test_numerics(void **state)
         printf("%-36s products: %s; attention %s\n", specs[i], products,
                str_at(s, "engine.numerics.attention"));
         switch (i) {
-        case 0: /* the default: own below blas_rows rows, OpenBLAS from there */
+        case 0: /* own below blas_rows rows, OpenBLAS from there */
             assert_int_equal(assay_json_bool(s, "engine.numerics.batch_invariant"), 0);
-            assert_true(assay_json_num(s, "engine.numerics.blas_rows") == ASSAY_ENGINE_BLAS_ROWS);
+            assert_true(assay_json_num(s, "engine.numerics.blas_rows") == 64);
             assert_string_equal(str_at(s, "engine.numerics.openblas_core"), core);
             assert_non_null(strstr(products, "assay-gemm"));
             assert_non_null(strstr(products, core));
             break;
-        case 1: /* invariant: the own product alone, never OpenBLAS */
+        case 1: /* invariant: the own product alone, never OpenBLAS (as the default) */
             assert_int_equal(assay_json_bool(s, "engine.numerics.batch_invariant"), 1);
             assert_true(cJSON_IsNull(assay_json_path(s, "engine.numerics.blas_rows")));
             assert_true(cJSON_IsNull(assay_json_path(s, "engine.numerics.openblas_core")));
