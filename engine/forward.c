@@ -61,7 +61,7 @@ struct assay_forward {
     /* RoPE tables */
     float *rope_cos; /* (max_seq_len + 1, head_dim / 2) */
     float *rope_sin;
-    /* scratch, each with pad_rows extra rows */
+    /* scratch, each with room for the padding-row-nan mutant's rows */
     float *x;      /* (rows, d_model) residual stream */
     float *xn;     /* (rows, d_model) normalised */
     float *qkv;    /* (rows, qkv_dim) */

@@ -1,5 +1,6 @@
 #include "gemm.h"
 
+#include <assert.h>
 #include <string.h>
 
 #include "../core/mutant.h"
@@ -33,7 +34,8 @@ int64_t assay_gemm_packed_floats(int32_t k, int32_t n)
 void assay_gemm_pack(float *packed, int32_t k, int32_t n, int32_t col0, int32_t cols,
                      const float *rows)
 {
-    (void)n;
+    assert(col0 >= 0 && cols >= 0 && col0 + cols <= n);
+    (void)n; /* read by the assertion alone */
     for (int32_t c = 0; c < cols; c++) {
         int32_t col = col0 + c;
         float *dst = packed + (int64_t)(col / PANEL) * k * PANEL + col % PANEL;

@@ -435,7 +435,11 @@ int main(int argc, char **argv)
             lb[c] = llama_open(&ls, b, c);
         }
         for (int r = 0; r < ROUNDS; r++) {
-            for (int c = 0; c < 4; c++) {
+            /* Each round starts with another configuration, so that what
+             * the one before leaves behind (caches, another program's
+             * threads still spinning down) falls on each in turn. */
+            for (int k = 0; k < 4; k++) {
+                int c = (k + r) % 4;
                 rate[c][r] = (c < 3 || b == 1) ? engine_rate(m, b, &configs[c], 1.0, &tokens)
                                                : NAN;
             }

@@ -17,6 +17,7 @@
 #include "engine/engine.h"
 #include "checks/property.h"
 #include "oracles/oracle.h"
+#include "probe.h"
 #include "support.h"
 
 static struct assay_model *g_tiny; /* TinyGPT, seed 1, shared read-only */
@@ -296,68 +297,20 @@ static void test_block_manager(void **state)
     assay_block_manager_free(bm);
 }
 
-struct captured {
-    float logits[64][260];
-    bool seen[64];
-    uint64_t id;
-};
-
-static void capture(void *ctx, uint64_t id, int32_t index, const float *logits, int32_t vocab)
-{
-    struct captured *c = ctx;
-    if (id == c->id && index < 64) {
-        memcpy(c->logits[index], logits, sizeof(float) * (size_t)vocab);
-        c->seen[index] = true;
-    }
-}
-
-/* Request 1 (40-token prompt, 24 tokens) alone or among 12 neighbours of
- * other lengths, with the given products and threads, its logits captured. */
-static void run_captured(struct captured *c, bool invariant, int32_t blas_rows, int32_t threads,
+/* The probe (suites/probe.h) on TinyGPT with the given products and threads. */
+static void run_captured(struct assay_probe *c, bool invariant, int32_t blas_rows, int32_t threads,
                          bool crowd)
 {
-    int32_t prompt[40], other[90];
-    for (int i = 0; i < 40; i++) {
-        prompt[i] = (i * 13 + 1) % 256;
-    }
-    for (int i = 0; i < 90; i++) {
-        other[i] = (i * 7 + 3) % 256;
-    }
-    memset(c, 0, sizeof *c);
-    c->id = 1;
     struct assay_engine_params p = assay_engine_default_params(g_tiny);
-    p.max_seq_len = 256;
     p.batch_invariant = invariant;
     p.blas_rows = blas_rows;
     p.threads = threads;
-    struct assay_engine *e;
-    assert_int_equal(assay_engine_init(&e, &p, NULL), ASSAY_OK);
-    assay_engine_set_logits_sink(e, capture, c);
-    struct assay_request r = {1, prompt, 40, 24, -1, assay_sampling_greedy()};
-    assert_int_equal(assay_engine_add_request(e, &r), ASSAY_OK);
-    for (uint64_t k = 0; crowd && k < 12; k++) {
-        struct assay_request o = {100 + k, other, 10 + (int32_t)k * 6, 30, -1,
-                                  assay_sampling_greedy()};
-        assert_int_equal(assay_engine_add_request(e, &o), ASSAY_OK);
-    }
-    int f = 0, ab = 0;
-    run_to_end(e, &f, &ab);
-    assay_engine_free(e);
-    for (int t = 0; t < 24; t++) {
-        assert_true(c->seen[t]);
-    }
+    assay_probe_run(&p, crowd, c);
 }
 
-static double largest_difference(const struct captured *a, const struct captured *b)
+static double largest_difference(const struct assay_probe *a, const struct assay_probe *b)
 {
-    double max_diff = 0.0;
-    for (int t = 0; t < 24; t++) {
-        for (int v = 0; v < 260; v++) {
-            double d = fabs((double)a->logits[t][v] - b->logits[t][v]);
-            max_diff = d > max_diff || d != d ? d : max_diff;
-        }
-    }
-    return max_diff;
+    return assay_probe_max_diff(a, b, NULL);
 }
 
 /* With invariant=on a request's logits are bit-identical alone and among
@@ -367,13 +320,13 @@ static double largest_difference(const struct captured *a, const struct captured
 static void test_batch_invariance(void **state)
 {
     (void)state;
-    static struct captured alone, crowd;
+    static struct assay_probe alone, crowd;
     for (int32_t threads = 2; threads >= 1; threads--) {
         run_captured(&alone, true, 0, threads, false);
         run_captured(&crowd, true, 0, threads, true);
         printf("invariant=on, threads=%d: largest logit difference alone vs in a batch of 13: "
                "%.3g\n", (int)threads, largest_difference(&alone, &crowd));
-        assert_memory_equal(alone.logits, crowd.logits, sizeof alone.logits[0] * 24);
+        assert_true(assay_probe_same_bits(&alone, &crowd));
     }
     const int32_t blas_rows[] = {64, 1};
     for (int i = 0; i < 2; i++) {
@@ -398,13 +351,13 @@ static void test_batch_invariance(void **state)
 static void test_threads_same_logits(void **state)
 {
     (void)state;
-    static struct captured one, two;
+    static struct assay_probe one, two;
     for (int crowd = 0; crowd < 2; crowd++) {
         run_captured(&one, true, 0, 1, crowd);
         run_captured(&two, true, 0, 2, crowd);
         printf("invariant=on, threads=1 vs threads=2 (%s): largest logit difference %.3g\n",
                crowd ? "in a batch of 13" : "alone", largest_difference(&one, &two));
-        assert_memory_equal(one.logits, two.logits, sizeof one.logits[0] * 24);
+        assert_true(assay_probe_same_bits(&one, &two));
         run_captured(&one, false, 1, 1, crowd);
         run_captured(&two, false, 1, 2, crowd);
         double d = largest_difference(&one, &two);
@@ -430,12 +383,11 @@ static void test_isa_choice(void **state)
     p.isa = ASSAY_ISA_AUTO;
     assert_int_equal(assay_engine_init(&e, &p, &diag), ASSAY_ERR_INVALID);
     assert_string_equal(diag.where, "blas_rows");
-    static struct captured ref, got;
+    static struct assay_probe ref, got;
     bool have_ref = false;
     for (int i = ASSAY_ISA_GENERIC; i < ASSAY_ISA_COUNT; i++) {
         p = assay_engine_default_params(g_tiny);
         p.isa = (enum assay_isa)i;
-        p.max_seq_len = 256;
         if (!assay_isa_supported(p.isa)) {
             assert_int_equal(assay_engine_init(&e, &p, &diag), ASSAY_ERR_UNSUPPORTED);
             assert_string_equal(diag.where, "isa");
@@ -447,19 +399,8 @@ static void test_isa_choice(void **state)
         assay_engine_get_numerics(e, &nu);
         assert_string_equal(nu.isa, assay_isa_name(p.isa));
         assert_non_null(strstr(assay_engine_spec(e), assay_isa_name(p.isa)));
-        struct captured *c = have_ref ? &got : &ref;
-        memset(c, 0, sizeof *c);
-        c->id = 1;
-        assay_engine_set_logits_sink(e, capture, c);
-        int32_t prompt[40];
-        for (int k = 0; k < 40; k++) {
-            prompt[k] = (k * 13 + 1) % 256;
-        }
-        struct assay_request r = {1, prompt, 40, 24, -1, assay_sampling_greedy()};
-        assert_int_equal(assay_engine_add_request(e, &r), ASSAY_OK);
-        int f = 0, ab = 0;
-        run_to_end(e, &f, &ab);
         assay_engine_free(e);
+        assay_probe_run(&p, false, have_ref ? &got : &ref);
         if (have_ref) {
             printf("isa=%s: largest logit difference from isa=generic %.3g\n",
                    assay_isa_name(p.isa), largest_difference(&ref, &got));
