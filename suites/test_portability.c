@@ -20,12 +20,14 @@
  *
  * Under each family a child checks:
  *  - gemm: the engine's own product (engine/gemm.h) gives every row the
- *    bits it has alone, at every row count 1..70 and every position, added
- *    into C or stored, and whatever the split of its panels (isa families);
+ *    bits it has alone, at every row count 1..70 and at two offsets, added
+ *    into C or stored, and whatever the cut of its panels;
  *  - invariant: with invariant=on, TinyGPT's logits for one request are
- *    bit-identical alone and among 12 neighbours, with one thread and two;
- *    their hash must be the same under every OpenBLAS family (the claim
- *    does not rest on OpenBLAS at all);
+ *    bit-identical alone and among 12 neighbours, with one thread and two
+ *    (suites/probe.h); their hash must be the same under every OpenBLAS
+ *    family (the claim does not rest on OpenBLAS at all), and the same
+ *    with isa=avx2 as with isa=avx512 (both fuse every multiply-add of the
+ *    same chains and share the x86-64-v3 attention);
  *  - OpenBLAS path (invariant=off, blas_rows=1: every product through
  *    OpenBLAS): the same tokens alone and among neighbours and with one
  *    thread or two, logits within ASSAY_ISOLATION_LOGIT_TOL (the largest
