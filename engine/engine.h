@@ -133,13 +133,14 @@ enum assay_status assay_engine_check_invariants(struct assay_engine *engine, cha
                                                 size_t size);
 
 /*
- * What computes the engine's numbers, for stamps. Products go through the
- * engine's own fixed-order product (engine/gemm.h) when batch_invariant,
- * else below blas_rows rows (OpenBLAS, whose kernel core/blas.h names,
- * from there on; blas_rows 0: never). `isa` is the instruction set of the
- * engine's own loops, resolved ("generic", "avx2", "avx512"); `attention`
- * the copy of attention and SwiGLU it selects ("x86-64-v3": AVX2 with
- * fused multiply-add; "generic"). Static strings.
+ * What computes the engine's numbers, for stamps. Products of blas_rows
+ * rows or more go to OpenBLAS (whose kernel core/blas.h names), the rest
+ * to the engine's own fixed-order product (engine/gemm.h); blas_rows is 0
+ * when no product reaches OpenBLAS (batch_invariant, or blas_rows=0 in
+ * the parameters). `isa` is the instruction set of the engine's own loops,
+ * resolved ("generic", "avx2", "avx512"); `attention` the copy of
+ * attention and SwiGLU it selects ("x86-64-v3": AVX2 with fused
+ * multiply-add; "generic"). Static strings.
  */
 struct assay_engine_numerics {
     bool batch_invariant;

@@ -355,12 +355,12 @@ static void matmul(struct assay_forward *f, const struct weights *w, int32_t l, 
                    float *cm, int32_t m, float beta)
 {
     int32_t n = w->n;
-    bool own = f->batch_invariant || f->blas_rows == 0 || m < f->blas_rows;
-    struct assay_gemm g = {a,  w->k,      m,       w->k, n, w->packed + l * w->packed_floats,
-                           cm, n,         beta != 0.0f,  f->isa, f->mutant};
+    bool own = !uses_blas(f) || m < f->blas_rows;
+    struct assay_gemm g = {a, w->k, m, w->k, n, NULL, cm, n, beta != 0.0f, f->isa, f->mutant};
     struct product all = {NULL, a, NULL, cm, m, w->k, n, n, 0, n, beta, 0};
     int32_t unit = 16;
     if (own) {
+        g.w = w->packed + l * w->packed_floats;
         all.g = &g;
         all.c1 = assay_gemm_panels(n);
         unit = 1;
@@ -989,13 +989,14 @@ enum assay_status assay_forward_run(struct assay_forward *f, const struct assay_
             f->row_seq[seq->row0 + r] = s;
         }
     }
-    if (f->worker == NULL) {
+    if (f->worker == NULL || !uses_blas(f)) {
         forward_layers(f, b);
         return ASSAY_OK;
     }
-    /* The pass splits its products over its own two threads, so OpenBLAS
-     * runs each half on the calling thread: its own threads, idle and
-     * spinning, would take the cores from the worker. */
+    /* The pass splits its OpenBLAS products over its own two threads, so
+     * OpenBLAS runs each share on the calling thread: its own threads, idle
+     * and spinning, would take the cores from the worker. A forward whose
+     * products never reach OpenBLAS leaves its setting alone. */
     assay_blas_one_thread_begin();
     forward_layers(f, b);
     assay_blas_one_thread_end();

@@ -11,8 +11,6 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
-extern char **environ;
-
 #include "../adapters/bundled.h"
 #include "../core/blas.h"
 #include "../core/clock.h"
@@ -27,6 +25,8 @@ extern char **environ;
 #include <curl/curl.h>
 #include "../core/json_out.h"
 #endif
+
+extern char **environ;
 
 void assay_build_facts_get(struct assay_build_facts *out)
 {
@@ -343,7 +343,8 @@ static bool add_numerics(cJSON *o, const struct assay_engine *engine)
     snprintf(own, sizeof own, "assay-gemm %s (%s)", n.isa,
              strcmp(n.isa, "generic") == 0 ? "4-wide, multiply then add"
                                           : "fused multiply-add, one chain per element");
-    if (n.batch_invariant || n.blas_rows == 0) {
+    /* n.blas_rows is 0 when no product reaches OpenBLAS (batch invariant too) */
+    if (n.blas_rows == 0) {
         snprintf(products, sizeof products, "%s for every product", own);
     } else if (n.blas_rows == 1) {
         snprintf(products, sizeof products, "OpenBLAS %s for every product", bi.core);
@@ -351,8 +352,8 @@ static bool add_numerics(cJSON *o, const struct assay_engine *engine)
         snprintf(products, sizeof products, "%s below %d rows, OpenBLAS %s from %d rows", own,
                  (int)n.blas_rows, bi.core, (int)n.blas_rows);
     }
-    bool any_blas = !n.batch_invariant && n.blas_rows > 0;
-    bool any_own = n.batch_invariant || n.blas_rows != 1;
+    bool any_blas = n.blas_rows > 0;
+    bool any_own = n.blas_rows != 1;
     cJSON *nu = add_obj(o, "numerics");
     return nu != NULL && assay_json_add_bool(nu, "batch_invariant", n.batch_invariant) &&
            assay_json_add_str(nu, "products", products) &&

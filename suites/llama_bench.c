@@ -894,27 +894,3 @@ void assay_llama_bench_close(struct assay_llama_bench *lb)
     }
     free(lb);
 }
-
-enum assay_status assay_llama_bench_decode_rate(const struct assay_llama_bench_params *p,
-                                                int32_t batch, double *tokens_per_s, char *err,
-                                                size_t err_size)
-{
-    *tokens_per_s = NAN;
-    struct assay_llama_bench_params q = *p;
-    q.slots = batch;
-    struct assay_llama_bench *lb;
-    enum assay_status st = assay_llama_bench_open(&lb, &q, err, err_size);
-    if (st != ASSAY_OK) {
-        return st;
-    }
-    struct assay_llama_bench_result res;
-    st = assay_llama_bench_run(lb, batch, &res, err, err_size); /* warm-up */
-    if (st == ASSAY_OK) {
-        st = assay_llama_bench_run(lb, batch, &res, err, err_size);
-    }
-    if (st == ASSAY_OK) {
-        *tokens_per_s = res.tokens_per_s;
-    }
-    assay_llama_bench_close(lb);
-    return st;
-}

@@ -10,7 +10,6 @@
  *                                      as often as wanted, interleaved
  *                                      with other measurements
  *   assay_llama_bench_close()          stop it (always; no orphan)
- * or assay_llama_bench_decode_rate() for one run on a server of its own.
  *
  * A run sends B non-streamed POST /completion requests at once through
  * libcurl's multi interface (one thread, asleep in poll while the server
@@ -179,14 +178,5 @@ const char *assay_llama_bench_log_path(const struct assay_llama_bench *lb);
 /* Stop the server (llama-server-ctl.sh stop: SIGTERM, SIGKILL after 10 s) and free lb.
  * NULL is a no-op. */
 void assay_llama_bench_close(struct assay_llama_bench *lb);
-
-/*
- * open with slots = batch, one warm-up run, one measured run, close: the
- * aggregate decode rate of batch requests into *tokens_per_s. Returns what
- * open or run returned.
- */
-enum assay_status assay_llama_bench_decode_rate(const struct assay_llama_bench_params *p,
-                                                int32_t batch, double *tokens_per_s, char *err,
-                                                size_t err_size);
 
 #endif
