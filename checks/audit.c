@@ -161,21 +161,6 @@ static void finding(struct assay_audit *a, const char *fmt, ...)
     a->n_findings++;
 }
 
-static void verdict(struct assay_check_result *res, enum assay_verdict v, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static void verdict(struct assay_check_result *res, enum assay_verdict v, const char *fmt, ...)
-{
-    if (res->verdict != ASSAY_VERDICT_PASS) {
-        return; /* the first reason stands */
-    }
-    res->verdict = v;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(res->failure, sizeof res->failure, fmt, ap);
-    va_end(ap);
-}
-
 static double since(int64_t t0)
 {
     return (double)(assay_now_ns() - t0) / 1e9;
@@ -310,7 +295,7 @@ static void merge_equiv(struct assay_check_result *res, const struct assay_check
         res->max_tie_gap = r->max_tie_gap;
     }
     if (r->verdict != ASSAY_VERDICT_PASS) {
-        verdict(res, r->verdict, "%s: %s", wname, r->failure);
+        assay_check_set(res, r->verdict, "%s: %s", wname, r->failure);
     }
 }
 
@@ -328,7 +313,7 @@ static enum assay_status check_equiv(struct assay_audit *a, bool alone,
         gp.max_in_flight = 1;
         st = assay_gate_open(&a->srv, &gp, &gate);
         if (st != ASSAY_OK) {
-            verdict(res, ASSAY_VERDICT_ERROR, "could not open the gate: %s", assay_status_str(st));
+            assay_check_error(res, "could not open the gate: %s", assay_status_str(st));
             return st;
         }
         ad = &gate;
@@ -345,7 +330,7 @@ static enum assay_status check_equiv(struct assay_audit *a, bool alone,
         char why[700];
         st = load_fixture(a, full[k], &w, why, sizeof why);
         if (st != ASSAY_OK) {
-            verdict(res, ASSAY_VERDICT_ERROR, "%s", why);
+            assay_check_error(res, "%s", why);
             break;
         }
         /* Both sides stop at EOS (see audit.h). */
@@ -444,7 +429,7 @@ static enum assay_status check_logprobs(struct assay_audit *a, struct assay_chec
              12);
     enum assay_status st = make_workload(a, "audit-logprobs", shape, &w);
     if (st != ASSAY_OK) {
-        verdict(res, ASSAY_VERDICT_ERROR, "could not make the workload: %s", assay_status_str(st));
+        assay_check_error(res, "could not make the workload: %s", assay_status_str(st));
         return st;
     }
     /* End-of-generation probes: where the oracle's argmax right after a
@@ -461,7 +446,7 @@ static enum assay_status check_logprobs(struct assay_audit *a, struct assay_chec
                                     &rows);
         if (st != ASSAY_OK) {
             assay_workload_free(w);
-            verdict(res, ASSAY_VERDICT_ERROR, "the oracle failed: %s", assay_status_str(st));
+            assay_check_error(res, "the oracle failed: %s", assay_status_str(st));
             return st;
         }
         for (int32_t j = 0; j + 1 < wr->prompt_len; j++) {
@@ -500,11 +485,11 @@ static enum assay_status check_logprobs(struct assay_audit *a, struct assay_chec
     }
     char msg[600];
     if (t->status != ASSAY_OK) {
-        verdict(res, ASSAY_VERDICT_FAIL, "the run did not complete: %s", t->error);
+        assay_check_fail(res, "the run did not complete: %s", t->error);
         goto out;
     }
     if (assay_check_delivery(w, t, msg, sizeof msg) >= 0) {
-        verdict(res, ASSAY_VERDICT_FAIL, "%s", msg);
+        assay_check_fail(res, "%s", msg);
         goto out;
     }
     res->tie_tol = ASSAY_EQUIV_TIE_TOL;
@@ -563,11 +548,12 @@ static enum assay_status check_logprobs(struct assay_audit *a, struct assay_chec
                         res->max_tie_gap = gap;
                     }
                 } else {
-                    verdict(res, ASSAY_VERDICT_FAIL,
-                            "request %llu, output position %d: server token %d (oracle logit "
-                            "%.6f), oracle token %d (%.6f): gap %.6f > tie tolerance %g",
-                            (unsigned long long)wr->id, (int)pos, (int)mine, row[mine], (int)best,
-                            row[best], gap, ASSAY_EQUIV_TIE_TOL);
+                    assay_check_fail(
+                        res,
+                        "request %llu, output position %d: server token %d (oracle logit "
+                        "%.6f), oracle token %d (%.6f): gap %.6f > tie tolerance %g",
+                        (unsigned long long)wr->id, (int)pos, (int)mine, row[mine], (int)best,
+                        row[best], gap, ASSAY_EQUIV_TIE_TOL);
                     break;
                 }
             }
@@ -593,10 +579,11 @@ static enum assay_status check_logprobs(struct assay_audit *a, struct assay_chec
             for (int32_t j = 0; j < lr->n_top; j++) {
                 const struct assay_openai_logprob *e = &lr->top[j];
                 if (e->token < 0 || e->token >= v) {
-                    verdict(res, ASSAY_VERDICT_FAIL,
-                            "request %llu, position %d: top logprob for token %d, outside the "
-                            "vocabulary",
-                            (unsigned long long)wr->id, (int)pos, (int)e->token);
+                    assay_check_fail(
+                        res,
+                        "request %llu, position %d: top logprob for token %d, outside the "
+                        "vocabulary",
+                        (unsigned long long)wr->id, (int)pos, (int)e->token);
                     break;
                 }
                 double d = fabs(e->logprob - lsm[e->token]);
@@ -607,27 +594,29 @@ static enum assay_status check_logprobs(struct assay_audit *a, struct assay_chec
                     worst_pos = pos;
                 }
                 if (d > ASSAY_AUDIT_LOGPROB_TOL) {
-                    verdict(res, ASSAY_VERDICT_FAIL,
-                            "request %llu, position %d: token %d logprob %.6f, oracle %.6f: "
-                            "|difference| %.2e > %g",
-                            (unsigned long long)wr->id, (int)pos, (int)e->token, e->logprob,
-                            lsm[e->token], d, ASSAY_AUDIT_LOGPROB_TOL);
+                    assay_check_fail(
+                        res,
+                        "request %llu, position %d: token %d logprob %.6f, oracle %.6f: "
+                        "|difference| %.2e > %g",
+                        (unsigned long long)wr->id, (int)pos, (int)e->token, e->logprob,
+                        lsm[e->token], d, ASSAY_AUDIT_LOGPROB_TOL);
                 }
                 if (lsm[e->token] < kth - ASSAY_EQUIV_TIE_TOL) {
-                    verdict(res, ASSAY_VERDICT_FAIL,
-                            "request %llu, position %d: the server lists token %d (oracle "
-                            "logprob %.6f) among its top %d, below the oracle's %d-th (%.6f)",
-                            (unsigned long long)wr->id, (int)pos, (int)e->token,
-                            lsm[e->token], (int)want, (int)want, kth);
+                    assay_check_fail(
+                        res,
+                        "request %llu, position %d: the server lists token %d (oracle "
+                        "logprob %.6f) among its top %d, below the oracle's %d-th (%.6f)",
+                        (unsigned long long)wr->id, (int)pos, (int)e->token, lsm[e->token],
+                        (int)want, (int)want, kth);
                 }
             }
         }
     }
     if (res->verdict == ASSAY_VERDICT_PASS && n_compared == 0) {
-        verdict(res, ASSAY_VERDICT_SKIP,
-                "the server sent no top logprobs (asked for %d per token): it cannot be "
-                "compared with the oracle's log-softmax",
-                (int)n_probs);
+        assay_check_skip(res,
+                         "the server sent no top logprobs (asked for %d per token): it cannot be "
+                         "compared with the oracle's log-softmax",
+                         (int)n_probs);
     }
     snprintf(res->summary, sizeof res->summary,
              "%lld tokens, %d greedy requests; %lld top logprobs: largest |server - oracle| "
@@ -655,8 +644,7 @@ static enum assay_status check_logprobs(struct assay_audit *a, struct assay_chec
     }
 out:
     if (st != ASSAY_OK) {
-        res->verdict = ASSAY_VERDICT_ERROR;
-        snprintf(res->failure, sizeof res->failure, "could not run: %s", assay_status_str(st));
+        assay_check_error(res, "could not run: %s", assay_status_str(st));
     }
     assay_transcript_free(t);
     assay_workload_free(w);
@@ -727,7 +715,7 @@ static enum assay_status check_dist(struct assay_audit *a, enum dist_kind kind, 
     struct assay_adapter gate;
     enum assay_status st = assay_gate_open(&a->srv, &gp, &gate);
     if (st != ASSAY_OK) {
-        verdict(res, ASSAY_VERDICT_ERROR, "could not open the gate: %s", assay_status_str(st));
+        assay_check_error(res, "could not open the gate: %s", assay_status_str(st));
         return st;
     }
     char keep_name[96];
@@ -785,7 +773,7 @@ static enum assay_status check_batch_invariance(struct assay_audit *a,
              a->p.quick ? 12 : 16);
     enum assay_status st = make_workload(a, "audit-batch-invariance", shape, &w);
     if (st != ASSAY_OK) {
-        verdict(res, ASSAY_VERDICT_ERROR, "could not make the workload: %s", assay_status_str(st));
+        assay_check_error(res, "could not make the workload: %s", assay_status_str(st));
         return st;
     }
     set_stop(w, a->p.eos_token);
@@ -828,12 +816,12 @@ static enum assay_status check_batch_invariance(struct assay_audit *a,
         snprintf(levels_text + l, sizeof levels_text - l, "%s%d", k > 0 ? ", " : "", (int)uniq[k]);
         res->n_steps += t[k]->n_steps;
         if (t[k]->status != ASSAY_OK) {
-            verdict(res, ASSAY_VERDICT_FAIL, "at concurrency %d the run did not complete: %s",
-                    (int)uniq[k], t[k]->error);
+            assay_check_fail(res, "at concurrency %d the run did not complete: %s", (int)uniq[k],
+                             t[k]->error);
             break;
         }
         if (assay_check_delivery(w, t[k], msg, sizeof msg) >= 0) {
-            verdict(res, ASSAY_VERDICT_FAIL, "at concurrency %d: %s", (int)uniq[k], msg);
+            assay_check_fail(res, "at concurrency %d: %s", (int)uniq[k], msg);
             break;
         }
         for (int32_t i = 0; k > 0 && i < w->n; i++) {
@@ -844,7 +832,7 @@ static enum assay_status check_batch_invariance(struct assay_audit *a,
                              what, &n_tokens,
                              &n_ties, &max_gap, msg, sizeof msg, &st)) {
                 if (st == ASSAY_OK) {
-                    verdict(res, ASSAY_VERDICT_FAIL, "%s", msg);
+                    assay_check_fail(res, "%s", msg);
                 }
                 break;
             }
@@ -852,8 +840,7 @@ static enum assay_status check_batch_invariance(struct assay_audit *a,
     }
     res->n_tokens = n_tokens;
     if (st != ASSAY_OK) {
-        res->verdict = ASSAY_VERDICT_ERROR;
-        snprintf(res->failure, sizeof res->failure, "could not run: %s", assay_status_str(st));
+        assay_check_error(res, "could not run: %s", assay_status_str(st));
     }
     snprintf(res->summary, sizeof res->summary,
              "%d greedy requests at concurrency %s (a gate in front of the server): %lld tokens "
@@ -927,7 +914,7 @@ static enum assay_status check_finish(struct assay_audit *a, struct assay_check_
     struct assay_workload *w = NULL;
     enum assay_status st = finish_workload(a, res->name, a->p.quick ? 24 : 36, &w);
     if (st != ASSAY_OK) {
-        verdict(res, ASSAY_VERDICT_ERROR, "could not make the workload: %s", assay_status_str(st));
+        assay_check_error(res, "could not make the workload: %s", assay_status_str(st));
         return st;
     }
     char name[96];
@@ -994,7 +981,7 @@ static enum assay_status check_usage(struct assay_audit *a, struct assay_check_r
              a->p.quick ? 16 : 24);
     enum assay_status st = make_workload(a, "audit-usage", shape, &w);
     if (st != ASSAY_OK) {
-        verdict(res, ASSAY_VERDICT_ERROR, "could not make the workload: %s", assay_status_str(st));
+        assay_check_error(res, "could not make the workload: %s", assay_status_str(st));
         return st;
     }
     for (int32_t i = 0; i < w->n; i++) {
@@ -1042,49 +1029,47 @@ static enum assay_status check_usage(struct assay_audit *a, struct assay_check_r
                     n_prompt++;
                     sum_prompt += u->prompt;
                     if (u->prompt != wr->prompt_len) {
-                        verdict(res, ASSAY_VERDICT_FAIL,
-                                "request %llu: the server counts %lld prompt tokens, %d were "
-                                "sent",
-                                (unsigned long long)wr->id, (long long)u->prompt,
-                                (int)wr->prompt_len);
+                        assay_check_fail(
+                            res,
+                            "request %llu: the server counts %lld prompt tokens, %d were "
+                            "sent",
+                            (unsigned long long)wr->id, (long long)u->prompt, (int)wr->prompt_len);
                     }
                 }
                 if (u->completion >= 0) {
                     n_completion++;
                     sum_out += u->completion;
                     if (u->completion != q->n_events) {
-                        verdict(res, ASSAY_VERDICT_FAIL,
-                                "request %llu: the server counts %lld generated tokens, %d were "
-                                "received%s",
-                                (unsigned long long)wr->id, (long long)u->completion,
-                                (int)q->n_events,
-                                q->reason == ASSAY_FINISH_STOP ? " (it stopped at EOS, which "
-                                                                 "was delivered)"
-                                                               : "");
+                        assay_check_fail(
+                            res,
+                            "request %llu: the server counts %lld generated tokens, %d were "
+                            "received%s",
+                            (unsigned long long)wr->id, (long long)u->completion, (int)q->n_events,
+                            q->reason == ASSAY_FINISH_STOP ? " (it stopped at EOS, which "
+                                                             "was delivered)"
+                                                           : "");
                     }
                 }
             }
             if (q->reason == ASSAY_FINISH_ERROR) {
-                verdict(res, ASSAY_VERDICT_FAIL, "request %llu failed: %s",
-                        (unsigned long long)wr->id, q->message);
+                assay_check_fail(res, "request %llu failed: %s", (unsigned long long)wr->id,
+                                 q->message);
             }
         }
         if (res->verdict == ASSAY_VERDICT_PASS && n_reported == 0) {
-            verdict(res, ASSAY_VERDICT_SKIP,
-                    "the server reported no token counts for any request (llama.cpp: "
-                    "tokens_evaluated / tokens_predicted; OpenAI API: usage)");
+            assay_check_skip(res, "the server reported no token counts for any request (llama.cpp: "
+                                  "tokens_evaluated / tokens_predicted; OpenAI API: usage)");
         } else if (res->verdict == ASSAY_VERDICT_PASS && n_reported < w->n) {
-            verdict(res, ASSAY_VERDICT_FAIL,
-                    "the server reported token counts for %d of %d requests that finished",
-                    (int)n_reported, (int)w->n);
+            assay_check_fail(res,
+                             "the server reported token counts for %d of %d requests that finished",
+                             (int)n_reported, (int)w->n);
         } else if (res->verdict == ASSAY_VERDICT_PASS && (n_prompt == 0 || n_completion == 0)) {
-            verdict(res, ASSAY_VERDICT_SKIP,
-                    "the server reported %s counts only: the other could not be checked",
-                    n_prompt == 0 ? "generated-token" : "prompt-token");
+            assay_check_skip(res,
+                             "the server reported %s counts only: the other could not be checked",
+                             n_prompt == 0 ? "generated-token" : "prompt-token");
         }
     } else {
-        res->verdict = ASSAY_VERDICT_ERROR;
-        snprintf(res->failure, sizeof res->failure, "could not run: %s", assay_status_str(st));
+        assay_check_error(res, "could not run: %s", assay_status_str(st));
     }
     snprintf(res->summary, sizeof res->summary,
              "%d requests; the server stated its counts for %d: %lld prompt tokens and %lld "
@@ -1113,7 +1098,7 @@ static enum assay_status check_stream(struct assay_audit *a, struct assay_check_
              a->p.quick ? 8 : 12);
     enum assay_status st = make_workload(a, "audit-stream", shape, &w);
     if (st != ASSAY_OK) {
-        verdict(res, ASSAY_VERDICT_ERROR, "could not make the workload: %s", assay_status_str(st));
+        assay_check_error(res, "could not make the workload: %s", assay_status_str(st));
         return st;
     }
     set_stop(w, a->p.eos_token);
@@ -1140,10 +1125,9 @@ static enum assay_status check_stream(struct assay_audit *a, struct assay_check_
         }
         res->n_steps += t[k]->n_steps;
         if (t[k]->status != ASSAY_OK) {
-            verdict(res, ASSAY_VERDICT_FAIL, "%s: the run did not complete: %s", mode[k],
-                    t[k]->error);
+            assay_check_fail(res, "%s: the run did not complete: %s", mode[k], t[k]->error);
         } else if (assay_check_delivery(w, t[k], msg, sizeof msg) >= 0) {
-            verdict(res, ASSAY_VERDICT_FAIL, "%s: %s", mode[k], msg);
+            assay_check_fail(res, "%s: %s", mode[k], msg);
         }
     }
     int64_t n_tokens = 0;
@@ -1155,20 +1139,19 @@ static enum assay_status check_stream(struct assay_audit *a, struct assay_check_
                          "streamed", "non-streamed", &n_tokens, &n_ties, &max_gap, msg, sizeof msg,
                          &st)) {
             if (st == ASSAY_OK) {
-                verdict(res, ASSAY_VERDICT_FAIL, "%s", msg);
+                assay_check_fail(res, "%s", msg);
             }
         } else if (t[0]->reqs[i].reason != t[1]->reqs[i].reason &&
                    t[0]->reqs[i].n_events == t[1]->reqs[i].n_events) {
-            verdict(res, ASSAY_VERDICT_FAIL, "request %llu finished with %s streamed, %s not",
-                    (unsigned long long)w->reqs[i].id,
-                    assay_finish_reason_str(t[0]->reqs[i].reason),
-                    assay_finish_reason_str(t[1]->reqs[i].reason));
+            assay_check_fail(res, "request %llu finished with %s streamed, %s not",
+                             (unsigned long long)w->reqs[i].id,
+                             assay_finish_reason_str(t[0]->reqs[i].reason),
+                             assay_finish_reason_str(t[1]->reqs[i].reason));
         }
     }
     res->n_tokens = n_tokens;
     if (st != ASSAY_OK) {
-        res->verdict = ASSAY_VERDICT_ERROR;
-        snprintf(res->failure, sizeof res->failure, "could not run: %s", assay_status_str(st));
+        assay_check_error(res, "could not run: %s", assay_status_str(st));
     }
     snprintf(res->summary, sizeof res->summary,
              "%d greedy requests streamed and non-streamed, one at a time: %lld tokens and every "
@@ -1263,8 +1246,7 @@ static enum assay_status check_idle(struct assay_audit *a, bool kv, struct assay
     snprintf(res->workload, sizeof res->workload, "the server's /metrics after every check and "
                                                   "the benchmark");
     if (!a->metrics_read) {
-        verdict(res, ASSAY_VERDICT_SKIP, "the server's metrics could not be read: %s",
-                a->metrics_status);
+        assay_check_skip(res, "the server's metrics could not be read: %s", a->metrics_status);
         snprintf(res->summary, sizeof res->summary, "not checked: no /metrics");
         return ASSAY_OK;
     }
@@ -1282,9 +1264,9 @@ static enum assay_status check_idle(struct assay_audit *a, bool kv, struct assay
         n_present += g->present;
     }
     if (n_present == 0) {
-        verdict(res, ASSAY_VERDICT_SKIP,
-                "the server's /metrics exports no %s gauge that assay knows (looked for %s)",
-                kv ? "KV-cache" : "running/waiting-requests", missing);
+        assay_check_skip(
+            res, "the server's /metrics exports no %s gauge that assay knows (looked for %s)",
+            kv ? "KV-cache" : "running/waiting-requests", missing);
         snprintf(res->summary, sizeof res->summary, "not checked: no %s gauge in /metrics",
                  kv ? "KV-cache" : "request");
         if (kv) {
@@ -1295,9 +1277,9 @@ static enum assay_status check_idle(struct assay_audit *a, bool kv, struct assay
         return ASSAY_OK;
     }
     if (kv && a->baseline_busy) {
-        verdict(res, ASSAY_VERDICT_SKIP,
-                "the server was running requests when the audit started, so its idle KV level "
-                "is unknown");
+        assay_check_skip(
+            res, "the server was running requests when the audit started, so its idle KV level "
+                 "is unknown");
         snprintf(res->summary, sizeof res->summary, "not checked: no idle baseline");
         return ASSAY_OK;
     }
@@ -1314,10 +1296,9 @@ static enum assay_status check_idle(struct assay_audit *a, bool kv, struct assay
                          g->name, g->after, kv ? g->idle : 0.0);
             }
         }
-        verdict(res, ASSAY_VERDICT_FAIL, "not back to idle %.0f s after the run: %s", waited,
-                detail);
+        assay_check_fail(res, "not back to idle %.0f s after the run: %s", waited, detail);
     } else if (a->metrics_status[0]) {
-        verdict(res, ASSAY_VERDICT_ERROR, "%s", a->metrics_status);
+        assay_check_error(res, "%s", a->metrics_status);
     }
     char values[400] = "";
     for (size_t i = 0; i < a->n_gauges; i++) {
@@ -1555,8 +1536,7 @@ enum assay_status assay_audit_run_check(struct assay_audit *a, const struct assa
         st = check_idle(a, true, res);
     } else {
         st = ASSAY_ERR_INVALID;
-        res->verdict = ASSAY_VERDICT_ERROR;
-        snprintf(res->failure, sizeof res->failure, "no audit check called %s", c->name);
+        assay_check_error(res, "no audit check called %s", c->name);
     }
     if (res->verdict == ASSAY_VERDICT_PASS || res->verdict == ASSAY_VERDICT_SKIP) {
         res->repro[0] = '\0'; /* reproducers are for failures */

@@ -167,8 +167,7 @@ static enum assay_status check_params(const struct assay_dist_params *p, char *w
 
 static void set_error(struct assay_check_result *res, enum assay_status st, const char *why)
 {
-    res->verdict = ASSAY_VERDICT_ERROR;
-    snprintf(res->failure, sizeof res->failure, "%s (%s)", why, assay_status_str(st));
+    assay_check_error(res, "%s (%s)", why, assay_status_str(st));
 }
 
 static uint64_t prompt_seed_of(const struct assay_dist_params *p)
@@ -641,24 +640,23 @@ enum assay_status assay_dist_gof(const struct assay_adapter *a, const struct ass
     res->n_tokens = p->n * p->out_len;
     char cat[64];
     if (ss.n_bad > 0) {
-        res->verdict = ASSAY_VERDICT_FAIL;
-        snprintf(res->failure, sizeof res->failure, "%lld requests delivered wrongly; first: %s",
-                 (long long)ss.n_bad, ss.bad);
+        assay_check_fail(res, "%lld requests delivered wrongly; first: %s", (long long)ss.n_bad,
+                         ss.bad);
     } else if (tr.n_impossible > 0) {
         describe_category(first_bad, p->positions, v, cat, sizeof cat);
-        res->verdict = ASSAY_VERDICT_FAIL;
-        snprintf(res->failure, sizeof res->failure,
-                 "%lld samples of categories with oracle probability 0; first: request %lld "
-                 "(seed %llu) gave %s. Every binding top-k/top-p cut of this prompt is at least "
-                 "%.1e (mass) / %.1e (logit) from deciding otherwise, beyond the fp32 tolerance",
-                 (long long)tr.n_impossible, (long long)first_req,
-                 (unsigned long long)(src.seed0 + (uint64_t)first_req), cat, mg.top_p, mg.top_k);
+        assay_check_fail(
+            res,
+            "%lld samples of categories with oracle probability 0; first: request %lld "
+            "(seed %llu) gave %s. Every binding top-k/top-p cut of this prompt is at least "
+            "%.1e (mass) / %.1e (logit) from deciding otherwise, beyond the fp32 tolerance",
+            (long long)tr.n_impossible, (long long)first_req,
+            (unsigned long long)(src.seed0 + (uint64_t)first_req), cat, mg.top_p, mg.top_k);
     } else if (tr.degenerate) {
-        res->verdict = ASSAY_VERDICT_ERROR;
-        snprintf(res->failure, sizeof res->failure,
-                 "no chi-squared test possible (%d bins): the sampling parameters leave too few "
-                 "likely categories",
-                 (int)tr.n_bins);
+        assay_check_error(
+            res,
+            "no chi-squared test possible (%d bins): the sampling parameters leave too few "
+            "likely categories",
+            (int)tr.n_bins);
         st = ASSAY_ERR_INVALID;
     } else if (tr.p_value <= p->alpha) {
         /* The bin furthest from its expectation, for the reader. */
@@ -674,14 +672,17 @@ enum assay_status assay_dist_gof(const struct assay_adapter *a, const struct ass
                 }
             }
         }
-        res->verdict = ASSAY_VERDICT_FAIL;
         if (wc >= 0) {
             describe_category(wc, p->positions, v, cat, sizeof cat);
-            snprintf(res->failure, sizeof res->failure,
-                     "chi-squared %.1f on %d df, p %.3g <= alpha %.0e; largest deviation: %s "
-                     "observed %lld times, expected %.1f (oracle probability %.5f)",
-                     tr.statistic, (int)tr.df, tr.p_value, p->alpha, cat, (long long)counts[wc],
-                     prob[wc] * (double)tr.n, prob[wc]);
+            assay_check_fail(
+                res,
+                "chi-squared %.1f on %d df, p %.3g <= alpha %.0e; largest deviation: %s "
+                "observed %lld times, expected %.1f (oracle probability %.5f)",
+                tr.statistic, (int)tr.df, tr.p_value, p->alpha, cat, (long long)counts[wc],
+                prob[wc] * (double)tr.n, prob[wc]);
+        } else {
+            assay_check_fail(res, "chi-squared %.1f on %d df, p %.3g <= alpha %.0e", tr.statistic,
+                             (int)tr.df, tr.p_value, p->alpha);
         }
     }
     snprintf(res->summary, sizeof res->summary,
@@ -914,19 +915,17 @@ enum assay_status assay_dist_pit(const struct assay_adapter *a, const struct ass
     res->n_requests = p->n;
     res->n_tokens = p->n * len;
     if (ss.n_bad > 0) {
-        res->verdict = ASSAY_VERDICT_FAIL;
-        snprintf(res->failure, sizeof res->failure, "%lld sequences delivered wrongly; first: %s",
-                 (long long)ss.n_bad, ss.bad);
+        assay_check_fail(res, "%lld sequences delivered wrongly; first: %s", (long long)ss.n_bad,
+                         ss.bad);
     } else if (n_impossible > 0) {
-        res->verdict = ASSAY_VERDICT_FAIL;
-        snprintf(res->failure, sizeof res->failure, "%lld tokens of oracle probability 0; first: %s",
-                 (long long)n_impossible, first);
+        assay_check_fail(res, "%lld tokens of oracle probability 0; first: %s",
+                         (long long)n_impossible, first);
     } else if (p_comb <= p->alpha) {
-        res->verdict = ASSAY_VERDICT_FAIL;
-        snprintf(res->failure, sizeof res->failure,
-                 "the PIT values are not uniform: KS D %.4f (p %.3g), chi-squared %.1f on %d df "
-                 "(p %.3g); combined p %.3g <= alpha %.0e",
-                 d_ks, p_ks, chi.statistic, (int)chi.df, chi.p_value, p_comb, p->alpha);
+        assay_check_fail(
+            res,
+            "the PIT values are not uniform: KS D %.4f (p %.3g), chi-squared %.1f on %d df "
+            "(p %.3g); combined p %.3g <= alpha %.0e",
+            d_ks, p_ks, chi.statistic, (int)chi.df, chi.p_value, p_comb, p->alpha);
     }
     snprintf(res->summary, sizeof res->summary,
              "alpha %.0e n %lld p %.3g min-TV %.4f | PIT of %lld x %d tokens: KS D %.4f p %.3g, "
@@ -1025,9 +1024,8 @@ enum assay_status assay_dist_acceptance(const struct assay_adapter *a,
         goto out;
     }
     if (ss.n_rounds == 0) {
-        res->verdict = ASSAY_VERDICT_SKIP;
-        snprintf(res->failure, sizeof res->failure,
-                 "the engine reported no speculative round (SPEC_ROUND events): nothing to test");
+        assay_check_skip(
+            res, "the engine reported no speculative round (SPEC_ROUND events): nothing to test");
         goto out;
     }
     qsort(ss.rounds, (size_t)ss.n_rounds, sizeof *ss.rounds, by_request);
@@ -1173,20 +1171,17 @@ enum assay_status assay_dist_acceptance(const struct assay_adapter *a,
                                stages[j].accepted, stages[j].beta);
     }
     if (ss.n_bad > 0) {
-        res->verdict = ASSAY_VERDICT_FAIL;
-        snprintf(res->failure, sizeof res->failure, "%lld sequences delivered wrongly; first: %s",
-                 (long long)ss.n_bad, ss.bad);
+        assay_check_fail(res, "%lld sequences delivered wrongly; first: %s", (long long)ss.n_bad,
+                         ss.bad);
     } else if (n_bad_rounds > 0) {
-        res->verdict = ASSAY_VERDICT_FAIL;
-        snprintf(res->failure, sizeof res->failure,
-                 "%lld speculative rounds are inconsistent with the tokens; first: %s",
-                 (long long)n_bad_rounds, bad_round);
+        assay_check_fail(res, "%lld speculative rounds are inconsistent with the tokens; first: %s",
+                         (long long)n_bad_rounds, bad_round);
     } else if (p_comb <= p->alpha) {
-        res->verdict = ASSAY_VERDICT_FAIL;
-        snprintf(res->failure, sizeof res->failure,
-                 "acceptance departs from beta = sum min(p, q): accepted/expected by draft "
-                 "position %s; X2 %.1f on %d df (p %.3g), KS of the indicator PIT D %.4f (p %.3g)",
-                 hist, x2, (int)df, p_rate, d_ks, p_ks);
+        assay_check_fail(
+            res,
+            "acceptance departs from beta = sum min(p, q): accepted/expected by draft "
+            "position %s; X2 %.1f on %d df (p %.3g), KS of the indicator PIT D %.4f (p %.3g)",
+            hist, x2, (int)df, p_rate, d_ks, p_ks);
     }
     snprintf(res->summary, sizeof res->summary,
              "alpha %.0e n %lld p %.3g min-TV %.4f | accepted %.0f of %lld tested, theory %.1f; "
@@ -1294,20 +1289,16 @@ enum assay_status assay_dist_homogeneity(const struct assay_adapter *a,
     res->n_requests = 2 * p->n;
     res->n_tokens = 2 * p->n * p->out_len;
     if (bad_a > 0 || bad_b > 0) {
-        res->verdict = ASSAY_VERDICT_FAIL;
-        snprintf(res->failure, sizeof res->failure, "engine %s delivered %lld requests wrongly: %s",
-                 bad_a > 0 ? "A" : "B", (long long)(bad_a > 0 ? bad_a : bad_b),
-                 bad_a > 0 ? msg_a : msg_b);
+        assay_check_fail(res, "engine %s delivered %lld requests wrongly: %s",
+                         bad_a > 0 ? "A" : "B", (long long)(bad_a > 0 ? bad_a : bad_b),
+                         bad_a > 0 ? msg_a : msg_b);
     } else if (tr.degenerate) {
-        res->verdict = ASSAY_VERDICT_ERROR;
-        snprintf(res->failure, sizeof res->failure, "no homogeneity test possible (%d bins)",
-                 (int)tr.n_bins);
+        assay_check_error(res, "no homogeneity test possible (%d bins)", (int)tr.n_bins);
         st = ASSAY_ERR_INVALID;
     } else if (tr.p_value <= p->alpha) {
-        res->verdict = ASSAY_VERDICT_FAIL;
-        snprintf(res->failure, sizeof res->failure,
-                 "the engines' samples differ: chi-squared %.1f on %d df, p %.3g <= alpha %.0e",
-                 tr.statistic, (int)tr.df, tr.p_value, p->alpha);
+        assay_check_fail(
+            res, "the engines' samples differ: chi-squared %.1f on %d df, p %.3g <= alpha %.0e",
+            tr.statistic, (int)tr.df, tr.p_value, p->alpha);
     }
     snprintf(res->summary, sizeof res->summary,
              "alpha %.0e n %lld+%lld p %.3g min-TV %.4f | 2 x %d chi2 %.1f df %d; %s; T %.2g "
@@ -1372,11 +1363,11 @@ double assay_dist_finalize(struct assay_check_result *results, size_t n)
             snprintf(r->summary + l, sizeof r->summary - l, " | Holm p %.3g (family %.0e, m %zu)",
                      adj[j], family, m);
             if (adj[j] <= family && r->verdict == ASSAY_VERDICT_PASS) {
-                r->verdict = ASSAY_VERDICT_FAIL;
-                snprintf(r->failure, sizeof r->failure,
-                         "Holm's procedure over the %zu distributional checks rejects it: p %.3g, "
-                         "adjusted %.3g <= family-wise level %.0e",
-                         m, r->p_value, adj[j], family);
+                assay_check_fail(
+                    r,
+                    "Holm's procedure over the %zu distributional checks rejects it: p %.3g, "
+                    "adjusted %.3g <= family-wise level %.0e",
+                    m, r->p_value, adj[j], family);
             }
         }
     }
@@ -1401,9 +1392,8 @@ static enum assay_status runner_setup(struct assay_verify_ctx *ctx,
     }
     struct assay_engine *e = assay_bundled_engine(a);
     if (e == NULL) {
-        res->verdict = ASSAY_VERDICT_SKIP;
-        snprintf(res->failure, sizeof res->failure,
-                 "needs the engine's weights for the oracle (run the core function with the "
+        assay_check_skip(
+            res, "needs the engine's weights for the oracle (run the core function with the "
                  "model given explicitly)");
         return ASSAY_ERR_UNSUPPORTED;
     }
@@ -1534,9 +1524,7 @@ enum assay_status assay_dist_run_homogeneity(struct assay_verify_ctx *ctx,
     char vs[256], spec[1024], next[1024];
     param_value(item->params, "vs", vs, sizeof vs);
     if (vs[0] == '\0' || assay_bundled_engine(a) == NULL) {
-        res->verdict = ASSAY_VERDICT_SKIP;
-        snprintf(res->failure, sizeof res->failure,
-                 "needs a second bundled configuration (parameter vs=key=value;...)");
+        assay_check_skip(res, "needs a second bundled configuration (parameter vs=key=value;...)");
         return ASSAY_OK;
     }
     snprintf(spec, sizeof spec, "%s", res->engine);

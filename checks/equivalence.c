@@ -235,20 +235,16 @@ enum assay_status assay_check_equivalence(const struct assay_adapter *a,
     struct assay_transcript *t = NULL;
     enum assay_status st = assay_harness_run(a, w, &ho, &t);
     if (st != ASSAY_OK) {
-        res->verdict = ASSAY_VERDICT_ERROR;
-        snprintf(res->failure, sizeof res->failure, "could not run the workload: %s",
-                 assay_status_str(st));
+        assay_check_error(res, "could not run the workload: %s", assay_status_str(st));
         return st;
     }
     res->n_requests = w->n;
     if (t->status != ASSAY_OK) {
-        res->verdict = ASSAY_VERDICT_FAIL;
-        snprintf(res->failure, sizeof res->failure, "%s", t->error);
+        assay_check_fail(res, "%s", t->error);
     }
     char msg[512];
     if (res->verdict == ASSAY_VERDICT_PASS && assay_check_delivery(w, t, msg, sizeof msg) >= 0) {
-        res->verdict = ASSAY_VERDICT_FAIL;
-        snprintf(res->failure, sizeof res->failure, "%s", msg);
+        assay_check_fail(res, "%s", msg);
     }
     double max_diff = t->logits_captured ? 0.0 : NAN;
     int32_t vocab = memo->vocab;
@@ -293,21 +289,19 @@ enum assay_status assay_check_equivalence(const struct assay_adapter *a,
                 continue;
             }
             if (n_bad++ == 0 && res->verdict == ASSAY_VERDICT_PASS) {
-                res->verdict = ASSAY_VERDICT_FAIL;
-                snprintf(res->failure, sizeof res->failure,
-                         "request %llu, output position %d: engine token %d (oracle logit %.6f), "
-                         "oracle token %d (logit %.6f); gap %.6f > tie tolerance %g",
-                         (unsigned long long)wr->id, (int)j, (int)mine, row[mine], (int)best,
-                         row[best], gap, tol);
+                assay_check_fail(
+                    res,
+                    "request %llu, output position %d: engine token %d (oracle logit %.6f), "
+                    "oracle token %d (logit %.6f); gap %.6f > tie tolerance %g",
+                    (unsigned long long)wr->id, (int)j, (int)mine, row[mine], (int)best, row[best],
+                    gap, tol);
             }
             break; /* teacher forcing past a real divergence means nothing */
         }
     }
     res->max_logit_diff = max_diff;
     if (st != ASSAY_OK) {
-        res->verdict = ASSAY_VERDICT_ERROR;
-        snprintf(res->failure, sizeof res->failure, "the oracle could not run: %s",
-                 assay_status_str(st));
+        assay_check_error(res, "the oracle could not run: %s", assay_status_str(st));
     }
     snprintf(res->summary, sizeof res->summary,
              "%lld requests, %lld tokens compared with the oracle; %d ties within %g (largest "

@@ -339,8 +339,7 @@ enum assay_status assay_pairwise_run_check(struct assay_pairwise *c, size_t inde
 {
     if (index >= c->n_items) {
         assay_check_result_init(res, "?", ASSAY_FAMILY_EQUIVALENCE);
-        res->verdict = ASSAY_VERDICT_ERROR;
-        snprintf(res->failure, sizeof res->failure, "no compare check %zu", index);
+        assay_check_error(res, "no compare check %zu", index);
         return ASSAY_OK;
     }
     int64_t t0 = assay_now_ns();
@@ -382,14 +381,12 @@ enum assay_status assay_pairwise_shrink(struct assay_pairwise *c, size_t index,
 
 static void skip(struct assay_check_result *res, const char *why)
 {
-    res->verdict = ASSAY_VERDICT_SKIP;
-    snprintf(res->failure, sizeof res->failure, "%s", why);
+    assay_check_skip(res, "%s", why);
 }
 
 static void set_error(struct assay_check_result *res, enum assay_status st, const char *why)
 {
-    res->verdict = ASSAY_VERDICT_ERROR;
-    snprintf(res->failure, sizeof res->failure, "%s: %.600s", assay_status_str(st), why);
+    assay_check_error(res, "%s: %.600s", assay_status_str(st), why);
 }
 
 static enum assay_status open_baseline(struct assay_pairwise *c, struct assay_adapter *b,
@@ -491,13 +488,11 @@ static enum assay_status run_greedy(struct assay_verify_ctx *ctx, const struct a
         goto done;
     }
     if (ta->status != ASSAY_OK) {
-        res->verdict = ASSAY_VERDICT_FAIL;
-        snprintf(res->failure, sizeof res->failure, "candidate: %s", ta->error);
+        assay_check_fail(res, "candidate: %s", ta->error);
         goto done;
     }
     if (assay_check_delivery(g, ta, msg, sizeof msg) >= 0) {
-        res->verdict = ASSAY_VERDICT_FAIL;
-        snprintf(res->failure, sizeof res->failure, "candidate: %s", msg);
+        assay_check_fail(res, "candidate: %s", msg);
         goto done;
     }
     int32_t n_bad = 0, n_cut = 0;
@@ -518,11 +513,11 @@ static enum assay_status run_greedy(struct assay_verify_ctx *ctx, const struct a
         if (j == n) {
             /* one stopped (on its stop token) where the other went on */
             if (n_bad++ == 0) {
-                res->verdict = ASSAY_VERDICT_FAIL;
-                snprintf(res->failure, sizeof res->failure,
-                         "request %llu: the baseline delivered %d tokens, the candidate %d, the "
-                         "first %d equal",
-                         (unsigned long long)wr->id, (int)nb, (int)na, (int)n);
+                assay_check_fail(
+                    res,
+                    "request %llu: the baseline delivered %d tokens, the candidate %d, the "
+                    "first %d equal",
+                    (unsigned long long)wr->id, (int)nb, (int)na, (int)n);
             }
             continue;
         }
@@ -545,25 +540,24 @@ static enum assay_status run_greedy(struct assay_verify_ctx *ctx, const struct a
                     continue;
                 }
                 if (n_bad++ == 0) {
-                    res->verdict = ASSAY_VERDICT_FAIL;
-                    snprintf(res->failure, sizeof res->failure,
-                             "request %llu, output position %d: baseline token %d, candidate "
-                             "token %d; the oracle's logits for them differ by %.6f > tie "
-                             "tolerance %g",
-                             (unsigned long long)wr->id, (int)j, (int)tok_b, (int)tok_a, gap,
-                             c->tie_tol);
+                    assay_check_fail(
+                        res,
+                        "request %llu, output position %d: baseline token %d, candidate "
+                        "token %d; the oracle's logits for them differ by %.6f > tie "
+                        "tolerance %g",
+                        (unsigned long long)wr->id, (int)j, (int)tok_b, (int)tok_a, gap,
+                        c->tie_tol);
                 }
                 continue;
             }
         }
         if (n_bad++ == 0) {
-            res->verdict = ASSAY_VERDICT_FAIL;
-            snprintf(res->failure, sizeof res->failure,
-                     "request %llu, output position %d: baseline token %d, candidate token %d%s",
-                     (unsigned long long)wr->id, (int)j, (int)tok_b, (int)tok_a,
-                     memo == NULL ? " (no weights to judge a floating-point tie: give --model "
-                                    "FILE.gguf to allow one)"
-                                  : " (a token outside the oracle's vocabulary)");
+            assay_check_fail(
+                res, "request %llu, output position %d: baseline token %d, candidate token %d%s",
+                (unsigned long long)wr->id, (int)j, (int)tok_b, (int)tok_a,
+                memo == NULL ? " (no weights to judge a floating-point tie: give --model "
+                               "FILE.gguf to allow one)"
+                             : " (a token outside the oracle's vocabulary)");
         }
     }
     if (st != ASSAY_OK) {

@@ -31,23 +31,8 @@ static struct assay_property_opts resolve(const struct assay_property_opts *o)
     return o != NULL ? *o : assay_property_default_opts();
 }
 
-static void set_verdict(struct assay_check_result *res, enum assay_verdict v, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
 /* Record the first FAIL (or a SKIP/ERROR) with its reason; a later call
  * never overwrites an earlier FAIL. */
-static void set_verdict(struct assay_check_result *res, enum assay_verdict v, const char *fmt, ...)
-{
-    if (res->verdict == ASSAY_VERDICT_FAIL) {
-        return;
-    }
-    res->verdict = v;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(res->failure, sizeof res->failure, fmt, ap);
-    va_end(ap);
-}
-
 static double seconds_since(int64_t t0)
 {
     return (double)(assay_now_ns() - t0) / 1e9;
@@ -298,18 +283,20 @@ static void judge_watched_run(struct block_watch *bw, const struct assay_adapter
                               struct assay_check_result *res)
 {
     if (t->status == ASSAY_ERR_INTERNAL) {
-        set_verdict(res, ASSAY_VERDICT_FAIL, "%s%s", what, t->error);
+        assay_check_fail(res, "%s%s", what, t->error);
         return;
     }
     if (t->status != ASSAY_OK) {
-        set_verdict(res, ASSAY_VERDICT_FAIL, "%sthe run did not complete: %s", what, t->error);
+        assay_check_fail(res, "%sthe run did not complete: %s", what, t->error);
         return;
     }
     char msg[512];
     enum assay_status st = watch_audit(bw, a, true, msg, sizeof msg);
     if (st != ASSAY_OK) {
-        set_verdict(res, ASSAY_VERDICT_FAIL, "%safter the run drained (all %d requests finished "
-                    "or aborted): %s", what, (int)t->n, msg);
+        assay_check_fail(res,
+                         "%safter the run drained (all %d requests finished "
+                         "or aborted): %s",
+                         what, (int)t->n, msg);
     }
 }
 
@@ -328,25 +315,27 @@ enum assay_status assay_check_blocks(const struct assay_adapter *a, const struct
     struct assay_property_opts o = resolve(opts);
     res->n_requests = w->n;
     if (a->vt->block_audit == NULL) {
-        set_verdict(res, ASSAY_VERDICT_SKIP, "needs the block_audit capability (a snapshot of "
-                    "the engine's block accounting); this adapter has none");
+        assay_check_skip(res, "needs the block_audit capability (a snapshot of "
+                              "the engine's block accounting); this adapter has none");
         res->seconds = seconds_since(t0);
         return ASSAY_OK;
     }
     struct block_watch bw;
     if (watch_init(&bw, w, &o) != ASSAY_OK) {
-        set_verdict(res, ASSAY_VERDICT_ERROR, "out of memory");
+        assay_check_error(res, "out of memory");
         return ASSAY_ERR_NOMEM;
     }
     char msg[512];
     enum assay_status st = watch_audit(&bw, a, !a->vt->has_work(a->self), msg, sizeof msg);
     struct assay_transcript *t = NULL;
     if (st == ASSAY_ERR_UNSUPPORTED) {
-        set_verdict(res, ASSAY_VERDICT_SKIP, "the engine has no block accounting to audit (%s: "
-                    "its KV cache is not paged)", msg);
+        assay_check_skip(res,
+                         "the engine has no block accounting to audit (%s: "
+                         "its KV cache is not paged)",
+                         msg);
         st = ASSAY_OK;
     } else if (st == ASSAY_ERR_INTERNAL) {
-        set_verdict(res, ASSAY_VERDICT_FAIL, "before the run: %s", msg);
+        assay_check_fail(res, "before the run: %s", msg);
         st = ASSAY_OK;
     } else if (st == ASSAY_OK) {
         st = run(a, w, false, &bw, &t);
@@ -357,8 +346,7 @@ enum assay_status assay_check_blocks(const struct assay_adapter *a, const struct
     }
     res->n_checks = bw.n_audits;
     if (st != ASSAY_OK && st != ASSAY_ERR_INTERNAL) {
-        res->verdict = ASSAY_VERDICT_ERROR;
-        snprintf(res->failure, sizeof res->failure, "could not run: %s", assay_status_str(st));
+        assay_check_error(res, "could not run: %s", assay_status_str(st));
     }
     snprintf(res->summary, sizeof res->summary,
              "%d requests (%d aborted), %lld steps; %lld block snapshots judged by the block "
@@ -384,11 +372,11 @@ static bool trace_in(const struct assay_workload *w, const struct assay_adapter_
     int32_t bad;
     *st = assay_trace_check_workload(w, info->vocab, info->n_ctx, &bad, msg, sizeof msg);
     if (*st != ASSAY_OK) {
-        set_verdict(res, ASSAY_VERDICT_ERROR, "out of memory");
+        assay_check_error(res, "out of memory");
         return false;
     }
     if (bad >= 0) {
-        set_verdict(res, ASSAY_VERDICT_FAIL, "%s", msg);
+        assay_check_fail(res, "%s", msg);
         return false;
     }
     return true;
@@ -411,7 +399,7 @@ enum assay_status assay_check_trace(const struct assay_adapter *a, const struct 
         if (st == ASSAY_OK) {
             char msg[640];
             if (!assay_trace_check_transcript(w, t, info.vocab, msg, sizeof msg)) {
-                set_verdict(res, ASSAY_VERDICT_FAIL, "%s", msg);
+                assay_check_fail(res, "%s", msg);
             }
             res->n_steps = t->n_steps;
             res->n_tokens = count_delivered(t);
@@ -421,7 +409,7 @@ enum assay_status assay_check_trace(const struct assay_adapter *a, const struct 
                 }
             }
         } else {
-            set_verdict(res, ASSAY_VERDICT_ERROR, "could not run: %s", assay_status_str(st));
+            assay_check_error(res, "could not run: %s", assay_status_str(st));
         }
     }
     snprintf(res->summary, sizeof res->summary,
@@ -674,8 +662,8 @@ enum assay_status assay_check_isolation(const struct assay_adapter *a,
     info_of(a, &info);
     res->tie_tol = o.tie_tol;
     if (a->vt->set_logits_sink == NULL || info.vocab <= 0) {
-        set_verdict(res, ASSAY_VERDICT_SKIP, "needs the logits capability (set_logits_sink and "
-                    "the vocabulary); the black-box form (tokens only) runs without it");
+        assay_check_skip(res, "needs the logits capability (set_logits_sink and "
+                              "the vocabulary); the black-box form (tokens only) runs without it");
         res->seconds = seconds_since(t0);
         return ASSAY_OK;
     }
@@ -684,8 +672,8 @@ enum assay_status assay_check_isolation(const struct assay_adapter *a,
     int32_t n_probes = choose_probes(w, max_probes, probe);
     res->n_requests = n_probes;
     if (n_probes == 0) {
-        set_verdict(res, ASSAY_VERDICT_SKIP, "the workload has no request to probe (every one "
-                    "is aborted or sampled without a seed)");
+        assay_check_skip(res, "the workload has no request to probe (every one "
+                              "is aborted or sampled without a seed)");
         res->seconds = seconds_since(t0);
         return ASSAY_OK;
     }
@@ -693,7 +681,7 @@ enum assay_status assay_check_isolation(const struct assay_adapter *a,
     struct assay_transcript *alone[16] = {NULL};
     struct assay_workload *aw[16] = {NULL};
     if (is_probe == NULL) {
-        set_verdict(res, ASSAY_VERDICT_ERROR, "out of memory");
+        assay_check_error(res, "out of memory");
         return ASSAY_ERR_NOMEM;
     }
     for (int32_t k = 0; k < n_probes; k++) {
@@ -724,7 +712,7 @@ enum assay_status assay_check_isolation(const struct assay_adapter *a,
         res->n_steps += alone[k]->n_steps;
         if (!run_ok(alone[k], 0, "alone", msg, sizeof msg) ||
             !logits_finite(aw[k], alone[k], "in the run alone", msg, sizeof msg)) {
-            set_verdict(res, ASSAY_VERDICT_FAIL, "%s", msg);
+            assay_check_fail(res, "%s", msg);
         }
     }
     /* Then in every neighbourhood. */
@@ -738,7 +726,7 @@ enum assay_status assay_check_isolation(const struct assay_adapter *a,
         if (st == ASSAY_OK) {
             res->n_steps += tv->n_steps;
             if (!logits_finite(vw, tv, variant_name(v), msg, sizeof msg)) {
-                set_verdict(res, ASSAY_VERDICT_FAIL, "%s", msg);
+                assay_check_fail(res, "%s", msg);
             }
             for (int32_t k = 0; k < n_probes && res->verdict == ASSAY_VERDICT_PASS; k++) {
                 uint64_t id = w->reqs[probe[k]].id;
@@ -748,7 +736,7 @@ enum assay_status assay_check_isolation(const struct assay_adapter *a,
                     !compare_probe(alone[k], &alone[k]->reqs[0], tv, &tv->reqs[j], id,
                                    info.batch_invariant, &o, variant_name(v), &s, msg,
                                    sizeof msg)) {
-                    set_verdict(res, ASSAY_VERDICT_FAIL, "%s", msg);
+                    assay_check_fail(res, "%s", msg);
                 }
             }
         }
@@ -764,8 +752,7 @@ enum assay_status assay_check_isolation(const struct assay_adapter *a,
     res->n_ties = s.n_ties;
     res->max_logit_diff = s.max_diff;
     if (st != ASSAY_OK) {
-        res->verdict = ASSAY_VERDICT_ERROR;
-        snprintf(res->failure, sizeof res->failure, "could not run: %s", assay_status_str(st));
+        assay_check_error(res, "could not run: %s", assay_status_str(st));
     }
     if (info.batch_invariant) {
         snprintf(res->summary, sizeof res->summary,
@@ -896,14 +883,14 @@ enum assay_status assay_check_isolation_blackbox(const struct assay_adapter *a,
         }
         res->n_steps += t[k]->n_steps;
         if (!finished_once(w, t[k], arrangement_name(k), msg, sizeof msg)) {
-            set_verdict(res, ASSAY_VERDICT_FAIL, "%s", msg);
+            assay_check_fail(res, "%s", msg);
             break;
         }
         for (int32_t i = 0; k > 0 && i < w->n; i++) {
             res->n_checks++;
             if (!compare_tokens(w, t[0], t[k], i, arrangement_name(k), &res->n_tokens, msg,
                                 sizeof msg)) {
-                set_verdict(res, ASSAY_VERDICT_FAIL, "%s", msg);
+                assay_check_fail(res, "%s", msg);
                 break;
             }
         }
@@ -912,8 +899,7 @@ enum assay_status assay_check_isolation_blackbox(const struct assay_adapter *a,
         assay_transcript_free(t[k]);
     }
     if (st != ASSAY_OK) {
-        res->verdict = ASSAY_VERDICT_ERROR;
-        snprintf(res->failure, sizeof res->failure, "could not run: %s", assay_status_str(st));
+        assay_check_error(res, "could not run: %s", assay_status_str(st));
     }
     snprintf(res->summary, sizeof res->summary,
              "%d requests at concurrency 1, all at once, one per step and as given: %lld tokens "
@@ -939,7 +925,7 @@ enum assay_status assay_check_soak(const struct assay_adapter *a, const struct a
     struct block_watch bw;
     memset(&bw, 0, sizeof bw);
     if (watching && watch_init(&bw, w, &o) != ASSAY_OK) {
-        set_verdict(res, ASSAY_VERDICT_ERROR, "out of memory");
+        assay_check_error(res, "out of memory");
         return ASSAY_ERR_NOMEM;
     }
     char msg[640];
@@ -952,7 +938,7 @@ enum assay_status assay_check_soak(const struct assay_adapter *a, const struct a
             why_unwatched = "the engine has no block accounting to audit (its KV cache is not paged)";
             st = ASSAY_OK;
         } else if (st == ASSAY_ERR_INTERNAL) {
-            set_verdict(res, ASSAY_VERDICT_FAIL, "before the run: %s", msg);
+            assay_check_fail(res, "before the run: %s", msg);
             st = ASSAY_OK;
         }
     }
@@ -982,7 +968,7 @@ enum assay_status assay_check_soak(const struct assay_adapter *a, const struct a
         }
         if (res->verdict == ASSAY_VERDICT_PASS &&
             !assay_trace_check_transcript(wk, t[k], info.vocab, msg, sizeof msg)) {
-            set_verdict(res, ASSAY_VERDICT_FAIL, "%s%s", where, msg);
+            assay_check_fail(res, "%s%s", where, msg);
         }
         assay_workload_free(wk);
     }
@@ -990,15 +976,16 @@ enum assay_status assay_check_soak(const struct assay_adapter *a, const struct a
         res->n_checks++;
         if (!compare_tokens(w, t[1], t[0], i, arrangement_name(ARRANGE_GIVEN), &res->n_tokens,
                             msg, sizeof msg)) {
-            set_verdict(res, ASSAY_VERDICT_FAIL, "%s", msg);
+            assay_check_fail(res, "%s", msg);
         }
     }
     if (st != ASSAY_OK) {
-        res->verdict = ASSAY_VERDICT_ERROR;
-        snprintf(res->failure, sizeof res->failure, "could not run: %s", assay_status_str(st));
+        assay_check_error(res, "could not run: %s", assay_status_str(st));
     } else if (!watching && res->verdict == ASSAY_VERDICT_PASS) {
-        set_verdict(res, ASSAY_VERDICT_SKIP, "block conservation %s (trace consistency and "
-                    "isolation passed)", why_unwatched);
+        assay_check_skip(res,
+                         "block conservation %s (trace consistency and "
+                         "isolation passed)",
+                         why_unwatched);
     }
     res->n_checks += bw.n_audits;
     snprintf(res->summary, sizeof res->summary,
@@ -1033,7 +1020,7 @@ static bool parse_params(const struct assay_plan_item *item, struct assay_proper
     for (char *kv = strtok_r(buf, ",", &save); kv != NULL; kv = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(kv, '=');
         if (eq == NULL) {
-            set_verdict(res, ASSAY_VERDICT_ERROR, "parameter '%s': expected key=value", kv);
+            assay_check_error(res, "parameter '%s': expected key=value", kv);
             return false;
         }
         *eq = '\0';
@@ -1057,8 +1044,10 @@ static bool parse_params(const struct assay_plan_item *item, struct assay_proper
             ok = strcmp(v, "on") == 0 || strcmp(v, "off") == 0;
         }
         if (!ok) {
-            set_verdict(res, ASSAY_VERDICT_ERROR, "parameter %s=%s: expected probes=1..16, "
-                        "slack=-1.., tol=x, tie=x or self_check=on|off", kv, v);
+            assay_check_error(res,
+                              "parameter %s=%s: expected probes=1..16, "
+                              "slack=-1.., tol=x, tie=x or self_check=on|off",
+                              kv, v);
             return false;
         }
     }
@@ -1079,7 +1068,7 @@ static enum assay_status run_item(const struct assay_plan_item *item, const stru
         return ASSAY_OK;
     }
     if (w == NULL) {
-        set_verdict(res, ASSAY_VERDICT_ERROR, "the check needs a workload (the plan names none)");
+        assay_check_error(res, "the check needs a workload (the plan names none)");
         return ASSAY_OK;
     }
     return check(a, w, &o, res);

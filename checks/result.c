@@ -1,6 +1,7 @@
 #include "result.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -41,4 +42,57 @@ void assay_check_result_init(struct assay_check_result *r, const char *name,
     r->p_adjusted = NAN;
     r->min_tv = NAN;
     r->power = NAN;
+}
+
+static int severity(enum assay_verdict v)
+{
+    switch (v) {
+    case ASSAY_VERDICT_PASS: return 0;
+    case ASSAY_VERDICT_SKIP: return 1;
+    case ASSAY_VERDICT_ERROR: return 2;
+    case ASSAY_VERDICT_FAIL: return 3;
+    }
+    return 0;
+}
+
+static void raise_to(struct assay_check_result *res, enum assay_verdict v, const char *fmt,
+                     va_list ap)
+{
+    if (severity(v) <= severity(res->verdict)) {
+        return; /* not higher: the verdict and its first reason stand */
+    }
+    res->verdict = v;
+    vsnprintf(res->failure, sizeof res->failure, fmt, ap);
+}
+
+void assay_check_fail(struct assay_check_result *res, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    raise_to(res, ASSAY_VERDICT_FAIL, fmt, ap);
+    va_end(ap);
+}
+
+void assay_check_skip(struct assay_check_result *res, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    raise_to(res, ASSAY_VERDICT_SKIP, fmt, ap);
+    va_end(ap);
+}
+
+void assay_check_error(struct assay_check_result *res, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    raise_to(res, ASSAY_VERDICT_ERROR, fmt, ap);
+    va_end(ap);
+}
+
+void assay_check_set(struct assay_check_result *res, enum assay_verdict v, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    raise_to(res, v, fmt, ap);
+    va_end(ap);
 }

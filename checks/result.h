@@ -60,4 +60,24 @@ struct assay_check_result {
 void assay_check_result_init(struct assay_check_result *r, const char *name,
                              enum assay_family family);
 
+/*
+ * The one way a check states a verdict other than PASS, with its reason
+ * (printf-style, into res->failure). One precedence rule for every check:
+ * a verdict only ever rises, PASS < SKIP < ERROR < FAIL, and the first
+ * reason given at the final level stands (later ones are usually its
+ * consequences). A FAIL outranks an ERROR: a check that found the engine
+ * wrong and then could not finish has still found the engine wrong.
+ */
+void assay_check_fail(struct assay_check_result *res, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void assay_check_skip(struct assay_check_result *res, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+void assay_check_error(struct assay_check_result *res, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* The same for a verdict held in a variable (FAIL, SKIP or ERROR; PASS is
+ * ignored). */
+void assay_check_set(struct assay_check_result *res, enum assay_verdict v, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 #endif

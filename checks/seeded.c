@@ -20,10 +20,10 @@ enum assay_status assay_check_seeded_sameness(const struct assay_adapter *const 
         n_seeded += w->reqs[i].sampling.seeded && w->reqs[i].sampling.temperature > 0.0f;
     }
     if (n < 2 || n_seeded == 0) {
-        res->verdict = ASSAY_VERDICT_ERROR;
-        snprintf(res->failure, sizeof res->failure, "%s",
-                 n < 2 ? "needs at least two engines"
-                       : "the workload has no seeded sampled request (temperature > 0 and a seed)");
+        assay_check_error(
+            res, "%s",
+            n < 2 ? "needs at least two engines"
+                  : "the workload has no seeded sampled request (temperature > 0 and a seed)");
         return ASSAY_ERR_INVALID;
     }
     struct assay_transcript *ref = NULL;
@@ -38,11 +38,9 @@ enum assay_status assay_check_seeded_sameness(const struct assay_adapter *const 
             break;
         }
         if (t->status != ASSAY_OK) {
-            res->verdict = ASSAY_VERDICT_FAIL;
-            snprintf(res->failure, sizeof res->failure, "%s: %s", names[e], t->error);
+            assay_check_fail(res, "%s: %s", names[e], t->error);
         } else if (assay_check_delivery(w, t, msg, sizeof msg) >= 0) {
-            res->verdict = ASSAY_VERDICT_FAIL;
-            snprintf(res->failure, sizeof res->failure, "%s: %s", names[e], msg);
+            assay_check_fail(res, "%s: %s", names[e], msg);
         }
         if (e == 0 || res->verdict != ASSAY_VERDICT_PASS) {
             if (e == 0) {
@@ -67,23 +65,21 @@ enum assay_status assay_check_seeded_sameness(const struct assay_adapter *const 
             }
             compared += m;
             if (j < m || na != nb) {
-                res->verdict = ASSAY_VERDICT_FAIL;
-                snprintf(res->failure, sizeof res->failure,
-                         "request %llu (seed %llu, T %.2g, top-k %d, top-p %.2g): output position "
-                         "%d is token %d on %s but %d on %s (%d and %d tokens)",
-                         (unsigned long long)wr->id, (unsigned long long)wr->sampling.seed,
-                         (double)wr->sampling.temperature, (int)wr->sampling.top_k,
-                         (double)wr->sampling.top_p, (int)j, j < na ? (int)a->tokens[j] : -1,
-                         names[0], j < nb ? (int)b->tokens[j] : -1, names[e], (int)na, (int)nb);
+                assay_check_fail(
+                    res,
+                    "request %llu (seed %llu, T %.2g, top-k %d, top-p %.2g): output position "
+                    "%d is token %d on %s but %d on %s (%d and %d tokens)",
+                    (unsigned long long)wr->id, (unsigned long long)wr->sampling.seed,
+                    (double)wr->sampling.temperature, (int)wr->sampling.top_k,
+                    (double)wr->sampling.top_p, (int)j, j < na ? (int)a->tokens[j] : -1, names[0],
+                    j < nb ? (int)b->tokens[j] : -1, names[e], (int)na, (int)nb);
             }
         }
         assay_transcript_free(t);
     }
     assay_transcript_free(ref);
     if (st != ASSAY_OK) {
-        res->verdict = ASSAY_VERDICT_ERROR;
-        snprintf(res->failure, sizeof res->failure, "could not run the workload: %s",
-                 assay_status_str(st));
+        assay_check_error(res, "could not run the workload: %s", assay_status_str(st));
     }
     res->n_tokens = compared;
     snprintf(res->summary, sizeof res->summary,
@@ -117,9 +113,8 @@ enum assay_status assay_seeded_run_sameness(struct assay_verify_ctx *ctx,
     (void)ctx;
     (void)item;
     if (assay_bundled_engine(a) == NULL || w == NULL) {
-        res->verdict = ASSAY_VERDICT_SKIP;
-        snprintf(res->failure, sizeof res->failure, "%s",
-                 w == NULL ? "needs a workload" : "needs the bundled engine to reconfigure");
+        assay_check_skip(
+            res, "%s", w == NULL ? "needs a workload" : "needs the bundled engine to reconfigure");
         return ASSAY_OK;
     }
     enum { N_VAR = sizeof k_variants / sizeof k_variants[0] };
@@ -144,9 +139,8 @@ enum assay_status assay_seeded_run_sameness(struct assay_verify_ctx *ctx,
         st = assay_adapter_open_spec(spec, &others[v], &diag);
         if (st != ASSAY_OK) {
             char d[400];
-            res->verdict = ASSAY_VERDICT_ERROR;
-            snprintf(res->failure, sizeof res->failure, "engine %.200s: %.300s", spec,
-                     assay_diag_format(&diag, d, sizeof d));
+            assay_check_error(res, "engine %.200s: %.300s", spec,
+                              assay_diag_format(&diag, d, sizeof d));
             break;
         }
         list[v + 1] = &others[v];

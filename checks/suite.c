@@ -350,12 +350,11 @@ enum assay_status assay_run_plan_item(struct assay_verify_ctx *ctx,
      * them are one check: the first runs, the others say which it was. */
     const struct assay_plan_item *same = bundled_base(base_spec) ? NULL : ran_before(ctx, item);
     if (same != NULL) {
-        res->verdict = ASSAY_VERDICT_SKIP;
         res->repro[0] = '\0';
-        snprintf(res->failure, sizeof res->failure,
-                 "the same check as %s on this engine: its options (%.200s) configure the "
-                 "bundled engine only, and its check and workload are %s's",
-                 same->name, item->options, same->name);
+        assay_check_skip(res,
+                         "the same check as %s on this engine: its options (%.200s) configure the "
+                         "bundled engine only, and its check and workload are %s's",
+                         same->name, item->options, same->name);
         snprintf(res->summary, sizeof res->summary, "not run again: the same check as %s",
                  same->name);
         return ASSAY_OK;
@@ -371,9 +370,8 @@ enum assay_status assay_run_plan_item(struct assay_verify_ctx *ctx,
     struct assay_adapter a;
     enum assay_status st = assay_adapter_open_spec_cached(res->engine, ctx->models, &a, &diag);
     if (st != ASSAY_OK) {
-        res->verdict = ASSAY_VERDICT_ERROR;
-        snprintf(res->failure, sizeof res->failure, "engine: %s: %s", assay_status_str(st),
-                 assay_diag_format(&diag, why, sizeof why));
+        assay_check_error(res, "engine: %s: %s", assay_status_str(st),
+                          assay_diag_format(&diag, why, sizeof why));
         return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
     }
     struct assay_engine *engine = assay_bundled_engine(&a);
@@ -392,9 +390,7 @@ enum assay_status assay_run_plan_item(struct assay_verify_ctx *ctx,
         st = assay_workload_load(path, &lim, &w, &diag);
     }
     if (st != ASSAY_OK) {
-        res->verdict = ASSAY_VERDICT_ERROR;
-        snprintf(res->failure, sizeof res->failure, "workload: %s",
-                 assay_diag_format(&diag, why, sizeof why));
+        assay_check_error(res, "workload: %s", assay_diag_format(&diag, why, sizeof why));
         assay_adapter_close(&a);
         return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
     }
@@ -413,11 +409,11 @@ static enum assay_status run_equivalence(struct assay_verify_ctx *ctx,
     (void)item;
     const struct assay_model *model = assay_verify_engine_model(a);
     if (model == NULL || w == NULL) {
-        res->verdict = ASSAY_VERDICT_SKIP;
-        snprintf(res->failure, sizeof res->failure, "%s",
-                 model == NULL ? "needs the engine's weights for the oracle (for a server serving a "
-                                 "GGUF file: assay audit --url URL --model FILE.gguf)"
-                               : "needs a workload");
+        assay_check_skip(res, "%s",
+                         model == NULL
+                             ? "needs the engine's weights for the oracle (for a server serving a "
+                               "GGUF file: assay audit --url URL --model FILE.gguf)"
+                             : "needs a workload");
         return ASSAY_OK;
     }
     struct assay_oracle_memo *memo = NULL;
