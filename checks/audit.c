@@ -229,10 +229,9 @@ static enum assay_status run(const struct assay_adapter *ad, const struct assay_
     return assay_harness_run(ad, w, &ho, t);
 }
 
-/* The greedy tie rule between two runs: request i's tokens in run A and
- * run B (both delivered correctly) agree up to where one ends; at the
- * first difference, both tokens must be within tie_tol of the oracle's
- * maximum logit (given the common prefix), and the comparison of that
+/* Two runs of request i (both delivered correctly) agree up to where one
+ * ends; at the first difference the two tokens must tie by the oracle's
+ * logits given the common prefix (assay_tie), and the comparison of that
  * request ends there. Returns false with msg set on a real divergence. */
 static bool same_or_tie(struct assay_audit *a, const struct assay_workload_request *wr,
                         const struct assay_transcript_req *qa,
@@ -254,23 +253,18 @@ static bool same_or_tie(struct assay_audit *a, const struct assay_workload_reque
             return false;
         }
         const double *row = rows + (int64_t)t * a->model->cfg.vocab;
-        double best = row[0];
-        for (int32_t k = 1; k < a->model->cfg.vocab; k++) {
-            best = row[k] > best ? row[k] : best;
-        }
-        double ga = best - row[qa->tokens[t]], gb = best - row[qb->tokens[t]];
-        double gap = ga > gb ? ga : gb;
-        if (gap <= ASSAY_EQUIV_TIE_TOL) {
+        double gap;
+        if (assay_tie(row, a->model->cfg.vocab, qa->tokens[t], qb->tokens[t], ASSAY_EQUIV_TIE_TOL,
+                      &gap)) {
             (*n_ties)++;
             *max_gap = gap > *max_gap ? gap : *max_gap;
             return true;
         }
         snprintf(msg, size,
                  "request %llu, output position %d: token %d %s, token %d %s; the oracle's logits "
-                 "are %.6f and %.6f (best %.6f): not a tie within %g",
-                 (unsigned long long)wr->id, (int)t, (int)qa->tokens[t], what_a,
-                 (int)qb->tokens[t], what_b, row[qa->tokens[t]], row[qb->tokens[t]], best,
-                 ASSAY_EQUIV_TIE_TOL);
+                 "are %.6f and %.6f, the farther %.6f below its best: not a tie within %g",
+                 (unsigned long long)wr->id, (int)t, (int)qa->tokens[t], what_a, (int)qb->tokens[t],
+                 what_b, row[qa->tokens[t]], row[qb->tokens[t]], gap, ASSAY_EQUIV_TIE_TOL);
         return false;
     }
     if (qa->n_events != qb->n_events) {
@@ -528,7 +522,8 @@ static enum assay_status check_logprobs(struct assay_audit *a, struct assay_chec
             int32_t mine = q->tokens[pos];
             res->n_tokens++;
             n_eos += best == a->p.eos_token && a->p.eos_token >= 0;
-            if (mine != best && best == a->p.eos_token && a->p.eos_token >= 0) {
+            bool eos_banned = mine != best && best == a->p.eos_token && a->p.eos_token >= 0;
+            if (eos_banned) {
                 /* ignore_eos: the server bans EOS; it must take the best
                  * other token. */
                 int32_t other = best == 0 ? 1 : 0;
@@ -541,8 +536,16 @@ static enum assay_status check_logprobs(struct assay_audit *a, struct assay_chec
                 best = other;
             }
             if (mine != best) {
-                double gap = row[best] - row[mine];
-                if (gap <= ASSAY_EQUIV_TIE_TOL) {
+                /* The reference row: the oracle's, without EOS where the
+                 * server bans it (sorted is free scratch until below). */
+                const double *ref = row;
+                if (eos_banned) {
+                    memcpy(sorted, row, sizeof(double) * (size_t)v);
+                    sorted[a->p.eos_token] = -INFINITY;
+                    ref = sorted;
+                }
+                double gap;
+                if (assay_tie(ref, v, mine, best, ASSAY_EQUIV_TIE_TOL, &gap)) {
                     res->n_ties++;
                     if (!isfinite(res->max_tie_gap) || gap > res->max_tie_gap) {
                         res->max_tie_gap = gap;

@@ -203,6 +203,25 @@ int32_t assay_check_delivery(const struct assay_workload *w, const struct assay_
     return -1;
 }
 
+bool assay_tie(const double *row, int32_t vocab, int32_t a, int32_t b, double tol, double *gap)
+{
+    double g = NAN;
+    bool tie = false;
+    if (a >= 0 && a < vocab && b >= 0 && b < vocab) {
+        double best = row[0];
+        for (int32_t v = 1; v < vocab; v++) {
+            best = row[v] > best ? row[v] : best;
+        }
+        double ga = best - row[a], gb = best - row[b];
+        g = ga > gb ? ga : gb;
+        tie = a == b || g <= tol; /* false for a NaN gap */
+    }
+    if (gap != NULL) {
+        *gap = g;
+    }
+    return tie;
+}
+
 static int32_t argmax_d(const double *x, int32_t n)
 {
     int32_t best = 0;
@@ -282,8 +301,8 @@ enum assay_status assay_check_equivalence(const struct assay_adapter *a,
             if (mine == best) {
                 continue;
             }
-            double gap = row[best] - row[mine];
-            if (gap <= tol) {
+            double gap;
+            if (assay_tie(row, vocab, mine, best, tol, &gap)) {
                 res->n_ties++;
                 res->max_tie_gap = gap > res->max_tie_gap ? gap : res->max_tie_gap;
                 continue;

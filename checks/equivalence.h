@@ -6,9 +6,8 @@
  * oracle computes, in one teacher-forced pass over the prompt and the
  * engine's own tokens, the logits at every output position. Position t
  * agrees when the engine's token is the oracle's argmax. Floating-point
- * ties are the one legitimate divergence: a different token is accepted
- * when the oracle's logits for the two tokens differ by at most tie_tol, and
- * the comparison continues teacher-forced on the engine's token. Anything
+ * ties are the one legitimate divergence (assay_tie below), and the
+ * comparison continues teacher-forced on the engine's token. Anything
  * else fails, with the request, the position, both tokens and both logits.
  * The check also fails a request that is rejected, finishes other than once,
  * finishes with an error, delivers a position twice or out of order, or
@@ -17,6 +16,9 @@
  */
 #ifndef ASSAY_EQUIVALENCE_H
 #define ASSAY_EQUIVALENCE_H
+
+#include <stdbool.h>
+#include <stdint.h>
 
 #include "../adapters/adapter.h"
 #include "../core/workload.h"
@@ -28,6 +30,30 @@
  * ("The tie rule"): far above the engine's fp32 error, far below a real
  * divergence. */
 #define ASSAY_EQUIV_TIE_TOL 1e-3
+
+/*
+ * The tie rule: the one definition of a floating-point tie, used by every
+ * check that compares tokens (equivalence, the audit, compare, isolation).
+ *
+ * At one output position, given reference logits `row` (vocab entries) for
+ * the common prefix, two tokens a and b tie when both lie within tol of the
+ * row's largest logit:
+ *
+ *     gap = max(best - row[a], best - row[b]) <= tol,  best = max_v row[v]
+ *
+ * One of the two is usually the best token itself, and the gap is then how
+ * far the other is below it. When neither is the best, both sides left the
+ * reference and the rule does not excuse them. The reference is the
+ * oracle's double-precision logits wherever the weights are known; the
+ * isolation check, which runs no oracle, uses the engine's own logits of
+ * the request run alone. tol is ASSAY_EQUIV_TIE_TOL unless a caller states
+ * another (README, "The tie rule", says why 1e-3).
+ *
+ * Returns whether a and b tie (true when a == b), with the gap in *gap
+ * (may be NULL); a token outside [0, vocab) or a NaN logit is never a tie
+ * (*gap is then NaN).
+ */
+bool assay_tie(const double *row, int32_t vocab, int32_t a, int32_t b, double tol, double *gap);
 
 /* The oracle's logits for sequences already seen, so that engine
  * configurations that produce the same tokens cost one oracle pass. */

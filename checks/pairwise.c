@@ -532,8 +532,8 @@ static enum assay_status run_greedy(struct assay_verify_ctx *ctx, const struct a
                     break;
                 }
                 const double *row = rows + (int64_t)j * vocab;
-                double gap = fabs(row[tok_a] - row[tok_b]);
-                if (gap <= c->tie_tol) {
+                double gap;
+                if (assay_tie(row, vocab, tok_a, tok_b, c->tie_tol, &gap)) {
                     res->n_ties++;
                     res->max_tie_gap = gap > res->max_tie_gap ? gap : res->max_tie_gap;
                     n_cut++;
@@ -543,7 +543,7 @@ static enum assay_status run_greedy(struct assay_verify_ctx *ctx, const struct a
                     assay_check_fail(
                         res,
                         "request %llu, output position %d: baseline token %d, candidate "
-                        "token %d; the oracle's logits for them differ by %.6f > tie "
+                        "token %d; the farther is %.6f below the oracle's best logit > tie "
                         "tolerance %g",
                         (unsigned long long)wr->id, (int)j, (int)tok_b, (int)tok_a, gap,
                         c->tie_tol);

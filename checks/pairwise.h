@@ -13,10 +13,10 @@
  *                        candidate's tokens must be the baseline's, token
  *                        for token. Where the weights are known, the first
  *                        divergence of a request is accepted as a
- *                        floating-point tie when the oracle's logits for
- *                        the two tokens, given the common prefix, differ by
- *                        at most the tie tolerance (the equivalence
- *                        family's rule); that request is then compared no
+ *                        floating-point tie by the tie rule (assay_tie,
+ *                        checks/equivalence.h) on the oracle's logits
+ *                        given the common prefix; that request is then
+ *                        compared no
  *                        further (the engines now condition on different
  *                        prefixes; compare.oracle judges the rest). Without
  *                        the weights any divergence fails.

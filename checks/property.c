@@ -520,6 +520,7 @@ struct iso_stats {
     int32_t n_ties;
     double max_diff;    /* largest |logit difference| */
     int64_t n_logits;   /* positions whose logits were compared */
+    double *row;        /* (vocab) scratch: a reference row for the tie rule */
 };
 
 /* The first non-finite logit of a run, if any. */
@@ -566,10 +567,16 @@ static bool compare_probe(const struct assay_transcript *tr, const struct assay_
         const float *lg = have_got ? got->logits + (int64_t)t * vocab : NULL;
         int32_t a = ref->tokens[t], b = got->tokens[t];
         if (a != b) {
-            if (!invariant && lr != NULL && a >= 0 && a < vocab && b >= 0 && b < vocab &&
-                fabs((double)lr[a] - (double)lr[b]) <= o->tie_tol) {
-                s->n_ties++;
-                return true; /* a tie: past it the two runs legitimately differ */
+            /* The tie rule (assay_tie) on the engine's own logits alone:
+             * no oracle runs here. An invariant engine has no ties. */
+            if (!invariant && lr != NULL) {
+                for (int32_t v = 0; v < vocab; v++) {
+                    s->row[v] = (double)lr[v];
+                }
+                if (assay_tie(s->row, vocab, a, b, o->tie_tol, NULL)) {
+                    s->n_ties++;
+                    return true; /* past a tie the two runs legitimately differ */
+                }
             }
             snprintf(msg, size,
                      "request %llu, output position %d: token %d alone, %d %s%s", (unsigned long long)id,
@@ -688,7 +695,12 @@ enum assay_status assay_check_isolation(const struct assay_adapter *a,
         is_probe[probe[k]] = true;
     }
     enum assay_status st = ASSAY_OK;
-    struct iso_stats s = {0, 0, 0.0, 0};
+    struct iso_stats s = {0, 0, 0.0, 0, assay_calloc((size_t)info.vocab, sizeof(double))};
+    if (s.row == NULL) {
+        assay_free(is_probe);
+        assay_check_error(res, "out of memory");
+        return ASSAY_ERR_NOMEM;
+    }
     char msg[600];
     /* Each probe alone: no neighbour at all. */
     for (int32_t k = 0; k < n_probes && st == ASSAY_OK && res->verdict == ASSAY_VERDICT_PASS; k++) {
@@ -748,6 +760,7 @@ enum assay_status assay_check_isolation(const struct assay_adapter *a,
         assay_workload_free(aw[k]);
     }
     assay_free(is_probe);
+    assay_free(s.row);
     res->n_tokens = s.n_tokens;
     res->n_ties = s.n_ties;
     res->max_logit_diff = s.max_diff;

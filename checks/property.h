@@ -26,8 +26,9 @@
  * logits must be bit-identical where the adapter claims batch invariance,
  * else within logit_tol (the largest difference is reported). Where the
  * engine is not batch invariant, a different token is accepted as a
- * floating-point tie when its logit, in the run alone, is within tie_tol of
- * the alone run's token; the probe's comparison then ends there.
+ * floating-point tie by the tie rule (assay_tie, checks/equivalence.h) on
+ * the logits of the run alone, with tie_tol; the probe's comparison then
+ * ends there.
  * assay_check_isolation_blackbox needs no capability: every request's tokens
  * at concurrency 1 (each request alone) must equal its tokens when all
  * arrive at once, one per step, and as the workload says.
