@@ -34,6 +34,7 @@
 #include "property.h"
 #include "stats.h"
 #include "trace.h"
+#include "context.h"
 
 #define MAX_FINDINGS 24
 #define MAX_GAUGES 16
@@ -41,55 +42,6 @@
 #define MAX_STEPS 20000000LL
 #define METRICS_MAX_BYTES (4u << 20)
 #define IDLE_WAIT_NS (15LL * 1000000000LL)
-
-static const struct assay_audit_check k_plan[] = {
-    {"audit.equiv.alone", ASSAY_FAMILY_EQUIVALENCE,
-     "greedy tokens against the oracle (tie rule), each request alone", false},
-    {"audit.equiv.concurrent", ASSAY_FAMILY_EQUIVALENCE,
-     "greedy tokens against the oracle, requests joining a running batch, more than the slots",
-     false},
-    {"audit.equiv.logprobs", ASSAY_FAMILY_EQUIVALENCE,
-     "top logprobs against the oracle's log-softmax, greedy, all requests at once", false},
-    {"audit.dist.gof.t1", ASSAY_FAMILY_DISTRIBUTIONAL,
-     "chi-squared of the first sampled token at temperature 1 against the oracle", false},
-    {"audit.dist.gof.top-k-top-p", ASSAY_FAMILY_DISTRIBUTIONAL,
-     "chi-squared of the first sampled token with top-k and top-p (SEQUENTIAL order)", false},
-    {"audit.dist.pit.t1", ASSAY_FAMILY_DISTRIBUTIONAL,
-     "randomised PIT of whole sampled sequences at temperature 1: KS and chi-squared", false},
-    {"audit.dist.pit.top-k-top-p", ASSAY_FAMILY_DISTRIBUTIONAL,
-     "randomised PIT of whole sequences with top-k and top-p", false},
-    {"audit.dist.homogeneity", ASSAY_FAMILY_DISTRIBUTIONAL,
-     "2 x k chi-squared: the server's first token against the bundled engine's", false},
-    {"audit.prop.batch-invariance", ASSAY_FAMILY_PROPERTY,
-     "greedy tokens identical at concurrency 1, 2, the slots and twice the slots", false},
-    {"audit.prop.finish", ASSAY_FAMILY_PROPERTY,
-     "each request finishes once with a correct reason: EOS, other stop tokens, length, abort",
-     false},
-    {"audit.prop.usage", ASSAY_FAMILY_PROPERTY,
-     "the token counts the server reports equal what was sent and received", false},
-    {"audit.prop.stream", ASSAY_FAMILY_PROPERTY,
-     "streamed and non-streamed outputs identical", false},
-    {"audit.prop.idle-requests", ASSAY_FAMILY_PROPERTY,
-     "the server's running and waiting requests (/metrics) back to idle after the run", true},
-    {"audit.prop.idle-kv", ASSAY_FAMILY_PROPERTY,
-     "the server's KV-cache usage (/metrics) back to its idle level after the run", true},
-};
-
-const struct assay_audit_check *assay_audit_plan(size_t *n)
-{
-    *n = sizeof k_plan / sizeof k_plan[0];
-    return k_plan;
-}
-
-const struct assay_audit_check *assay_audit_find(const char *name)
-{
-    for (size_t i = 0; i < sizeof k_plan / sizeof k_plan[0]; i++) {
-        if (strcmp(k_plan[i].name, name) == 0) {
-            return &k_plan[i];
-        }
-    }
-    return NULL;
-}
 
 /* The gauges the idle checks look for, by server. */
 static const struct {
@@ -1477,21 +1429,67 @@ enum assay_status assay_audit_open(const struct assay_audit_params *p, struct as
     return ASSAY_OK;
 }
 
-enum assay_status assay_audit_run_check(struct assay_audit *a, const struct assay_audit_check *c,
+/* ---- the runners of the audit's checks (registered in checks/plan.c) ---- */
+
+#define AUDIT_RUNNER(fn, call)                                                                     \
+    enum assay_status fn(struct assay_verify_ctx *ctx, const struct assay_plan_item *item,         \
+                         const struct assay_target *t, const struct assay_workload *w,             \
+                         struct assay_check_result *res)                                           \
+    {                                                                                              \
+        (void)ctx;                                                                                 \
+        (void)item;                                                                                \
+        (void)w;                                                                                   \
+        struct assay_audit *a = t->owner;                                                          \
+        return call;                                                                               \
+    }
+
+AUDIT_RUNNER(assay_audit_run_equiv_alone, check_equiv(a, true, res))
+AUDIT_RUNNER(assay_audit_run_equiv_concurrent, check_equiv(a, false, res))
+AUDIT_RUNNER(assay_audit_run_logprobs, check_logprobs(a, res))
+AUDIT_RUNNER(assay_audit_run_gof_t1, check_dist(a, D_GOF, false, res))
+AUDIT_RUNNER(assay_audit_run_gof_filtered, check_dist(a, D_GOF, true, res))
+AUDIT_RUNNER(assay_audit_run_pit_t1, check_dist(a, D_PIT, false, res))
+AUDIT_RUNNER(assay_audit_run_pit_filtered, check_dist(a, D_PIT, true, res))
+AUDIT_RUNNER(assay_audit_run_homogeneity, check_dist(a, D_HOMOGENEITY, false, res))
+AUDIT_RUNNER(assay_audit_run_batch_invariance, check_batch_invariance(a, res))
+AUDIT_RUNNER(assay_audit_run_finish, check_finish(a, res))
+AUDIT_RUNNER(assay_audit_run_usage, check_usage(a, res))
+AUDIT_RUNNER(assay_audit_run_stream, check_stream(a, res))
+AUDIT_RUNNER(assay_audit_run_idle_requests, check_idle(a, false, res))
+AUDIT_RUNNER(assay_audit_run_idle_kv, check_idle(a, true, res))
+
+enum assay_status assay_audit_run_check(struct assay_audit *a, const struct assay_plan_item *c,
                                         struct assay_check_result *res)
 {
     int64_t t0 = assay_now_ns();
     assay_check_result_init(res, c->name, c->family);
     snprintf(res->engine, sizeof res->engine, "%.319s", a->srv_spec);
-    int n = snprintf(res->repro, sizeof res->repro,
-                     "%.150s audit --url %.200s --model %.250s%s --check %.60s --seed %llu%s",
-                     a->program, a->url, a->model_path,
-                     a->p.api == ASSAY_OPENAI_API_V1 ? " --api v1" : "", c->name,
-                     (unsigned long long)a->p.seed, a->p.quick ? " --quick" : "");
+    if ((c->needs & ASSAY_NEED_BASELINE) != 0) {
+        snprintf(res->engine, sizeof res->engine, "%.150s vs %.160s", a->srv_spec, a->bundled_spec);
+    }
+    /* The target: the server, the weights it serves (the oracle's copy), the
+     * bundled engine on the same file beside it. */
+    struct assay_target t;
+    memset(&t, 0, sizeof t);
+    t.adapter = &a->srv;
+    t.spec = a->srv_spec;
+    t.model = a->model;
+    t.order = a->p.order;
+    t.baseline = a->bundled_spec;
+    t.owner = a;
+    t.can = ASSAY_NEED_SERVER | ASSAY_NEED_WEIGHTS | ASSAY_NEED_BASELINE | ASSAY_NEED_SEEDS;
+    t.can |= a->metrics_read ? ASSAY_NEED_METRICS : 0;
     /* The settings that change what the check does. */
-    char extra[200] = "";
+    char target_args[600], extra[300] = "";
+    snprintf(target_args, sizeof target_args, "--url %.200s --model %.250s", a->url, a->model_path);
     size_t l = 0;
-    if (a->p.order == ASSAY_SAMPLING_JOINT) {
+    if (a->p.api == ASSAY_OPENAI_API_V1) {
+        l += (size_t)snprintf(extra + l, sizeof extra - l, " --api v1");
+    }
+    if (a->p.quick && l < sizeof extra) {
+        l += (size_t)snprintf(extra + l, sizeof extra - l, " --quick");
+    }
+    if (a->p.order == ASSAY_SAMPLING_JOINT && l < sizeof extra) {
         l += (size_t)snprintf(extra + l, sizeof extra - l, " --order joint");
     }
     if (a->served[0] != '\0' && l < sizeof extra) {
@@ -1503,43 +1501,14 @@ enum assay_status assay_audit_run_check(struct assay_audit *a, const struct assa
     if (a->p.slots != 4 && l < sizeof extra) {
         snprintf(extra + l, sizeof extra - l, " --slots %d", (int)a->p.slots);
     }
-    if (n > 0 && (size_t)n < sizeof res->repro) {
-        snprintf(res->repro + n, sizeof res->repro - (size_t)n, "%s", extra);
-    }
-    enum assay_status st;
-    if (strcmp(c->name, "audit.equiv.alone") == 0) {
-        st = check_equiv(a, true, res);
-    } else if (strcmp(c->name, "audit.equiv.concurrent") == 0) {
-        st = check_equiv(a, false, res);
-    } else if (strcmp(c->name, "audit.equiv.logprobs") == 0) {
-        st = check_logprobs(a, res);
-    } else if (strcmp(c->name, "audit.dist.gof.t1") == 0) {
-        st = check_dist(a, D_GOF, false, res);
-    } else if (strcmp(c->name, "audit.dist.gof.top-k-top-p") == 0) {
-        st = check_dist(a, D_GOF, true, res);
-    } else if (strcmp(c->name, "audit.dist.pit.t1") == 0) {
-        st = check_dist(a, D_PIT, false, res);
-    } else if (strcmp(c->name, "audit.dist.pit.top-k-top-p") == 0) {
-        st = check_dist(a, D_PIT, true, res);
-    } else if (strcmp(c->name, "audit.dist.homogeneity") == 0) {
-        snprintf(res->engine, sizeof res->engine, "%.150s vs %.160s", a->srv_spec,
-                 a->bundled_spec);
-        st = check_dist(a, D_HOMOGENEITY, false, res);
-    } else if (strcmp(c->name, "audit.prop.batch-invariance") == 0) {
-        st = check_batch_invariance(a, res);
-    } else if (strcmp(c->name, "audit.prop.finish") == 0) {
-        st = check_finish(a, res);
-    } else if (strcmp(c->name, "audit.prop.usage") == 0) {
-        st = check_usage(a, res);
-    } else if (strcmp(c->name, "audit.prop.stream") == 0) {
-        st = check_stream(a, res);
-    } else if (strcmp(c->name, "audit.prop.idle-requests") == 0) {
-        st = check_idle(a, false, res);
-    } else if (strcmp(c->name, "audit.prop.idle-kv") == 0) {
-        st = check_idle(a, true, res);
-    } else {
-        st = ASSAY_ERR_INVALID;
-        assay_check_error(res, "no audit check called %s", c->name);
+    assay_repro_line(res->repro, sizeof res->repro, a->program, "audit", target_args, c->name,
+                     a->p.seed, extra);
+    enum assay_status st = ASSAY_OK;
+    if (assay_target_meets(&t, c, res)) {
+        st = c->run(NULL, c, &t, NULL, res);
+    } else if ((c->needs & ~t.can & ASSAY_NEED_METRICS) != 0 && a->metrics_status[0] != '\0') {
+        size_t len = strlen(res->failure);
+        snprintf(res->failure + len, sizeof res->failure - len, " (%s)", a->metrics_status);
     }
     if (res->verdict == ASSAY_VERDICT_PASS || res->verdict == ASSAY_VERDICT_SKIP) {
         res->repro[0] = '\0'; /* reproducers are for failures */

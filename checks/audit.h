@@ -6,7 +6,7 @@
  * The server serves a GGUF file; the oracle loads the same file, and so
  * does a bundled engine (for the two-sample test and the side-by-side
  * benchmark, which bench/versus.h runs). The checks, in the order of the
- * plan (assay_audit_plan):
+ * plan:
  *
  *   equivalence
  *     audit.equiv.alone        greedy tokens against the oracle (the tie rule
@@ -40,6 +40,11 @@
  * The last two read the server's state after everything else, the
  * benchmark included: run them last (after_bench in the plan).
  *
+ * The checks are registered in checks/plan.c (assay_plan_for(
+ * ASSAY_COMMAND_AUDIT)) with their runners, declared at the end of this
+ * file; assay_audit_run_check builds the target (the server, the weights it
+ * serves, the bundled engine beside it) and runs one.
+ *
  * End of generation: the oracle treats the server's EOS like any token.
  * Requests that must deliver exactly max_tokens (the distributional checks)
  * go through a gate (adapters/gate.h) that lets the server stop on EOS and
@@ -67,6 +72,7 @@
 #include "../adapters/openai.h"
 #include "../core/status.h"
 #include "../engine/model.h"
+#include "check.h"
 #include "result.h"
 
 /* A top logprob may differ from the oracle's log-softmax by this much: the
@@ -101,20 +107,6 @@ struct assay_audit_params {
 /* The defaults above, with url and model_path NULL. */
 struct assay_audit_params assay_audit_default_params(void);
 
-/* One check of the plan. */
-struct assay_audit_check {
-    const char *name;
-    enum assay_family family;
-    const char *about;
-    bool after_bench; /* reads the server's state after everything else */
-};
-
-/* The plan, in the order it runs. */
-const struct assay_audit_check *assay_audit_plan(size_t *n);
-
-/* The check called name, or NULL. */
-const struct assay_audit_check *assay_audit_find(const char *name);
-
 struct assay_audit;
 
 /*
@@ -137,7 +129,7 @@ enum assay_status assay_audit_open(const struct assay_audit_params *p, struct as
  * another status when the check could not run (res->verdict is then ERROR
  * with the reason).
  */
-enum assay_status assay_audit_run_check(struct assay_audit *a, const struct assay_audit_check *c,
+enum assay_status assay_audit_run_check(struct assay_audit *a, const struct assay_plan_item *c,
                                         struct assay_check_result *res);
 
 /* After the checks: Holm's procedure across the distributional results
@@ -179,5 +171,78 @@ size_t assay_audit_gauges(const struct assay_audit *a, const struct assay_audit_
 const char *assay_audit_metrics_status(const struct assay_audit *a);
 
 void assay_audit_close(struct assay_audit *a);
+
+/* The runners of the audit's checks (assay_check_fn): t->owner is the
+ * struct assay_audit. */
+enum assay_status assay_audit_run_equiv_alone(struct assay_verify_ctx *ctx,
+                                              const struct assay_plan_item *item,
+                                              const struct assay_target *t,
+                                              const struct assay_workload *w,
+                                              struct assay_check_result *res);
+enum assay_status assay_audit_run_equiv_concurrent(struct assay_verify_ctx *ctx,
+                                                   const struct assay_plan_item *item,
+                                                   const struct assay_target *t,
+                                                   const struct assay_workload *w,
+                                                   struct assay_check_result *res);
+enum assay_status assay_audit_run_logprobs(struct assay_verify_ctx *ctx,
+                                           const struct assay_plan_item *item,
+                                           const struct assay_target *t,
+                                           const struct assay_workload *w,
+                                           struct assay_check_result *res);
+enum assay_status assay_audit_run_gof_t1(struct assay_verify_ctx *ctx,
+                                         const struct assay_plan_item *item,
+                                         const struct assay_target *t,
+                                         const struct assay_workload *w,
+                                         struct assay_check_result *res);
+enum assay_status assay_audit_run_gof_filtered(struct assay_verify_ctx *ctx,
+                                               const struct assay_plan_item *item,
+                                               const struct assay_target *t,
+                                               const struct assay_workload *w,
+                                               struct assay_check_result *res);
+enum assay_status assay_audit_run_pit_t1(struct assay_verify_ctx *ctx,
+                                         const struct assay_plan_item *item,
+                                         const struct assay_target *t,
+                                         const struct assay_workload *w,
+                                         struct assay_check_result *res);
+enum assay_status assay_audit_run_pit_filtered(struct assay_verify_ctx *ctx,
+                                               const struct assay_plan_item *item,
+                                               const struct assay_target *t,
+                                               const struct assay_workload *w,
+                                               struct assay_check_result *res);
+enum assay_status assay_audit_run_homogeneity(struct assay_verify_ctx *ctx,
+                                              const struct assay_plan_item *item,
+                                              const struct assay_target *t,
+                                              const struct assay_workload *w,
+                                              struct assay_check_result *res);
+enum assay_status assay_audit_run_batch_invariance(struct assay_verify_ctx *ctx,
+                                                   const struct assay_plan_item *item,
+                                                   const struct assay_target *t,
+                                                   const struct assay_workload *w,
+                                                   struct assay_check_result *res);
+enum assay_status assay_audit_run_finish(struct assay_verify_ctx *ctx,
+                                         const struct assay_plan_item *item,
+                                         const struct assay_target *t,
+                                         const struct assay_workload *w,
+                                         struct assay_check_result *res);
+enum assay_status assay_audit_run_usage(struct assay_verify_ctx *ctx,
+                                        const struct assay_plan_item *item,
+                                        const struct assay_target *t,
+                                        const struct assay_workload *w,
+                                        struct assay_check_result *res);
+enum assay_status assay_audit_run_stream(struct assay_verify_ctx *ctx,
+                                         const struct assay_plan_item *item,
+                                         const struct assay_target *t,
+                                         const struct assay_workload *w,
+                                         struct assay_check_result *res);
+enum assay_status assay_audit_run_idle_requests(struct assay_verify_ctx *ctx,
+                                                const struct assay_plan_item *item,
+                                                const struct assay_target *t,
+                                                const struct assay_workload *w,
+                                                struct assay_check_result *res);
+enum assay_status assay_audit_run_idle_kv(struct assay_verify_ctx *ctx,
+                                          const struct assay_plan_item *item,
+                                          const struct assay_target *t,
+                                          const struct assay_workload *w,
+                                          struct assay_check_result *res);
 
 #endif

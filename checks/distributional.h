@@ -66,7 +66,6 @@
 #include "../core/status.h"
 #include "../engine/model.h"
 #include "result.h"
-#include "suite.h"
 
 /* Per-check level: with ~10 checks the family-wise false-alarm rate is
  * about 1e-5 (statistics.md: ~1e-6 per check for 1e-4 over ~100 checks). */
@@ -188,32 +187,5 @@ enum assay_status assay_dist_homogeneity(const struct assay_adapter *a,
  * negative number when memory ran out (then nothing was changed).
  */
 double assay_dist_finalize(struct assay_check_result *results, size_t n);
-
-/* Plan-item runners (assay_check_fn, checks/suite.h) over the bundled
- * engine: the weights (and draft) come from the engine; another adapter
- * gives SKIP. Parameters are the defaults, then item->params; the seed is
- * assay_verify_seed(ctx, item->name). assay_dist_run_homogeneity opens the
- * second engine from the first's spec with the options of the "vs" key
- * ("vs=spec=0;batch=64": ';' between options). */
-enum assay_status assay_dist_run_gof(struct assay_verify_ctx *ctx,
-                                     const struct assay_plan_item *item,
-                                     const struct assay_adapter *a,
-                                     const struct assay_workload *w,
-                                     struct assay_check_result *res);
-enum assay_status assay_dist_run_pit(struct assay_verify_ctx *ctx,
-                                     const struct assay_plan_item *item,
-                                     const struct assay_adapter *a,
-                                     const struct assay_workload *w,
-                                     struct assay_check_result *res);
-enum assay_status assay_dist_run_acceptance(struct assay_verify_ctx *ctx,
-                                            const struct assay_plan_item *item,
-                                            const struct assay_adapter *a,
-                                            const struct assay_workload *w,
-                                            struct assay_check_result *res);
-enum assay_status assay_dist_run_homogeneity(struct assay_verify_ctx *ctx,
-                                             const struct assay_plan_item *item,
-                                             const struct assay_adapter *a,
-                                             const struct assay_workload *w,
-                                             struct assay_check_result *res);
 
 #endif

@@ -14,18 +14,9 @@
 #include "equivalence.h"
 #include "harness.h"
 #include "property.h"
-#include "suite.h"
+#include "context.h"
 
 struct assay_pairwise;
-
-/* A plan item that knows its comparison: assay_run_plan_item and
- * assay_shrink hand the item back to the runner unchanged, and the item is
- * the first member, so the runner finds the rest. */
-struct pairwise_item {
-    struct assay_plan_item item;
-    struct assay_pairwise *cmp;
-    size_t index;
-};
 
 /* Copies of an adapter's self-description that outlive the adapter. */
 struct info_copy {
@@ -46,97 +37,7 @@ struct assay_pairwise {
     const struct assay_model *cand_model; /* the candidate's when bundled (in models) */
     struct info_copy base_info, cand_info;
     char weights[1100];
-    struct pairwise_item *items;
-    size_t n_items;
 };
-
-static enum assay_status run_greedy(struct assay_verify_ctx *ctx, const struct assay_plan_item *item,
-                                    const struct assay_adapter *a, const struct assay_workload *w,
-                                    struct assay_check_result *res);
-static enum assay_status run_oracle(struct assay_verify_ctx *ctx, const struct assay_plan_item *item,
-                                    const struct assay_adapter *a, const struct assay_workload *w,
-                                    struct assay_check_result *res);
-static enum assay_status run_homogeneity(struct assay_verify_ctx *ctx,
-                                         const struct assay_plan_item *item,
-                                         const struct assay_adapter *a,
-                                         const struct assay_workload *w,
-                                         struct assay_check_result *res);
-static enum assay_status run_gof(struct assay_verify_ctx *ctx, const struct assay_plan_item *item,
-                                 const struct assay_adapter *a, const struct assay_workload *w,
-                                 struct assay_check_result *res);
-static enum assay_status run_pit(struct assay_verify_ctx *ctx, const struct assay_plan_item *item,
-                                 const struct assay_adapter *a, const struct assay_workload *w,
-                                 struct assay_check_result *res);
-static enum assay_status run_trace(struct assay_verify_ctx *ctx, const struct assay_plan_item *item,
-                                   const struct assay_adapter *a, const struct assay_workload *w,
-                                   struct assay_check_result *res);
-static enum assay_status run_isolation(struct assay_verify_ctx *ctx,
-                                       const struct assay_plan_item *item,
-                                       const struct assay_adapter *a,
-                                       const struct assay_workload *w,
-                                       struct assay_check_result *res);
-static enum assay_status run_blocks(struct assay_verify_ctx *ctx, const struct assay_plan_item *item,
-                                    const struct assay_adapter *a, const struct assay_workload *w,
-                                    struct assay_check_result *res);
-
-struct check_def {
-    struct assay_pairwise_check_info info;
-    assay_check_fn run;
-    const char *params;  /* distributional: the check's own parameters */
-    bool per_sequence;   /* distributional: n counts sequences of out_len tokens */
-};
-
-static const struct check_def k_checks[] = {
-    {{"compare.greedy", ASSAY_FAMILY_EQUIVALENCE, "workloads/equiv-mixed.json",
-      "greedy tokens of the candidate against the baseline's, token for token (a divergence is "
-      "a floating-point tie only by the oracle's rule, where the weights are known)",
-      false},
-     run_greedy, NULL, false},
-    {{"compare.oracle", ASSAY_FAMILY_EQUIVALENCE, "workloads/equiv-mixed.json",
-      "greedy tokens of the candidate against the oracle, with the tie rule", true},
-     run_oracle, NULL, false},
-    {{"compare.homogeneity", ASSAY_FAMILY_DISTRIBUTIONAL, NULL,
-      "2 x k homogeneity of the first two sampled tokens: candidate against baseline", false},
-     run_homogeneity, "pos=2,len=2,prompt=4,t=0.8,top_k=12,top_p=0.9", false},
-    {{"compare.gof", ASSAY_FAMILY_DISTRIBUTIONAL, NULL,
-      "chi-squared of the candidate's first sampled token against the oracle", true},
-     run_gof, "pos=1,len=1,prompt=3,t=0.7,top_k=20,top_p=0.9", false},
-    {{"compare.pit", ASSAY_FAMILY_DISTRIBUTIONAL, NULL,
-      "randomised PIT of the candidate's whole sampled sequences against the oracle", true},
-     run_pit, "len=32,prompt=4,prompts=16,t=0.9,top_k=50,top_p=0.95", true},
-    {{"compare.trace", ASSAY_FAMILY_PROPERTY, "workloads/prop-trace.json",
-      "trace consistency of the candidate: stop tokens, aborts, arrivals at several steps",
-      false},
-     run_trace, NULL, false},
-    {{"compare.isolation", ASSAY_FAMILY_PROPERTY, "workloads/prop-isolation.json",
-      "no cross-sequence attention in the candidate (logits when it exposes them, else tokens)",
-      false},
-     run_isolation, NULL, false},
-    {{"compare.blocks", ASSAY_FAMILY_PROPERTY, "workloads/prop-blocks.json",
-      "block conservation of the candidate after every step (needs block_audit)", false},
-     run_blocks, NULL, false},
-};
-#define N_CHECKS (sizeof k_checks / sizeof k_checks[0])
-
-const struct assay_pairwise_check_info *assay_pairwise_checks(size_t *n)
-{
-    static struct assay_pairwise_check_info infos[N_CHECKS];
-    for (size_t i = 0; i < N_CHECKS; i++) {
-        infos[i] = k_checks[i].info;
-    }
-    *n = N_CHECKS;
-    return infos;
-}
-
-int32_t assay_pairwise_find(const char *name)
-{
-    for (size_t i = 0; i < N_CHECKS; i++) {
-        if (strcmp(k_checks[i].info.name, name) == 0) {
-            return (int32_t)i;
-        }
-    }
-    return -1;
-}
 
 struct assay_pairwise_params assay_pairwise_default_params(void)
 {
@@ -224,29 +125,18 @@ enum assay_status assay_pairwise_init(struct assay_pairwise **out,
     if (st == ASSAY_OK) {
         st = inspect(c, "candidate", c->candidate, &c->cand_info, &c->cand_model, diag);
     }
-    if (st == ASSAY_OK) {
-        c->items = assay_calloc(N_CHECKS, sizeof *c->items);
-        st = c->items != NULL ? ASSAY_OK : ASSAY_ERR_NOMEM;
-    }
     if (st != ASSAY_OK) {
         assay_pairwise_free(c);
         return st;
     }
-    c->n_items = N_CHECKS;
-    for (size_t i = 0; i < N_CHECKS; i++) {
-        const struct check_def *d = &k_checks[i];
-        c->items[i].item = (struct assay_plan_item){
-            .name = d->info.name,
-            .family = d->info.family,
-            .options = "", /* the candidate as its spec states it */
-            .workload = d->info.workload,
-            .about = d->info.about,
-            .run = d->run,
-            .params = d->params,
-        };
-        c->items[i].cmp = c;
-        c->items[i].index = i;
-    }
+    /* Every check runs on the candidate with the baseline beside it; the
+     * oracle's weights: --model, else the candidate's own, else the
+     * baseline's. */
+    assay_verify_ctx_set_target(c->vctx, c,
+                                c->gguf != NULL         ? c->gguf
+                                : c->cand_model != NULL ? NULL
+                                                        : c->base_model,
+                                c->baseline);
     if (c->gguf != NULL) {
         snprintf(c->weights, sizeof c->weights, "--model %s", c->model_path);
     } else if (c->cand_model != NULL) {
@@ -266,7 +156,6 @@ void assay_pairwise_free(struct assay_pairwise *c)
     assay_verify_ctx_free(c->vctx);
     assay_model_cache_free(c->models);
     assay_model_free(c->gguf);
-    assay_free(c->items);
     assay_free(c);
 }
 
@@ -285,104 +174,73 @@ const char *assay_pairwise_weights(const struct assay_pairwise *c)
     return c->weights;
 }
 
-/* The weights the oracle judges the candidate with (borrowed), or NULL:
- * --model, the candidate's own, the baseline's. */
-static const struct assay_model *weights_for(const struct assay_pairwise *c,
-                                             const struct assay_adapter *candidate)
-{
-    if (c->gguf != NULL) {
-        return c->gguf;
-    }
-    const struct assay_model *own = assay_verify_engine_model(candidate);
-    return own != NULL ? own : c->base_model;
-}
-
-static const struct pairwise_item *item_of(const struct assay_plan_item *item)
-{
-    return (const struct pairwise_item *)item;
-}
-
 /* ---- reproducers ---------------------------------------------------------- */
 
-char *assay_pairwise_command(const struct assay_pairwise *c, size_t index, const char *candidate,
-                             const char *workload, char *buf, size_t size)
+char *assay_pairwise_command(const struct assay_pairwise *c, const struct assay_plan_item *item,
+                             const char *candidate, const char *workload, char *buf, size_t size)
 {
-    const char *name = index < N_CHECKS ? k_checks[index].info.name : "?";
-    enum assay_family family =
-        index < N_CHECKS ? k_checks[index].info.family : ASSAY_FAMILY_EQUIVALENCE;
-    int n = snprintf(buf, size, "%s compare '%s' '%s' --check %s --seed %llu --no-bench",
-                     c->program, c->baseline, candidate, name, (unsigned long long)c->seed);
-    if (n > 0 && (size_t)n < size && c->model_path[0] != '\0') {
-        n += snprintf(buf + n, size - (size_t)n, " --model '%s'", c->model_path);
+    char target_args[2200], tail[1800];
+    snprintf(target_args, sizeof target_args, "'%.1000s' '%.1000s'", c->baseline, candidate);
+    int n = snprintf(tail, sizeof tail, " --no-bench");
+    if (n > 0 && (size_t)n < sizeof tail && c->model_path[0] != '\0') {
+        n += snprintf(tail + n, sizeof tail - (size_t)n, " --model '%.1000s'", c->model_path);
     }
-    if (n > 0 && (size_t)n < size && family == ASSAY_FAMILY_DISTRIBUTIONAL &&
+    if (n > 0 && (size_t)n < sizeof tail && item->family == ASSAY_FAMILY_DISTRIBUTIONAL &&
         c->samples != ASSAY_PAIRWISE_DEFAULT_SAMPLES) {
-        n += snprintf(buf + n, size - (size_t)n, " --samples %lld", (long long)c->samples);
+        n += snprintf(tail + n, sizeof tail - (size_t)n, " --samples %lld", (long long)c->samples);
     }
-    if (n > 0 && (size_t)n < size && family == ASSAY_FAMILY_DISTRIBUTIONAL &&
+    if (n > 0 && (size_t)n < sizeof tail && item->family == ASSAY_FAMILY_DISTRIBUTIONAL &&
         c->dist_params[0] != '\0') {
-        n += snprintf(buf + n, size - (size_t)n, " --dist-params '%s'", c->dist_params);
+        n += snprintf(tail + n, sizeof tail - (size_t)n, " --dist-params '%s'", c->dist_params);
     }
-    if (n > 0 && (size_t)n < size && family == ASSAY_FAMILY_EQUIVALENCE &&
+    if (n > 0 && (size_t)n < sizeof tail && item->family == ASSAY_FAMILY_EQUIVALENCE &&
         c->tie_tol != ASSAY_EQUIV_TIE_TOL) {
-        n += snprintf(buf + n, size - (size_t)n, " --tie-tol %g", c->tie_tol);
+        n += snprintf(tail + n, sizeof tail - (size_t)n, " --tie-tol %g", c->tie_tol);
     }
-    if (n > 0 && (size_t)n < size && workload != NULL) {
-        snprintf(buf + n, size - (size_t)n, " --check-workload '%s=%s'", name, workload);
+    if (n > 0 && (size_t)n < sizeof tail && workload != NULL) {
+        snprintf(tail + n, sizeof tail - (size_t)n, " --check-workload '%s=%.700s'", item->name,
+                 workload);
     }
-    return buf;
+    return assay_repro_line(buf, size, c->program, "compare", target_args, item->name, c->seed,
+                            tail);
 }
 
-enum assay_status assay_pairwise_run_check(struct assay_pairwise *c, size_t index,
-                                          const char *workload_override,
-                                          struct assay_check_result *res)
+enum assay_status assay_pairwise_run_check(struct assay_pairwise *c,
+                                           const struct assay_plan_item *item,
+                                           const char *workload_override,
+                                           struct assay_check_result *res)
 {
-    if (index >= c->n_items) {
-        assay_check_result_init(res, "?", ASSAY_FAMILY_EQUIVALENCE);
-        assay_check_error(res, "no compare check %zu", index);
-        return ASSAY_OK;
-    }
     int64_t t0 = assay_now_ns();
-    enum assay_status st =
-        assay_run_plan_item(c->vctx, &c->items[index].item, c->candidate, workload_override, res);
+    enum assay_status st = assay_run_plan_item(c->vctx, item, c->candidate, workload_override, res);
     if (res->seconds == 0 || isnan(res->seconds)) {
         res->seconds = (double)(assay_now_ns() - t0) / 1e9;
     }
     if (res->verdict == ASSAY_VERDICT_FAIL) {
-        assay_pairwise_command(c, index, c->candidate, workload_override, res->repro,
-                              sizeof res->repro);
+        assay_pairwise_command(c, item, c->candidate, workload_override, res->repro,
+                               sizeof res->repro);
     } else {
         res->repro[0] = '\0';
     }
     return st;
 }
 
-enum assay_status assay_pairwise_shrink(struct assay_pairwise *c, size_t index,
-                                       const char *workload_override,
-                                       const struct assay_shrink_opts *opts,
-                                       struct assay_shrink_result *out)
+enum assay_status assay_pairwise_shrink(struct assay_pairwise *c,
+                                        const struct assay_plan_item *item,
+                                        const char *workload_override,
+                                        const struct assay_shrink_opts *opts,
+                                        struct assay_shrink_result *out)
 {
-    if (index >= c->n_items) {
-        memset(out, 0, sizeof *out);
-        return ASSAY_ERR_INVALID;
-    }
-    enum assay_status st = assay_shrink(c->vctx, &c->items[index].item, c->candidate,
-                                        workload_override, opts, out);
+    enum assay_status st = assay_shrink(c->vctx, item, c->candidate, workload_override, opts, out);
     if (st != ASSAY_OK) {
         return st;
     }
     const char *workload = out->workload[0] != '\0' ? out->workload : workload_override;
     const char *spec = out->engine[0] != '\0' ? out->engine : c->candidate;
-    assay_pairwise_command(c, index, spec, workload, out->command, sizeof out->command);
+    assay_pairwise_command(c, item, spec, workload, out->command, sizeof out->command);
     return ASSAY_OK;
 }
 
 /* ---- the checks ----------------------------------------------------------- */
-
-static void skip(struct assay_check_result *res, const char *why)
-{
-    assay_check_skip(res, "%s", why);
-}
 
 static void set_error(struct assay_check_result *res, enum assay_status st, const char *why)
 {
@@ -425,31 +283,30 @@ static int64_t step_bound(const struct assay_adapter *a, const struct assay_adap
     return all_bundled ? 0 : 2000000;
 }
 
-/* The oracle memo for the comparison's weights, or NULL with res SKIP. */
-static enum assay_status memo_for(struct assay_verify_ctx *ctx, const struct pairwise_item *ci,
-                                  const struct assay_adapter *a, struct assay_oracle_memo **memo)
+/* The oracle memo for the target's weights, or NULL when it has none. */
+static enum assay_status memo_for(struct assay_verify_ctx *ctx, const struct assay_target *t,
+                                  struct assay_oracle_memo **memo)
 {
     *memo = NULL;
-    const struct assay_model *m = weights_for(ci->cmp, a);
-    if (m == NULL) {
-        return ASSAY_OK;
-    }
-    return assay_verify_memo(ctx, m, memo);
+    return t->model != NULL ? assay_verify_memo(ctx, t->model, memo) : ASSAY_OK;
 }
 
-static enum assay_status run_greedy(struct assay_verify_ctx *ctx, const struct assay_plan_item *item,
-                                    const struct assay_adapter *a, const struct assay_workload *w,
-                                    struct assay_check_result *res)
+enum assay_status assay_pairwise_run_greedy(struct assay_verify_ctx *ctx,
+                                            const struct assay_plan_item *item,
+                                            const struct assay_target *t,
+                                            const struct assay_workload *w,
+                                            struct assay_check_result *res)
 {
-    const struct pairwise_item *ci = item_of(item);
-    struct assay_pairwise *c = ci->cmp;
+    const struct assay_adapter *a = t->adapter;
+    struct assay_pairwise *c = t->owner;
+    (void)item;
     int64_t t0 = assay_now_ns();
     if (w == NULL) {
         set_error(res, ASSAY_ERR_INVALID, "needs a workload");
         return ASSAY_OK;
     }
     struct assay_oracle_memo *memo = NULL;
-    enum assay_status st = memo_for(ctx, ci, a, &memo);
+    enum assay_status st = memo_for(ctx, t, &memo);
     if (st != ASSAY_OK) {
         set_error(res, st, "the oracle could not be set up");
         return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
@@ -524,7 +381,7 @@ static enum assay_status run_greedy(struct assay_verify_ctx *ctx, const struct a
         int32_t tok_a = qa->tokens[j], tok_b = qb->tokens[j];
         if (memo != NULL) {
             const double *rows = NULL;
-            int32_t vocab = weights_for(c, a)->cfg.vocab; /* the memo's */
+            int32_t vocab = t->model->cfg.vocab; /* the memo's */
             if (tok_a >= 0 && tok_a < vocab && tok_b >= 0 && tok_b < vocab) {
                 st = assay_oracle_memo_rows(memo, wr->prompt, wr->prompt_len, qa->tokens, j + 1,
                                             &rows);
@@ -590,24 +447,24 @@ done:
     return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
 }
 
-static enum assay_status run_oracle(struct assay_verify_ctx *ctx, const struct assay_plan_item *item,
-                                    const struct assay_adapter *a, const struct assay_workload *w,
-                                    struct assay_check_result *res)
+enum assay_status assay_pairwise_run_oracle(struct assay_verify_ctx *ctx,
+                                            const struct assay_plan_item *item,
+                                            const struct assay_target *t,
+                                            const struct assay_workload *w,
+                                            struct assay_check_result *res)
 {
-    const struct pairwise_item *ci = item_of(item);
+    const struct assay_adapter *a = t->adapter;
+    struct assay_pairwise *c = t->owner;
+    (void)item;
     if (w == NULL) {
         set_error(res, ASSAY_ERR_INVALID, "needs a workload");
         return ASSAY_OK;
     }
     struct assay_oracle_memo *memo = NULL;
-    enum assay_status st = memo_for(ctx, ci, a, &memo);
+    enum assay_status st = memo_for(ctx, t, &memo);
     if (st != ASSAY_OK) {
         set_error(res, st, "the oracle could not be set up");
         return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
-    }
-    if (memo == NULL) {
-        skip(res, "needs the weights both engines run: a bundled engine, or --model FILE.gguf");
-        return ASSAY_OK;
     }
     struct assay_workload *g = NULL;
     st = greedy_copy(w, &g);
@@ -616,7 +473,7 @@ static enum assay_status run_oracle(struct assay_verify_ctx *ctx, const struct a
     }
     struct assay_equiv_opts eo;
     memset(&eo, 0, sizeof eo);
-    eo.tie_tol = ci->cmp->tie_tol;
+    eo.tie_tol = c->tie_tol;
     eo.max_steps = step_bound(a, NULL);
     st = assay_check_equivalence(a, g, memo, &eo, res);
     assay_workload_free(g);
@@ -625,17 +482,16 @@ static enum assay_status run_oracle(struct assay_verify_ctx *ctx, const struct a
 
 /* The distributional parameters of a check: the defaults, the check's own,
  * the caller's overrides, the sample count, the check's seed. */
-static enum assay_status dist_params(struct assay_verify_ctx *ctx, const struct pairwise_item *ci,
-                                     const struct assay_adapter *a, struct assay_dist_params *p,
-                                     struct assay_check_result *res)
+static enum assay_status dist_params(struct assay_verify_ctx *ctx,
+                                     const struct assay_plan_item *item,
+                                     const struct assay_target *t, bool per_sequence,
+                                     struct assay_dist_params *p, struct assay_check_result *res)
 {
-    const struct assay_pairwise *c = ci->cmp;
+    const struct assay_pairwise *c = t->owner;
     *p = assay_dist_default_params();
-    struct assay_adapter_info info;
-    assay_adapter_get_info(a, &info);
-    p->order = info.sampling_order;
+    p->order = t->order;
     char why[300];
-    enum assay_status st = assay_dist_parse_params(ci->item.params, p, why, sizeof why);
+    enum assay_status st = assay_dist_parse_params(item->params, p, why, sizeof why);
     if (st == ASSAY_OK && c->dist_params[0] != '\0') {
         st = assay_dist_parse_params(c->dist_params, p, why, sizeof why);
     }
@@ -645,26 +501,27 @@ static enum assay_status dist_params(struct assay_verify_ctx *ctx, const struct 
         set_error(res, st, msg);
         return st;
     }
-    p->n = k_checks[ci->index].per_sequence ? (c->samples + p->out_len - 1) / p->out_len
-                                            : c->samples;
-    p->seed = assay_verify_seed(ctx, ci->item.name);
+    /* A sequence check's n counts sequences of out_len tokens. */
+    p->n = per_sequence ? (c->samples + p->out_len - 1) / p->out_len : c->samples;
+    p->seed = assay_verify_seed(ctx, item->name);
     return ASSAY_OK;
 }
 
-static enum assay_status run_homogeneity(struct assay_verify_ctx *ctx,
-                                         const struct assay_plan_item *item,
-                                         const struct assay_adapter *a,
-                                         const struct assay_workload *w,
-                                         struct assay_check_result *res)
+enum assay_status assay_pairwise_run_homogeneity(struct assay_verify_ctx *ctx,
+                                                 const struct assay_plan_item *item,
+                                                 const struct assay_target *t,
+                                                 const struct assay_workload *w,
+                                                 struct assay_check_result *res)
 {
+    const struct assay_adapter *a = t->adapter;
+    struct assay_pairwise *c = t->owner;
     (void)w;
-    const struct pairwise_item *ci = item_of(item);
     struct assay_dist_params p;
-    if (dist_params(ctx, ci, a, &p, res) != ASSAY_OK) {
+    if (dist_params(ctx, item, t, false, &p, res) != ASSAY_OK) {
         return ASSAY_OK;
     }
     struct assay_adapter b;
-    if (open_baseline(ci->cmp, &b, res) != ASSAY_OK) {
+    if (open_baseline(c, &b, res) != ASSAY_OK) {
         return ASSAY_OK;
     }
     enum assay_status st = assay_dist_homogeneity(&b, a, &p, res);
@@ -676,44 +533,43 @@ static enum assay_status run_homogeneity(struct assay_verify_ctx *ctx,
  * oracle (nothing the engine does to its copy can reach it). */
 static enum assay_status run_oracle_dist(struct assay_verify_ctx *ctx,
                                          const struct assay_plan_item *item,
-                                         const struct assay_adapter *a,
+                                         const struct assay_target *t,
                                          struct assay_check_result *res, bool pit)
 {
-    const struct pairwise_item *ci = item_of(item);
-    const struct assay_model *m = weights_for(ci->cmp, a);
-    if (m == NULL) {
-        skip(res, "needs the weights both engines run: a bundled engine, or --model FILE.gguf");
-        return ASSAY_OK;
-    }
     struct assay_dist_params p;
-    if (dist_params(ctx, ci, a, &p, res) != ASSAY_OK) {
+    if (dist_params(ctx, item, t, pit, &p, res) != ASSAY_OK) {
         return ASSAY_OK;
     }
     struct assay_model *copy = NULL;
-    enum assay_status st = assay_model_clone(m, &copy);
+    enum assay_status st = assay_model_clone(t->model, &copy);
     if (st != ASSAY_OK) {
         set_error(res, st, "could not copy the weights for the oracle");
         return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
     }
-    st = pit ? assay_dist_pit(a, copy, &p, res, NULL) : assay_dist_gof(a, copy, &p, res);
+    st = pit ? assay_dist_pit(t->adapter, copy, &p, res, NULL)
+             : assay_dist_gof(t->adapter, copy, &p, res);
     assay_model_free(copy);
     return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
 }
 
-static enum assay_status run_gof(struct assay_verify_ctx *ctx, const struct assay_plan_item *item,
-                                 const struct assay_adapter *a, const struct assay_workload *w,
-                                 struct assay_check_result *res)
+enum assay_status assay_pairwise_run_gof(struct assay_verify_ctx *ctx,
+                                         const struct assay_plan_item *item,
+                                         const struct assay_target *t,
+                                         const struct assay_workload *w,
+                                         struct assay_check_result *res)
 {
     (void)w;
-    return run_oracle_dist(ctx, item, a, res, false);
+    return run_oracle_dist(ctx, item, t, res, false);
 }
 
-static enum assay_status run_pit(struct assay_verify_ctx *ctx, const struct assay_plan_item *item,
-                                 const struct assay_adapter *a, const struct assay_workload *w,
-                                 struct assay_check_result *res)
+enum assay_status assay_pairwise_run_pit(struct assay_verify_ctx *ctx,
+                                         const struct assay_plan_item *item,
+                                         const struct assay_target *t,
+                                         const struct assay_workload *w,
+                                         struct assay_check_result *res)
 {
     (void)w;
-    return run_oracle_dist(ctx, item, a, res, true);
+    return run_oracle_dist(ctx, item, t, res, true);
 }
 
 static enum assay_status property_status(enum assay_status st)
@@ -721,25 +577,13 @@ static enum assay_status property_status(enum assay_status st)
     return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
 }
 
-static enum assay_status run_trace(struct assay_verify_ctx *ctx, const struct assay_plan_item *item,
-                                   const struct assay_adapter *a, const struct assay_workload *w,
-                                   struct assay_check_result *res)
+enum assay_status assay_pairwise_run_isolation(struct assay_verify_ctx *ctx,
+                                               const struct assay_plan_item *item,
+                                               const struct assay_target *t,
+                                               const struct assay_workload *w,
+                                               struct assay_check_result *res)
 {
-    (void)ctx;
-    (void)item;
-    if (w == NULL) {
-        set_error(res, ASSAY_ERR_INVALID, "needs a workload");
-        return ASSAY_OK;
-    }
-    return property_status(assay_check_trace(a, w, NULL, res));
-}
-
-static enum assay_status run_isolation(struct assay_verify_ctx *ctx,
-                                       const struct assay_plan_item *item,
-                                       const struct assay_adapter *a,
-                                       const struct assay_workload *w,
-                                       struct assay_check_result *res)
-{
+    const struct assay_adapter *a = t->adapter;
     (void)ctx;
     (void)item;
     if (w == NULL) {
@@ -750,17 +594,4 @@ static enum assay_status run_isolation(struct assay_verify_ctx *ctx,
         return property_status(assay_check_isolation(a, w, NULL, res));
     }
     return property_status(assay_check_isolation_blackbox(a, w, NULL, res));
-}
-
-static enum assay_status run_blocks(struct assay_verify_ctx *ctx, const struct assay_plan_item *item,
-                                    const struct assay_adapter *a, const struct assay_workload *w,
-                                    struct assay_check_result *res)
-{
-    (void)ctx;
-    (void)item;
-    if (w == NULL) {
-        set_error(res, ASSAY_ERR_INVALID, "needs a workload");
-        return ASSAY_OK;
-    }
-    return property_status(assay_check_blocks(a, w, NULL, res));
 }

@@ -69,6 +69,7 @@
 
 #include "../adapters/adapter.h"
 #include "../core/status.h"
+#include "check.h"
 #include "result.h"
 #include "shrink.h"
 
@@ -91,19 +92,6 @@ struct assay_pairwise_params {
 
 /* The fixtures folder and seed are required; everything else as stated. */
 struct assay_pairwise_params assay_pairwise_default_params(void);
-
-/* The checks, in the order they run. */
-struct assay_pairwise_check_info {
-    const char *name;          /* "compare.greedy" */
-    enum assay_family family;
-    const char *workload;      /* its fixture under fixtures/, or NULL */
-    const char *about;
-    bool needs_weights;
-};
-const struct assay_pairwise_check_info *assay_pairwise_checks(size_t *n);
-
-/* The index of the check called name, or -1. */
-int32_t assay_pairwise_find(const char *name);
 
 struct assay_pairwise;
 
@@ -130,31 +118,68 @@ const struct assay_adapter_info *assay_pairwise_candidate_info(const struct assa
 const char *assay_pairwise_weights(const struct assay_pairwise *c);
 
 /*
- * Run check `index` (0 <= index < n of assay_pairwise_checks) on the
+ * Run compare check `item` (assay_plan_for(ASSAY_COMMAND_COMPARE)) on the
  * candidate, over workload_override (a file) or the check's fixture. res
  * always gets a verdict (ERROR with the reason when an engine or the
  * workload is bad) and, on FAIL, a reproducer line. Returns ASSAY_OK
  * unless memory ran out.
  */
-enum assay_status assay_pairwise_run_check(struct assay_pairwise *c, size_t index,
-                                          const char *workload_override,
-                                          struct assay_check_result *res);
+enum assay_status assay_pairwise_run_check(struct assay_pairwise *c,
+                                           const struct assay_plan_item *item,
+                                           const char *workload_override,
+                                           struct assay_check_result *res);
 
 /*
- * Shrink the failure of check `index` (see checks/shrink.h: the candidate's
+ * Shrink the failure of check `item` (see checks/shrink.h: the candidate's
  * pool and the workload; the baseline stays as given) and write the
  * reproducer into opts->out_dir. out->command is the assay compare line
  * that reruns the shrunk case (or the original one when the check has no
  * workload to shrink). Returns as assay_shrink.
  */
-enum assay_status assay_pairwise_shrink(struct assay_pairwise *c, size_t index,
-                                       const char *workload_override,
-                                       const struct assay_shrink_opts *opts,
-                                       struct assay_shrink_result *out);
+enum assay_status assay_pairwise_shrink(struct assay_pairwise *c,
+                                        const struct assay_plan_item *item,
+                                        const char *workload_override,
+                                        const struct assay_shrink_opts *opts,
+                                        struct assay_shrink_result *out);
 
-/* The reproducer line of check `index` on candidate spec `candidate` and
+/* The reproducer line of check `item` on candidate spec `candidate` and
  * workload file `workload` (NULL: its fixture), into buf. Returns buf. */
-char *assay_pairwise_command(const struct assay_pairwise *c, size_t index, const char *candidate,
-                            const char *workload, char *buf, size_t size);
+char *assay_pairwise_command(const struct assay_pairwise *c, const struct assay_plan_item *item,
+                             const char *candidate, const char *workload, char *buf, size_t size);
+
+/* The runners of the compare checks that need the comparison itself
+ * (assay_check_fn; t->owner is the struct assay_pairwise); compare.trace
+ * and compare.blocks use the plan's property runners. Registered in
+ * checks/plan.c. */
+enum assay_status assay_pairwise_run_greedy(struct assay_verify_ctx *ctx,
+                                            const struct assay_plan_item *item,
+                                            const struct assay_target *t,
+                                            const struct assay_workload *w,
+                                            struct assay_check_result *res);
+enum assay_status assay_pairwise_run_oracle(struct assay_verify_ctx *ctx,
+                                            const struct assay_plan_item *item,
+                                            const struct assay_target *t,
+                                            const struct assay_workload *w,
+                                            struct assay_check_result *res);
+enum assay_status assay_pairwise_run_homogeneity(struct assay_verify_ctx *ctx,
+                                                 const struct assay_plan_item *item,
+                                                 const struct assay_target *t,
+                                                 const struct assay_workload *w,
+                                                 struct assay_check_result *res);
+enum assay_status assay_pairwise_run_gof(struct assay_verify_ctx *ctx,
+                                         const struct assay_plan_item *item,
+                                         const struct assay_target *t,
+                                         const struct assay_workload *w,
+                                         struct assay_check_result *res);
+enum assay_status assay_pairwise_run_pit(struct assay_verify_ctx *ctx,
+                                         const struct assay_plan_item *item,
+                                         const struct assay_target *t,
+                                         const struct assay_workload *w,
+                                         struct assay_check_result *res);
+enum assay_status assay_pairwise_run_isolation(struct assay_verify_ctx *ctx,
+                                               const struct assay_plan_item *item,
+                                               const struct assay_target *t,
+                                               const struct assay_workload *w,
+                                               struct assay_check_result *res);
 
 #endif

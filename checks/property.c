@@ -1020,15 +1020,15 @@ enum assay_status assay_check_soak(const struct assay_adapter *a, const struct a
 /* ---- plan runners ------------------------------------------------------- */
 
 /* Read item->params into o. Returns false (res: ERROR) on a bad one. */
-static bool parse_params(const struct assay_plan_item *item, struct assay_property_opts *o,
-                         struct assay_check_result *res)
+bool assay_property_parse_params(const char *params, struct assay_property_opts *o,
+                                 struct assay_check_result *res)
 {
     *o = assay_property_default_opts();
-    if (item->params == NULL) {
+    if (params == NULL) {
         return true;
     }
     char buf[256];
-    snprintf(buf, sizeof buf, "%s", item->params);
+    snprintf(buf, sizeof buf, "%s", params);
     char *save = NULL;
     for (char *kv = strtok_r(buf, ",", &save); kv != NULL; kv = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(kv, '=');
@@ -1065,74 +1065,4 @@ static bool parse_params(const struct assay_plan_item *item, struct assay_proper
         }
     }
     return true;
-}
-
-typedef enum assay_status (*property_check)(const struct assay_adapter *a,
-                                            const struct assay_workload *w,
-                                            const struct assay_property_opts *o,
-                                            struct assay_check_result *res);
-
-static enum assay_status run_item(const struct assay_plan_item *item, const struct assay_adapter *a,
-                                  const struct assay_workload *w, struct assay_check_result *res,
-                                  property_check check)
-{
-    struct assay_property_opts o;
-    if (!parse_params(item, &o, res)) {
-        return ASSAY_OK;
-    }
-    if (w == NULL) {
-        assay_check_error(res, "the check needs a workload (the plan names none)");
-        return ASSAY_OK;
-    }
-    return check(a, w, &o, res);
-}
-
-enum assay_status assay_property_run_blocks(struct assay_verify_ctx *ctx,
-                                            const struct assay_plan_item *item,
-                                            const struct assay_adapter *a,
-                                            const struct assay_workload *w,
-                                            struct assay_check_result *res)
-{
-    (void)ctx;
-    return run_item(item, a, w, res, assay_check_blocks);
-}
-
-enum assay_status assay_property_run_trace(struct assay_verify_ctx *ctx,
-                                           const struct assay_plan_item *item,
-                                           const struct assay_adapter *a,
-                                           const struct assay_workload *w,
-                                           struct assay_check_result *res)
-{
-    (void)ctx;
-    return run_item(item, a, w, res, assay_check_trace);
-}
-
-enum assay_status assay_property_run_isolation(struct assay_verify_ctx *ctx,
-                                               const struct assay_plan_item *item,
-                                               const struct assay_adapter *a,
-                                               const struct assay_workload *w,
-                                               struct assay_check_result *res)
-{
-    (void)ctx;
-    return run_item(item, a, w, res, assay_check_isolation);
-}
-
-enum assay_status assay_property_run_blackbox(struct assay_verify_ctx *ctx,
-                                              const struct assay_plan_item *item,
-                                              const struct assay_adapter *a,
-                                              const struct assay_workload *w,
-                                              struct assay_check_result *res)
-{
-    (void)ctx;
-    return run_item(item, a, w, res, assay_check_isolation_blackbox);
-}
-
-enum assay_status assay_property_run_soak(struct assay_verify_ctx *ctx,
-                                          const struct assay_plan_item *item,
-                                          const struct assay_adapter *a,
-                                          const struct assay_workload *w,
-                                          struct assay_check_result *res)
-{
-    (void)ctx;
-    return run_item(item, a, w, res, assay_check_soak);
 }

@@ -57,7 +57,6 @@
 #include "../adapters/adapter.h"
 #include "../core/workload.h"
 #include "result.h"
-#include "suite.h"
 
 /* The largest logit change a batch may cause when the engine does not claim
  * batch invariance: the same bound as the equivalence family's tie
@@ -102,35 +101,11 @@ enum assay_status assay_check_soak(const struct assay_adapter *a, const struct a
                                    struct assay_check_result *res);
 
 /*
- * The plan's runners (assay_check_fn, checks/suite.h) for the checks above.
- * They read options from item->params ("probes=3,slack=0,tol=0.001,tie=0.001,
- * self_check=off") and report ERROR for a bad parameter or a missing
- * workload.
+ * Options from a check's parameters ("probes=3,slack=0,tol=0.001,tie=0.001,
+ * self_check=off") over the defaults into o. NULL gives the defaults. A bad
+ * parameter makes res ERROR and returns false.
  */
-enum assay_status assay_property_run_blocks(struct assay_verify_ctx *ctx,
-                                            const struct assay_plan_item *item,
-                                            const struct assay_adapter *a,
-                                            const struct assay_workload *w,
-                                            struct assay_check_result *res);
-enum assay_status assay_property_run_trace(struct assay_verify_ctx *ctx,
-                                           const struct assay_plan_item *item,
-                                           const struct assay_adapter *a,
-                                           const struct assay_workload *w,
-                                           struct assay_check_result *res);
-enum assay_status assay_property_run_isolation(struct assay_verify_ctx *ctx,
-                                               const struct assay_plan_item *item,
-                                               const struct assay_adapter *a,
-                                               const struct assay_workload *w,
-                                               struct assay_check_result *res);
-enum assay_status assay_property_run_blackbox(struct assay_verify_ctx *ctx,
-                                              const struct assay_plan_item *item,
-                                              const struct assay_adapter *a,
-                                              const struct assay_workload *w,
-                                              struct assay_check_result *res);
-enum assay_status assay_property_run_soak(struct assay_verify_ctx *ctx,
-                                          const struct assay_plan_item *item,
-                                          const struct assay_adapter *a,
-                                          const struct assay_workload *w,
-                                          struct assay_check_result *res);
+bool assay_property_parse_params(const char *params, struct assay_property_opts *o,
+                                 struct assay_check_result *res);
 
 #endif

@@ -104,19 +104,10 @@ static const struct {
      {{"kv", "contiguous"}, {"prefix", "off"}, {"chunk", "0"}, {NULL, NULL}, {NULL, NULL}}},
 };
 
-enum assay_status assay_seeded_run_sameness(struct assay_verify_ctx *ctx,
-                                            const struct assay_plan_item *item,
-                                            const struct assay_adapter *a,
-                                            const struct assay_workload *w,
-                                            struct assay_check_result *res)
+enum assay_status assay_check_seeded_configurations(const struct assay_adapter *a, const char *spec,
+                                                    const struct assay_workload *w,
+                                                    struct assay_check_result *res)
 {
-    (void)ctx;
-    (void)item;
-    if (assay_bundled_engine(a) == NULL || w == NULL) {
-        assay_check_skip(
-            res, "%s", w == NULL ? "needs a workload" : "needs the bundled engine to reconfigure");
-        return ASSAY_OK;
-    }
     enum { N_VAR = sizeof k_variants / sizeof k_variants[0] };
     struct assay_adapter others[N_VAR];
     const struct assay_adapter *list[N_VAR + 1];
@@ -127,19 +118,19 @@ enum assay_status assay_seeded_run_sameness(struct assay_verify_ctx *ctx,
     enum assay_status st = ASSAY_OK;
     int32_t opened = 0;
     for (int32_t v = 0; v < N_VAR && st == ASSAY_OK; v++) {
-        char spec[1024], next[1024];
-        snprintf(spec, sizeof spec, "%s", res->engine);
+        char spec_v[1024], next[1024];
+        snprintf(spec_v, sizeof spec_v, "%s", spec);
         for (int32_t o = 0; o < 5 && k_variants[v].opts[o][0] != NULL; o++) {
-            assay_spec_with(spec, k_variants[v].opts[o][0], k_variants[v].opts[o][1], next,
+            assay_spec_with(spec_v, k_variants[v].opts[o][0], k_variants[v].opts[o][1], next,
                             sizeof next);
-            snprintf(spec, sizeof spec, "%s", next);
+            snprintf(spec_v, sizeof spec_v, "%s", next);
         }
         struct assay_diag diag;
         assay_diag_clear(&diag);
-        st = assay_adapter_open_spec(spec, &others[v], &diag);
+        st = assay_adapter_open_spec(spec_v, &others[v], &diag);
         if (st != ASSAY_OK) {
             char d[400];
-            assay_check_error(res, "engine %.200s: %.300s", spec,
+            assay_check_error(res, "engine %.200s: %.300s", spec_v,
                               assay_diag_format(&diag, d, sizeof d));
             break;
         }

@@ -20,7 +20,6 @@
 #include "../adapters/adapter.h"
 #include "../core/workload.h"
 #include "result.h"
-#include "suite.h"
 
 /*
  * Run w on each of adapters[0..n) (n >= 2; names[i] says what each is, for
@@ -37,15 +36,13 @@ enum assay_status assay_check_seeded_sameness(const struct assay_adapter *const 
                                               struct assay_check_result *res);
 
 /*
- * The plan-item runner (assay_check_fn): the item's engine is compared with
- * the same engine spec changed to run one request at a time with a
- * contiguous cache, without any KV cache, and batched with a contiguous
- * cache. Other adapters than the bundled engine give SKIP.
+ * The same for the bundled engine behind a (engine spec `spec`) against
+ * that spec changed to run one request at a time with a contiguous cache,
+ * without any KV cache, and batched with a contiguous cache. The variants
+ * are opened from the spec, so a must be the bundled engine.
  */
-enum assay_status assay_seeded_run_sameness(struct assay_verify_ctx *ctx,
-                                            const struct assay_plan_item *item,
-                                            const struct assay_adapter *a,
-                                            const struct assay_workload *w,
-                                            struct assay_check_result *res);
+enum assay_status assay_check_seeded_configurations(const struct assay_adapter *a, const char *spec,
+                                                    const struct assay_workload *w,
+                                                    struct assay_check_result *res);
 
 #endif

@@ -38,7 +38,7 @@
 
 #include "../core/status.h"
 #include "result.h"
-#include "suite.h"
+#include "context.h"
 
 #define ASSAY_SHRINK_MAX_RUNS 150
 #define ASSAY_SHRINK_MAX_SECONDS 45.0

@@ -14,7 +14,8 @@
 #include <cjson/cJSON.h>
 
 #include "checks/result.h"
-#include "checks/suite.h"
+#include "checks/context.h"
+#include "checks/plan.h"
 #include "reports/report.h"
 
 enum {
@@ -71,6 +72,10 @@ bool assay_cli_shrink_failures(const char *cmd, struct assay_verify_ctx *ctx,
                                const struct assay_plan_item *const *items,
                                struct assay_check_result *res, size_t n, const char *base_spec,
                                const char *workload, const char *dir);
+
+/* Print checks[0..n) as a table: name, family, what it needs of its target,
+ * what it checks (`assay verify --list`, `audit --list`, `compare --list`). */
+void assay_cli_list_checks(const struct assay_plan_item *checks, size_t n);
 
 /* Parse an unsigned integer option; false (and a message) when malformed. */
 bool assay_cli_parse_u64(const char *option, const char *text, uint64_t *out);

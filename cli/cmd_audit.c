@@ -10,6 +10,7 @@
 #include "bench/versus.h"
 #include "bench_cli.h"
 #include "checks/audit.h"
+#include "checks/plan.h"
 #include "cli.h"
 #include "core/alloc.h"
 #include "core/clock.h"
@@ -177,7 +178,7 @@ static int parse(int argc, char **argv, struct audit_opts *o)
                 fprintf(stderr, "assay audit: too many --check options\n");
                 return ASSAY_EXIT_USAGE;
             }
-            if (assay_audit_find(optarg) == NULL) {
+            if (assay_plan_find_in(ASSAY_COMMAND_AUDIT, optarg) == NULL) {
                 fprintf(stderr, "assay audit: no check called '%s' (assay audit --list shows "
                                 "them)\n",
                         optarg);
@@ -206,12 +207,8 @@ static int parse(int argc, char **argv, struct audit_opts *o)
 static void list_checks(void)
 {
     size_t n;
-    const struct assay_audit_check *plan = assay_audit_plan(&n);
-    printf("%-30s %-15s %s\n", "check", "family", "what it checks");
-    for (size_t i = 0; i < n; i++) {
-        printf("%-30s %-15s %s%s\n", plan[i].name, assay_family_str(plan[i].family), plan[i].about,
-               plan[i].after_bench ? " (after the benchmark)" : "");
-    }
+    const struct assay_plan_item *plan = assay_plan_for(ASSAY_COMMAND_AUDIT, &n);
+    assay_cli_list_checks(plan, n);
 }
 
 /* Run the selected checks of one phase; false when memory ran out. */
@@ -219,7 +216,7 @@ static bool run_checks(struct assay_audit *a, const struct audit_opts *o, bool a
                        struct assay_check_result *res, size_t *n_res)
 {
     size_t n_plan;
-    const struct assay_audit_check *plan = assay_audit_plan(&n_plan);
+    const struct assay_plan_item *plan = assay_plan_for(ASSAY_COMMAND_AUDIT, &n_plan);
     for (size_t i = 0; i < n_plan; i++) {
         if (plan[i].after_bench != after_bench) {
             continue;
@@ -350,7 +347,7 @@ int assay_cmd_audit(int argc, char **argv)
     }
     cJSON *report = NULL;
     size_t n_plan;
-    assay_audit_plan(&n_plan);
+    assay_plan_for(ASSAY_COMMAND_AUDIT, &n_plan);
     struct assay_check_result *res = calloc(n_plan, sizeof *res);
     if (res == NULL || assay_report_create("audit", command_line, &report) != ASSAY_OK) {
         fprintf(stderr, "assay audit: out of memory\n");

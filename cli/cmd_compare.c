@@ -10,7 +10,8 @@
 #include "bench/speedup.h"
 #include "bench_cli.h"
 #include "checks/pairwise.h"
-#include "checks/suite.h"
+#include "checks/context.h"
+#include "checks/plan.h"
 #include "cli.h"
 #include "core/alloc.h"
 #include "core/clock.h"
@@ -80,6 +81,19 @@ static void usage(FILE *out)
             ASSAY_SPEEDUP_DEFAULT_PAIRS, ASSAY_SPEEDUP_DEFAULT_THRESHOLD,
             ASSAY_SPEEDUP_DEFAULT_CONFIDENCE, ASSAY_SPEEDUP_DEFAULT_BOOT,
             ASSAY_PAIRWISE_DEFAULT_SAMPLES, ASSAY_SHRINK_MAX_SECONDS);
+}
+
+/* The index of compare check name in the registry's compare checks, or -1. */
+static int32_t compare_index(const char *name)
+{
+    size_t n;
+    const struct assay_plan_item *all = assay_plan_for(ASSAY_COMMAND_COMPARE, &n);
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(all[i].name, name) == 0) {
+            return (int32_t)i;
+        }
+    }
+    return -1;
 }
 
 struct check_workload {
@@ -178,7 +192,7 @@ static int parse(int argc, char **argv, struct opts *o)
             if (o->n_checks == sizeof o->checks / sizeof o->checks[0]) {
                 fprintf(stderr, "assay compare: too many --check options\n");
                 ok = false;
-            } else if (assay_pairwise_find(optarg) < 0) {
+            } else if (assay_plan_find_in(ASSAY_COMMAND_COMPARE, optarg) == NULL) {
                 fprintf(stderr, "assay compare: no check called '%s' (assay compare --list)\n",
                         optarg);
                 ok = false;
@@ -192,7 +206,7 @@ static int parse(int argc, char **argv, struct opts *o)
             int32_t k = -1;
             if (eq != NULL && (size_t)(eq - optarg) < sizeof name) {
                 snprintf(name, sizeof name, "%.*s", (int)(eq - optarg), optarg);
-                k = assay_pairwise_find(name);
+                k = compare_index(name);
             }
             if (k < 0 || eq[1] == '\0' || o->n_cw == COMPARE_MAX_CHECK_WORKLOADS) {
                 fprintf(stderr, "assay compare: --check-workload expects NAME=FILE with a check "
@@ -306,7 +320,7 @@ struct correctness {
 static bool run_checks(const struct opts *o, struct assay_pairwise *pw, struct correctness *k)
 {
     size_t n_all;
-    const struct assay_pairwise_check_info *all = assay_pairwise_checks(&n_all);
+    const struct assay_plan_item *all = assay_plan_for(ASSAY_COMMAND_COMPARE, &n_all);
     k->res = calloc(n_all, sizeof *k->res);
     k->index = calloc(n_all, sizeof *k->index);
     k->shrunk = calloc(n_all, sizeof *k->shrunk);
@@ -327,7 +341,7 @@ static bool run_checks(const struct opts *o, struct assay_pairwise *pw, struct c
     assay_progress_begin(&prog, k->n);
     for (size_t i = 0; i < k->n; i++) {
         assay_progress_step(&prog, i, all[k->index[i]].name);
-        if (assay_pairwise_run_check(pw, (size_t)k->index[i], check_workload(o, k->index[i]),
+        if (assay_pairwise_run_check(pw, &all[k->index[i]], check_workload(o, k->index[i]),
                                      &k->res[i]) != ASSAY_OK) {
             assay_progress_end(&prog);
             k->n = i;
@@ -348,9 +362,8 @@ static bool run_checks(const struct opts *o, struct assay_pairwise *pw, struct c
         snprintf(label, sizeof label, "shrinking the failure of %s", k->res[i].name);
         struct assay_shrink_opts so = {o->out, stem, 0, o->shrink_seconds};
         struct assay_cli_ticker *tick = assay_cli_ticker_start(label);
-        enum assay_status st = assay_pairwise_shrink(pw, (size_t)k->index[i],
-                                                     check_workload(o, k->index[i]), &so,
-                                                     &k->shrunk[i]);
+        enum assay_status st = assay_pairwise_shrink(
+            pw, &all[k->index[i]], check_workload(o, k->index[i]), &so, &k->shrunk[i]);
         assay_cli_ticker_stop(tick);
         if (st == ASSAY_ERR_NOMEM) {
             return false;
@@ -431,7 +444,7 @@ static bool open_engine(const char *which, const char *spec, struct assay_model_
 static bool add_verify_info(cJSON *report, const struct opts *o, size_t n_run)
 {
     size_t n_all;
-    assay_pairwise_checks(&n_all);
+    assay_plan_for(ASSAY_COMMAND_COMPARE, &n_all);
     cJSON *v = cJSON_CreateObject();
     bool ok = v != NULL && cJSON_AddStringToObject(v, "base_spec", o->candidate) != NULL &&
               cJSON_AddNumberToObject(v, "master_seed", (double)o->seed) != NULL &&
@@ -523,11 +536,8 @@ int assay_cmd_compare(int argc, char **argv)
     }
     if (o.list) {
         size_t n;
-        const struct assay_pairwise_check_info *all = assay_pairwise_checks(&n);
-        for (size_t i = 0; i < n; i++) {
-            printf("%-20s %-15s %s%s\n", all[i].name, assay_family_str(all[i].family), all[i].about,
-                   all[i].needs_weights ? " [needs the weights]" : "");
-        }
+        const struct assay_plan_item *all = assay_plan_for(ASSAY_COMMAND_COMPARE, &n);
+        assay_cli_list_checks(all, n);
         return ASSAY_EXIT_OK;
     }
     struct assay_speedup_params sp = assay_speedup_default_params();

@@ -7,7 +7,8 @@
 
 #include "adapters/spec.h"
 #include "bench_cli.h"
-#include "checks/suite.h"
+#include "checks/context.h"
+#include "checks/plan.h"
 #include "cli.h"
 #include "core/alloc.h"
 #include "core/clock.h"

@@ -4,7 +4,8 @@
 #include <string.h>
 
 #include "adapters/spec.h"
-#include "checks/suite.h"
+#include "checks/context.h"
+#include "checks/plan.h"
 #include "cli.h"
 
 static void usage(FILE *out)
@@ -85,9 +86,7 @@ int assay_cmd_verify(int argc, char **argv)
     size_t n_plan;
     const struct assay_plan_item *plan = assay_verify_plan(&n_plan);
     if (list) {
-        for (size_t i = 0; i < n_plan; i++) {
-            printf("%-30s %-15s %s\n", plan[i].name, assay_family_str(plan[i].family), plan[i].about);
-        }
+        assay_cli_list_checks(plan, n_plan);
         return ASSAY_EXIT_OK;
     }
     if (family != NULL && strcmp(family, "equivalence") != 0 &&

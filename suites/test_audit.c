@@ -38,6 +38,7 @@
 #include "adapters/spec.h"
 #include "bench/null_engine.h"
 #include "bench/versus.h"
+#include "checks/plan.h"
 #include "core/alloc.h"
 #include "core/workload.h"
 #include "engine/model.h"
@@ -485,7 +486,7 @@ static void test_live(void **state)
     cJSON *r = load_report(out);
     assert_string_equal(assay_json_str(r, "command", ""), "audit");
     size_t n_plan;
-    const struct assay_audit_check *plan = assay_audit_plan(&n_plan);
+    const struct assay_plan_item *plan = assay_plan_for(ASSAY_COMMAND_AUDIT, &n_plan);
     assert_int_equal((size_t)assay_json_num(r, "counts.checks"), n_plan);
     for (size_t i = 0; i < n_plan; i++) {
         const cJSON *c = find_check(r, plan[i].name);

@@ -30,7 +30,8 @@
 #include <sys/stat.h>
 
 #include "checks/shrink.h"
-#include "checks/suite.h"
+#include "checks/context.h"
+#include "checks/plan.h"
 #include "core/mutant.h"
 #include "support.h"
 

@@ -60,7 +60,8 @@
 
 #include "checks/equivalence.h"
 #include "checks/property.h"
-#include "checks/suite.h"
+#include "checks/context.h"
+#include "checks/plan.h"
 #include "core/blas.h"
 #include "core/clock.h"
 #include "core/mutant.h"

@@ -22,7 +22,8 @@
 #include "checks/harness.h"
 #include "checks/property.h"
 #include "checks/shrink.h"
-#include "checks/suite.h"
+#include "checks/context.h"
+#include "checks/plan.h"
 #include "checks/trace.h"
 #include "core/alloc.h"
 #include "core/rng.h"
@@ -627,32 +628,46 @@ static void test_missing_capabilities_skip(void **state)
  * smallest pool that fits it. */
 static enum assay_status needle_check(struct assay_verify_ctx *ctx,
                                       const struct assay_plan_item *item,
-                                      const struct assay_adapter *a,
-                                      const struct assay_workload *w,
+                                      const struct assay_target *t, const struct assay_workload *w,
                                       struct assay_check_result *res)
 {
     (void)ctx;
     (void)item;
+    const struct assay_adapter *a = t->adapter;
     struct assay_block_stats s;
     assert_int_equal(a->vt->block_stats(a->self, &s), ASSAY_OK);
     for (int32_t i = 0; w != NULL && i < w->n; i++) {
         for (int32_t k = 0; k < w->reqs[i].prompt_len; k++) {
             if (w->reqs[i].prompt[k] == 200 && w->reqs[i].max_tokens >= 3 && s.total <= 10) {
-                res->verdict = ASSAY_VERDICT_FAIL;
-                snprintf(res->failure, sizeof res->failure, "request %llu holds the needle",
-                         (unsigned long long)w->reqs[i].id);
+                assay_check_fail(res, "request %llu holds the needle",
+                                 (unsigned long long)w->reqs[i].id);
             }
         }
     }
     return ASSAY_OK;
 }
 
-static const struct assay_plan_item k_needle = {
-    "unit.needle", ASSAY_FAMILY_PROPERTY, "model=mini,kv=paged,block=4,batch=4;blocks=10",
-    "needle.json", "a check with a known smallest failure", needle_check, NULL};
+static const struct assay_plan_item k_needle = {"unit.needle",
+                                                ASSAY_FAMILY_PROPERTY,
+                                                "model=mini,kv=paged,block=4,batch=4;blocks=10",
+                                                "needle.json",
+                                                "a check with a known smallest failure",
+                                                needle_check,
+                                                NULL,
+                                                ASSAY_COMMAND_VERIFY,
+                                                ASSAY_NEED_BLOCKS,
+                                                false};
 static const struct assay_plan_item k_needle_fixed = {
-    "unit.needle-fixed", ASSAY_FAMILY_PROPERTY, "model=mini,kv=paged,block=4,batch=4,blocks=10",
-    "needle.json", "the same with a pool the check fixes", needle_check, NULL};
+    "unit.needle-fixed",
+    ASSAY_FAMILY_PROPERTY,
+    "model=mini,kv=paged,block=4,batch=4,blocks=10",
+    "needle.json",
+    "the same with a pool the check fixes",
+    needle_check,
+    NULL,
+    ASSAY_COMMAND_VERIFY,
+    ASSAY_NEED_BLOCKS,
+    false};
 
 static void write_needle(const char *dir)
 {

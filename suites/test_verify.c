@@ -25,7 +25,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "checks/suite.h"
+#include "checks/context.h"
+#include "checks/plan.h"
 #include "core/alloc.h"
 #include "support.h"
 

@@ -1,57 +1,24 @@
 /*
- * suite.h - the verification plan: which checks run, on which engine
- * options, over which workloads.
+ * context.h - running a check: the shared state of a run (oracle memos by
+ * weights, seeds, the fixtures folder, what reproducer lines start with),
+ * the target a check is judged on, and the one executor that opens an
+ * engine spec, loads the workload, builds the target, compares the check's
+ * needs with it (SKIP with the reason when it falls short) and calls the
+ * check's runner.
  *
- * One table serves the `assay verify` command, the `verify` test label and
- * the `mutants` label, so all of them run exactly the same checks. Each
- * entry adds its engine options to a base spec ("bundled", or
- * "bundled:mutant=NAME" for a must-fail control) and names a fixture
- * workload.
+ * `assay verify` and `assay compare` run their checks through
+ * assay_run_plan_item; `assay audit` builds its target from the server it
+ * opened (checks/audit.h). The checks are listed in checks/plan.h.
  */
-#ifndef ASSAY_SUITE_H
-#define ASSAY_SUITE_H
+#ifndef ASSAY_CONTEXT_H
+#define ASSAY_CONTEXT_H
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "../core/status.h"
+#include "check.h"
 #include "result.h"
-
-struct assay_verify_ctx;
-struct assay_plan_item;
-struct assay_adapter;
-struct assay_workload;
-
-/*
- * A family's runner: judge the engine behind `a` on workload `w` (may be
- * NULL when the item names none) and fill res (verdict, figures, failure).
- * Returns ASSAY_OK when a verdict was reached; an error status when the
- * check could not run (res->verdict is then ERROR with the reason).
- */
-typedef enum assay_status (*assay_check_fn)(struct assay_verify_ctx *ctx,
-                                            const struct assay_plan_item *item,
-                                            const struct assay_adapter *a,
-                                            const struct assay_workload *w,
-                                            struct assay_check_result *res);
-
-struct assay_plan_item {
-    const char *name;      /* "equiv.kv-cache" */
-    enum assay_family family;
-    const char *options;   /* engine options set over the base spec; those after a
-                              ';' are defaults the base spec may override
-                              ("kv=paged,block=4;blocks=24": a reproducer's
-                              --engine '...,blocks=6' shrinks the pool) */
-    const char *workload;  /* fixture path under fixtures/, or NULL */
-    const char *about;     /* what it stresses */
-    assay_check_fn run;
-    const char *params;    /* check parameters ("t=0.7,top_k=40"), or NULL */
-};
-
-/* The plan, in the order it runs. */
-const struct assay_plan_item *assay_verify_plan(size_t *n);
-
-/* The plan item called name, or NULL. */
-const struct assay_plan_item *assay_plan_find(const char *name);
 
 /* Shared state of a verification run (oracle memos, seeds); one per thread.
  * Lifetime: assay_verify_ctx_init / assay_verify_ctx_free. */
@@ -96,6 +63,31 @@ struct assay_model;
 struct assay_oracle_memo;
 enum assay_status assay_verify_memo(struct assay_verify_ctx *ctx, const struct assay_model *model,
                                     struct assay_oracle_memo **out);
+
+/*
+ * What the command adds to every target built in ctx: its own state for its
+ * runners (owner), the weights when the command knows them (compare
+ * --model; NULL: the bundled engine's own), the baseline's engine spec
+ * (NULL: none). Copied, except owner and weights, which must outlive ctx's
+ * use.
+ */
+void assay_verify_ctx_set_target(struct assay_verify_ctx *ctx, void *owner,
+                                 const struct assay_model *weights, const char *baseline);
+
+/* The target of adapter a (engine spec `spec`, borrowed) in ctx: its
+ * weights, draft and sampling order when it is the bundled engine, what it
+ * can do, and what the command added. */
+struct assay_target assay_target_of(const struct assay_verify_ctx *ctx,
+                                    const struct assay_adapter *a, const char *spec);
+
+/*
+ * The one reproducer line: "PROGRAM COMMAND TARGET_ARGS --check CHECK
+ * --seed SEED" then tail (the check's own options, each with its leading
+ * space; may be NULL), into buf; "" when it does not fit (a line cut
+ * short would rerun something else). Returns buf.
+ */
+char *assay_repro_line(char *buf, size_t size, const char *program, const char *command,
+                       const char *target_args, const char *check, uint64_t seed, const char *tail);
 
 /* The model the bundled engine behind a runs (NULL for other adapters). */
 const struct assay_model *assay_verify_engine_model(const struct assay_adapter *a);
