@@ -33,7 +33,9 @@ DIRS=(core engine oracles checks adapters bench reports cli)
 check() {
     local src="$1" dirs=() d
     for d in "${DIRS[@]}"; do
-        [ -d "$src/$d" ] && dirs+=("$d")
+        if [ -d "$src/$d" ]; then
+            dirs+=("$d")
+        fi
     done
     if [ "${#dirs[@]}" -eq 0 ]; then
         echo "include_cycles: none of ${DIRS[*]} under $src" >&2
@@ -203,7 +205,8 @@ check() {
             exit 1
         }
     ' <(printf '%s\n' "$files") \
-      <(cd "$src" && printf '%s\n' "$files" | xargs -r -d '\n' grep -nH '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' || true)
+      <(cd "$src" && { printf '%s\n' "$files" |
+            xargs -r -d '\n' grep -nH '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' || true; })
 }
 
 # Expect check on tree $2 to exit $1, and its output to hold each line
