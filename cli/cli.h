@@ -17,6 +17,7 @@
 #include "checks/context.h"
 #include "checks/plan.h"
 #include "reports/report.h"
+#include "reports/write.h"
 
 enum {
     ASSAY_EXIT_OK = 0,         /* everything checked passed */
@@ -49,7 +50,7 @@ const char *assay_cli_program(void);
  * spaces), for reports; cut at size. */
 void assay_cli_join_argv(int argc, char **argv, char *buf, size_t size);
 
-/* Write report as DIR/report.{json,html,md} (reports/report.h); on failure
+/* Write report as DIR/report.{json,html,md} (reports/write.h); on failure
  * print "assay CMD: writing the report: WHY" and return false. */
 bool assay_cli_write_report(const char *cmd, cJSON *report, const char *dir,
                             struct assay_report_paths *paths);

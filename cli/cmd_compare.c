@@ -21,6 +21,7 @@
 #include "reports/schema.h"
 #include "reports/stamp.h"
 #include "reports/text.h"
+#include "reports/write.h"
 
 #define COMPARE_DEFAULT_WORKLOAD ASSAY_CLI_BENCH_WORKLOAD
 #define COMPARE_MAX_CHECK_WORKLOADS 16

@@ -9,6 +9,7 @@
 #include "core/alloc.h"
 #include "reports/markdown.h"
 #include "reports/report.h"
+#include "reports/write.h"
 
 static void usage(FILE *out)
 {

@@ -9,6 +9,7 @@
 #include "checks/shrink.h"
 #include "core/alloc.h"
 #include "core/clock.h"
+#include "reports/write.h"
 
 #ifndef ASSAY_FIXTURES_DIR
 #define ASSAY_FIXTURES_DIR "fixtures"

@@ -5,7 +5,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "report.h"
 #include "schema.h"
 #include "../core/json_out.h"
 

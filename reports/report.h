@@ -1,5 +1,6 @@
 /*
- * report.h - the JSON report, which is the truth, and writing it safely.
+ * report.h - the JSON report, which is the truth: building, checking,
+ * reading and printing it.
  *
  * A report is a cJSON object of schema "assay-report", version 1
  * (ASSAY_REPORT_VERSION; every field, its type and unit are documented in
@@ -25,17 +26,16 @@
  * one check ran (skips are listed, they do not fail a run), else NONE (a
  * benchmark alone).
  *
- * Files are written to a temporary name in the destination directory,
- * flushed to disk and renamed into place, so a reader never finds a
- * half-written report under the final name; on any failure the temporary
- * file is removed and whatever was there before is left untouched.
+ * The renderers read this module (the verdict, a check's figures, the seed
+ * table's paragraph); writing a report and its renderings to files is
+ * reports/write.h, above both.
  *
  * Usage:
  *     cJSON *r;
  *     assay_report_create("run", "assay run", &r);
  *     assay_report_set(r, "stamp", stamp);          // takes ownership
  *     assay_report_add_checks(r, results, n);
- *     assay_report_write_all(r, "out", "report", &paths, &diag);
+ *     assay_report_write_all(r, "out", "report", &paths, &diag);  // write.h
  *     cJSON_Delete(r);
  */
 #ifndef ASSAY_REPORT_H
@@ -148,44 +148,5 @@ enum assay_status assay_report_load(const char *path, cJSON **out, struct assay_
 /* The report's canonical text (formatted JSON and a final newline), into
  * *out (assay_free) and *len. ASSAY_ERR_NOMEM. */
 enum assay_status assay_report_print(const cJSON *report, char **out, size_t *len);
-
-/*
- * Write len bytes to path atomically: a temporary file in the same
- * directory (".NAME.XXXXXX"), fsync, rename over path. On failure the
- * temporary file is removed, path keeps its previous content (or stays
- * absent), and diag says which file and why (strerror: "Permission denied",
- * "No space left on device", ...). Returns ASSAY_ERR_IO.
- */
-enum assay_status assay_report_write_file(const char *path, const char *data, size_t len,
-                                          struct assay_diag *diag);
-
-/* Where assay_report_write_all put its files. */
-struct assay_report_paths {
-    char json[1024];
-    char html[1024];
-    char md[1024];
-};
-
-/*
- * Write DIR/BASE.json, and BASE.html and BASE.md rendered from that JSON
- * text parsed back (so the renderings are exactly those that `assay report
- * DIR/BASE.json` makes), as one: all three go to temporary files first and
- * are renamed into place only once all are complete, so a failure leaves
- * the three destinations as they were (never a new JSON beside an old
- * HTML). The report is validated first (ASSAY_ERR_PARSE: nothing is
- * written). dir must exist. Returns ASSAY_OK, ASSAY_ERR_PARSE, ASSAY_ERR_IO
- * (diag: which file, why), ASSAY_ERR_NOMEM.
- */
-enum assay_status assay_report_write_all(const cJSON *report, const char *dir, const char *base,
-                                         struct assay_report_paths *paths, struct assay_diag *diag);
-
-/*
- * Render DIR/BASE.html and DIR/BASE.md from a report (validated first)
- * without writing its JSON: what `assay report FILE.json` does. Same
- * returns; paths->json is left empty.
- */
-enum assay_status assay_report_write_renderings(const cJSON *report, const char *dir,
-                                                const char *base, struct assay_report_paths *paths,
-                                                struct assay_diag *diag);
 
 #endif

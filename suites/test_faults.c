@@ -49,6 +49,7 @@
 #include "core/workload.h"
 #include "reports/report.h"
 #include "reports/stamp.h"
+#include "reports/write.h"
 #include "support.h"
 
 /* A paged engine that preempts: 4-token blocks, 14 of them, a batch of 4. */

@@ -1,9 +1,9 @@
 /* The JSON report and its renderings (reports/report.h, html.h,
- * markdown.h): the schema's required fields, the round trip from JSON to
- * `assay report` and back to the same renderings, self-contained HTML,
- * the seed table's paragraph, atomic writes (a read-only or full directory
- * gives a clear error and leaves no file), allocation failures, and the
- * command's exit codes and messages.
+ * markdown.h, write.h): the schema's required fields, the round trip from
+ * JSON to `assay report` and back to the same renderings, self-contained
+ * HTML, the seed table's paragraph, atomic writes (a read-only or full
+ * directory gives a clear error and leaves no file), allocation failures,
+ * and the command's exit codes and messages.
  *
  *   test_report ASSAY_BINARY   (CTest passes the built assay command) */
 #include <stdarg.h>
@@ -30,6 +30,7 @@
 #include "reports/report.h"
 #include "reports/schema.h"
 #include "reports/stamp.h"
+#include "reports/write.h"
 #include "support.h"
 
 static const char *g_assay = "assay";
