@@ -20,8 +20,14 @@
 
 /* ---- reading a file -------------------------------------------------- */
 
-enum assay_status assay_workload_load(const char *path, const struct assay_workload_limits *lim,
-                                      struct assay_workload **out, struct assay_diag *diag)
+static enum assay_status parse_drawn(const char *json, size_t len, const char *file,
+                                     const struct assay_workload_limits *lim,
+                                     const struct assay_workload_draw *draw,
+                                     struct assay_workload **out, struct assay_diag *diag);
+
+static enum assay_status load_drawn(const char *path, const struct assay_workload_limits *lim,
+                                    const struct assay_workload_draw *draw,
+                                    struct assay_workload **out, struct assay_diag *diag)
 {
     *out = NULL;
     FILE *f = fopen(path, "rb");
@@ -52,9 +58,23 @@ enum assay_status assay_workload_load(const char *path, const struct assay_workl
         return ASSAY_ERR_IO;
     }
     buf[size] = '\0';
-    enum assay_status st = assay_workload_parse(buf, (size_t)size, path, lim, out, diag);
+    enum assay_status st = parse_drawn(buf, (size_t)size, path, lim, draw, out, diag);
     assay_free(buf);
     return st;
+}
+
+enum assay_status assay_workload_load(const char *path, const struct assay_workload_limits *lim,
+                                      struct assay_workload **out, struct assay_diag *diag)
+{
+    return load_drawn(path, lim, NULL, out, diag);
+}
+
+enum assay_status assay_workload_load_drawn(const char *path,
+                                            const struct assay_workload_limits *lim,
+                                            const struct assay_workload_draw *draw,
+                                            struct assay_workload **out, struct assay_diag *diag)
+{
+    return load_drawn(path, lim, draw, out, diag);
 }
 
 /* ---- parsing helpers --------------------------------------------------- */
@@ -63,6 +83,7 @@ struct parser {
     const char *file;
     struct assay_diag *diag;
     const struct assay_workload_limits *lim;
+    const struct assay_workload_draw *draw; /* NULL: the file's own seed and n */
 };
 
 static enum assay_status fail(struct parser *ps, const char *where, const char *expected,
@@ -580,6 +601,12 @@ static enum assay_status parse_shape(struct parser *ps, const cJSON *g, struct s
     if (st == ASSAY_OK) {
         st = get_int(ps, g, "n", "generate", true, 0, 1, max_n, &sh->n);
     }
+    if (st == ASSAY_OK && ps->draw != NULL) {
+        sh->seed = (int64_t)(ps->draw->seed & (((uint64_t)1 << 53) - 1));
+        if (ps->draw->n > 0) {
+            sh->n = ps->draw->n < max_n ? ps->draw->n : max_n;
+        }
+    }
     if (st == ASSAY_OK) {
         int64_t vmax = ps->lim->vocab < 256 ? ps->lim->vocab : 256;
         st = get_int(ps, g, "vocab", "generate", false, vmax, 1, ps->lim->vocab, &sh->vocab);
@@ -894,8 +921,16 @@ enum assay_status assay_workload_parse(const char *json, size_t len, const char 
                                        const struct assay_workload_limits *lim,
                                        struct assay_workload **out, struct assay_diag *diag)
 {
+    return parse_drawn(json, len, file, lim, NULL, out, diag);
+}
+
+static enum assay_status parse_drawn(const char *json, size_t len, const char *file,
+                                     const struct assay_workload_limits *lim,
+                                     const struct assay_workload_draw *draw,
+                                     struct assay_workload **out, struct assay_diag *diag)
+{
     *out = NULL;
-    struct parser ps = {file != NULL ? file : "<memory>", diag, lim};
+    struct parser ps = {file != NULL ? file : "<memory>", diag, lim, draw};
     if (lim == NULL || lim->vocab < 1) {
         return ASSAY_ERR_INVALID;
     }
@@ -993,6 +1028,10 @@ enum assay_status assay_workload_parse(const char *json, size_t len, const char 
                   gen == NULL ? "neither" : "both");
     }
     struct assay_workload *w = NULL;
+    if (st == ASSAY_OK && draw != NULL && gen == NULL) {
+        st = fail(&ps, "generate", "a generated workload (drawn with another seed)",
+                  "a trace of listed requests");
+    }
     if (st == ASSAY_OK && reqs != NULL) {
         if (!cJSON_IsArray(reqs)) {
             st = fail(&ps, "requests", "an array", json_kind(reqs));

@@ -68,6 +68,20 @@ struct assay_workload_limits {
 enum assay_status assay_workload_load(const char *path, const struct assay_workload_limits *lim,
                                       struct assay_workload **out, struct assay_diag *diag);
 
+/* Another draw of a generated workload (one with a "generate" shape): the
+ * shape's seed replaced by seed, and its request count by n when n > 0. */
+struct assay_workload_draw {
+    uint64_t seed; /* its low 53 bits */
+    int32_t n;
+};
+
+/* assay_workload_load of a generated workload drawn as draw says; a file
+ * that lists its requests instead is ASSAY_ERR_PARSE. */
+enum assay_status assay_workload_load_drawn(const char *path,
+                                            const struct assay_workload_limits *lim,
+                                            const struct assay_workload_draw *draw,
+                                            struct assay_workload **out, struct assay_diag *diag);
+
 /* Parse a workload from memory; `file` names it in diagnostics. json[0..len)
  * need not be NUL-terminated; a NUL byte in it, or anything but white space
  * after the top-level object, is a parse error. ASSAY_ERR_INVALID for a

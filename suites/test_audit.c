@@ -602,6 +602,59 @@ static void test_mustfail(void **state)
     cJSON_Delete(r);
 }
 
+/* The audit's generated workloads are fixture files drawn with the audit's
+ * seed: the same file and seed give the same requests, another seed other
+ * prompts, quick=N that many requests; a file that lists its requests
+ * cannot be drawn again. Every registered audit workload loads. */
+static void test_audit_workloads(void **state)
+{
+    (void)state;
+    char path[1200];
+    struct assay_workload_limits lim = {1024, 512, 0};
+    struct assay_diag diag;
+    size_t n_plan;
+    const struct assay_plan_item *plan = assay_plan_for(ASSAY_COMMAND_AUDIT, &n_plan);
+    int32_t n_files = 0;
+    for (size_t i = 0; i < n_plan; i++) {
+        if (plan[i].workload == NULL || strncmp(plan[i].workload, "workloads/audit-", 16) != 0) {
+            continue;
+        }
+        n_files++;
+        assay_test_fixture(plan[i].workload, path, sizeof path);
+        struct assay_workload *plain = NULL, *a = NULL, *b = NULL, *other = NULL, *quick = NULL;
+        assert_int_equal(assay_workload_load(path, &lim, &plain, &diag), ASSAY_OK);
+        struct assay_workload_draw d1 = {7, 0}, d2 = {8, 0}, dq = {7, 5};
+        assert_int_equal(assay_workload_load_drawn(path, &lim, &d1, &a, &diag), ASSAY_OK);
+        assert_int_equal(assay_workload_load_drawn(path, &lim, &d1, &b, &diag), ASSAY_OK);
+        assert_int_equal(assay_workload_load_drawn(path, &lim, &d2, &other, &diag), ASSAY_OK);
+        assert_int_equal(assay_workload_load_drawn(path, &lim, &dq, &quick, &diag), ASSAY_OK);
+        assert_int_equal(a->n, plain->n);
+        assert_int_equal(quick->n, 5);
+        bool same = true, differs = false;
+        for (int32_t r = 0; r < a->n; r++) {
+            same = same && a->reqs[r].prompt_len == b->reqs[r].prompt_len &&
+                   memcmp(a->reqs[r].prompt, b->reqs[r].prompt,
+                          sizeof(int32_t) * (size_t)a->reqs[r].prompt_len) == 0;
+            differs = differs || a->reqs[r].prompt_len != other->reqs[r].prompt_len ||
+                      memcmp(a->reqs[r].prompt, other->reqs[r].prompt,
+                             sizeof(int32_t) * (size_t)a->reqs[r].prompt_len) != 0;
+        }
+        assert_true(same);
+        assert_true(differs);
+        assay_workload_free(plain);
+        assay_workload_free(a);
+        assay_workload_free(b);
+        assay_workload_free(other);
+        assay_workload_free(quick);
+    }
+    assert_int_equal(n_files, 5);
+    struct assay_workload *w = NULL;
+    struct assay_workload_draw d = {7, 0};
+    assay_test_fixture("workloads/prop-trace.json", path, sizeof path);
+    assert_int_equal(assay_workload_load_drawn(path, &lim, &d, &w, &diag), ASSAY_ERR_PARSE);
+    assert_null(w);
+}
+
 int main(int argc, char **argv)
 {
     assay_test_init(argc, argv);
@@ -611,7 +664,7 @@ int main(int argc, char **argv)
         const struct CMUnitTest tests[] = {
             cmocka_unit_test(test_gate_limit),   cmocka_unit_test(test_gate_continue),
             cmocka_unit_test(test_prom),         cmocka_unit_test(test_versus),
-            cmocka_unit_test(test_audit_member),
+            cmocka_unit_test(test_audit_member), cmocka_unit_test(test_audit_workloads),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
     }
