@@ -3,7 +3,6 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "../adapters/bundled.h"
 #include "../adapters/spec.h"
 #include "../core/clock.h"
 #include "equivalence.h"
