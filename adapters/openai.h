@@ -157,6 +157,19 @@ enum assay_status assay_openai_open(const struct assay_openai_params *params,
 enum assay_status assay_openai_open_spec(const char *args, struct assay_adapter *out,
                                          struct assay_diag *diag);
 
+/*
+ * The parameters that assay_openai_open_spec opens with (adapters/
+ * openai_spec.c): args is copied into buf[0..size), which out->url and
+ * out->model then point into, so buf must outlive *out; no connection is
+ * made. *out is written only on ASSAY_OK. ASSAY_ERR_INVALID, with the key
+ * named in diag, for args (NULL, or not shorter than size), a key without a
+ * value, an unknown key, a value out of range, or an API key in the spec
+ * (never echoed).
+ */
+enum assay_status assay_openai_parse_spec(const char *args, char *buf, size_t size,
+                                          struct assay_openai_params *out,
+                                          struct assay_diag *diag);
+
 /* One of the top logprobs of a position. */
 struct assay_openai_logprob {
     int32_t token;
