@@ -2,12 +2,14 @@
  * openai.c - the OpenAI-compatible HTTP adapter (see openai.h).
  *
  * Structure: each request owns a slot with its libcurl easy handle, its
- * request body and its SSE parser. libcurl's write callback parses the
- * stream as it arrives and appends TOKEN events to the adapter's event
- * array; step() drives the multi handle, turns finished transfers into
- * FINISH events, and enforces the stall timeout. A slot whose FINISH was
- * delivered is released at the start of the next step, so a FINISH
- * message (kept in the slot) lives exactly until the next step.
+ * request body, its SSE parser and its stream state. libcurl's write
+ * callback parses the server-sent events as they arrive and hands each to
+ * the chunk reader (openai_chunks.h, which does no I/O), whose token
+ * callback appends TOKEN events to the adapter's event array; step()
+ * drives the multi handle, turns finished transfers into FINISH events,
+ * and enforces the stall timeout. A slot whose FINISH was delivered is
+ * released at the start of the next step, so a FINISH message (kept in
+ * the slot) lives exactly until the next step.
  *
  * The event array is reserved in add_request: a request can produce at
  * most max_tokens TOKEN events and one FINISH (more tokens are an error),
@@ -59,10 +61,11 @@
 
 #include "../core/alloc.h"
 #include "../core/clock.h"
+#include "openai_chunks.h"
 #include "sse.h"
 
 enum {
-    ERR_LEN = 480,        /* a FINISH message */
+    ERR_LEN = ASSAY_OPENAI_MSG_MAX, /* a FINISH message */
     SNIPPET_LEN = 200,    /* server text quoted in a message */
     ERRBODY_MAX = 4096,   /* body of a non-200 response kept for its message */
     URL_MAX = 1024,
@@ -133,22 +136,13 @@ struct oa_req {
     CURL *easy;
     char *body;
     struct assay_sse_parser sse;
-    int32_t prompt_len;
-    int32_t max_tokens;
-    int32_t stop_token;
-    struct assay_sampling sampling;
-    bool ignore_eos;
-    int32_t n_out;
+    struct assay_openai_stream s; /* what was asked, and what the stream did */
     int64_t t_start_ns;
     int64_t t_last_ns;    /* last byte received (or the start) */
+    int64_t t_chunk_ns;   /* when the chunk being read arrived: its tokens' time */
     int64_t bytes;        /* body bytes received */
     long http_status;     /* 0 until the first body byte */
     bool stream_checked;  /* status and content type looked at */
-    bool ended;           /* the stream's end chunk was seen (stop / finish_reason) */
-    bool got_done;        /* "data: [DONE]" was seen */
-    bool stopped;         /* the stop token was delivered; the transfer is cut */
-    bool eos_seen;        /* the server's own stop (its EOS, ignore_eos off) was
-                             delivered; the stream must end with its final chunk */
     bool failed;          /* err holds why */
     enum assay_finish_reason reason; /* RQ_ENDING */
     enum assay_status err_status;
@@ -180,7 +174,6 @@ struct openai {
     void *lp_ctx;
     assay_openai_usage_sink usage_sink;
     void *usage_ctx;
-    struct assay_openai_logprob top[ASSAY_OPENAI_MAX_TOP];
     struct assay_openai_stats stats;
     char last_error[ERR_LEN];
 };
@@ -189,38 +182,12 @@ struct openai {
 /* Text that came from the server: sanitised and with the key redacted */
 /* ------------------------------------------------------------------ */
 
-/*
- * Copy src[0..n) into dst as printable ASCII (other bytes become '?'),
- * at most size - 1 characters, with every occurrence of the API key
- * replaced by "[redacted]". A tail of src that is the start of the key
- * (3 or more characters, or any length when src was cut short) is
- * redacted too, so a truncated echo cannot leak the key's first part.
- */
+/* Server text made safe to quote: printable, with the key redacted (see
+ * assay_openai_clean_text). */
 static void clean_text(const struct openai *oa, char *dst, size_t size, const char *src, size_t n,
                        bool src_cut)
 {
-    static const char red[] = "[redacted]";
-    size_t k = 0;
-    for (size_t i = 0; i < n && k + 1 < size;) {
-        size_t left = n - i;
-        if (oa->key != NULL && oa->key_len > 0) {
-            bool full = left >= oa->key_len && memcmp(src + i, oa->key, oa->key_len) == 0;
-            bool tail = left < oa->key_len && (left >= 3 || src_cut) &&
-                        memcmp(src + i, oa->key, left) == 0;
-            if (full || tail) {
-                for (size_t j = 0; red[j] != '\0' && k + 1 < size; j++) {
-                    dst[k++] = red[j];
-                }
-                i += full ? oa->key_len : left;
-                continue;
-            }
-        }
-        unsigned char c = (unsigned char)src[i++];
-        dst[k++] = (c >= 0x20 && c < 0x7f) ? (char)c : (c == '\n' || c == '\t' ? ' ' : '?');
-    }
-    if (size > 0) {
-        dst[k] = '\0';
-    }
+    assay_openai_clean_text(dst, size, src, n, src_cut, oa->key, oa->key_len);
 }
 
 /* Replace every occurrence of the key in a finished message (defence in
@@ -355,455 +322,59 @@ static struct assay_event *push_event(struct openai *oa)
     return e;
 }
 
-/* Deliver one generated token. Returns false when the request failed. */
-static bool deliver(struct oa_req *r, int64_t token, double logprob, int32_t n_top, int64_t now)
+/* The chunk reader's token callback: one TOKEN event, and the token's
+ * logprobs to the logprobs sink. */
+static enum assay_status take_token(void *ctx, int32_t index, int32_t token, double logprob,
+                                    const struct assay_openai_logprob *top, int32_t n_top)
 {
+    struct oa_req *r = ctx;
     struct openai *oa = r->oa;
-    if (r->ended) {
-        return req_fail(r, ASSAY_ERR_NET, "token %" PRId64 " after the end of the stream",
-                        token);
-    }
-    if (r->eos_seen) {
-        return req_fail(r, ASSAY_ERR_NET,
-                        "token %" PRId64 " after the end-of-generation token %d at position %d",
-                        token, (int)oa->p.eos_token, (int)r->n_out - 1);
-    }
-    if (r->n_out >= r->max_tokens) {
-        return req_fail(r, ASSAY_ERR_NET,
-                        "more tokens than max_tokens %d: token %" PRId64 " at position %d",
-                        (int)r->max_tokens, token, (int)r->n_out);
-    }
-    if (token < 0 || token > INT32_MAX || (oa->p.vocab > 0 && token >= oa->p.vocab)) {
-        return req_fail(r, ASSAY_ERR_NET,
-                        "token id %" PRId64 " at position %d is outside the vocabulary (%d ids)",
-                        token, (int)r->n_out, (int)oa->p.vocab);
-    }
     struct assay_event *e = push_event(oa);
     if (e == NULL) {
-        return req_fail(r, ASSAY_ERR_INTERNAL, "event array full (adapter bug)");
+        req_fail(r, ASSAY_ERR_INTERNAL, "event array full (adapter bug)");
+        return ASSAY_ERR_INTERNAL;
     }
     e->kind = ASSAY_EVENT_TOKEN;
     e->request_id = r->id;
-    e->t_ns = now;
-    e->token = (int32_t)token;
-    e->index = r->n_out++;
+    e->t_ns = r->t_chunk_ns;
+    e->token = token;
+    e->index = index;
     oa->stats.n_tokens++;
     if (oa->lp_sink != NULL && (n_top > 0 || !isnan(logprob))) {
-        oa->lp_sink(oa->lp_ctx, r->id, e->index, e->token, logprob, oa->top, n_top);
+        oa->lp_sink(oa->lp_ctx, r->id, index, token, logprob, top, n_top);
     }
-    if (token == r->stop_token) {
-        /* The server stops on its own EOS: read its final chunk (counts,
-         * stop type) instead of cutting the stream. */
-        if (!r->ignore_eos && token == oa->p.eos_token) {
-            r->eos_seen = true;
-        } else {
-            r->stopped = true;
-        }
-    }
-    return true;
+    return ASSAY_OK;
 }
 
-/* ------------------------------------------------------------------ */
-/* Reading chunks                                                      */
-/* ------------------------------------------------------------------ */
-
-static const cJSON *member(const cJSON *obj, const char *name)
+/* The chunk reader's usage callback: the server's counts to the usage sink. */
+static void take_usage(void *ctx, int64_t prompt_tokens, int64_t completion_tokens)
 {
-    return cJSON_IsObject(obj) ? cJSON_GetObjectItemCaseSensitive(obj, name) : NULL;
-}
-
-/* An integer-valued JSON number in [lo, hi]. */
-static bool get_int(const cJSON *v, int64_t lo, int64_t hi, int64_t *out)
-{
-    if (!cJSON_IsNumber(v)) {
-        return false;
-    }
-    double d = v->valuedouble;
-    if (!(d >= (double)lo && d <= (double)hi) || d != floor(d)) {
-        return false;
-    }
-    *out = (int64_t)d;
-    return true;
-}
-
-/* Read a {id, logprob} list (llama.cpp's top_logprobs) into oa->top. */
-static int32_t read_top_ids(struct openai *oa, const cJSON *arr)
-{
-    int32_t n = 0;
-    const cJSON *it;
-    cJSON_ArrayForEach(it, arr)
-    {
-        int64_t id;
-        const cJSON *lp = member(it, "logprob");
-        if (n >= ASSAY_OPENAI_MAX_TOP) {
-            break;
-        }
-        if (get_int(member(it, "id"), 0, INT32_MAX, &id) && cJSON_IsNumber(lp)) {
-            oa->top[n].token = (int32_t)id;
-            oa->top[n].logprob = lp->valuedouble;
-            n++;
-        }
-    }
-    return n;
-}
-
-/* "token_id:123" (the legacy layout with return_tokens_as_token_ids). */
-static bool parse_token_id_string(const char *s, int64_t *out)
-{
-    if (s == NULL || strncmp(s, "token_id:", 9) != 0) {
-        return false;
-    }
-    const char *p = s + 9;
-    int64_t v = 0;
-    if (*p == '\0') {
-        return false;
-    }
-    for (; *p != '\0'; p++) {
-        if (*p < '0' || *p > '9' || v > INT32_MAX) {
-            return false;
-        }
-        v = v * 10 + (*p - '0');
-    }
-    *out = v;
-    return true;
-}
-
-/* Compare one sampling setting the server echoed with what was sent. */
-static bool check_setting_num(struct oa_req *r, const cJSON *gs, const char *name, double sent)
-{
-    const cJSON *v = member(gs, name);
-    if (!cJSON_IsNumber(v)) {
-        return true; /* not reported: nothing to compare */
-    }
-    double got = v->valuedouble;
-    if (fabs(got - sent) <= 1e-6 * fmax(1.0, fabs(sent))) {
-        return true;
-    }
-    return req_fail(r, ASSAY_ERR_UNSUPPORTED,
-                    "the server did not apply \"%s\": sent %.9g, it used %.9g", name, sent, got);
-}
-
-/* The generation_settings of llama.cpp's final chunk against the request. */
-static bool check_settings(struct oa_req *r, const cJSON *gs)
-{
-    if (!cJSON_IsObject(gs)) {
-        return true;
-    }
-    const struct assay_sampling *s = &r->sampling;
-    bool ok = check_setting_num(r, gs, "n_predict", r->max_tokens) &&
-              check_setting_num(r, gs, "temperature", s->temperature) &&
-              check_setting_num(r, gs, "top_k", s->top_k) &&
-              check_setting_num(r, gs, "top_p", s->top_p) &&
-              check_setting_num(r, gs, "min_p", 0.0) &&
-              check_setting_num(r, gs, "typical_p", 1.0) &&
-              check_setting_num(r, gs, "repeat_penalty", 1.0) &&
-              check_setting_num(r, gs, "dry_multiplier", 0.0) &&
-              check_setting_num(r, gs, "xtc_probability", 0.0) &&
-              check_setting_num(r, gs, "mirostat", 0.0);
-    if (ok && s->seeded) {
-        ok = check_setting_num(r, gs, "seed", (double)(s->seed % 0xFFFFFFFFull));
-    }
-    const cJSON *ie = member(gs, "ignore_eos");
-    if (ok && cJSON_IsBool(ie) && cJSON_IsTrue(ie) != r->ignore_eos) {
-        ok = req_fail(r, ASSAY_ERR_UNSUPPORTED, "the server did not apply \"ignore_eos\": %s",
-                      r->ignore_eos ? "true" : "false");
-    }
-    const cJSON *sm = member(gs, "samplers");
-    if (ok && cJSON_IsArray(sm)) {
-        static const char *const want[3] = {"temperature", "top_k", "top_p"};
-        bool same = cJSON_GetArraySize(sm) == 3;
-        for (int i = 0; same && i < 3; i++) {
-            const cJSON *x = cJSON_GetArrayItem(sm, i);
-            same = cJSON_IsString(x) && strcmp(x->valuestring, want[i]) == 0;
-        }
-        if (!same) {
-            ok = req_fail(r, ASSAY_ERR_UNSUPPORTED,
-                          "the server did not apply \"samplers\": [\"temperature\", \"top_k\", "
-                          "\"top_p\"] (its sampling order would differ from assay's)");
-        }
-    }
-    return ok;
-}
-
-/* How the stream ended early, for messages. */
-static bool ended_short(struct oa_req *r, const char *why)
-{
-    return req_fail(r, ASSAY_ERR_NET,
-                    "the server ended the stream early (%s), before max_tokens and without "
-                    "the stop token",
-                    why);
-}
-
-/* A chunk of llama.cpp's native /completion stream. */
-static bool completion_chunk(struct oa_req *r, const cJSON *root, int64_t now)
-{
+    struct oa_req *r = ctx;
     struct openai *oa = r->oa;
-    bool final = cJSON_IsTrue(member(root, "stop"));
-    if (r->ended) {
-        return req_fail(r, ASSAY_ERR_NET, "data after the final chunk (\"stop\": true)");
-    }
-    const cJSON *tokens = member(root, "tokens");
-    const cJSON *probs = member(root, "completion_probabilities");
-    if (tokens == NULL && !final) {
-        return req_fail(r, ASSAY_ERR_PARSE,
-                        "a chunk without \"tokens\" (does the server support \"return_tokens\"?)");
-    }
-    if (tokens != NULL && !cJSON_IsArray(tokens)) {
-        return req_fail(r, ASSAY_ERR_PARSE, "\"tokens\" is not an array");
-    }
-    int n_tok = tokens != NULL ? cJSON_GetArraySize(tokens) : 0;
-    int n_probs = cJSON_IsArray(probs) ? cJSON_GetArraySize(probs) : 0;
-    if (n_tok > 0 && n_probs > 0 && n_probs != n_tok) {
-        return req_fail(r, ASSAY_ERR_PARSE, "a chunk with %d tokens but %d completion_probabilities",
-                        n_tok, n_probs);
-    }
-    for (int i = 0; i < n_tok && !r->stopped; i++) {
-        int64_t id;
-        if (!get_int(cJSON_GetArrayItem(tokens, i), INT32_MIN, INT32_MAX, &id)) {
-            return req_fail(r, ASSAY_ERR_PARSE, "\"tokens\"[%d] is not an integer", i);
-        }
-        double lp = NAN;
-        int32_t n_top = 0;
-        if (n_probs > 0) {
-            const cJSON *pr = cJSON_GetArrayItem(probs, i);
-            int64_t pid;
-            if (get_int(member(pr, "id"), INT32_MIN, INT32_MAX, &pid) && pid != id) {
-                return req_fail(r, ASSAY_ERR_PARSE,
-                                "\"tokens\" says %" PRId64 " but completion_probabilities says "
-                                "%" PRId64,
-                                id, pid);
-            }
-            const cJSON *l = member(pr, "logprob");
-            lp = cJSON_IsNumber(l) ? l->valuedouble : NAN;
-            n_top = read_top_ids(oa, member(pr, "top_logprobs"));
-        }
-        if (!deliver(r, id, lp, n_top, now)) {
-            return false;
-        }
-    }
-    if (!final || r->stopped) {
-        return true;
-    }
-    r->ended = true;
-    int64_t v;
     if (oa->usage_sink != NULL) {
-        int64_t pt = -1, ct = -1;
-        get_int(member(root, "tokens_evaluated"), 0, INT32_MAX, &pt);
-        get_int(member(root, "tokens_predicted"), 0, INT32_MAX, &ct);
-        oa->usage_sink(oa->usage_ctx, r->id, pt, ct, r->prompt_len, r->n_out);
+        oa->usage_sink(oa->usage_ctx, r->id, prompt_tokens, completion_tokens, r->s.prompt_len,
+                       r->s.n_out);
     }
-    if (cJSON_IsTrue(member(root, "truncated"))) {
-        return req_fail(r, ASSAY_ERR_NET, "the server truncated the request (context too small?)");
-    }
-    if (get_int(member(root, "tokens_evaluated"), 0, INT32_MAX, &v) && v != r->prompt_len) {
-        return req_fail(r, ASSAY_ERR_NET,
-                        "the server evaluated %" PRId64 " prompt tokens but %d were sent (did it "
-                        "add a BOS token?)",
-                        v, (int)r->prompt_len);
-    }
-    if (get_int(member(root, "tokens_predicted"), 0, INT32_MAX, &v) && v != r->n_out) {
-        return req_fail(r, ASSAY_ERR_NET,
-                        "the server reports %" PRId64 " tokens predicted but streamed %d", v,
-                        (int)r->n_out);
-    }
-    if (r->n_out < r->max_tokens && !r->eos_seen) {
-        const cJSON *st = member(root, "stop_type");
-        char why[64];
-        snprintf(why, sizeof why, "stop_type \"%.24s\"",
-                 cJSON_IsString(st) ? st->valuestring : "?");
-        return ended_short(r, why);
-    }
-    return check_settings(r, member(root, "generation_settings"));
 }
 
-/* The token ids (and logprobs) of one /v1/completions choice. */
-static bool v1_choice_tokens(struct oa_req *r, const cJSON *choice, int64_t now)
-{
-    struct openai *oa = r->oa;
-    const cJSON *lps = member(choice, "logprobs");
-    const cJSON *text = member(choice, "text");
-    bool has_text = cJSON_IsString(text) && text->valuestring[0] != '\0';
-    const cJSON *content = member(lps, "content");
-    const cJSON *legacy = member(lps, "tokens");
-    if (cJSON_IsArray(content)) {
-        const cJSON *it;
-        cJSON_ArrayForEach(it, content)
-        {
-            int64_t id;
-            if (r->stopped) {
-                break;
-            }
-            if (!get_int(member(it, "id"), INT32_MIN, INT32_MAX, &id)) {
-                return req_fail(r, ASSAY_ERR_PARSE, "logprobs.content[] without an integer \"id\"");
-            }
-            const cJSON *l = member(it, "logprob");
-            int32_t n_top = read_top_ids(oa, member(it, "top_logprobs"));
-            if (!deliver(r, id, cJSON_IsNumber(l) ? l->valuedouble : NAN, n_top, now)) {
-                return false;
-            }
-        }
-        return true;
-    }
-    if (cJSON_IsArray(legacy)) {
-        const cJSON *tlp = member(lps, "token_logprobs");
-        const cJSON *tops = member(lps, "top_logprobs");
-        for (int i = 0; i < cJSON_GetArraySize(legacy) && !r->stopped; i++) {
-            const cJSON *t = cJSON_GetArrayItem(legacy, i);
-            int64_t id;
-            if (!cJSON_IsString(t) || !parse_token_id_string(t->valuestring, &id)) {
-                return req_fail(r, ASSAY_ERR_PARSE,
-                                "logprobs.tokens[%d] is not \"token_id:N\" (ask the server for "
-                                "token ids)",
-                                i);
-            }
-            const cJSON *l = cJSON_GetArrayItem(tlp, i);
-            const cJSON *top = cJSON_GetArrayItem(tops, i);
-            int32_t n_top = 0;
-            const cJSON *kv;
-            cJSON_ArrayForEach(kv, top)
-            {
-                int64_t tid;
-                if (n_top < ASSAY_OPENAI_MAX_TOP && cJSON_IsNumber(kv) &&
-                    parse_token_id_string(kv->string, &tid)) {
-                    oa->top[n_top].token = (int32_t)tid;
-                    oa->top[n_top].logprob = kv->valuedouble;
-                    n_top++;
-                }
-            }
-            if (!deliver(r, id, cJSON_IsNumber(l) ? l->valuedouble : NAN, n_top, now)) {
-                return false;
-            }
-        }
-        return true;
-    }
-    if (has_text) {
-        return req_fail(r, ASSAY_ERR_PARSE,
-                        "the server sent text without token ids (no logprobs in the chunk)");
-    }
-    return true;
-}
-
-static bool v1_usage(struct oa_req *r, const cJSON *usage)
-{
-    int64_t v;
-    if (!cJSON_IsObject(usage)) {
-        return true;
-    }
-    if (r->oa->usage_sink != NULL) {
-        int64_t pt = -1, ct = -1;
-        get_int(member(usage, "prompt_tokens"), 0, INT32_MAX, &pt);
-        if (r->ended) {
-            get_int(member(usage, "completion_tokens"), 0, INT32_MAX, &ct);
-        }
-        r->oa->usage_sink(r->oa->usage_ctx, r->id, pt, ct, r->prompt_len, r->n_out);
-    }
-    if (get_int(member(usage, "prompt_tokens"), 0, INT32_MAX, &v) && v != r->prompt_len) {
-        return req_fail(r, ASSAY_ERR_NET,
-                        "usage.prompt_tokens is %" PRId64 " but %d were sent (did it add a BOS "
-                        "token?)",
-                        v, (int)r->prompt_len);
-    }
-    if (r->ended && get_int(member(usage, "completion_tokens"), 0, INT32_MAX, &v) &&
-        v != r->n_out) {
-        return req_fail(r, ASSAY_ERR_NET,
-                        "usage.completion_tokens is %" PRId64 " but %d tokens were streamed", v,
-                        (int)r->n_out);
-    }
-    return true;
-}
-
-/* A chunk of the /v1/completions stream. */
-static bool v1_chunk(struct oa_req *r, const cJSON *root, int64_t now)
-{
-    const cJSON *choices = member(root, "choices");
-    if (!cJSON_IsArray(choices)) {
-        if (member(root, "usage") != NULL) {
-            return v1_usage(r, member(root, "usage"));
-        }
-        return req_fail(r, ASSAY_ERR_PARSE, "a chunk without \"choices\"");
-    }
-    int n = cJSON_GetArraySize(choices);
-    if (n > 1) {
-        return req_fail(r, ASSAY_ERR_PARSE, "a chunk with %d choices (one was asked for)", n);
-    }
-    if (n == 1) {
-        const cJSON *c = cJSON_GetArrayItem(choices, 0);
-        int64_t idx;
-        if (get_int(member(c, "index"), INT32_MIN, INT32_MAX, &idx) && idx != 0) {
-            return req_fail(r, ASSAY_ERR_PARSE, "a choice with index %" PRId64, idx);
-        }
-        if (!v1_choice_tokens(r, c, now)) {
-            return false;
-        }
-        const cJSON *fr = member(c, "finish_reason");
-        if (cJSON_IsString(fr) && !r->stopped) {
-            if (r->ended) {
-                return req_fail(r, ASSAY_ERR_NET, "a second finish_reason after the end");
-            }
-            r->ended = true;
-            if (r->n_out < r->max_tokens && !r->eos_seen) {
-                char why[64];
-                snprintf(why, sizeof why, "finish_reason \"%.24s\"", fr->valuestring);
-                return ended_short(r, why);
-            }
-        }
-    }
-    return v1_usage(r, member(root, "usage"));
-}
-
-/* One SSE event of the response stream. Returns false when the request
- * failed (the transfer is then cut). */
+/* One SSE event of the response stream, read by the chunk reader. Returns
+ * false when the request failed (the transfer is then cut). */
 static bool on_sse_event(struct oa_req *r, const struct assay_sse_event *ev, int64_t now)
 {
     struct openai *oa = r->oa;
-    char snip[SNIPPET_LEN];
     if (ev->kind == ASSAY_SSE_COMMENT) {
         oa->stats.n_sse_comments++;
         return true; /* keep-alive pings */
     }
     oa->stats.n_sse_events++;
-    if (r->got_done) {
-        clean_text(oa, snip, 64, ev->data, ev->data_len, false);
-        return req_fail(r, ASSAY_ERR_NET, "data after \"[DONE]\": %s", snip);
+    const struct assay_openai_chunk_sink sink = {take_token, take_usage, r};
+    char msg[ERR_LEN];
+    r->t_chunk_ns = now;
+    enum assay_status st = assay_openai_read_event(&r->s, ev, &sink, msg, sizeof msg);
+    if (st != ASSAY_OK) {
+        return req_fail(r, st, "%s", msg);
     }
-    if (strcmp(ev->type, "message") != 0 && strcmp(ev->type, "error") != 0) {
-        clean_text(oa, snip, 64, ev->type, strlen(ev->type), false);
-        return req_fail(r, ASSAY_ERR_PARSE, "unexpected SSE event type \"%s\"", snip);
-    }
-    if (ev->done) {
-        if (!r->ended) {
-            return req_fail(r, ASSAY_ERR_NET,
-                            "the stream ended with \"[DONE]\" before its final chunk");
-        }
-        r->got_done = true;
-        return true;
-    }
-    cJSON *root = cJSON_ParseWithLength(ev->data, ev->data_len);
-    if (root == NULL || !cJSON_IsObject(root)) {
-        clean_text(oa, snip, 96, ev->data, ev->data_len, false);
-        cJSON_Delete(root);
-        return req_fail(r, ASSAY_ERR_PARSE,
-                        "malformed JSON in the event stream (event ending at byte %" PRIu64
-                        "): %s",
-                        ev->offset, snip);
-    }
-    const cJSON *err = member(root, "error");
-    bool ok;
-    if (err != NULL || strcmp(ev->type, "error") == 0) {
-        const cJSON *msg = member(err, "message");
-        if (cJSON_IsString(msg)) {
-            clean_text(oa, snip, sizeof snip, msg->valuestring, strlen(msg->valuestring), false);
-        } else {
-            clean_text(oa, snip, sizeof snip, ev->data, ev->data_len, false);
-        }
-        ok = req_fail(r, ASSAY_ERR_NET, "the server reported an error mid-stream: %s", snip);
-    } else if (oa->p.api == ASSAY_OPENAI_API_V1) {
-        ok = v1_chunk(r, root, now);
-    } else {
-        ok = completion_chunk(r, root, now);
-    }
-    cJSON_Delete(root);
-    return ok;
+    return true;
 }
 
 /* First body bytes: is this the event stream we asked for? */
@@ -858,30 +429,14 @@ static bool keep_json(struct oa_req *r, const char *ptr, size_t n)
 /* Non-streamed: the complete body, read as the format's final chunk. */
 static void read_json_body(struct oa_req *r)
 {
-    struct openai *oa = r->oa;
-    char snip[SNIPPET_LEN];
-    int64_t now = assay_now_ns();
-    cJSON *root = r->json != NULL ? cJSON_ParseWithLength(r->json, r->json_len) : NULL;
-    if (root == NULL || !cJSON_IsObject(root)) {
-        clean_text(oa, snip, 96, r->json != NULL ? r->json : "", r->json_len, false);
-        cJSON_Delete(root);
-        req_fail(r, ASSAY_ERR_PARSE, "malformed JSON in the non-streamed response: %s", snip);
-        return;
+    const struct assay_openai_chunk_sink sink = {take_token, take_usage, r};
+    char msg[ERR_LEN];
+    r->t_chunk_ns = assay_now_ns();
+    enum assay_status st = assay_openai_read_body(&r->s, r->json, r->json_len, &sink, msg,
+                                                  sizeof msg);
+    if (st != ASSAY_OK) {
+        req_fail(r, st, "%s", msg);
     }
-    const cJSON *err = member(root, "error");
-    if (err != NULL) {
-        const cJSON *msg = member(err, "message");
-        const char *text = cJSON_IsString(msg) ? msg->valuestring : r->json;
-        clean_text(oa, snip, sizeof snip, text, strlen(text), false);
-        req_fail(r, ASSAY_ERR_NET, "the server reported an error: %s", snip);
-    } else if (oa->p.api == ASSAY_OPENAI_API_V1) {
-        v1_chunk(r, root, now);
-    } else if (!cJSON_IsTrue(member(root, "stop"))) {
-        req_fail(r, ASSAY_ERR_PARSE, "a non-streamed response without \"stop\": true");
-    } else {
-        completion_chunk(r, root, now);
-    }
-    cJSON_Delete(root);
 }
 
 static size_t on_write(char *ptr, size_t size, size_t nmemb, void *userdata)
@@ -896,7 +451,7 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *userdata)
     if (!r->stream_checked) {
         check_stream(r);
     }
-    if (r->failed || r->stopped) {
+    if (r->failed || r->s.stopped) {
         return 0; /* cut the transfer */
     }
     if (r->http_status != 200) {
@@ -934,7 +489,7 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *userdata)
         if (res == ASSAY_SSE_NEED_MORE) {
             break;
         }
-        if (!on_sse_event(r, &ev, now) || r->stopped) {
+        if (!on_sse_event(r, &ev, now) || r->s.stopped) {
             return 0;
         }
     }
@@ -961,6 +516,11 @@ static void end_request(struct oa_req *r, enum assay_finish_reason reason)
     detach(r);
     r->reason = reason;
     r->state = RQ_ENDING;
+}
+
+static const cJSON *member(const cJSON *obj, const char *name)
+{
+    return cJSON_IsObject(obj) ? cJSON_GetObjectItemCaseSensitive(obj, name) : NULL;
 }
 
 /* The message for a non-200 response. */
@@ -1007,6 +567,16 @@ static void http_error(struct oa_req *r)
              snip);
 }
 
+/* The response is over: did the stream end as it must, and how? */
+static void finish_stream(struct oa_req *r, bool streamed, enum assay_finish_reason *reason)
+{
+    char msg[ERR_LEN];
+    enum assay_status st = assay_openai_stream_finish(&r->s, streamed, reason, msg, sizeof msg);
+    if (st != ASSAY_OK) {
+        req_fail(r, st, "%s", msg);
+    }
+}
+
 /* A transfer libcurl says is done. */
 static void transfer_done(struct oa_req *r, CURLcode res)
 {
@@ -1018,7 +588,7 @@ static void transfer_done(struct oa_req *r, CURLcode res)
         end_request(r, ASSAY_FINISH_ERROR);
         return;
     }
-    if (r->stopped) {
+    if (r->s.stopped) {
         end_request(r, ASSAY_FINISH_STOP);
         return;
     }
@@ -1027,28 +597,21 @@ static void transfer_done(struct oa_req *r, CURLcode res)
     if (cerr[0] == '\0') {
         snprintf(cerr, sizeof cerr, "%s", curl_easy_strerror(res));
     }
+    enum assay_finish_reason reason = ASSAY_FINISH_ERROR;
     switch (res) {
     case CURLE_OK:
         if (r->http_status != 200) {
             http_error(r);
         } else if (!oa->p.stream) {
             read_json_body(r);
-            if (!r->failed && r->stopped) {
-                end_request(r, ASSAY_FINISH_STOP);
-                return;
-            }
-            if (!r->failed && !r->ended) {
-                req_fail(r, ASSAY_ERR_NET, "the non-streamed response has no final state");
+            if (!r->failed) {
+                finish_stream(r, false, &reason);
             }
         } else if (assay_sse_finish(&r->sse) != ASSAY_OK) {
             req_fail(r, ASSAY_ERR_NET, "connection closed mid-stream: %s",
                      assay_sse_last_error(&r->sse)->message);
-        } else if (!r->ended) {
-            req_fail(r, ASSAY_ERR_NET,
-                     "connection closed mid-stream: the stream ended without its final chunk");
-        } else if (oa->p.api == ASSAY_OPENAI_API_V1 && !r->got_done) {
-            req_fail(r, ASSAY_ERR_NET,
-                     "connection closed mid-stream: the stream ended without \"data: [DONE]\"");
+        } else {
+            finish_stream(r, true, &reason);
         }
         break;
     case CURLE_COULDNT_CONNECT:
@@ -1076,9 +639,7 @@ static void transfer_done(struct oa_req *r, CURLcode res)
                  cerr);
         break;
     }
-    end_request(r, r->failed     ? ASSAY_FINISH_ERROR
-                   : r->eos_seen ? ASSAY_FINISH_STOP
-                                 : ASSAY_FINISH_LENGTH);
+    end_request(r, r->failed ? ASSAY_FINISH_ERROR : reason);
 }
 
 /* Release a slot's resources (its FINISH was delivered or it never started). */
@@ -1109,12 +670,12 @@ static void emit_endings(struct openai *oa)
         e->kind = ASSAY_EVENT_FINISH;
         e->request_id = r->id;
         e->t_ns = assay_now_ns();
-        e->index = r->n_out;
+        e->index = r->s.n_out;
         e->reason = r->reason;
         if (r->reason == ASSAY_FINISH_ERROR) {
             size_t len = strlen(r->err);
             snprintf(r->err + len, sizeof r->err - len, " (after %d of %d tokens)",
-                     (int)r->n_out, (int)r->max_tokens);
+                     (int)r->s.n_out, (int)r->s.max_tokens);
             e->error = r->err_status;
             e->message = r->err;
         }
@@ -1125,7 +686,7 @@ static void emit_endings(struct openai *oa)
         default: oa->stats.n_error++; break;
         }
         r->state = RQ_RETIRED;
-        oa->ev_reserved -= (size_t)r->max_tokens + 1;
+        oa->ev_reserved -= (size_t)r->s.max_tokens + 1;
     }
 }
 
@@ -1276,9 +837,12 @@ static enum assay_status oa_add(void *self, const struct assay_request *req)
         oa->ev = ev;
         oa->ev_cap = cap;
     }
-    bool ignore_eos = !(oa->p.eos_token >= 0 && req->stop_token == oa->p.eos_token);
+    struct assay_openai_stream stream;
+    assay_openai_stream_init(&stream, oa->p.api, oa->p.vocab, oa->p.eos_token, req);
+    stream.secret = oa->key;
+    stream.secret_len = oa->key_len;
     char *body = NULL;
-    enum assay_status st = build_body(oa, req, ignore_eos, &body);
+    enum assay_status st = build_body(oa, req, stream.ignore_eos, &body);
     struct assay_sse_limits lim = assay_sse_default_limits();
     lim.max_line = oa->p.max_event_bytes;
     lim.max_data = oa->p.max_event_bytes;
@@ -1321,11 +885,7 @@ static enum assay_status oa_add(void *self, const struct assay_request *req)
     r->state = RQ_ACTIVE;
     r->id = req->id;
     r->body = body;
-    r->prompt_len = req->prompt_len;
-    r->max_tokens = req->max_tokens;
-    r->stop_token = req->stop_token;
-    r->sampling = *s;
-    r->ignore_eos = ignore_eos;
+    r->s = stream;
     r->t_start_ns = assay_now_ns();
     r->t_last_ns = r->t_start_ns;
     oa->ev_reserved += (size_t)req->max_tokens + 1;
@@ -1821,125 +1381,6 @@ enum assay_status assay_openai_open(const struct assay_openai_params *params,
 }
 
 /* ------------------------------------------------------------------ */
-/* Engine spec                                                         */
-/* ------------------------------------------------------------------ */
-
-static enum assay_status spec_int(struct assay_diag *diag, const char *key, const char *v,
-                                  long long lo, long long hi, int32_t *out)
-{
-    char *end = NULL;
-    long long x = strtoll(v, &end, 10);
-    if (end == v || *end != '\0' || x < lo || x > hi) {
-        char expected[96];
-        snprintf(expected, sizeof expected, "an integer in %lld..%lld", lo, hi);
-        assay_diag_set(diag, "engine spec", key, expected, "%s", v);
-        return ASSAY_ERR_INVALID;
-    }
-    *out = (int32_t)x;
-    return ASSAY_OK;
-}
-
-enum assay_status assay_openai_open_spec(const char *args, struct assay_adapter *out,
-                                         struct assay_diag *diag)
-{
-    out->vt = NULL;
-    out->self = NULL;
-    char buf[2048];
-    if (args == NULL || strlen(args) >= sizeof buf) {
-        assay_diag_set(diag, "engine spec", "openai", "openai:URL[,key=value...] shorter than 2048",
-                       "%s", args == NULL ? "nothing" : "a longer spec");
-        return ASSAY_ERR_INVALID;
-    }
-    snprintf(buf, sizeof buf, "%s", args);
-    struct assay_openai_params p = assay_openai_default_params();
-    char model[256] = "";
-    char *save = NULL;
-    char *url = strtok_r(buf, ",", &save);
-    p.url = url;
-    enum assay_status st = ASSAY_OK;
-    for (char *kv = strtok_r(NULL, ",", &save); kv != NULL && st == ASSAY_OK;
-         kv = strtok_r(NULL, ",", &save)) {
-        char *eq = strchr(kv, '=');
-        if (eq == NULL || eq == kv) {
-            assay_diag_set(diag, "engine spec", "openai", "key=value", "%.64s", kv);
-            return ASSAY_ERR_INVALID;
-        }
-        *eq = '\0';
-        const char *v = eq + 1;
-        if (strcasecmp(kv, "key") == 0 || strcasecmp(kv, "api_key") == 0 ||
-            strcasecmp(kv, "apikey") == 0 || strcasecmp(kv, "token") == 0 ||
-            strcasecmp(kv, "authorization") == 0) {
-            /* The value is not echoed. */
-            assay_diag_set(diag, "engine spec", kv,
-                           "no API key on the command line: set ASSAY_API_KEY or "
-                           "ASSAY_API_KEY_FILE",
-                           "%s", "a key in the spec");
-            return ASSAY_ERR_INVALID;
-        }
-        if (strcmp(kv, "model") == 0) {
-            if (strlen(v) >= sizeof model) {
-                assay_diag_set(diag, "engine spec", kv, "a name shorter than 256", "%s",
-                               "a longer one");
-                return ASSAY_ERR_INVALID;
-            }
-            snprintf(model, sizeof model, "%s", v);
-            p.model = model;
-        } else if (strcmp(kv, "api") == 0) {
-            if (strcmp(v, "completion") == 0) {
-                p.api = ASSAY_OPENAI_API_COMPLETION;
-            } else if (strcmp(v, "v1") == 0) {
-                p.api = ASSAY_OPENAI_API_V1;
-            } else {
-                assay_diag_set(diag, "engine spec", kv, "completion or v1", "%.64s", v);
-                return ASSAY_ERR_INVALID;
-            }
-        } else if (strcmp(kv, "timeout_ms") == 0) {
-            st = spec_int(diag, kv, v, 1, 3600000, &p.connect_timeout_ms);
-        } else if (strcmp(kv, "stall_ms") == 0) {
-            st = spec_int(diag, kv, v, 1, 86400000, &p.stall_timeout_ms);
-        } else if (strcmp(kv, "logprobs") == 0) {
-            st = spec_int(diag, kv, v, 0, ASSAY_OPENAI_MAX_TOP, &p.n_probs);
-        } else if (strcmp(kv, "vocab") == 0) {
-            st = spec_int(diag, kv, v, 0, INT32_MAX, &p.vocab);
-        } else if (strcmp(kv, "ctx") == 0) {
-            st = spec_int(diag, kv, v, 0, INT32_MAX, &p.n_ctx);
-        } else if (strcmp(kv, "eos") == 0) {
-            st = spec_int(diag, kv, v, -1, INT32_MAX, &p.eos_token);
-        } else if (strcmp(kv, "requests") == 0) {
-            st = spec_int(diag, kv, v, 1, 1 << 20, &p.max_requests);
-        } else if (strcmp(kv, "stream") == 0) {
-            if (strcmp(v, "on") == 0 || strcmp(v, "1") == 0) {
-                p.stream = true;
-            } else if (strcmp(v, "off") == 0 || strcmp(v, "0") == 0) {
-                p.stream = false;
-            } else {
-                assay_diag_set(diag, "engine spec", kv, "on or off", "%.64s", v);
-                return ASSAY_ERR_INVALID;
-            }
-        } else if (strcmp(kv, "cache_prompt") == 0) {
-            if (strcmp(v, "on") == 0 || strcmp(v, "1") == 0) {
-                p.cache_prompt = 1;
-            } else if (strcmp(v, "off") == 0 || strcmp(v, "0") == 0) {
-                p.cache_prompt = 0;
-            } else {
-                assay_diag_set(diag, "engine spec", kv, "on or off", "%.64s", v);
-                return ASSAY_ERR_INVALID;
-            }
-        } else {
-            assay_diag_set(diag, "engine spec", kv,
-                           "one of model, api, timeout_ms, stall_ms, logprobs, vocab, ctx, eos, "
-                           "cache_prompt, requests, stream",
-                           "%.64s", kv);
-            return ASSAY_ERR_INVALID;
-        }
-    }
-    if (st != ASSAY_OK) {
-        return st;
-    }
-    return assay_openai_open(&p, out, diag);
-}
-
-/* ------------------------------------------------------------------ */
 /* Accessors                                                           */
 /* ------------------------------------------------------------------ */
 
@@ -1982,148 +1423,17 @@ enum assay_status assay_openai_set_usage_sink(const struct assay_adapter *adapte
     return ASSAY_OK;
 }
 
-/* ------------------------------------------------------------------ */
-/* A plain GET (the server's /metrics)                                  */
-/* ------------------------------------------------------------------ */
-
-struct get_buf {
-    char *p;
-    size_t len, cap, max;
-    bool too_long, oom;
-};
-
-static size_t on_get_write(char *ptr, size_t size, size_t nmemb, void *userdata)
+enum assay_status assay_openai_get_endpoint(const struct assay_adapter *adapter,
+                                            struct assay_openai_endpoint *out)
 {
-    struct get_buf *b = userdata;
-    size_t n = size * nmemb;
-    if (b->len + n > b->max) {
-        b->too_long = true;
-        return 0;
-    }
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap > 0 ? b->cap : 4096;
-        while (cap < b->len + n + 1) {
-            cap *= 2;
-        }
-        char *p = assay_realloc(b->p, cap);
-        if (p == NULL) {
-            b->oom = true;
-            return 0;
-        }
-        b->p = p;
-        b->cap = cap;
-    }
-    memcpy(b->p + b->len, ptr, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-    return n;
-}
-
-enum assay_status assay_openai_http_get(const struct assay_adapter *adapter, const char *path,
-                                        size_t max_bytes, char **body, size_t *len,
-                                        long *http_status, char *msg, size_t msg_size)
-{
-    *body = NULL;
-    *len = 0;
-    *http_status = 0;
-    if (msg_size > 0) {
-        msg[0] = '\0';
-    }
-    if (!assay_openai_is(adapter) || path == NULL || path[0] != '/' || max_bytes == 0 ||
-        strlen(path) > 256) {
-        snprintf(msg, msg_size, "%s", "not an openai adapter, or a path not starting with '/'");
+    if (!assay_openai_is(adapter)) {
         return ASSAY_ERR_INVALID;
     }
-    for (const char *c = path; *c != '\0'; c++) {
-        if ((unsigned char)*c <= 0x20 || (unsigned char)*c >= 0x7f || *c == '#') {
-            snprintf(msg, msg_size, "%s", "a path of printable ASCII without spaces");
-            return ASSAY_ERR_INVALID;
-        }
-    }
     const struct openai *oa = adapter->self;
-    char url[URL_MAX + 300];
-    snprintf(url, sizeof url, "%s%s", oa->base, path);
-    CURL *easy = curl_easy_init();
-    if (easy == NULL) {
-        return ASSAY_ERR_NOMEM;
-    }
-    struct curl_slist *headers = NULL;
-    if (oa->key != NULL) {
-        size_t n = oa->key_len + 32;
-        char *line = assay_malloc(n);
-        if (line == NULL) {
-            curl_easy_cleanup(easy);
-            return ASSAY_ERR_NOMEM;
-        }
-        snprintf(line, n, "Authorization: Bearer %s", oa->key);
-        headers = curl_slist_append(NULL, line);
-        wipe(line, n);
-        assay_free(line);
-        if (headers == NULL) {
-            curl_easy_cleanup(easy);
-            return ASSAY_ERR_NOMEM;
-        }
-    }
-    struct get_buf b = {NULL, 0, 0, max_bytes, false, false};
-    char cerr[CURL_ERROR_SIZE] = "";
-    CURLcode cc[12];
-    int k = 0;
-    cc[k++] = curl_easy_setopt(easy, CURLOPT_URL, url);
-    cc[k++] = curl_easy_setopt(easy, CURLOPT_HTTPGET, 1L);
-    cc[k++] = curl_easy_setopt(easy, CURLOPT_WRITEFUNCTION, on_get_write);
-    cc[k++] = curl_easy_setopt(easy, CURLOPT_WRITEDATA, &b);
-    cc[k++] = curl_easy_setopt(easy, CURLOPT_ERRORBUFFER, cerr);
-    cc[k++] = curl_easy_setopt(easy, CURLOPT_CONNECTTIMEOUT_MS, (long)oa->p.connect_timeout_ms);
-    cc[k++] = curl_easy_setopt(easy, CURLOPT_TIMEOUT_MS, (long)oa->p.stall_timeout_ms);
-    cc[k++] = curl_easy_setopt(easy, CURLOPT_FOLLOWLOCATION, 0L);
-    cc[k++] = curl_easy_setopt(easy, CURLOPT_PROXY, "");
-    cc[k++] = curl_easy_setopt(easy, CURLOPT_PROTOCOLS_STR, "http,https");
-    cc[k++] = curl_easy_setopt(easy, CURLOPT_NOSIGNAL, 1L);
-    cc[k++] = curl_easy_setopt(easy, CURLOPT_HTTPHEADER, headers);
-    enum assay_status st = ASSAY_OK;
-    for (int i = 0; i < k; i++) {
-        if (cc[i] != CURLE_OK) {
-            snprintf(msg, msg_size, "libcurl refused an option: %s", curl_easy_strerror(cc[i]));
-            st = cc[i] == CURLE_OUT_OF_MEMORY ? ASSAY_ERR_NOMEM : ASSAY_ERR_NET;
-            break;
-        }
-    }
-    if (st == ASSAY_OK) {
-        CURLcode res = curl_easy_perform(easy);
-        curl_easy_getinfo(easy, CURLINFO_RESPONSE_CODE, http_status);
-        if (b.oom || res == CURLE_OUT_OF_MEMORY) {
-            st = ASSAY_ERR_NOMEM;
-        } else if (b.too_long) {
-            snprintf(msg, msg_size, "GET %s: the body is longer than %zu bytes", path, max_bytes);
-            st = ASSAY_ERR_PARSE;
-        } else if (res == CURLE_OPERATION_TIMEDOUT) {
-            snprintf(msg, msg_size, "GET %s timed out", path);
-            st = ASSAY_ERR_TIMEOUT;
-        } else if (res != CURLE_OK) {
-            char clean[CURL_ERROR_SIZE + 8];
-            clean_text(oa, clean, sizeof clean, cerr, strlen(cerr), false);
-            snprintf(msg, msg_size, "GET %s%s failed: %s", oa->base, path,
-                     clean[0] != '\0' ? clean : curl_easy_strerror(res));
-            st = ASSAY_ERR_NET;
-        }
-    }
-    curl_easy_cleanup(easy);
-    for (struct curl_slist *h = headers; h != NULL; h = h->next) {
-        wipe(h->data, strlen(h->data));
-    }
-    curl_slist_free_all(headers);
-    if (st != ASSAY_OK) {
-        assay_free(b.p);
-        return st;
-    }
-    if (b.p == NULL) {
-        b.p = assay_malloc(1);
-        if (b.p == NULL) {
-            return ASSAY_ERR_NOMEM;
-        }
-        b.p[0] = '\0';
-    }
-    *body = b.p;
-    *len = b.len;
+    out->base = oa->base;
+    out->key = oa->key;
+    out->key_len = oa->key != NULL ? oa->key_len : 0;
+    out->connect_timeout_ms = oa->p.connect_timeout_ms;
+    out->stall_timeout_ms = oa->p.stall_timeout_ms;
     return ASSAY_OK;
 }

@@ -71,7 +71,8 @@
  * the top logprobs, never the full logits); the top logprobs per token are
  * available through assay_openai_set_logprobs_sink, the server's own token
  * counts per request through assay_openai_set_usage_sink, and any other
- * page of the server (its /metrics) through assay_openai_http_get.
+ * page of the server (its /metrics) through prom_http.h's
+ * assay_prom_http_get, with this adapter's connection rules.
  *
  * Allocation: add_request allocates what a request needs (its body, its
  * libcurl handle, and room for its events in any one step), so the event
@@ -157,6 +158,19 @@ enum assay_status assay_openai_open(const struct assay_openai_params *params,
 enum assay_status assay_openai_open_spec(const char *args, struct assay_adapter *out,
                                          struct assay_diag *diag);
 
+/*
+ * The parameters that assay_openai_open_spec opens with (adapters/
+ * openai_spec.c): args is copied into buf[0..size), which out->url and
+ * out->model then point into, so buf must outlive *out; no connection is
+ * made. *out is written only on ASSAY_OK. ASSAY_ERR_INVALID, with the key
+ * named in diag, for args (NULL, or not shorter than size), a key without a
+ * value, an unknown key, a value out of range, or an API key in the spec
+ * (never echoed).
+ */
+enum assay_status assay_openai_parse_spec(const char *args, char *buf, size_t size,
+                                          struct assay_openai_params *out,
+                                          struct assay_diag *diag);
+
 /* One of the top logprobs of a position. */
 struct assay_openai_logprob {
     int32_t token;
@@ -199,21 +213,22 @@ enum assay_status assay_openai_set_usage_sink(const struct assay_adapter *adapte
                                               assay_openai_usage_sink sink, void *ctx);
 
 /*
- * GET the server's `path` (e.g. "/metrics", which must start with '/'),
- * relative to the configured base URL, with the adapter's rules: no
- * redirect followed, no proxy, only http(s), the API key if one is set, the
- * connection timeout, and the stall timeout as the limit of the whole
- * transfer. Blocking: meant for between runs, never inside a measured one.
- * On ASSAY_OK *body (release with assay_free) holds the response body,
- * NUL-terminated, *len its length and *http_status the status (any status:
- * a 404 or 501 is the caller's to judge). Returns ASSAY_ERR_INVALID (not an
- * openai adapter, a bad path, max_bytes 0), ASSAY_ERR_NET (no connection,
- * a transfer error; msg says why), ASSAY_ERR_TIMEOUT, ASSAY_ERR_PARSE (the
- * body is longer than max_bytes) or ASSAY_ERR_NOMEM; *body is then NULL.
+ * How to reach the server an openai adapter talks to, for a request of
+ * another kind to it (prom_http.h's GET of its /metrics). The strings are
+ * borrowed from the adapter and live until it is closed; key is the API key
+ * (NUL-terminated), to be sent and never shown.
  */
-enum assay_status assay_openai_http_get(const struct assay_adapter *adapter, const char *path,
-                                        size_t max_bytes, char **body, size_t *len,
-                                        long *http_status, char *msg, size_t msg_size);
+struct assay_openai_endpoint {
+    const char *base;           /* the configured URL, without a trailing '/' */
+    const char *key;            /* NULL: no key */
+    size_t key_len;
+    int32_t connect_timeout_ms;
+    int32_t stall_timeout_ms;
+};
+
+/* Fill *out. ASSAY_ERR_INVALID when the adapter is not an openai adapter. */
+enum assay_status assay_openai_get_endpoint(const struct assay_adapter *adapter,
+                                            struct assay_openai_endpoint *out);
 
 /* What the adapter has seen since it was opened. */
 struct assay_openai_stats {

@@ -1,7 +1,7 @@
 /*
  * metrics.h - latency metrics of a load-generator run, their spread over
- * several runs, goodput against a stated SLO, and the JSON that the report
- * embeds.
+ * several runs, goodput against a stated SLO (bench/slo.h), and the JSON
+ * that the report embeds.
  *
  * Definitions (per request of the measured phase, times from the records of
  * bench/loadgen.h; "scheduled" is the open loop's scheduled arrival, or the
@@ -56,9 +56,9 @@
 #include "../core/status.h"
 #include "../core/workload.h"
 #include "loadgen.h"
+#include "slo.h"
 
 #define ASSAY_BENCH_SCHEMA_VERSION 1
-#define ASSAY_SLO_VERSION 1
 #define ASSAY_SUFFICIENCY_CONFIDENCE 0.99
 
 /* The reported percentiles, in order. */
@@ -138,28 +138,6 @@ struct assay_lateness_histogram {
 double assay_lateness_bin_lower(int32_t bin);
 double assay_lateness_bin_upper(int32_t bin);
 int32_t assay_lateness_bin(int64_t lateness_ns);
-
-/* A service-level objective: bounds on TTFT and TPOT in seconds. */
-struct assay_slo {
-    double ttft_s;
-    double tpot_s;
-};
-
-/*
- * Read an SLO file: a JSON object
- *     {"format": "assay-slo", "version": 1, "ttft_s": 0.5, "tpot_s": 0.05}
- * with an optional "description" string and no other member; both bounds
- * finite and > 0. On failure *out is untouched, diag says where (the field,
- * or "byte N" for malformed JSON) and what; returns ASSAY_ERR_IO (cannot
- * read), ASSAY_ERR_PARSE (malformed or invalid: wrong format, a version
- * other than 1 - regenerate the file in the format above -, a missing,
- * mistyped, non-positive or unknown field), ASSAY_ERR_NOMEM.
- */
-enum assay_status assay_slo_load(const char *path, struct assay_slo *out, struct assay_diag *diag);
-
-/* The same from memory; `file` names it in diagnostics (may be NULL). */
-enum assay_status assay_slo_parse(const char *json, size_t len, const char *file,
-                                  struct assay_slo *out, struct assay_diag *diag);
 
 /* The figures of one run (its measured phase). */
 struct assay_bench_summary {

@@ -23,6 +23,7 @@
 
 #include "../adapters/gate.h"
 #include "../adapters/prom.h"
+#include "../adapters/prom_http.h"
 #include "../adapters/spec.h"
 #include "../core/alloc.h"
 #include "../core/clock.h"
@@ -1107,8 +1108,8 @@ static bool read_metrics(struct assay_audit *a, bool baseline)
     size_t len = 0;
     long code = 0;
     char msg[300];
-    enum assay_status st = assay_openai_http_get(&a->srv, "/metrics", METRICS_MAX_BYTES, &body,
-                                                 &len, &code, msg, sizeof msg);
+    enum assay_status st = assay_prom_http_get(&a->srv, "/metrics", METRICS_MAX_BYTES, &body,
+                                               &len, &code, msg, sizeof msg);
     if (st != ASSAY_OK) {
         snprintf(a->metrics_status, sizeof a->metrics_status, "GET /metrics failed: %s", msg);
         return false;

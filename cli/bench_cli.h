@@ -14,6 +14,7 @@
 #include "adapters/adapter.h"
 #include "bench/metrics.h"
 #include "bench/seedtable.h"
+#include "bench/slo.h"
 #include "core/workload.h"
 
 /* The engine a benchmark runs by default: the bundled engine's defaults

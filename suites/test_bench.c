@@ -20,6 +20,7 @@
 #include "bench/metrics.h"
 #include "bench/null_engine.h"
 #include "bench/seedtable.h"
+#include "bench/slo.h"
 #include "core/alloc.h"
 #include "core/clock.h"
 #include "core/status.h"
