@@ -278,8 +278,8 @@ enum assay_status assay_dequant_row(uint32_t ggml_type, const void *src, size_t 
     if (src_bytes < need) {
         char expected[160];
         snprintf(expected, sizeof expected,
-                 "at least %zu bytes (%" PRId64 " %s blocks of %" PRIu32 " bytes)", need,
-                 n_blocks, name, block_bytes);
+                 "at least %zu bytes (%" PRId64 " %s block%s of %" PRIu32 " bytes)", need,
+                 n_blocks, name, n_blocks == 1 ? "" : "s", block_bytes);
         assay_diag_set(diag, NULL, "src_bytes", expected, "%zu", src_bytes);
         return ASSAY_ERR_INVALID;
     }
