@@ -32,14 +32,19 @@ static float float_of_bits(uint32_t bits)
 }
 
 /* The binary32 bits of the binary16 number h, exactly: every binary16
- * value is a binary32 value. A NaN keeps its sign and payload. */
+ * value is a binary32 value. A NaN keeps its sign and payload and comes
+ * out quiet, as IEEE 754 converts between formats (and as x86's F16C
+ * instruction, which ggml uses where it can, does). */
 static uint32_t f16_bits_to_f32_bits(uint16_t h)
 {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
     uint32_t exponent = (h >> 10) & 0x1fu;
     uint32_t mantissa = h & 0x3ffu;
+    if (exponent == 0x1f && mantissa == 0) {
+        return sign | 0x7f800000u;
+    }
     if (exponent == 0x1f) {
-        return sign | 0x7f800000u | (mantissa << 13);
+        return sign | 0x7fc00000u | (mantissa << 13);
     }
     if (exponent != 0) {
         /* Rebias from 15 to 127. */

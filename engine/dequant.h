@@ -15,8 +15,9 @@
  * block i / B.
  *
  *   F32  (0)  4 bytes an element.
- *   F16  (1)  2 bytes an element: IEEE binary16, subnormals, infinities and
- *             NaNs included, widened exactly.
+ *   F16  (1)  2 bytes an element: IEEE binary16, subnormals and infinities
+ *             included, widened exactly; a NaN keeps sign and payload and
+ *             comes out quiet, as IEEE conversion has it.
  *   BF16 (30) 2 bytes an element: the top 16 bits of an IEEE binary32.
  *   Q4_0 (2)  blocks of 32 in 18 bytes: f16 d, then 16 bytes of nibbles.
  *             Element j (0..15) is the low nibble of byte j, element j+16

@@ -185,8 +185,9 @@ static void test_f32(void **state)
 
 /* Every binary16 bit pattern against its value by the definition:
  * (-1)^s 2^(e-15) (1 + m/1024) for e in 1..30, (-1)^s 2^-14 (m/1024) for
- * e = 0, infinities for e = 31, m = 0, and NaNs (sign and payload kept in
- * the top mantissa bits) for e = 31, m != 0. */
+ * e = 0, infinities for e = 31, m = 0, and NaNs for e = 31, m != 0: quiet
+ * (as IEEE conversion makes them), sign and payload kept in the top
+ * mantissa bits. */
 static void test_f16_every_pattern(void **state)
 {
     (void)state;
@@ -205,10 +206,10 @@ static void test_f16_every_pattern(void **state)
         float got = out[h];
         if (e == 31 && m != 0) {
             uint32_t b = bits_of(got);
-            if (!isnan(got) || (signbit(got) != 0) != negative || ((b >> 13) & 1023) != m ||
-                (b & 0x1fffu) != 0) {
-                fail_msg("F16 0x%04x: bits 0x%08x, want a NaN of sign %d, payload 0x%03x",
-                         (unsigned)h, (unsigned)b, negative, (unsigned)m);
+            uint32_t want_bits = (negative ? 0x80000000u : 0) | 0x7fc00000u | (m << 13);
+            if (!isnan(got) || b != want_bits) {
+                fail_msg("F16 0x%04x: bits 0x%08x, want the quiet NaN 0x%08x", (unsigned)h,
+                         (unsigned)b, (unsigned)want_bits);
             }
             continue;
         }
@@ -268,13 +269,16 @@ static void test_f16_named(void **state)
                      (double)out[i], want[i]);
         }
     }
-    /* Negative zero and a quiet NaN. */
-    uint8_t two[4];
-    put_u16(two, 0x8000);
-    put_u16(two + 2, 0x7e00);
-    assert_int_equal(assay_dequant_row(ASSAY_GGML_TYPE_F16, two, 4, out, 2, NULL), ASSAY_OK);
+    /* Negative zero, a quiet NaN, and a signalling one that comes out
+     * quiet with its payload. */
+    uint8_t three[6];
+    put_u16(three, 0x8000);
+    put_u16(three + 2, 0x7e00);
+    put_u16(three + 4, 0xfc01);
+    assert_int_equal(assay_dequant_row(ASSAY_GGML_TYPE_F16, three, 6, out, 3, NULL), ASSAY_OK);
     assert_true(out[0] == 0.0f && signbit(out[0]));
-    assert_true(isnan(out[1]) && !signbit(out[1]));
+    assert_int_equal(bits_of(out[1]), 0x7fc00000u);
+    assert_int_equal(bits_of(out[2]), 0xffc02000u);
 }
 
 /* A binary32 rounded to the nearest bfloat16, ties to even (by hand: the
