@@ -8,9 +8,10 @@
  * type's formula, element by element, in double. The values are chosen so
  * that a wrong layout cannot go unseen: every sub-block has its own scale
  * and min, each scale's and min's packed bits differ from its neighbours',
- * every quant value occurs in every sub-block, the two nibbles of a byte
- * (and the two high bits of a Q5_K pair) differ, super-blocks differ from
- * each other, and signs occur in d, dmin, the Q6_K scales and the quants.
+ * every quant value occurs in every sub-block, the nibbles that share a
+ * byte differ (and so, at most positions, do the fifth bits of a Q5_K
+ * pair), super-blocks differ from each other, and signs occur in d, dmin,
+ * the Q6_K scales and the quants.
  *
  * Tolerance: d and dmin have at most 11 significant bits, scales at most 7
  * and quants at most 6, so every product the dequantizer forms is exact in
