@@ -56,6 +56,11 @@ enum assay_gguf_type {
 enum assay_ggml_type {
     ASSAY_GGML_TYPE_F32 = 0,
     ASSAY_GGML_TYPE_F16 = 1,
+    ASSAY_GGML_TYPE_Q4_0 = 2,
+    ASSAY_GGML_TYPE_Q8_0 = 8,
+    ASSAY_GGML_TYPE_Q4_K = 12,
+    ASSAY_GGML_TYPE_Q5_K = 13,
+    ASSAY_GGML_TYPE_Q6_K = 14,
     ASSAY_GGML_TYPE_BF16 = 30,
 };
 
