@@ -1019,14 +1019,6 @@ static enum assay_status oa_abort(void *self, uint64_t id)
     return ASSAY_OK;
 }
 
-static void wipe(void *p, size_t n)
-{
-    volatile unsigned char *c = p;
-    for (size_t i = 0; i < n; i++) {
-        c[i] = 0;
-    }
-}
-
 static void oa_free(void *self)
 {
     struct openai *oa = self;
@@ -1042,11 +1034,11 @@ static void oa_free(void *self)
         curl_multi_cleanup(oa->multi);
     }
     for (struct curl_slist *h = oa->headers; h != NULL; h = h->next) {
-        wipe(h->data, strlen(h->data));
+        assay_wipe(h->data, strlen(h->data));
     }
     curl_slist_free_all(oa->headers);
     if (oa->key != NULL) {
-        wipe(oa->key, oa->key_len);
+        assay_wipe(oa->key, oa->key_len);
         assay_free(oa->key);
     }
     assay_free(oa->reqs);
@@ -1208,7 +1200,7 @@ static enum assay_status read_api_key(char **out, size_t *len, struct assay_diag
         int read_errno = errno;
         fclose(f);
         if (err || n > KEY_MAX) {
-            wipe(key, KEY_MAX + 1);
+            assay_wipe(key, KEY_MAX + 1);
             assay_free(key);
             assay_diag_set(diag, file, "ASSAY_API_KEY_FILE", "a file of at most 4096 bytes",
                            "%s", err ? strerror(read_errno) : "a longer file");
@@ -1228,7 +1220,7 @@ static enum assay_status read_api_key(char **out, size_t *len, struct assay_diag
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)key[i];
         if (c <= 0x20 || c >= 0x7f) {
-            wipe(key, KEY_MAX + 1);
+            assay_wipe(key, KEY_MAX + 1);
             assay_free(key);
             assay_diag_set(diag, has_env ? "environment" : file, what,
                            "a key of printable ASCII without spaces",
@@ -1237,7 +1229,7 @@ static enum assay_status read_api_key(char **out, size_t *len, struct assay_diag
         }
     }
     if (n == 0) {
-        wipe(key, KEY_MAX + 1);
+        assay_wipe(key, KEY_MAX + 1);
         assay_free(key);
         assay_diag_set(diag, has_env ? "environment" : file, what, "a non-empty key", "%s",
                        "an empty one");
@@ -1267,7 +1259,7 @@ static enum assay_status make_headers(struct openai *oa)
         }
         snprintf(line, n, "Authorization: Bearer %s", oa->key);
         struct curl_slist *h = curl_slist_append(oa->headers, line);
-        wipe(line, n);
+        assay_wipe(line, n);
         assay_free(line);
         if (h == NULL) {
             return ASSAY_ERR_NOMEM;

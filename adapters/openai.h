@@ -100,16 +100,10 @@
 #include <stdint.h>
 
 #include "adapter.h"
+#include "openai_chunks.h" /* the dialects, what a chunk yields */
 
 /* The longest step() waits when no byte is ready (milliseconds). */
 #define ASSAY_OPENAI_POLL_MS 1
-/* The most top logprobs per token the adapter keeps. */
-#define ASSAY_OPENAI_MAX_TOP 64
-
-enum assay_openai_api {
-    ASSAY_OPENAI_API_COMPLETION = 0, /* llama.cpp's POST /completion */
-    ASSAY_OPENAI_API_V1 = 1,         /* POST /v1/completions */
-};
 
 struct assay_openai_params {
     const char *url;            /* required: http(s)://host[:port][/prefix], no credentials */
@@ -170,12 +164,6 @@ enum assay_status assay_openai_open_spec(const char *args, struct assay_adapter 
 enum assay_status assay_openai_parse_spec(const char *args, char *buf, size_t size,
                                           struct assay_openai_params *out,
                                           struct assay_diag *diag);
-
-/* One of the top logprobs of a position. */
-struct assay_openai_logprob {
-    int32_t token;
-    double logprob; /* natural log of the server's probability */
-};
 
 /*
  * Called during step() for every delivered token whose chunk carried

@@ -36,8 +36,22 @@
 
 #include "../core/request.h"
 #include "../core/status.h"
-#include "openai.h"
 #include "sse.h"
+
+/* The most top logprobs per token the adapter keeps. */
+#define ASSAY_OPENAI_MAX_TOP 64
+
+/* The two dialects: the request a server is sent and the chunks it streams. */
+enum assay_openai_api {
+    ASSAY_OPENAI_API_COMPLETION = 0, /* llama.cpp's POST /completion */
+    ASSAY_OPENAI_API_V1 = 1,         /* POST /v1/completions */
+};
+
+/* One of the top logprobs of a position. */
+struct assay_openai_logprob {
+    int32_t token;
+    double logprob; /* natural log of the server's probability */
+};
 
 /* Room for any message of this module, NUL included. */
 #define ASSAY_OPENAI_MSG_MAX 480

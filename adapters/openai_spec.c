@@ -10,37 +10,21 @@
 #include <string.h>
 #include <strings.h>
 
+#include "spec_value.h"
+
 /* The longest spec arguments assay_openai_open_spec takes. */
 #define SPEC_MAX 2048
 
-static enum assay_status spec_int(struct assay_diag *diag, const char *key, const char *v,
-                                  long long lo, long long hi, int32_t *out)
+/* An integer option into an int32_t field. */
+static enum assay_status spec_int32(struct assay_diag *diag, const char *key, const char *v,
+                                    long long lo, long long hi, int32_t *out)
 {
-    char *end = NULL;
-    long long x = strtoll(v, &end, 10);
-    if (end == v || *end != '\0' || x < lo || x > hi) {
-        char expected[96];
-        snprintf(expected, sizeof expected, "an integer in %lld..%lld", lo, hi);
-        assay_diag_set(diag, "engine spec", key, expected, "%s", v);
-        return ASSAY_ERR_INVALID;
+    long long x = 0;
+    enum assay_status st = assay_spec_int(diag, key, v, lo, hi, &x);
+    if (st == ASSAY_OK) {
+        *out = (int32_t)x;
     }
-    *out = (int32_t)x;
-    return ASSAY_OK;
-}
-
-/* "on"/"1" or "off"/"0" for key; anything else is named in diag. */
-static enum assay_status spec_onoff(struct assay_diag *diag, const char *key, const char *v,
-                                    bool *out)
-{
-    if (strcmp(v, "on") == 0 || strcmp(v, "1") == 0) {
-        *out = true;
-    } else if (strcmp(v, "off") == 0 || strcmp(v, "0") == 0) {
-        *out = false;
-    } else {
-        assay_diag_set(diag, "engine spec", key, "on or off", "%.64s", v);
-        return ASSAY_ERR_INVALID;
-    }
-    return ASSAY_OK;
+    return st;
 }
 
 enum assay_status assay_openai_parse_spec(const char *args, char *buf, size_t size,
@@ -95,24 +79,24 @@ enum assay_status assay_openai_parse_spec(const char *args, char *buf, size_t si
                 return ASSAY_ERR_INVALID;
             }
         } else if (strcmp(kv, "timeout_ms") == 0) {
-            st = spec_int(diag, kv, v, 1, 3600000, &p.connect_timeout_ms);
+            st = spec_int32(diag, kv, v, 1, 3600000, &p.connect_timeout_ms);
         } else if (strcmp(kv, "stall_ms") == 0) {
-            st = spec_int(diag, kv, v, 1, 86400000, &p.stall_timeout_ms);
+            st = spec_int32(diag, kv, v, 1, 86400000, &p.stall_timeout_ms);
         } else if (strcmp(kv, "logprobs") == 0) {
-            st = spec_int(diag, kv, v, 0, ASSAY_OPENAI_MAX_TOP, &p.n_probs);
+            st = spec_int32(diag, kv, v, 0, ASSAY_OPENAI_MAX_TOP, &p.n_probs);
         } else if (strcmp(kv, "vocab") == 0) {
-            st = spec_int(diag, kv, v, 0, INT32_MAX, &p.vocab);
+            st = spec_int32(diag, kv, v, 0, INT32_MAX, &p.vocab);
         } else if (strcmp(kv, "ctx") == 0) {
-            st = spec_int(diag, kv, v, 0, INT32_MAX, &p.n_ctx);
+            st = spec_int32(diag, kv, v, 0, INT32_MAX, &p.n_ctx);
         } else if (strcmp(kv, "eos") == 0) {
-            st = spec_int(diag, kv, v, -1, INT32_MAX, &p.eos_token);
+            st = spec_int32(diag, kv, v, -1, INT32_MAX, &p.eos_token);
         } else if (strcmp(kv, "requests") == 0) {
-            st = spec_int(diag, kv, v, 1, 1 << 20, &p.max_requests);
+            st = spec_int32(diag, kv, v, 1, 1 << 20, &p.max_requests);
         } else if (strcmp(kv, "stream") == 0) {
-            st = spec_onoff(diag, kv, v, &on);
+            st = assay_spec_onoff(diag, kv, v, &on);
             p.stream = on;
         } else if (strcmp(kv, "cache_prompt") == 0) {
-            st = spec_onoff(diag, kv, v, &on);
+            st = assay_spec_onoff(diag, kv, v, &on);
             p.cache_prompt = on ? 1 : 0;
         } else {
             assay_diag_set(diag, "engine spec", kv,

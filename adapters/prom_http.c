@@ -19,15 +19,6 @@ enum {
     URL_MAX = 1024, /* as openai.c: the longest base URL, and more */
 };
 
-/* Overwrite memory that held the key, in a way the compiler keeps. */
-static void wipe(void *p, size_t n)
-{
-    volatile unsigned char *c = p;
-    for (size_t i = 0; i < n; i++) {
-        c[i] = 0;
-    }
-}
-
 struct get_buf {
     char *p;
     size_t len, cap, max;
@@ -99,7 +90,7 @@ enum assay_status assay_prom_http_get(const struct assay_adapter *adapter, const
         }
         snprintf(line, n, "Authorization: Bearer %s", ep.key);
         headers = curl_slist_append(NULL, line);
-        wipe(line, n);
+        assay_wipe(line, n);
         assay_free(line);
         if (headers == NULL) {
             curl_easy_cleanup(easy);
@@ -152,7 +143,7 @@ enum assay_status assay_prom_http_get(const struct assay_adapter *adapter, const
     }
     curl_easy_cleanup(easy);
     for (struct curl_slist *h = headers; h != NULL; h = h->next) {
-        wipe(h->data, strlen(h->data));
+        assay_wipe(h->data, strlen(h->data));
     }
     curl_slist_free_all(headers);
     if (st != ASSAY_OK) {

@@ -10,6 +10,7 @@
 #include "bundled.h"
 #include "openai.h"
 #include "plugin.h"
+#include "spec_value.h"
 
 struct bundled_spec {
     char model[256];
@@ -18,41 +19,6 @@ struct bundled_spec {
     struct assay_engine_params p;
     bool prefix_set, chunk_set, blocks_set;
 };
-
-static enum assay_status bad(struct assay_diag *diag, const char *key, const char *expected,
-                             const char *got)
-{
-    assay_diag_set(diag, "engine spec", key, expected, "%s", got);
-    return ASSAY_ERR_INVALID;
-}
-
-static enum assay_status parse_int(struct assay_diag *diag, const char *key, const char *v,
-                                   long long lo, long long hi, long long *out)
-{
-    char *end = NULL;
-    errno = 0;
-    long long x = strtoll(v, &end, 10);
-    if (errno != 0 || end == v || *end != '\0' || x < lo || x > hi) {
-        char expected[96];
-        snprintf(expected, sizeof expected, "an integer in %lld..%lld", lo, hi);
-        return bad(diag, key, expected, v);
-    }
-    *out = x;
-    return ASSAY_OK;
-}
-
-static enum assay_status parse_onoff(struct assay_diag *diag, const char *key, const char *v,
-                                     bool *out)
-{
-    if (strcmp(v, "on") == 0 || strcmp(v, "1") == 0) {
-        *out = true;
-    } else if (strcmp(v, "off") == 0 || strcmp(v, "0") == 0) {
-        *out = false;
-    } else {
-        return bad(diag, key, "on or off", v);
-    }
-    return ASSAY_OK;
-}
 
 static enum assay_status set_key(struct bundled_spec *b, const char *key, const char *v,
                                  struct assay_diag *diag)
@@ -65,11 +31,11 @@ static enum assay_status set_key(struct bundled_spec *b, const char *key, const 
     } else if (strcmp(key, "draft") == 0) {
         snprintf(b->draft, sizeof b->draft, "%s", v);
     } else if (strcmp(key, "seed") == 0) {
-        st = parse_int(diag, key, v, 1, (1LL << 53), &b->seed);
+        st = assay_spec_int(diag, key, v, 1, (1LL << 53), &b->seed);
     } else if (strcmp(key, "draft_seed") == 0) {
-        st = parse_int(diag, key, v, 1, (1LL << 53), &b->draft_seed);
+        st = assay_spec_int(diag, key, v, 1, (1LL << 53), &b->draft_seed);
     } else if (strcmp(key, "rng_seed") == 0) {
-        st = parse_int(diag, key, v, 0, (1LL << 53), &x);
+        st = assay_spec_int(diag, key, v, 0, (1LL << 53), &x);
         p->seed = (uint64_t)x;
     } else if (strcmp(key, "kv") == 0) {
         if (strcmp(v, "paged") == 0 || strcmp(v, "on") == 0) {
@@ -81,42 +47,42 @@ static enum assay_status set_key(struct bundled_spec *b, const char *key, const 
         } else if (strcmp(v, "off") == 0) {
             p->kv_cache = false;
         } else {
-            st = bad(diag, key, "paged, contiguous or off", v);
+            st = assay_spec_bad(diag, key, "paged, contiguous or off", v);
         }
     } else if (strcmp(key, "block") == 0) {
-        st = parse_int(diag, key, v, 1, 1024, &x);
+        st = assay_spec_int(diag, key, v, 1, 1024, &x);
         p->block_size = (int32_t)x;
     } else if (strcmp(key, "blocks") == 0) {
-        st = parse_int(diag, key, v, 1, 1 << 26, &x);
+        st = assay_spec_int(diag, key, v, 1, 1 << 26, &x);
         p->n_blocks = (int32_t)x;
         b->blocks_set = true;
     } else if (strcmp(key, "prefix") == 0) {
-        st = parse_onoff(diag, key, v, &p->prefix_cache);
+        st = assay_spec_onoff(diag, key, v, &p->prefix_cache);
         b->prefix_set = true;
     } else if (strcmp(key, "chunk") == 0) {
-        st = parse_int(diag, key, v, 0, 1 << 16, &x);
+        st = assay_spec_int(diag, key, v, 0, 1 << 16, &x);
         p->chunk = (int32_t)x;
         b->chunk_set = true;
     } else if (strcmp(key, "batch") == 0) {
-        st = parse_int(diag, key, v, 1, 4096, &x);
+        st = assay_spec_int(diag, key, v, 1, 4096, &x);
         p->batching = x > 1;
         p->max_batch = (int32_t)x;
     } else if (strcmp(key, "spec") == 0) {
-        st = parse_int(diag, key, v, 0, 32, &x);
+        st = assay_spec_int(diag, key, v, 0, 32, &x);
         p->spec_k = (int32_t)x;
     } else if (strcmp(key, "invariant") == 0) {
-        st = parse_onoff(diag, key, v, &p->batch_invariant);
+        st = assay_spec_onoff(diag, key, v, &p->batch_invariant);
     } else if (strcmp(key, "threads") == 0) {
-        st = parse_int(diag, key, v, 1, 2, &x);
+        st = assay_spec_int(diag, key, v, 1, 2, &x);
         p->threads = (int32_t)x;
     } else if (strcmp(key, "blas_rows") == 0) {
-        st = parse_int(diag, key, v, 0, 1 << 16, &x);
+        st = assay_spec_int(diag, key, v, 0, 1 << 16, &x);
         p->blas_rows = (int32_t)x;
     } else if (strcmp(key, "isa") == 0) {
         if (assay_isa_by_name(v, &p->isa) != ASSAY_OK) {
-            st = bad(diag, key, "auto, generic, avx2 or avx512", v);
+            st = assay_spec_bad(diag, key, "auto, generic, avx2 or avx512", v);
         } else if (!assay_isa_supported(p->isa)) {
-            st = bad(diag, key, "an instruction set this CPU runs (auto picks one)", v);
+            st = assay_spec_bad(diag, key, "an instruction set this CPU runs (auto picks one)", v);
         }
     } else if (strcmp(key, "order") == 0) {
         if (strcmp(v, "joint") == 0) {
@@ -124,25 +90,25 @@ static enum assay_status set_key(struct bundled_spec *b, const char *key, const 
         } else if (strcmp(v, "sequential") == 0) {
             p->sampling_order = ASSAY_SAMPLING_SEQUENTIAL;
         } else {
-            st = bad(diag, key, "joint or sequential", v);
+            st = assay_spec_bad(diag, key, "joint or sequential", v);
         }
     } else if (strcmp(key, "requests") == 0) {
-        st = parse_int(diag, key, v, 1, 1 << 20, &x);
+        st = assay_spec_int(diag, key, v, 1, 1 << 20, &x);
         p->max_requests = (int32_t)x;
     } else if (strcmp(key, "max_seq_len") == 0) {
-        st = parse_int(diag, key, v, 2, 1 << 20, &x);
+        st = assay_spec_int(diag, key, v, 2, 1 << 20, &x);
         p->max_seq_len = (int32_t)x;
     } else if (strcmp(key, "step_tokens") == 0) {
-        st = parse_int(diag, key, v, 1, 1 << 16, &x);
+        st = assay_spec_int(diag, key, v, 1, 1 << 16, &x);
         p->max_step_tokens = (int32_t)x;
     } else if (strcmp(key, "mutant") == 0) {
         enum assay_mutant m;
         if (assay_mutant_by_name(v, &m) != ASSAY_OK) {
-            st = bad(diag, key, "a mutant of the catalog (assay mutants)", v);
+            st = assay_spec_bad(diag, key, "a mutant of the catalog (assay mutants)", v);
         }
         p->mutant = (int)m;
     } else {
-        st = bad(diag, key,
+        st = assay_spec_bad(diag, key,
                  "one of model, seed, kv, block, blocks, prefix, chunk, batch, spec, draft, "
                  "draft_seed, invariant, blas_rows, isa, threads, order, requests, max_seq_len, step_tokens, "
                  "rng_seed, mutant",
@@ -165,7 +131,7 @@ static enum assay_status load_model(const char *what, long long seed, struct ass
     }
     struct assay_model_config cfg;
     if (assay_model_config_by_name(what, &cfg) != ASSAY_OK) {
-        return bad(diag, "model", "tinygpt, draft, mini, mini-draft or a .gguf path", what);
+        return assay_spec_bad(diag, "model", "tinygpt, draft, mini, mini-draft or a .gguf path", what);
     }
     return assay_model_init_random(out, &cfg, (uint64_t)seed);
 }
@@ -181,7 +147,7 @@ static enum assay_status parse_bundled(const char *args, struct bundled_spec *b,
     b->p.max_seq_len = 0;
     char buf[1024];
     if (strlen(args) >= sizeof buf) {
-        return bad(diag, "", "a spec shorter than 1024 characters", "a longer one");
+        return assay_spec_bad(diag, "", "a spec shorter than 1024 characters", "a longer one");
     }
     snprintf(buf, sizeof buf, "%s", args);
     enum assay_status st = ASSAY_OK;
@@ -190,7 +156,7 @@ static enum assay_status parse_bundled(const char *args, struct bundled_spec *b,
          kv = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(kv, '=');
         if (eq == NULL || eq == kv || eq[1] == '\0') {
-            return bad(diag, kv, "key=value", kv);
+            return assay_spec_bad(diag, kv, "key=value", kv);
         }
         *eq = '\0';
         st = set_key(b, kv, eq + 1, diag);
@@ -323,7 +289,7 @@ enum assay_status assay_adapter_open_spec_cached(const char *spec, struct assay_
     out->vt = NULL;
     out->self = NULL;
     if (spec == NULL) {
-        return bad(diag, "", "an engine spec", "nothing");
+        return assay_spec_bad(diag, "", "an engine spec", "nothing");
     }
     if (strcmp(spec, "bundled") == 0) {
         return open_bundled("", cache, out, diag);
@@ -337,14 +303,14 @@ enum assay_status assay_adapter_open_spec_cached(const char *spec, struct assay_
     if (strncmp(spec, "plugin:", 7) == 0) {
         return assay_plugin_open_spec(spec + 7, out, diag);
     }
-    return bad(diag, "",
+    return assay_spec_bad(diag, "",
                "an engine spec such as bundled:kv=paged,block=16, openai:URL or plugin:PATH", spec);
 }
 
 enum assay_status assay_spec_check(const char *spec, struct assay_diag *diag)
 {
     if (spec == NULL) {
-        return bad(diag, "", "an engine spec", "nothing");
+        return assay_spec_bad(diag, "", "an engine spec", "nothing");
     }
     struct bundled_spec b;
     if (strcmp(spec, "bundled") == 0) {
@@ -365,7 +331,7 @@ enum assay_status assay_spec_check(const char *spec, struct assay_diag *diag)
          * the plugin's to check when it opens. */
         return assay_plugin_check_spec(spec + 7, diag);
     }
-    return bad(diag, "",
+    return assay_spec_bad(diag, "",
                "an engine spec such as bundled:kv=paged,block=16, openai:URL or plugin:PATH", spec);
 }
 

@@ -82,3 +82,11 @@ char *assay_strdup(const char *s)
     }
     return d;
 }
+
+void assay_wipe(void *p, size_t n)
+{
+    volatile unsigned char *c = p;
+    for (size_t i = 0; i < n; i++) {
+        c[i] = 0;
+    }
+}

@@ -35,6 +35,10 @@ void *assay_realloc(void *ptr, size_t size);
 /* Like free; NULL is a no-op. */
 void assay_free(void *ptr);
 
+/* Zero n bytes at p in a way the compiler keeps even when p is freed next
+ * (an API key, a header that held one). */
+void assay_wipe(void *p, size_t n);
+
 /* A NUL-terminated copy of s (NULL in, NULL out); free with assay_free. */
 char *assay_strdup(const char *s);
 
