@@ -9,42 +9,17 @@
 #include <string.h>
 
 #include "../core/alloc.h"
+#include "../core/json_out.h"
 
 /* An SLO file is a few lines; anything this large is not one. */
 #define SLO_MAX_BYTES (1 << 20)
-
-static const char *json_kind(const cJSON *j)
-{
-    if (j == NULL) {
-        return "nothing (missing)";
-    }
-    if (cJSON_IsNumber(j)) {
-        return "a number";
-    }
-    if (cJSON_IsString(j)) {
-        return "a string";
-    }
-    if (cJSON_IsBool(j)) {
-        return "a boolean";
-    }
-    if (cJSON_IsNull(j)) {
-        return "null";
-    }
-    if (cJSON_IsArray(j)) {
-        return "an array";
-    }
-    if (cJSON_IsObject(j)) {
-        return "an object";
-    }
-    return "something else";
-}
 
 static enum assay_status slo_bound(const cJSON *root, const char *key, const char *file,
                                    double *out, struct assay_diag *diag)
 {
     const cJSON *j = cJSON_GetObjectItemCaseSensitive(root, key);
     if (!cJSON_IsNumber(j)) {
-        assay_diag_set(diag, file, key, "a number of seconds > 0", "%s", json_kind(j));
+        assay_diag_set(diag, file, key, "a number of seconds > 0", "%s", assay_json_kind_of(j));
         return ASSAY_ERR_PARSE;
     }
     double v = cJSON_GetNumberValue(j);
@@ -85,12 +60,12 @@ static enum assay_status slo_from_json(const cJSON *root, const char *file, stru
                                        struct assay_diag *diag)
 {
     if (!cJSON_IsObject(root)) {
-        assay_diag_set(diag, file, "", "a JSON object", "%s", json_kind(root));
+        assay_diag_set(diag, file, "", "a JSON object", "%s", assay_json_kind_of(root));
         return ASSAY_ERR_PARSE;
     }
     const cJSON *format = cJSON_GetObjectItemCaseSensitive(root, "format");
     if (!cJSON_IsString(format)) {
-        assay_diag_set(diag, file, "format", "\"assay-slo\"", "%s", json_kind(format));
+        assay_diag_set(diag, file, "format", "\"assay-slo\"", "%s", assay_json_kind_of(format));
         return ASSAY_ERR_PARSE;
     }
     if (strcmp(format->valuestring, "assay-slo") != 0) {
@@ -99,7 +74,7 @@ static enum assay_status slo_from_json(const cJSON *root, const char *file, stru
     }
     const cJSON *version = cJSON_GetObjectItemCaseSensitive(root, "version");
     if (!cJSON_IsNumber(version)) {
-        assay_diag_set(diag, file, "version", "the number 1", "%s", json_kind(version));
+        assay_diag_set(diag, file, "version", "the number 1", "%s", assay_json_kind_of(version));
         return ASSAY_ERR_PARSE;
     }
     if (cJSON_GetNumberValue(version) != ASSAY_SLO_VERSION) {
@@ -115,7 +90,7 @@ static enum assay_status slo_from_json(const cJSON *root, const char *file, stru
     }
     const cJSON *desc = cJSON_GetObjectItemCaseSensitive(root, "description");
     if (desc != NULL && !cJSON_IsString(desc)) {
-        assay_diag_set(diag, file, "description", "a string", "%s", json_kind(desc));
+        assay_diag_set(diag, file, "description", "a string", "%s", assay_json_kind_of(desc));
         return ASSAY_ERR_PARSE;
     }
     struct assay_slo slo;

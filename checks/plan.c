@@ -81,11 +81,13 @@ static enum assay_status oracle_copy(const struct assay_model *m, struct assay_m
     return st;
 }
 
-static enum assay_status run_gof(struct assay_verify_ctx *ctx, const struct assay_plan_item *item,
-                                 const struct assay_target *t, const struct assay_workload *w,
-                                 struct assay_check_result *res)
+/* The first tokens' chi-squared (gof) or the whole sequences' PIT against
+ * the oracle's exact distributions. */
+static enum assay_status run_against_oracle(struct assay_verify_ctx *ctx,
+                                            const struct assay_plan_item *item,
+                                            const struct assay_target *t,
+                                            struct assay_check_result *res, bool pit)
 {
-    (void)w;
     struct assay_dist_params p;
     struct assay_model *model = NULL;
     if (!dist_params(ctx, item, t, &p, res)) {
@@ -93,10 +95,19 @@ static enum assay_status run_gof(struct assay_verify_ctx *ctx, const struct assa
     }
     enum assay_status st = oracle_copy(t->model, &model, res);
     if (st == ASSAY_OK) {
-        st = assay_dist_gof(t->adapter, model, &p, res);
+        st = pit ? assay_dist_pit(t->adapter, model, &p, res, NULL)
+                 : assay_dist_gof(t->adapter, model, &p, res);
     }
     assay_model_free(model);
     return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+}
+
+static enum assay_status run_gof(struct assay_verify_ctx *ctx, const struct assay_plan_item *item,
+                                 const struct assay_target *t, const struct assay_workload *w,
+                                 struct assay_check_result *res)
+{
+    (void)w;
+    return run_against_oracle(ctx, item, t, res, false);
 }
 
 static enum assay_status run_pit(struct assay_verify_ctx *ctx, const struct assay_plan_item *item,
@@ -104,17 +115,7 @@ static enum assay_status run_pit(struct assay_verify_ctx *ctx, const struct assa
                                  struct assay_check_result *res)
 {
     (void)w;
-    struct assay_dist_params p;
-    struct assay_model *model = NULL;
-    if (!dist_params(ctx, item, t, &p, res)) {
-        return ASSAY_OK;
-    }
-    enum assay_status st = oracle_copy(t->model, &model, res);
-    if (st == ASSAY_OK) {
-        st = assay_dist_pit(t->adapter, model, &p, res, NULL);
-    }
-    assay_model_free(model);
-    return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+    return run_against_oracle(ctx, item, t, res, true);
 }
 
 static enum assay_status run_acceptance(struct assay_verify_ctx *ctx,

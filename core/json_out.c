@@ -21,3 +21,29 @@ bool assay_json_add_bool(cJSON *o, const char *key, bool v)
 {
     return cJSON_AddBoolToObject(o, key, v) != NULL;
 }
+
+const char *assay_json_kind_of(const cJSON *j)
+{
+    if (j == NULL) {
+        return "nothing (missing)";
+    }
+    if (cJSON_IsNumber(j)) {
+        return "a number";
+    }
+    if (cJSON_IsString(j)) {
+        return "a string";
+    }
+    if (cJSON_IsBool(j)) {
+        return "a boolean";
+    }
+    if (cJSON_IsNull(j)) {
+        return "null";
+    }
+    if (cJSON_IsArray(j)) {
+        return "an array";
+    }
+    if (cJSON_IsObject(j)) {
+        return "an object";
+    }
+    return "something else";
+}

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "alloc.h"
+#include "json_out.h"
 #include "rng.h"
 
 #define DEFAULT_MAX_REQUESTS 1000000
@@ -93,32 +94,6 @@ static enum assay_status fail(struct parser *ps, const char *where, const char *
     return ASSAY_ERR_PARSE;
 }
 
-static const char *json_kind(const cJSON *j)
-{
-    if (j == NULL) {
-        return "nothing (missing)";
-    }
-    if (cJSON_IsNumber(j)) {
-        return "a number";
-    }
-    if (cJSON_IsString(j)) {
-        return "a string";
-    }
-    if (cJSON_IsBool(j)) {
-        return "a boolean";
-    }
-    if (cJSON_IsNull(j)) {
-        return "null";
-    }
-    if (cJSON_IsArray(j)) {
-        return "an array";
-    }
-    if (cJSON_IsObject(j)) {
-        return "an object";
-    }
-    return "something else";
-}
-
 /* An integer field in [lo, hi]; absent fields take `dflt` unless required. */
 static enum assay_status get_int(struct parser *ps, const cJSON *obj, const char *key,
                                  const char *path, bool required, int64_t dflt, int64_t lo,
@@ -134,7 +109,7 @@ static enum assay_status get_int(struct parser *ps, const cJSON *obj, const char
     char expected[96];
     snprintf(expected, sizeof expected, "an integer in %lld..%lld", (long long)lo, (long long)hi);
     if (!cJSON_IsNumber(j)) {
-        return fail(ps, where, expected, json_kind(j));
+        return fail(ps, where, expected, assay_json_kind_of(j));
     }
     double v = j->valuedouble;
     if (!(v >= (double)lo && v <= (double)hi) || v != floor(v)) {
@@ -160,7 +135,7 @@ static enum assay_status get_num(struct parser *ps, const cJSON *obj, const char
     char expected[96];
     snprintf(expected, sizeof expected, "a number in [%g, %g]", lo, hi);
     if (!cJSON_IsNumber(j)) {
-        return fail(ps, where, expected, json_kind(j));
+        return fail(ps, where, expected, assay_json_kind_of(j));
     }
     double v = j->valuedouble;
     if (!(v >= lo && v <= hi)) {
@@ -183,7 +158,7 @@ static enum assay_status get_str(struct parser *ps, const cJSON *obj, const char
         return ASSAY_OK;
     }
     if (!cJSON_IsString(j)) {
-        return fail(ps, where, "a string", json_kind(j));
+        return fail(ps, where, "a string", assay_json_kind_of(j));
     }
     snprintf(out, size, "%s", j->valuestring);
     return ASSAY_OK;
@@ -223,7 +198,7 @@ static enum assay_status parse_sampling(struct parser *ps, const cJSON *j, const
         return ASSAY_OK;
     }
     if (!cJSON_IsObject(j)) {
-        return fail(ps, path, "an object", json_kind(j));
+        return fail(ps, path, "an object", assay_json_kind_of(j));
     }
     static const char *const keys[] = {"temperature", "top_k", "top_p", "seed", NULL};
     enum assay_status st = check_keys(ps, j, path, keys);
@@ -391,13 +366,13 @@ static enum assay_status parse_requests(struct parser *ps, const cJSON *arr,
         char path[64];
         snprintf(path, sizeof path, "requests[%d]", (int)i);
         if (!cJSON_IsObject(r)) {
-            return fail(ps, path, "an object", json_kind(r));
+            return fail(ps, path, "an object", assay_json_kind_of(r));
         }
         const cJSON *prompt = cJSON_GetObjectItemCaseSensitive(r, "prompt");
         if (!cJSON_IsArray(prompt)) {
             char where[96];
             snprintf(where, sizeof where, "%s.prompt", path);
-            return fail(ps, where, "an array of token ids", json_kind(prompt));
+            return fail(ps, where, "an array of token ids", assay_json_kind_of(prompt));
         }
         n_tokens += cJSON_GetArraySize(prompt);
     }
@@ -468,7 +443,7 @@ static enum assay_status parse_requests(struct parser *ps, const cJSON *arr,
                 if (cJSON_IsNumber(x)) {
                     snprintf(got, sizeof got, "%.17g", x->valuedouble);
                 } else {
-                    snprintf(got, sizeof got, "%s", json_kind(x));
+                    snprintf(got, sizeof got, "%s", assay_json_kind_of(x));
                 }
                 st = fail(ps, where, expected, got);
                 break;
@@ -511,7 +486,7 @@ static enum assay_status parse_length(struct parser *ps, const cJSON *j, const c
                                       struct length_dist *d)
 {
     if (!cJSON_IsObject(j)) {
-        return fail(ps, path, "an object {\"dist\": ...}", json_kind(j));
+        return fail(ps, path, "an object {\"dist\": ...}", assay_json_kind_of(j));
     }
     static const char *const keys[] = {"dist", "value", "min", "max", "median", "sigma", NULL};
     enum assay_status st = check_keys(ps, j, path, keys);
@@ -615,7 +590,7 @@ static enum assay_status parse_shape(struct parser *ps, const cJSON *g, struct s
     snprintf(sh->process, sizeof sh->process, "burst");
     if (st == ASSAY_OK && arr != NULL) {
         if (!cJSON_IsObject(arr)) {
-            return fail(ps, "generate.arrival", "an object", json_kind(arr));
+            return fail(ps, "generate.arrival", "an object", assay_json_kind_of(arr));
         }
         static const char *const akeys[] = {"process", "rate", "cv", "step_every", NULL};
         st = check_keys(ps, arr, "generate.arrival", akeys);
@@ -653,7 +628,7 @@ static enum assay_status parse_shape(struct parser *ps, const cJSON *g, struct s
     const cJSON *lg = cJSON_GetObjectItemCaseSensitive(g, "long");
     if (st == ASSAY_OK && lg != NULL) {
         if (!cJSON_IsObject(lg)) {
-            return fail(ps, "generate.long", "an object", json_kind(lg));
+            return fail(ps, "generate.long", "an object", assay_json_kind_of(lg));
         }
         static const char *const lkeys[] = {"fraction", "prompt_len", NULL};
         st = check_keys(ps, lg, "generate.long", lkeys);
@@ -668,7 +643,7 @@ static enum assay_status parse_shape(struct parser *ps, const cJSON *g, struct s
     const cJSON *sp = cJSON_GetObjectItemCaseSensitive(g, "shared_prefix");
     if (st == ASSAY_OK && sp != NULL) {
         if (!cJSON_IsObject(sp)) {
-            return fail(ps, "generate.shared_prefix", "an object", json_kind(sp));
+            return fail(ps, "generate.shared_prefix", "an object", assay_json_kind_of(sp));
         }
         static const char *const skeys[] = {"len", "fraction", NULL};
         st = check_keys(ps, sp, "generate.shared_prefix", skeys);
@@ -683,7 +658,7 @@ static enum assay_status parse_shape(struct parser *ps, const cJSON *g, struct s
     const cJSON *pg = cJSON_GetObjectItemCaseSensitive(g, "prefix_groups");
     if (st == ASSAY_OK && pg != NULL) {
         if (!cJSON_IsObject(pg)) {
-            return fail(ps, "generate.prefix_groups", "an object", json_kind(pg));
+            return fail(ps, "generate.prefix_groups", "an object", assay_json_kind_of(pg));
         }
         static const char *const gkeys[] = {"count", "len", "common_tail", NULL};
         st = check_keys(ps, pg, "generate.prefix_groups", gkeys);
@@ -705,7 +680,7 @@ static enum assay_status parse_shape(struct parser *ps, const cJSON *g, struct s
     const cJSON *ab = cJSON_GetObjectItemCaseSensitive(g, "abort");
     if (st == ASSAY_OK && ab != NULL) {
         if (!cJSON_IsObject(ab)) {
-            return fail(ps, "generate.abort", "an object", json_kind(ab));
+            return fail(ps, "generate.abort", "an object", assay_json_kind_of(ab));
         }
         static const char *const abkeys[] = {"fraction", "after", NULL};
         st = check_keys(ps, ab, "generate.abort", abkeys);
@@ -991,7 +966,7 @@ static enum assay_status parse_drawn(const char *json, size_t len, const char *f
         st = fail(&ps, where, "the end of the file after the workload object", got);
     }
     if (st == ASSAY_OK && !cJSON_IsObject(root)) {
-        st = fail(&ps, "(top level)", "an object", json_kind(root));
+        st = fail(&ps, "(top level)", "an object", assay_json_kind_of(root));
     }
     static const char *const keys[] = {"format", "version", "name", "description", "generate",
                                        "requests", NULL};
@@ -1034,7 +1009,7 @@ static enum assay_status parse_drawn(const char *json, size_t len, const char *f
     }
     if (st == ASSAY_OK && reqs != NULL) {
         if (!cJSON_IsArray(reqs)) {
-            st = fail(&ps, "requests", "an array", json_kind(reqs));
+            st = fail(&ps, "requests", "an array", assay_json_kind_of(reqs));
         } else {
             st = parse_requests(&ps, reqs, &w);
         }
@@ -1043,7 +1018,7 @@ static enum assay_status parse_drawn(const char *json, size_t len, const char *f
         struct shape sh;
         memset(&sh, 0, sizeof sh);
         if (!cJSON_IsObject(gen)) {
-            st = fail(&ps, "generate", "an object", json_kind(gen));
+            st = fail(&ps, "generate", "an object", assay_json_kind_of(gen));
         } else {
             st = parse_shape(&ps, gen, &sh);
         }
