@@ -41,8 +41,8 @@
  * benchmark included: run them last (after_bench in the plan).
  *
  * The checks are registered in checks/plan.c (assay_plan_for(
- * ASSAY_COMMAND_AUDIT)) with their runners, declared at the end of this
- * file; assay_audit_run_check builds the target (the server, the weights it
+ * ASSAY_COMMAND_AUDIT)) with their runners (checks/audit_checks.h);
+ * assay_audit_run_check builds the target (the server, the weights it
  * serves, the bundled engine beside it) and runs one.
  *
  * End of generation: the oracle treats the server's EOS like any token.
@@ -171,78 +171,5 @@ size_t assay_audit_gauges(const struct assay_audit *a, const struct assay_audit_
 const char *assay_audit_metrics_status(const struct assay_audit *a);
 
 void assay_audit_close(struct assay_audit *a);
-
-/* The runners of the audit's checks (assay_check_fn): t->owner is the
- * struct assay_audit. */
-enum assay_status assay_audit_run_equiv_alone(struct assay_verify_ctx *ctx,
-                                              const struct assay_plan_item *item,
-                                              const struct assay_target *t,
-                                              const struct assay_workload *w,
-                                              struct assay_check_result *res);
-enum assay_status assay_audit_run_equiv_concurrent(struct assay_verify_ctx *ctx,
-                                                   const struct assay_plan_item *item,
-                                                   const struct assay_target *t,
-                                                   const struct assay_workload *w,
-                                                   struct assay_check_result *res);
-enum assay_status assay_audit_run_logprobs(struct assay_verify_ctx *ctx,
-                                           const struct assay_plan_item *item,
-                                           const struct assay_target *t,
-                                           const struct assay_workload *w,
-                                           struct assay_check_result *res);
-enum assay_status assay_audit_run_gof_t1(struct assay_verify_ctx *ctx,
-                                         const struct assay_plan_item *item,
-                                         const struct assay_target *t,
-                                         const struct assay_workload *w,
-                                         struct assay_check_result *res);
-enum assay_status assay_audit_run_gof_filtered(struct assay_verify_ctx *ctx,
-                                               const struct assay_plan_item *item,
-                                               const struct assay_target *t,
-                                               const struct assay_workload *w,
-                                               struct assay_check_result *res);
-enum assay_status assay_audit_run_pit_t1(struct assay_verify_ctx *ctx,
-                                         const struct assay_plan_item *item,
-                                         const struct assay_target *t,
-                                         const struct assay_workload *w,
-                                         struct assay_check_result *res);
-enum assay_status assay_audit_run_pit_filtered(struct assay_verify_ctx *ctx,
-                                               const struct assay_plan_item *item,
-                                               const struct assay_target *t,
-                                               const struct assay_workload *w,
-                                               struct assay_check_result *res);
-enum assay_status assay_audit_run_homogeneity(struct assay_verify_ctx *ctx,
-                                              const struct assay_plan_item *item,
-                                              const struct assay_target *t,
-                                              const struct assay_workload *w,
-                                              struct assay_check_result *res);
-enum assay_status assay_audit_run_batch_invariance(struct assay_verify_ctx *ctx,
-                                                   const struct assay_plan_item *item,
-                                                   const struct assay_target *t,
-                                                   const struct assay_workload *w,
-                                                   struct assay_check_result *res);
-enum assay_status assay_audit_run_finish(struct assay_verify_ctx *ctx,
-                                         const struct assay_plan_item *item,
-                                         const struct assay_target *t,
-                                         const struct assay_workload *w,
-                                         struct assay_check_result *res);
-enum assay_status assay_audit_run_usage(struct assay_verify_ctx *ctx,
-                                        const struct assay_plan_item *item,
-                                        const struct assay_target *t,
-                                        const struct assay_workload *w,
-                                        struct assay_check_result *res);
-enum assay_status assay_audit_run_stream(struct assay_verify_ctx *ctx,
-                                         const struct assay_plan_item *item,
-                                         const struct assay_target *t,
-                                         const struct assay_workload *w,
-                                         struct assay_check_result *res);
-enum assay_status assay_audit_run_idle_requests(struct assay_verify_ctx *ctx,
-                                                const struct assay_plan_item *item,
-                                                const struct assay_target *t,
-                                                const struct assay_workload *w,
-                                                struct assay_check_result *res);
-enum assay_status assay_audit_run_idle_kv(struct assay_verify_ctx *ctx,
-                                          const struct assay_plan_item *item,
-                                          const struct assay_target *t,
-                                          const struct assay_workload *w,
-                                          struct assay_check_result *res);
 
 #endif

@@ -5,7 +5,7 @@
 
 #include "../adapters/adapter.h"
 #include "../adapters/spec.h"
-#include "audit.h"
+#include "audit_checks.h"
 #include "context.h"
 #include "distributional.h"
 #include "equivalence.h"

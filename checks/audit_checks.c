@@ -1,0 +1,1137 @@
+/*
+ * audit_checks.c - the checks of `assay audit` on a server (see audit.h and
+ * the registry, checks/plan.c): greedy tokens and top logprobs against the
+ * oracle, samples against its distributions, and the properties only a
+ * server shows (finish reasons, usage counts, streamed against not, its
+ * gauges back to idle).
+ *
+ * Sample sizes, and why (measured with llama-server, TinyGPT f32, one
+ * thread, four slots, on 2 cores; the full audit in about 6 minutes, the
+ * quick one in about 3):
+ *  - the oracle costs about 5 ms per sequence position (double precision,
+ *    no cache), which bounds the PIT checks and the equivalence workloads;
+ *  - llama-server answers about 300 one-token requests a second with eight
+ *    in flight, which bounds the first-token tests.
+ * Each distributional result states its n and the smallest total-variation
+ * distance it detects at power 0.99 (min_tv), so a smaller sample is a
+ * stated weaker test, never a silent one.
+ */
+#include "audit_checks.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../adapters/gate.h"
+#include "../adapters/spec.h"
+#include "../core/alloc.h"
+#include "../core/clock.h"
+#include "../core/rng.h"
+#include "../core/workload.h"
+#include "distributional.h"
+#include "equivalence.h"
+#include "harness.h"
+#include "property.h"
+
+#include "audit_internal.h"
+
+/* ---- workloads ------------------------------------------------------------ */
+
+/*
+ * The generated workload of an audit check: its fixture file (item->workload
+ * under the fixtures folder, a "generate" shape; README "Workload files")
+ * drawn with a seed derived from the audit's seed and the check's name, and
+ * with --quick with the request count of the item's "quick=N" parameter. On
+ * failure res is ERROR with the reason.
+ */
+static enum assay_status check_workload(const struct assay_audit *a,
+                                        const struct assay_plan_item *item,
+                                        struct assay_check_result *res, struct assay_workload **out)
+{
+    char path[1400];
+    snprintf(path, sizeof path, "%s/%s", a->fixtures, item->workload != NULL ? item->workload : "");
+    const char *q = item->params != NULL ? strstr(item->params, "quick=") : NULL;
+    struct assay_workload_draw draw = {assay_seed_derive(a->p.seed, item->name) % 1000000007ull + 1,
+                                       a->p.quick && q != NULL ? (int32_t)strtol(q + 6, NULL, 10)
+                                                               : 0};
+    struct assay_workload_limits lim = {a->model->cfg.vocab, a->model->cfg.n_ctx, 0};
+    struct assay_diag diag;
+    assay_diag_clear(&diag);
+    enum assay_status st = assay_workload_load_drawn(path, &lim, &draw, out, &diag);
+    if (st != ASSAY_OK) {
+        char why[600];
+        assay_check_error(res, "workload: %s", assay_diag_format(&diag, why, sizeof why));
+    }
+    return st;
+}
+
+static enum assay_status load_fixture(const struct assay_audit *a, const char *name,
+                                      struct assay_workload **out, char *why, size_t size)
+{
+    char path[1400];
+    snprintf(path, sizeof path, "%s/workloads/%s.json", a->fixtures, name);
+    struct assay_workload_limits lim = {a->model->cfg.vocab, a->model->cfg.n_ctx, 0};
+    struct assay_diag diag;
+    assay_diag_clear(&diag);
+    enum assay_status st = assay_workload_load(path, &lim, out, &diag);
+    if (st != ASSAY_OK) {
+        char d[600];
+        snprintf(why, size, "workload: %s", assay_diag_format(&diag, d, sizeof d));
+    }
+    return st;
+}
+
+static void set_stop(struct assay_workload *w, int32_t token)
+{
+    for (int32_t i = 0; i < w->n; i++) {
+        w->reqs[i].stop_token = token;
+    }
+}
+
+static enum assay_status run(const struct assay_adapter *ad, const struct assay_workload *w,
+                             struct assay_transcript **t)
+{
+    struct assay_harness_opts ho;
+    memset(&ho, 0, sizeof ho);
+    ho.max_steps = MAX_STEPS;
+    return assay_harness_run(ad, w, &ho, t);
+}
+
+/* Two runs of request i (both delivered correctly) agree up to where one
+ * ends; at the first difference the two tokens must tie by the oracle's
+ * logits given the common prefix (assay_tie), and the comparison of that
+ * request ends there. Returns false with msg set on a real divergence. */
+static bool same_or_tie(struct assay_audit *a, const struct assay_workload_request *wr,
+                        const struct assay_transcript_req *qa,
+                        const struct assay_transcript_req *qb, const char *what_a,
+                        const char *what_b, int64_t *n_tokens, int32_t *n_ties, double *max_gap,
+                        char *msg, size_t size, enum assay_status *st)
+{
+    int32_t n = qa->n_events < qb->n_events ? qa->n_events : qb->n_events;
+    for (int32_t t = 0; t < n; t++) {
+        if (qa->tokens[t] == qb->tokens[t]) {
+            (*n_tokens)++;
+            continue;
+        }
+        const double *rows = NULL;
+        *st = assay_oracle_memo_rows(a->memo, wr->prompt, wr->prompt_len, qa->tokens, t + 1, &rows);
+        if (*st != ASSAY_OK) {
+            snprintf(msg, size, "the oracle failed: %s", assay_status_str(*st));
+            return false;
+        }
+        const double *row = rows + (int64_t)t * a->model->cfg.vocab;
+        double gap;
+        if (assay_tie(row, a->model->cfg.vocab, qa->tokens[t], qb->tokens[t], ASSAY_EQUIV_TIE_TOL,
+                      &gap)) {
+            (*n_ties)++;
+            *max_gap = gap > *max_gap ? gap : *max_gap;
+            return true;
+        }
+        snprintf(msg, size,
+                 "request %llu, output position %d: token %d %s, token %d %s; the oracle's logits "
+                 "are %.6f and %.6f, the farther %.6f below its best: not a tie within %g",
+                 (unsigned long long)wr->id, (int)t, (int)qa->tokens[t], what_a, (int)qb->tokens[t],
+                 what_b, row[qa->tokens[t]], row[qb->tokens[t]], gap, ASSAY_EQUIV_TIE_TOL);
+        return false;
+    }
+    if (qa->n_events != qb->n_events) {
+        snprintf(msg, size, "request %llu: %d tokens %s, %d %s (the same tokens up to there)",
+                 (unsigned long long)wr->id, (int)qa->n_events, what_a, (int)qb->n_events, what_b);
+        return false;
+    }
+    return true;
+}
+/* ---- equivalence -------------------------------------------------------- */
+
+static void merge_equiv(struct assay_check_result *res, const struct assay_check_result *r,
+                        const char *wname)
+{
+    res->n_requests += r->n_requests;
+    res->n_tokens += r->n_tokens;
+    res->n_ties += r->n_ties;
+    res->tie_tol = r->tie_tol;
+    if (isfinite(r->max_tie_gap) &&
+        (!isfinite(res->max_tie_gap) || r->max_tie_gap > res->max_tie_gap)) {
+        res->max_tie_gap = r->max_tie_gap;
+    }
+    if (r->verdict != ASSAY_VERDICT_PASS) {
+        assay_check_set(res, r->verdict, "%s: %s", wname, r->failure);
+    }
+}
+
+static enum assay_status check_equiv(struct assay_audit *a, bool alone,
+                                     struct assay_check_result *res)
+{
+    static const char *const full[] = {"equiv-mixed", "equiv-shared-prefix", "equiv-long-prompts",
+                                       "equiv-pressure"};
+    size_t n_w = a->p.quick ? 2 : 4;
+    struct assay_adapter gate = {NULL, NULL};
+    const struct assay_adapter *ad = &a->srv;
+    enum assay_status st = ASSAY_OK;
+    if (alone) {
+        struct assay_gate_params gp = assay_gate_default_params();
+        gp.max_in_flight = 1;
+        st = assay_gate_open(&a->srv, &gp, &gate);
+        if (st != ASSAY_OK) {
+            assay_check_error(res, "could not open the gate: %s", assay_status_str(st));
+            return st;
+        }
+        ad = &gate;
+    }
+    res->tie_tol = ASSAY_EQUIV_TIE_TOL;
+    char names[256] = "";
+    int64_t n_stop0 = 0, n_stop = 0;
+    struct assay_openai_stats os;
+    if (assay_openai_get_stats(&a->srv, &os) == ASSAY_OK) {
+        n_stop0 = os.n_stop;
+    }
+    for (size_t k = 0; k < n_w && st == ASSAY_OK; k++) {
+        struct assay_workload *w = NULL;
+        char why[700];
+        st = load_fixture(a, full[k], &w, why, sizeof why);
+        if (st != ASSAY_OK) {
+            assay_check_error(res, "%s", why);
+            break;
+        }
+        /* Both sides stop at EOS (see audit.h). */
+        set_stop(w, a->p.eos_token);
+        struct assay_check_result r;
+        assay_check_result_init(&r, res->name, ASSAY_FAMILY_EQUIVALENCE);
+        struct assay_equiv_opts eo;
+        memset(&eo, 0, sizeof eo);
+        eo.tie_tol = ASSAY_EQUIV_TIE_TOL;
+        eo.max_steps = MAX_STEPS;
+        st = assay_check_equivalence(ad, w, a->memo, &eo, &r);
+        merge_equiv(res, &r, full[k]);
+        size_t l = strlen(names);
+        snprintf(names + l, sizeof names - l, "%s%s", l > 0 ? ", " : "", full[k]);
+        assay_workload_free(w);
+    }
+    if (assay_openai_get_stats(&a->srv, &os) == ASSAY_OK) {
+        n_stop = os.n_stop - n_stop0;
+    }
+    assay_adapter_close(&gate);
+    if (snprintf(res->workload, sizeof res->workload,
+                 "fixtures %s, EOS as every request's stop token",
+                 names) >= (int)sizeof res->workload) {
+        memcpy(res->workload + sizeof res->workload - 4, "...", 4); /* cut, and said so */
+    }
+    snprintf(res->summary, sizeof res->summary,
+             "%lld requests %s, %lld tokens equal to the oracle's; %d ties within %g (largest gap "
+             "%.2g); %lld requests stopped at EOS on both sides",
+             (long long)res->n_requests,
+             alone ? "one at a time" : "as the workloads arrive (joining a running batch)",
+             (long long)res->n_tokens, (int)res->n_ties, ASSAY_EQUIV_TIE_TOL,
+             isfinite(res->max_tie_gap) ? res->max_tie_gap : 0.0, (long long)n_stop);
+    if (res->n_ties > 0) {
+        assay_audit_note(
+            a,
+            "Greedy decoding: %d floating-point ties (oracle logit gap at most %.2g, within "
+            "the tie tolerance %g) where the server took the other token.",
+            (int)res->n_ties, res->max_tie_gap, ASSAY_EQUIV_TIE_TOL);
+    }
+    return st;
+}
+
+/* The top logprobs the server sent, per request and position. */
+struct lp_rec {
+    int32_t req, pos, n_top;
+    double token_lp;
+    struct assay_openai_logprob top[ASSAY_OPENAI_MAX_TOP];
+};
+
+struct lp_store {
+    struct lp_rec *rec;
+    int64_t n, cap;
+    bool oom;
+};
+
+static void on_logprobs(void *ctx, uint64_t id, int32_t index, int32_t token, double logprob,
+                        const struct assay_openai_logprob *top, int32_t n_top)
+{
+    struct lp_store *s = ctx;
+    (void)token;
+    if (s->oom) {
+        return;
+    }
+    if (s->n == s->cap) {
+        int64_t cap = s->cap > 0 ? 2 * s->cap : 1024;
+        struct lp_rec *r = assay_realloc(s->rec, sizeof *r * (size_t)cap);
+        if (r == NULL) {
+            s->oom = true;
+            return;
+        }
+        s->rec = r;
+        s->cap = cap;
+    }
+    struct lp_rec *r = &s->rec[s->n++];
+    r->req = (int32_t)id;
+    r->pos = index;
+    r->token_lp = logprob;
+    r->n_top = n_top < ASSAY_OPENAI_MAX_TOP ? n_top : ASSAY_OPENAI_MAX_TOP;
+    memcpy(r->top, top, sizeof top[0] * (size_t)r->n_top);
+}
+
+static int cmp_desc(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? 1 : a > b ? -1 : 0;
+}
+
+static enum assay_status check_logprobs(struct assay_audit *a, const struct assay_plan_item *item,
+                                        struct assay_check_result *res)
+{
+    const int32_t v = a->model->cfg.vocab;
+    const int32_t n_probs = a->p.n_probs;
+    struct assay_workload *w = NULL;
+    enum assay_status st = check_workload(a, item, res, &w);
+    if (st != ASSAY_OK) {
+        return st;
+    }
+    /* End-of-generation probes: where the oracle's argmax right after a
+     * prefix of a prompt is EOS, cut that prompt there (at most 3), so the
+     * server's choice at EOS is seen, not hoped for. */
+    int32_t n_probes = 0;
+    for (int32_t i = 0; i < w->n && n_probes < 3 && a->p.eos_token >= 0; i++) {
+        struct assay_workload_request *wr = &w->reqs[i];
+        if (wr->prompt_len < 2) {
+            continue;
+        }
+        const double *rows = NULL;
+        st = assay_oracle_memo_rows(a->memo, wr->prompt, 1, wr->prompt + 1, wr->prompt_len - 1,
+                                    &rows);
+        if (st != ASSAY_OK) {
+            assay_workload_free(w);
+            assay_check_error(res, "the oracle failed: %s", assay_status_str(st));
+            return st;
+        }
+        for (int32_t j = 0; j + 1 < wr->prompt_len; j++) {
+            const double *row = rows + (int64_t)j * v;
+            int32_t best = 0;
+            for (int32_t k = 1; k < v; k++) {
+                best = row[k] > row[best] ? k : best;
+            }
+            if (best == a->p.eos_token) {
+                wr->prompt_len = j + 1; /* the next token's argmax is EOS */
+                n_probes++;
+                break;
+            }
+        }
+    }
+    snprintf(res->workload, sizeof res->workload,
+             "generated: %d greedy requests, prompts 1-96 (%d cut where the oracle's next "
+             "argmax is EOS), outputs 8-32, all at once, no stop token; %d top logprobs per "
+             "token",
+             (int)w->n, (int)n_probes, (int)n_probs);
+    struct lp_store s;
+    memset(&s, 0, sizeof s);
+    struct assay_transcript *t = NULL;
+    double *lsm = assay_malloc(sizeof(double) * (size_t)v);
+    double *sorted = assay_malloc(sizeof(double) * (size_t)v);
+    if (lsm == NULL || sorted == NULL) {
+        st = ASSAY_ERR_NOMEM;
+        goto out;
+    }
+    assay_openai_set_logprobs_sink(&a->srv_lp, on_logprobs, &s);
+    st = run(&a->srv_lp, w, &t);
+    assay_openai_set_logprobs_sink(&a->srv_lp, NULL, NULL);
+    if (st != ASSAY_OK || s.oom) {
+        st = st != ASSAY_OK ? st : ASSAY_ERR_NOMEM;
+        goto out;
+    }
+    char msg[600];
+    if (t->status != ASSAY_OK) {
+        assay_check_fail(res, "the run did not complete: %s", t->error);
+        goto out;
+    }
+    if (assay_check_delivery(w, t, msg, sizeof msg) >= 0) {
+        assay_check_fail(res, "%s", msg);
+        goto out;
+    }
+    res->tie_tol = ASSAY_EQUIV_TIE_TOL;
+    res->n_requests = w->n;
+    double max_diff = 0.0;
+    int64_t n_compared = 0;
+    int32_t n_eos = 0, n_eos_other = 0, n_short = 0;
+    int32_t worst_req = -1, worst_pos = -1;
+    for (int32_t i = 0; i < w->n && res->verdict == ASSAY_VERDICT_PASS; i++) {
+        const struct assay_workload_request *wr = &w->reqs[i];
+        const struct assay_transcript_req *q = &t->reqs[i];
+        const double *rows = NULL;
+        st = assay_oracle_memo_rows(a->memo, wr->prompt, wr->prompt_len, q->tokens, q->n_events,
+                                    &rows);
+        if (st != ASSAY_OK) {
+            goto out;
+        }
+        for (int32_t pos = 0; pos < q->n_events; pos++) {
+            const double *row = rows + (int64_t)pos * v;
+            double mx = row[0];
+            int32_t best = 0;
+            for (int32_t k = 1; k < v; k++) {
+                if (row[k] > row[best]) {
+                    best = k;
+                }
+            }
+            mx = row[best];
+            double sum = 0.0;
+            for (int32_t k = 0; k < v; k++) {
+                sum += exp(row[k] - mx);
+            }
+            double lse = mx + log(sum);
+            for (int32_t k = 0; k < v; k++) {
+                lsm[k] = row[k] - lse;
+            }
+            int32_t mine = q->tokens[pos];
+            res->n_tokens++;
+            n_eos += best == a->p.eos_token && a->p.eos_token >= 0;
+            bool eos_banned = mine != best && best == a->p.eos_token && a->p.eos_token >= 0;
+            if (eos_banned) {
+                /* ignore_eos: the server bans EOS; it must take the best
+                 * other token. */
+                int32_t other = best == 0 ? 1 : 0;
+                for (int32_t k = 0; k < v; k++) {
+                    if (k != best && row[k] > row[other]) {
+                        other = k;
+                    }
+                }
+                n_eos_other++;
+                best = other;
+            }
+            if (mine != best) {
+                /* The reference row: the oracle's, without EOS where the
+                 * server bans it (sorted is free scratch until below). */
+                const double *ref = row;
+                if (eos_banned) {
+                    memcpy(sorted, row, sizeof(double) * (size_t)v);
+                    sorted[a->p.eos_token] = -INFINITY;
+                    ref = sorted;
+                }
+                double gap;
+                if (assay_tie(ref, v, mine, best, ASSAY_EQUIV_TIE_TOL, &gap)) {
+                    res->n_ties++;
+                    if (!isfinite(res->max_tie_gap) || gap > res->max_tie_gap) {
+                        res->max_tie_gap = gap;
+                    }
+                } else {
+                    assay_check_fail(
+                        res,
+                        "request %llu, output position %d: server token %d (oracle logit "
+                        "%.6f), oracle token %d (%.6f): gap %.6f > tie tolerance %g",
+                        (unsigned long long)wr->id, (int)pos, (int)mine, row[mine], (int)best,
+                        row[best], gap, ASSAY_EQUIV_TIE_TOL);
+                    break;
+                }
+            }
+            /* The logprobs of this position. */
+            const struct lp_rec *lr = NULL;
+            for (int64_t k = 0; k < s.n; k++) {
+                if (s.rec[k].req == (int32_t)wr->id && s.rec[k].pos == pos) {
+                    lr = &s.rec[k];
+                    break;
+                }
+            }
+            if (lr == NULL || lr->n_top == 0) {
+                n_short++;
+                continue;
+            }
+            memcpy(sorted, lsm, sizeof(double) * (size_t)v);
+            qsort(sorted, (size_t)v, sizeof(double), cmp_desc);
+            int32_t want = n_probs < v ? n_probs : v;
+            double kth = sorted[want - 1];
+            if (lr->n_top < want) {
+                n_short++;
+            }
+            for (int32_t j = 0; j < lr->n_top; j++) {
+                const struct assay_openai_logprob *e = &lr->top[j];
+                if (e->token < 0 || e->token >= v) {
+                    assay_check_fail(
+                        res,
+                        "request %llu, position %d: top logprob for token %d, outside the "
+                        "vocabulary",
+                        (unsigned long long)wr->id, (int)pos, (int)e->token);
+                    break;
+                }
+                double d = fabs(e->logprob - lsm[e->token]);
+                n_compared++;
+                if (d > max_diff) {
+                    max_diff = d;
+                    worst_req = (int32_t)wr->id;
+                    worst_pos = pos;
+                }
+                if (d > ASSAY_AUDIT_LOGPROB_TOL) {
+                    assay_check_fail(
+                        res,
+                        "request %llu, position %d: token %d logprob %.6f, oracle %.6f: "
+                        "|difference| %.2e > %g",
+                        (unsigned long long)wr->id, (int)pos, (int)e->token, e->logprob,
+                        lsm[e->token], d, ASSAY_AUDIT_LOGPROB_TOL);
+                }
+                if (lsm[e->token] < kth - ASSAY_EQUIV_TIE_TOL) {
+                    assay_check_fail(
+                        res,
+                        "request %llu, position %d: the server lists token %d (oracle "
+                        "logprob %.6f) among its top %d, below the oracle's %d-th (%.6f)",
+                        (unsigned long long)wr->id, (int)pos, (int)e->token, lsm[e->token],
+                        (int)want, (int)want, kth);
+                }
+            }
+        }
+    }
+    if (res->verdict == ASSAY_VERDICT_PASS && n_compared == 0) {
+        assay_check_skip(res,
+                         "the server sent no top logprobs (asked for %d per token): it cannot be "
+                         "compared with the oracle's log-softmax",
+                         (int)n_probs);
+    }
+    snprintf(res->summary, sizeof res->summary,
+             "%lld tokens, %d greedy requests; %lld top logprobs: largest |server - oracle| "
+             "%.3g (request %d, position %d), tolerance %g; %d ties; %d positions short of %d "
+             "logprobs; argmax EOS at %d positions, the next best taken at %d",
+             (long long)res->n_tokens, (int)w->n, (long long)n_compared, max_diff, (int)worst_req,
+             (int)worst_pos, ASSAY_AUDIT_LOGPROB_TOL, (int)res->n_ties, (int)n_short, (int)n_probs,
+             (int)n_eos, (int)n_eos_other);
+    if (n_compared > 0) {
+        assay_audit_note(
+            a,
+            "Top logprobs: the largest difference from the oracle's log-softmax (double "
+            "precision) was %.2g over %lld values (tolerance %g).",
+            max_diff, (long long)n_compared, ASSAY_AUDIT_LOGPROB_TOL);
+    }
+    if (n_eos_other > 0 && res->verdict == ASSAY_VERDICT_PASS) {
+        assay_audit_note(
+            a,
+            "End of generation: at %d positions the oracle's argmax was EOS; asked to "
+            "ignore EOS (so that max_tokens holds), the server took the oracle's best "
+            "other token there - it bans EOS (a -inf logit) instead of sampling past it, "
+            "so the audit lets it stop on EOS wherever the oracle's distribution must "
+            "hold, and continues after it.",
+            (int)n_eos_other);
+    } else if (n_eos > 0 && res->verdict == ASSAY_VERDICT_PASS) {
+        assay_audit_note(
+            a,
+            "End of generation: at %d positions the oracle's argmax was EOS and the server, "
+            "asked to ignore EOS, emitted it and went on: it does not ban EOS.",
+            (int)n_eos);
+    }
+out:
+    if (st != ASSAY_OK) {
+        assay_check_error(res, "could not run: %s", assay_status_str(st));
+    }
+    assay_transcript_free(t);
+    assay_workload_free(w);
+    assay_free(s.rec);
+    assay_free(lsm);
+    assay_free(sorted);
+    return st;
+}
+
+/* ---- distributional --------------------------------------------------------- */
+
+enum dist_kind { D_GOF, D_PIT, D_HOMOGENEITY };
+
+static enum assay_status check_dist(struct assay_audit *a, enum dist_kind kind, bool filtered,
+                                    struct assay_check_result *res)
+{
+    struct assay_dist_params dp = assay_dist_default_params();
+    dp.order = a->p.order;
+    dp.seed = assay_seed_derive(a->p.seed, res->name);
+    dp.window = 2 * a->p.slots;
+    dp.sampling.seeded = true;
+    if (filtered) {
+        dp.sampling.temperature = 0.8f;
+        dp.sampling.top_k = 30;
+        dp.sampling.top_p = 0.8f;
+    } else {
+        dp.sampling.temperature = 1.0f;
+        dp.sampling.top_k = 0;
+        dp.sampling.top_p = 1.0f;
+    }
+    if (kind == D_GOF) {
+        dp.n = a->p.quick ? 6000 : 20000;
+        dp.positions = 1;
+        dp.out_len = 1;
+        dp.prompt_len = 3;
+    } else if (kind == D_PIT) {
+        dp.n = a->p.quick ? 160 : 320;
+        dp.out_len = 16;
+        dp.prompt_len = 4;
+        dp.n_prompts = 16;
+        if (filtered) {
+            dp.sampling.temperature = 0.9f;
+            dp.sampling.top_k = 50;
+            dp.sampling.top_p = 0.95f;
+        }
+    } else {
+        dp.n = a->p.quick ? 6000 : 20000;
+        dp.positions = 1;
+        dp.out_len = 1;
+        dp.prompt_len = 2;
+        /* More in flight: the bundled engine then fills a batch of 16 a
+         * step (the server queues what its slots cannot take). */
+        dp.window = 4 * a->p.slots;
+        dp.sampling.temperature = 0.7f;
+        dp.sampling.top_k = 40;
+        dp.sampling.top_p = 0.9f;
+    }
+    snprintf(res->workload, sizeof res->workload,
+             "generated by the check: n=%lld, len=%d, prompt=%d%s, t=%g, top_k=%d, top_p=%g, "
+             "order=%s, %d in flight",
+             (long long)dp.n, (int)dp.out_len, (int)dp.prompt_len,
+             kind == D_PIT ? ", 16 prompts" : "", (double)dp.sampling.temperature,
+             (int)dp.sampling.top_k, (double)dp.sampling.top_p,
+             dp.order == ASSAY_SAMPLING_JOINT ? "joint" : "sequential", (int)dp.window);
+    /* Exactly max_tokens, EOS sampled like any token: the gate. */
+    struct assay_gate_params gp = assay_gate_default_params();
+    gp.continue_token = a->p.eos_token;
+    struct assay_adapter gate;
+    enum assay_status st = assay_gate_open(&a->srv, &gp, &gate);
+    if (st != ASSAY_OK) {
+        assay_check_error(res, "could not open the gate: %s", assay_status_str(st));
+        return st;
+    }
+    char keep_name[96];
+    snprintf(keep_name, sizeof keep_name, "%s", res->name);
+    if (kind == D_GOF) {
+        st = assay_dist_gof(&gate, a->model, &dp, res);
+    } else if (kind == D_PIT) {
+        st = assay_dist_pit(&gate, a->model, &dp, res, NULL);
+    } else {
+        /* The audit's own bundled engine, with a batch as large as the
+         * window (the comparison's has one per server slot); a bundled
+         * engine the caller named runs as named. */
+        struct assay_adapter wide = {NULL, NULL};
+        const struct assay_adapter *b = &a->bundled;
+        if (a->bundled_default) {
+            char spec[1500];
+            struct assay_diag diag;
+            assay_diag_clear(&diag);
+            snprintf(spec, sizeof spec, "bundled:model=%s,order=%s,batch=%d", a->model_path,
+                     a->p.order == ASSAY_SAMPLING_JOINT ? "joint" : "sequential", (int)dp.window);
+            if (assay_adapter_open_spec_cached(spec, a->models, &wide, &diag) == ASSAY_OK) {
+                b = &wide;
+                snprintf(res->engine, sizeof res->engine, "%.150s vs %.160s", a->srv_spec, spec);
+            }
+        }
+        st = assay_dist_homogeneity(&gate, b, &dp, res);
+        assay_adapter_close(&wide);
+    }
+    snprintf(res->name, sizeof res->name, "%s", keep_name);
+    struct assay_gate_stats gs;
+    assay_gate_get_stats(&gate, &gs);
+    assay_adapter_close(&gate);
+    if (gs.n_continued > 0) {
+        size_t l = strlen(res->summary);
+        snprintf(res->summary + l, sizeof res->summary - l,
+                 "; the server stopped at EOS %lld times and was continued after it",
+                 (long long)gs.n_continued);
+    }
+    return st;
+}
+
+/* ---- properties ----------------------------------------------------------------- */
+
+static enum assay_status check_batch_invariance(struct assay_audit *a,
+                                                const struct assay_plan_item *item,
+                                                struct assay_check_result *res)
+{
+    struct assay_workload *w = NULL;
+    enum assay_status st = check_workload(a, item, res, &w);
+    if (st != ASSAY_OK) {
+        return st;
+    }
+    set_stop(w, a->p.eos_token);
+    int32_t levels[4] = {1, 2, a->p.slots, 2 * a->p.slots};
+    int32_t n_levels = 0;
+    int32_t uniq[4];
+    for (int k = 0; k < 4; k++) {
+        bool dup = false;
+        for (int j = 0; j < n_levels; j++) {
+            dup = dup || uniq[j] == levels[k];
+        }
+        if (!dup && levels[k] >= 1) {
+            uniq[n_levels++] = levels[k];
+        }
+    }
+    snprintf(res->workload, sizeof res->workload,
+             "generated: %d greedy requests, prompts 2-64 (half share a 16-token prefix), outputs "
+             "8-24, EOS as stop token",
+             (int)w->n);
+    res->n_requests = w->n;
+    struct assay_transcript *t[4] = {NULL, NULL, NULL, NULL};
+    int64_t n_tokens = 0;
+    int32_t n_ties = 0;
+    double max_gap = 0.0;
+    char msg[640];
+    char levels_text[64] = "";
+    for (int32_t k = 0; k < n_levels && st == ASSAY_OK && res->verdict == ASSAY_VERDICT_PASS; k++) {
+        struct assay_gate_params gp = assay_gate_default_params();
+        gp.max_in_flight = uniq[k];
+        struct assay_adapter gate;
+        st = assay_gate_open(&a->srv, &gp, &gate);
+        if (st == ASSAY_OK) {
+            st = run(&gate, w, &t[k]);
+            assay_adapter_close(&gate);
+        }
+        if (st != ASSAY_OK) {
+            break;
+        }
+        size_t l = strlen(levels_text);
+        snprintf(levels_text + l, sizeof levels_text - l, "%s%d", k > 0 ? ", " : "", (int)uniq[k]);
+        res->n_steps += t[k]->n_steps;
+        if (t[k]->status != ASSAY_OK) {
+            assay_check_fail(res, "at concurrency %d the run did not complete: %s", (int)uniq[k],
+                             t[k]->error);
+            break;
+        }
+        if (assay_check_delivery(w, t[k], msg, sizeof msg) >= 0) {
+            assay_check_fail(res, "at concurrency %d: %s", (int)uniq[k], msg);
+            break;
+        }
+        for (int32_t i = 0; k > 0 && i < w->n; i++) {
+            char what[64];
+            snprintf(what, sizeof what, "at concurrency %d", (int)uniq[k]);
+            res->n_checks++;
+            if (!same_or_tie(a, &w->reqs[i], &t[0]->reqs[i], &t[k]->reqs[i], "at concurrency 1",
+                             what, &n_tokens, &n_ties, &max_gap, msg, sizeof msg, &st)) {
+                if (st == ASSAY_OK) {
+                    assay_check_fail(res, "%s", msg);
+                }
+                break;
+            }
+        }
+    }
+    res->n_tokens = n_tokens;
+    if (st != ASSAY_OK) {
+        assay_check_error(res, "could not run: %s", assay_status_str(st));
+    }
+    snprintf(res->summary, sizeof res->summary,
+             "%d greedy requests at concurrency %s (a gate in front of the server): %lld tokens "
+             "compared with concurrency 1, %d ties within %g (largest gap %.2g)",
+             (int)w->n, levels_text, (long long)n_tokens, (int)n_ties, ASSAY_EQUIV_TIE_TOL,
+             max_gap);
+    if (n_ties > 0) {
+        assay_audit_note(
+            a,
+            "Batch invariance: %d greedy choices changed with the concurrency, each at a "
+            "floating-point tie (oracle gap at most %.2g): the server's logits depend on "
+            "the batch in their last bits.",
+            (int)n_ties, max_gap);
+    }
+    for (int k = 0; k < 4; k++) {
+        assay_transcript_free(t[k]);
+    }
+    assay_workload_free(w);
+    return st;
+}
+
+/* A workload of every ending: EOS stops (the server's), other stop tokens
+ * (the adapter's), lengths, aborts, greedy and sampled. */
+static enum assay_status finish_workload(struct assay_audit *a, const struct assay_plan_item *item,
+                                         struct assay_check_result *res,
+                                         struct assay_workload **out)
+{
+    enum assay_status st = check_workload(a, item, res, out);
+    if (st != ASSAY_OK) {
+        return st;
+    }
+    struct assay_workload *w = *out;
+    for (int32_t i = 0; i < w->n; i++) {
+        struct assay_workload_request *r = &w->reqs[i];
+        r->sampling = assay_sampling_greedy();
+        switch (i % 6) {
+        case 0: r->stop_token = a->p.eos_token; break;               /* the server's stop */
+        case 1: r->stop_token = -1; break;                           /* length */
+        case 2: r->stop_token = r->prompt[r->prompt_len - 1]; break; /* the adapter's stop */
+        case 3: /* sampled, stops at EOS or runs to length */
+            r->stop_token = a->p.eos_token;
+            r->sampling.temperature = 1.0f;
+            r->sampling.seeded = true;
+            r->sampling.seed = (uint64_t)i + 1;
+            break;
+        case 4: /* aborted after a few tokens */
+            r->stop_token = -1;
+            r->abort_after = 1 + i % 5 < r->max_tokens ? 1 + i % 5 : r->max_tokens - 1;
+            if (r->abort_after < 1) {
+                r->abort_after = -1;
+            }
+            break;
+        default: /* sampled with filters, a frequent byte as its stop token */
+            r->stop_token = r->prompt[0];
+            r->sampling.temperature = 0.8f;
+            r->sampling.top_k = 40;
+            r->sampling.top_p = 0.9f;
+            r->sampling.seeded = true;
+            r->sampling.seed = (uint64_t)i + 1000;
+            break;
+        }
+    }
+    return ASSAY_OK;
+}
+
+static enum assay_status check_finish(struct assay_audit *a, const struct assay_plan_item *item,
+                                      struct assay_check_result *res)
+{
+    struct assay_workload *w = NULL;
+    enum assay_status st = finish_workload(a, item, res, &w);
+    if (st != ASSAY_OK) {
+        return st;
+    }
+    char name[96];
+    snprintf(name, sizeof name, "%s", res->name);
+    st = assay_check_trace(&a->srv, w, NULL, res);
+    snprintf(res->name, sizeof res->name, "%s", name);
+    snprintf(res->workload, sizeof res->workload,
+             "generated: %d requests joining every 3 steps; in turn: stop at EOS (the server's "
+             "stop), length, a prompt token as stop token (the adapter's), sampled t=1 with EOS, "
+             "aborted after 1-5 tokens, sampled top-k/top-p",
+             (int)w->n);
+    assay_workload_free(w);
+    return st;
+}
+
+struct usage_rec {
+    uint64_t id;
+    int64_t prompt, completion;
+    int32_t sent, received;
+};
+
+struct usage_store {
+    struct usage_rec rec[256];
+    int32_t n;
+    int32_t n_dropped;
+};
+
+static void on_usage(void *ctx, uint64_t id, int64_t prompt_tokens, int64_t completion_tokens,
+                     int32_t prompt_sent, int32_t tokens_received)
+{
+    struct usage_store *s = ctx;
+    for (int32_t i = 0; i < s->n; i++) {
+        if (s->rec[i].id == id) {
+            /* A later report (v1 sends usage with the last chunk) wins
+             * where it states more. */
+            if (prompt_tokens >= 0) {
+                s->rec[i].prompt = prompt_tokens;
+            }
+            if (completion_tokens >= 0) {
+                s->rec[i].completion = completion_tokens;
+            }
+            s->rec[i].sent = prompt_sent;
+            s->rec[i].received = tokens_received;
+            return;
+        }
+    }
+    if (s->n == (int32_t)(sizeof s->rec / sizeof s->rec[0])) {
+        s->n_dropped++;
+        return;
+    }
+    s->rec[s->n++] =
+        (struct usage_rec){id, prompt_tokens, completion_tokens, prompt_sent, tokens_received};
+}
+
+static enum assay_status check_usage(struct assay_audit *a, const struct assay_plan_item *item,
+                                     struct assay_check_result *res)
+{
+    struct assay_workload *w = NULL;
+    enum assay_status st = check_workload(a, item, res, &w);
+    if (st != ASSAY_OK) {
+        return st;
+    }
+    for (int32_t i = 0; i < w->n; i++) {
+        struct assay_workload_request *r = &w->reqs[i];
+        r->stop_token = i % 2 == 0 ? a->p.eos_token : -1;
+        if (i % 3 == 1) {
+            r->sampling.temperature = 1.0f;
+            r->sampling.seeded = true;
+            r->sampling.seed = (uint64_t)i + 7;
+        }
+    }
+    snprintf(res->workload, sizeof res->workload,
+             "generated: %d requests, prompts 1-120, outputs 1-32, half stopping at EOS, a third "
+             "sampled",
+             (int)w->n);
+    res->n_requests = w->n;
+    struct usage_store *s = assay_calloc(1, sizeof *s);
+    struct assay_transcript *t = NULL;
+    if (s == NULL) {
+        assay_workload_free(w);
+        return ASSAY_ERR_NOMEM;
+    }
+    assay_openai_set_usage_sink(&a->srv, on_usage, s);
+    st = run(&a->srv, w, &t);
+    assay_openai_set_usage_sink(&a->srv, NULL, NULL);
+    int32_t n_reported = 0, n_prompt = 0, n_completion = 0;
+    int64_t sum_prompt = 0, sum_out = 0;
+    if (st == ASSAY_OK) {
+        res->n_steps = t->n_steps;
+        for (int32_t i = 0; i < w->n && res->verdict == ASSAY_VERDICT_PASS; i++) {
+            const struct assay_workload_request *wr = &w->reqs[i];
+            const struct assay_transcript_req *q = &t->reqs[i];
+            const struct usage_rec *u = NULL;
+            /* The harness hands each request to the adapter with the
+             * workload's id. */
+            for (int32_t k = 0; u == NULL && k < s->n; k++) {
+                if (s->rec[k].id == wr->id) {
+                    u = &s->rec[k];
+                }
+            }
+            if (u != NULL) {
+                n_reported++;
+                res->n_checks++;
+                if (u->prompt >= 0) {
+                    n_prompt++;
+                    sum_prompt += u->prompt;
+                    if (u->prompt != wr->prompt_len) {
+                        assay_check_fail(
+                            res,
+                            "request %llu: the server counts %lld prompt tokens, %d were "
+                            "sent",
+                            (unsigned long long)wr->id, (long long)u->prompt, (int)wr->prompt_len);
+                    }
+                }
+                if (u->completion >= 0) {
+                    n_completion++;
+                    sum_out += u->completion;
+                    if (u->completion != q->n_events) {
+                        assay_check_fail(
+                            res,
+                            "request %llu: the server counts %lld generated tokens, %d were "
+                            "received%s",
+                            (unsigned long long)wr->id, (long long)u->completion, (int)q->n_events,
+                            q->reason == ASSAY_FINISH_STOP ? " (it stopped at EOS, which "
+                                                             "was delivered)"
+                                                           : "");
+                    }
+                }
+            }
+            if (q->reason == ASSAY_FINISH_ERROR) {
+                assay_check_fail(res, "request %llu failed: %s", (unsigned long long)wr->id,
+                                 q->message);
+            }
+        }
+        if (res->verdict == ASSAY_VERDICT_PASS && n_reported == 0) {
+            assay_check_skip(res, "the server reported no token counts for any request (llama.cpp: "
+                                  "tokens_evaluated / tokens_predicted; OpenAI API: usage)");
+        } else if (res->verdict == ASSAY_VERDICT_PASS && n_reported < w->n) {
+            assay_check_fail(res,
+                             "the server reported token counts for %d of %d requests that finished",
+                             (int)n_reported, (int)w->n);
+        } else if (res->verdict == ASSAY_VERDICT_PASS && (n_prompt == 0 || n_completion == 0)) {
+            assay_check_skip(res,
+                             "the server reported %s counts only: the other could not be checked",
+                             n_prompt == 0 ? "generated-token" : "prompt-token");
+        }
+    } else {
+        assay_check_error(res, "could not run: %s", assay_status_str(st));
+    }
+    snprintf(res->summary, sizeof res->summary,
+             "%d requests; the server stated its counts for %d: %lld prompt tokens and %lld "
+             "generated tokens in all, each equal to what was sent and received",
+             (int)w->n, (int)n_reported, (long long)sum_prompt, (long long)sum_out);
+    if (res->verdict == ASSAY_VERDICT_FAIL) {
+        snprintf(res->summary, sizeof res->summary,
+                 "%d requests; the server stated its counts for %d; see the failure", (int)w->n,
+                 (int)n_reported);
+    }
+    assay_transcript_free(t);
+    assay_workload_free(w);
+    assay_free(s);
+    return st;
+}
+
+static enum assay_status check_stream(struct assay_audit *a, const struct assay_plan_item *item,
+                                      struct assay_check_result *res)
+{
+    struct assay_workload *w = NULL;
+    enum assay_status st = check_workload(a, item, res, &w);
+    if (st != ASSAY_OK) {
+        return st;
+    }
+    set_stop(w, a->p.eos_token);
+    snprintf(res->workload, sizeof res->workload,
+             "generated: %d greedy requests, prompts 2-80, outputs 4-32, EOS as stop token, one "
+             "at a time, streamed then not",
+             (int)w->n);
+    res->n_requests = w->n;
+    struct assay_transcript *t[2] = {NULL, NULL};
+    const struct assay_adapter *inner[2] = {&a->srv, &a->srv_ns};
+    static const char *const mode[2] = {"streamed", "non-streamed"};
+    char msg[640];
+    for (int k = 0; k < 2 && st == ASSAY_OK && res->verdict == ASSAY_VERDICT_PASS; k++) {
+        struct assay_gate_params gp = assay_gate_default_params();
+        gp.max_in_flight = 1;
+        struct assay_adapter gate;
+        st = assay_gate_open(inner[k], &gp, &gate);
+        if (st == ASSAY_OK) {
+            st = run(&gate, w, &t[k]);
+            assay_adapter_close(&gate);
+        }
+        if (st != ASSAY_OK) {
+            break;
+        }
+        res->n_steps += t[k]->n_steps;
+        if (t[k]->status != ASSAY_OK) {
+            assay_check_fail(res, "%s: the run did not complete: %s", mode[k], t[k]->error);
+        } else if (assay_check_delivery(w, t[k], msg, sizeof msg) >= 0) {
+            assay_check_fail(res, "%s: %s", mode[k], msg);
+        }
+    }
+    int64_t n_tokens = 0;
+    int32_t n_ties = 0;
+    double max_gap = 0.0;
+    for (int32_t i = 0; st == ASSAY_OK && res->verdict == ASSAY_VERDICT_PASS && i < w->n; i++) {
+        res->n_checks++;
+        if (!same_or_tie(a, &w->reqs[i], &t[0]->reqs[i], &t[1]->reqs[i], "streamed", "non-streamed",
+                         &n_tokens, &n_ties, &max_gap, msg, sizeof msg, &st)) {
+            if (st == ASSAY_OK) {
+                assay_check_fail(res, "%s", msg);
+            }
+        } else if (t[0]->reqs[i].reason != t[1]->reqs[i].reason &&
+                   t[0]->reqs[i].n_events == t[1]->reqs[i].n_events) {
+            assay_check_fail(res, "request %llu finished with %s streamed, %s not",
+                             (unsigned long long)w->reqs[i].id,
+                             assay_finish_reason_str(t[0]->reqs[i].reason),
+                             assay_finish_reason_str(t[1]->reqs[i].reason));
+        }
+    }
+    res->n_tokens = n_tokens;
+    if (st != ASSAY_OK) {
+        assay_check_error(res, "could not run: %s", assay_status_str(st));
+    }
+    snprintf(res->summary, sizeof res->summary,
+             "%d greedy requests streamed and non-streamed, one at a time: %lld tokens and every "
+             "finish reason compared; %d ties within %g",
+             (int)w->n, (long long)n_tokens, (int)n_ties, ASSAY_EQUIV_TIE_TOL);
+    assay_transcript_free(t[0]);
+    assay_transcript_free(t[1]);
+    assay_workload_free(w);
+    return st;
+}
+static bool wait_idle(struct assay_audit *a, bool kv, double *waited)
+{
+    int64_t t0 = assay_now_ns();
+    for (;;) {
+        if (!assay_audit_read_metrics(a, false)) {
+            *waited = (double)(assay_now_ns() - t0) / 1e9;
+            return false;
+        }
+        bool all = true;
+        for (size_t i = 0; i < a->n_gauges; i++) {
+            if (a->gauges[i].kv == kv && !assay_audit_gauge_back(&a->gauges[i])) {
+                all = false;
+            }
+        }
+        *waited = (double)(assay_now_ns() - t0) / 1e9;
+        if (all || assay_now_ns() - t0 > IDLE_WAIT_NS) {
+            return all;
+        }
+        assay_sleep_until_ns(assay_now_ns() + 100000000LL);
+    }
+}
+
+static enum assay_status check_idle(struct assay_audit *a, bool kv, struct assay_check_result *res)
+{
+    snprintf(res->workload, sizeof res->workload,
+             "the server's /metrics after every check and "
+             "the benchmark");
+    if (!a->metrics_read) {
+        assay_check_skip(res, "the server's metrics could not be read: %s", a->metrics_status);
+        snprintf(res->summary, sizeof res->summary, "not checked: no /metrics");
+        return ASSAY_OK;
+    }
+    char names[400] = "", missing[600] = "";
+    int32_t n_present = 0;
+    for (size_t i = 0; i < a->n_gauges; i++) {
+        const struct assay_audit_gauge *g = &a->gauges[i];
+        if (g->kv != kv) {
+            continue;
+        }
+        char *dst = g->present ? names : missing;
+        size_t cap = g->present ? sizeof names : sizeof missing;
+        size_t l = strlen(dst);
+        snprintf(dst + l, cap - l, "%s%s", l > 0 ? ", " : "", g->name);
+        n_present += g->present;
+    }
+    if (n_present == 0) {
+        assay_check_skip(
+            res, "the server's /metrics exports no %s gauge that assay knows (looked for %s)",
+            kv ? "KV-cache" : "running/waiting-requests", missing);
+        snprintf(res->summary, sizeof res->summary, "not checked: no %s gauge in /metrics",
+                 kv ? "KV-cache" : "request");
+        if (kv) {
+            assay_audit_note(
+                a,
+                "KV cache: the server's /metrics exports no KV-cache gauge (looked for "
+                "%s), so its KV usage after the run could not be checked.",
+                missing);
+        }
+        return ASSAY_OK;
+    }
+    if (kv && a->baseline_busy) {
+        assay_check_skip(
+            res, "the server was running requests when the audit started, so its idle KV level "
+                 "is unknown");
+        snprintf(res->summary, sizeof res->summary, "not checked: no idle baseline");
+        return ASSAY_OK;
+    }
+    double waited = 0.0;
+    bool back = wait_idle(a, kv, &waited);
+    res->n_checks = n_present;
+    if (!a->metrics_status[0] && !back) {
+        char detail[400] = "";
+        for (size_t i = 0; i < a->n_gauges; i++) {
+            const struct assay_audit_gauge *g = &a->gauges[i];
+            if (g->kv == kv && !assay_audit_gauge_back(g)) {
+                size_t l = strlen(detail);
+                snprintf(detail + l, sizeof detail - l, "%s%s %g (idle %g)", l > 0 ? ", " : "",
+                         g->name, g->after, kv ? g->idle : 0.0);
+            }
+        }
+        assay_check_fail(res, "not back to idle %.0f s after the run: %s", waited, detail);
+    } else if (a->metrics_status[0]) {
+        assay_check_error(res, "%s", a->metrics_status);
+    }
+    char values[400] = "";
+    for (size_t i = 0; i < a->n_gauges; i++) {
+        const struct assay_audit_gauge *g = &a->gauges[i];
+        if (g->kv == kv && g->present) {
+            size_t l = strlen(values);
+            snprintf(values + l, sizeof values - l, "%s%s %g before, %g after", l > 0 ? "; " : "",
+                     g->name, g->idle, g->after);
+        }
+    }
+    if (snprintf(res->summary, sizeof res->summary, "%s (read %.1f s after the run ended): %s",
+                 kv ? "KV usage" : "requests running and waiting", waited,
+                 values) >= (int)sizeof res->summary) {
+        memcpy(res->summary + sizeof res->summary - 4, "...", 4); /* cut, and said so */
+    }
+    return ASSAY_OK;
+}
+/* ---- the runners of the audit's checks (registered in checks/plan.c) ---- */
+
+#define AUDIT_RUNNER(fn, call)                                                                     \
+    enum assay_status fn(struct assay_verify_ctx *ctx, const struct assay_plan_item *item,         \
+                         const struct assay_target *t, const struct assay_workload *w,             \
+                         struct assay_check_result *res)                                           \
+    {                                                                                              \
+        (void)ctx;                                                                                 \
+        (void)item;                                                                                \
+        (void)w;                                                                                   \
+        struct assay_audit *a = t->owner;                                                          \
+        return call;                                                                               \
+    }
+
+AUDIT_RUNNER(assay_audit_run_equiv_alone, check_equiv(a, true, res))
+AUDIT_RUNNER(assay_audit_run_equiv_concurrent, check_equiv(a, false, res))
+AUDIT_RUNNER(assay_audit_run_logprobs, check_logprobs(a, item, res))
+AUDIT_RUNNER(assay_audit_run_gof_t1, check_dist(a, D_GOF, false, res))
+AUDIT_RUNNER(assay_audit_run_gof_filtered, check_dist(a, D_GOF, true, res))
+AUDIT_RUNNER(assay_audit_run_pit_t1, check_dist(a, D_PIT, false, res))
+AUDIT_RUNNER(assay_audit_run_pit_filtered, check_dist(a, D_PIT, true, res))
+AUDIT_RUNNER(assay_audit_run_homogeneity, check_dist(a, D_HOMOGENEITY, false, res))
+AUDIT_RUNNER(assay_audit_run_batch_invariance, check_batch_invariance(a, item, res))
+AUDIT_RUNNER(assay_audit_run_finish, check_finish(a, item, res))
+AUDIT_RUNNER(assay_audit_run_usage, check_usage(a, item, res))
+AUDIT_RUNNER(assay_audit_run_stream, check_stream(a, item, res))
+AUDIT_RUNNER(assay_audit_run_idle_requests, check_idle(a, false, res))
+AUDIT_RUNNER(assay_audit_run_idle_kv, check_idle(a, true, res))
