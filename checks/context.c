@@ -190,7 +190,9 @@ struct assay_target assay_target_of(const struct assay_verify_ctx *ctx,
     t.spec = spec;
     t.owner = ctx->owner;
     t.baseline = ctx->baseline[0] != '\0' ? ctx->baseline : NULL;
-    t.order = ASSAY_SAMPLING_JOINT;
+    struct assay_adapter_info info;
+    assay_adapter_get_info(a, &info);
+    t.order = info.sampling_order; /* what the engine says it does */
     /* The one place that reads the bundled engine's own parameters: its
      * weights, its draft and its sampling order. */
     struct assay_engine *e = assay_bundled_engine(a);
@@ -204,8 +206,6 @@ struct assay_target assay_target_of(const struct assay_verify_ctx *ctx,
     if (ctx->weights != NULL) {
         t.model = ctx->weights; /* the command's weights come first (compare --model) */
     }
-    struct assay_adapter_info info;
-    assay_adapter_get_info(a, &info);
     t.can |= t.model != NULL ? ASSAY_NEED_WEIGHTS : 0;
     t.can |= a->vt->set_logits_sink != NULL && info.vocab > 0 ? ASSAY_NEED_LOGITS : 0;
     t.can |= a->vt->block_audit != NULL ? ASSAY_NEED_BLOCKS : 0;
