@@ -47,7 +47,7 @@ static enum assay_status b_info(void *self, struct assay_adapter_info *out)
     out->spec = assay_engine_spec(b->engine);
     out->model_name = p->model->cfg.name;
     out->weights_sha256 = p->model->sha256;
-    out->n_params = assay_model_config_n_params(&p->model->cfg);
+    out->n_params = p->model->n_floats; /* a tied model counts its embedding once */
     out->vocab = p->model->cfg.vocab;
     out->n_ctx = p->max_seq_len;
     out->batch_invariant = p->batch_invariant;

@@ -174,12 +174,13 @@ static void bind_tensors(struct assay_model *m)
     }
     m->out_norm = p;
     p += d;
-    m->output = p;
+    m->output = m->tied ? m->tok_embd : p;
 }
 
 /* Allocate an unbound-weights model for cfg (data zeroed). Exposed to the
  * GGUF loader through model_internal.h. */
-enum assay_status assay_model_alloc(struct assay_model **out, const struct assay_model_config *cfg)
+enum assay_status assay_model_alloc(struct assay_model **out, const struct assay_model_config *cfg,
+                                    bool tied)
 {
     *out = NULL;
     enum assay_status st = assay_model_config_validate(cfg, NULL);
@@ -191,7 +192,9 @@ enum assay_status assay_model_alloc(struct assay_model **out, const struct assay
         return ASSAY_ERR_NOMEM;
     }
     m->cfg = *cfg;
-    m->n_floats = assay_model_config_n_params(cfg);
+    m->tied = tied;
+    snprintf(m->tensor_types, sizeof m->tensor_types, "F32");
+    m->n_floats = assay_model_config_n_params(cfg) - (tied ? (int64_t)cfg->vocab * cfg->d_model : 0);
     m->layers = assay_calloc((size_t)cfg->n_layer, sizeof *m->layers);
     m->data = assay_calloc((size_t)m->n_floats, sizeof(float));
     if (m->layers == NULL || m->data == NULL) {
@@ -227,7 +230,7 @@ enum assay_status assay_model_init_random(struct assay_model **out,
                                           const struct assay_model_config *cfg, uint64_t seed)
 {
     struct assay_model *m;
-    enum assay_status st = assay_model_alloc(&m, cfg);
+    enum assay_status st = assay_model_alloc(&m, cfg, false);
     if (st != ASSAY_OK) {
         *out = NULL;
         return st;
@@ -259,11 +262,12 @@ enum assay_status assay_model_init_random(struct assay_model **out,
 
 enum assay_status assay_model_clone(const struct assay_model *model, struct assay_model **out)
 {
-    enum assay_status st = assay_model_alloc(out, &model->cfg);
+    enum assay_status st = assay_model_alloc(out, &model->cfg, model->tied);
     if (st != ASSAY_OK) {
         return st;
     }
     memcpy((*out)->data, model->data, sizeof(float) * (size_t)model->n_floats);
+    memcpy((*out)->tensor_types, model->tensor_types, sizeof model->tensor_types);
     memcpy((*out)->sha256, model->sha256, sizeof model->sha256);
     return ASSAY_OK;
 }

@@ -86,10 +86,16 @@ struct assay_model {
     struct assay_model_config cfg;
     float *tok_embd;  /* (vocab, d_model) */
     float *out_norm;  /* (d_model) */
-    float *output;    /* (vocab, d_model), untied from tok_embd */
+    float *output;    /* (vocab, d_model); the same pointer as tok_embd when tied */
     struct assay_layer_weights *layers; /* n_layer entries */
     float *data;      /* every tensor, contiguous, in GGUF tensor order */
-    int64_t n_floats;
+    int64_t n_floats; /* floats in data: the parameter count, which is
+                       * vocab * d_model less than the config's when tied */
+    bool tied;        /* the output projection is the token embedding: a
+                       * GGUF file without output.weight (llama.cpp's rule) */
+    char tensor_types[48]; /* the ggml types the weights were stored in,
+                            * '+'-joined in order of first appearance
+                            * ("F32", "Q8_0+F32"); "F32" for a random model */
     char sha256[65];  /* hex SHA-256 of data as little-endian fp32 */
 };
 
@@ -112,11 +118,23 @@ enum assay_status assay_model_init_random(struct assay_model **out,
                                           const struct assay_model_config *cfg, uint64_t seed);
 
 /*
- * Load a model from a GGUF file (version 2 or 3, llama architecture, f32
- * tensors with llama.cpp's names). Every inconsistency is reported in diag
- * with the byte offset or key: bad magic or version, truncation, unknown or
- * missing tensors, wrong types or shapes, dimensions that overflow, NaN or
- * infinite weights. On failure *out is NULL and nothing is leaked.
+ * Load a model from a GGUF file (version 2 or 3, llama architecture,
+ * tensors with llama.cpp's names). Tensors may be stored in any type
+ * assay_dequant_supported accepts (F32, F16, BF16, Q4_0, Q8_0, Q4_K, Q5_K,
+ * Q6_K); each is dequantized at load, row by row, into the model's fp32
+ * data exactly as ggml dequantizes it, so the model holds one fp32 copy of
+ * the weights and nothing of the file. A file without output.weight has
+ * tied embeddings: the model is loaded with tied set and output pointing at
+ * tok_embd (one copy, not two).
+ *
+ * Every inconsistency is reported in diag with the byte offset, key or
+ * tensor: bad magic or version, truncation, unknown or missing tensors
+ * (a tied file with any other extra tensor is still rejected), shapes that
+ * differ, dimensions that overflow (ASSAY_ERR_PARSE); a tensor type that is
+ * not decoded (ASSAY_ERR_UNSUPPORTED, naming the tensor, its type and the
+ * types that are); an infinite or NaN block scale (ASSAY_ERR_PARSE, naming
+ * the tensor, row and block); NaN or infinite weights after decoding
+ * (ASSAY_ERR_PARSE). On failure *out is NULL and nothing is leaked.
  */
 enum assay_status assay_model_load_gguf(struct assay_model **out, const char *path,
                                         struct assay_diag *diag);
@@ -131,13 +149,14 @@ enum assay_status assay_model_load_gguf_buffer(struct assay_model **out, const u
  * Save a model as GGUF version 3 that llama.cpp loads: llama architecture
  * metadata, a "llama" tokenizer block for the 260-token vocabulary (byte
  * tokens typed NORMAL, no BOS or EOS added), and f32 tensors with
- * llama.cpp's names. Writes to a temporary name and renames, so a failed
+ * llama.cpp's names (a tied model without output.weight). Writes to a temporary name and renames, so a failed
  * save leaves no partial file at path.
  */
 enum assay_status assay_model_save_gguf(const struct assay_model *model, const char *path,
                                         struct assay_diag *diag);
 
-/* A deep copy of a model (weights and config). On failure *out is NULL. */
+/* A deep copy of a model (weights, config, tying and tensor types; a tied
+ * copy's output points into its own data). On failure *out is NULL. */
 enum assay_status assay_model_clone(const struct assay_model *model, struct assay_model **out);
 
 /* Recompute model->sha256 from model->data (after changing weights). */

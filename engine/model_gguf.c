@@ -1,7 +1,9 @@
 /*
  * model_gguf.c - the model as a GGUF file llama.cpp loads: llama
  * architecture metadata, a "llama" tokenizer block for the byte vocabulary,
- * and f32 tensors with llama.cpp's names (declared in model.h).
+ * and tensors with llama.cpp's names (declared in model.h). Loading
+ * dequantizes every tensor into fp32 (engine/dequant.h); saving writes
+ * fp32.
  */
 #include "model.h"
 
@@ -11,6 +13,7 @@
 #include <string.h>
 
 #include "../core/alloc.h"
+#include "dequant.h"
 #include "gguf.h"
 #include "model_internal.h"
 
@@ -37,9 +40,10 @@ struct tensor_spec {
     float *data;
 };
 
-static size_t n_tensor_specs(const struct assay_model_config *c)
+/* The tensors a model has: a tied one has no output.weight. */
+static size_t n_tensor_specs(const struct assay_model *m)
 {
-    return 3 + 9 * (size_t)c->n_layer;
+    return (m->tied ? 2 : 3) + 9 * (size_t)m->cfg.n_layer;
 }
 
 /* The k-th tensor (0 <= k < n_tensor_specs) in model->data order. */
@@ -48,16 +52,16 @@ static void tensor_spec(const struct assay_model *m, size_t k, struct tensor_spe
     const struct assay_model_config *c = &m->cfg;
     int64_t d = c->d_model, q = (int64_t)c->n_head * c->head_dim;
     int64_t kv = (int64_t)c->n_kv_head * c->head_dim, ff = c->d_ff, vocab = c->vocab;
-    size_t last = n_tensor_specs(c) - 1;
+    size_t layers_end = 1 + 9 * (size_t)c->n_layer;
     int64_t ne0 = d, ne1 = 0; /* ne1 == 0: a vector */
     if (k == 0) {
         snprintf(out->name, sizeof out->name, "token_embd.weight");
         ne1 = vocab;
         out->data = m->tok_embd;
-    } else if (k == last - 1) {
+    } else if (k == layers_end) {
         snprintf(out->name, sizeof out->name, "output_norm.weight");
         out->data = m->out_norm;
-    } else if (k == last) {
+    } else if (k == layers_end + 1) {
         snprintf(out->name, sizeof out->name, "output.weight");
         ne1 = vocab;
         out->data = m->output;
@@ -259,29 +263,82 @@ static void format_dims(char *buf, size_t size, uint32_t n_dims, const int64_t *
     }
 }
 
-/* Check every tensor's name, type and shape and, when copy is set, copy
+/* Add a tensor's type to m->tensor_types unless it is there already. */
+static void note_type(struct assay_model *m, uint32_t type)
+{
+    const char *name = assay_ggml_type_name(type);
+    char have[sizeof m->tensor_types + 2], want[32];
+    snprintf(have, sizeof have, "+%s+", m->tensor_types);
+    snprintf(want, sizeof want, "+%s+", name);
+    if (strstr(have, want) != NULL) {
+        return;
+    }
+    size_t used = strlen(m->tensor_types);
+    snprintf(m->tensor_types + used, sizeof m->tensor_types - used, "%s%s", used > 0 ? "+" : "",
+             name);
+}
+
+/* Decode tensor t, of the shape of e, into e.data row by row: ne[0]
+ * elements a row, each row whole blocks of t's type. A bad block scale is
+ * reported with the tensor and row added to what assay_dequant_row says. */
+static enum assay_status decode_tensor(const struct assay_gguf_tensor *t,
+                                       const struct tensor_spec *e, const char *path,
+                                       struct assay_diag *diag)
+{
+    uint32_t block_elems, block_bytes;
+    if (!assay_ggml_type_size(t->type, &block_elems, &block_bytes)) {
+        return ASSAY_ERR_INTERNAL; /* the reader refuses types of unknown size */
+    }
+    int64_t row = e->ne[0], n_rows = e->ne[1];
+    size_t row_bytes = (size_t)(row / block_elems) * block_bytes;
+    if ((uint64_t)n_rows * row_bytes != t->n_bytes) {
+        return ASSAY_ERR_INTERNAL; /* the reader sized the tensor from these dimensions */
+    }
+    const uint8_t *src = t->data;
+    for (int64_t r = 0; r < n_rows; r++) {
+        struct assay_diag inner;
+        assay_diag_clear(&inner);
+        enum assay_status st = assay_dequant_row(t->type, src + (size_t)r * row_bytes, row_bytes,
+                                                 e->data + r * row, row, &inner);
+        if (st != ASSAY_OK) {
+            char where[sizeof e->name + sizeof inner.where + 32];
+            snprintf(where, sizeof where, "%s row %" PRId64 ": %s", e->name, r, inner.where);
+            assay_diag_set(diag, path, where, inner.expected, "%s", inner.got);
+            return st;
+        }
+    }
+    return ASSAY_OK;
+}
+
+/* Check every tensor's name, type and shape and, when copy is set, decode
  * it into m and check its values; then reject tensors the model does not
- * have. Without copy, m needs only its config and a layers array (the data
- * pointers may be NULL): the shapes are checked before the weights are
+ * have. Without copy, m needs only its config, tied and a layers array (the
+ * data pointers may be NULL): the shapes are checked before the weights are
  * allocated, so a small file cannot make the loader allocate for a model
  * it does not hold. */
 static enum assay_status read_tensors(const struct assay_gguf *g, const char *path,
                                       struct assay_model *m, bool copy, struct assay_diag *diag)
 {
-    size_t n = n_tensor_specs(&m->cfg);
+    size_t n = n_tensor_specs(m);
+    if (copy) {
+        m->tensor_types[0] = '\0';
+    }
     for (size_t k = 0; k < n; k++) {
         struct tensor_spec e;
-        char want[64], got[64], expected[128];
+        char want[64], got[64], expected[160];
         tensor_spec(m, k, &e);
         format_dims(want, sizeof want, e.n_dims, e.ne);
         const struct assay_gguf_tensor *t = assay_gguf_find_tensor(g, e.name);
         if (t == NULL) {
-            snprintf(expected, sizeof expected, "an F32 tensor of ne %s", want);
+            snprintf(expected, sizeof expected, "a tensor of ne %s", want);
             assay_diag_set(diag, path, e.name, expected, "no such tensor");
             return ASSAY_ERR_NOT_FOUND;
         }
-        if (t->type != ASSAY_GGML_TYPE_F32) {
-            assay_diag_set(diag, path, e.name, "type F32", "%s", assay_ggml_type_name(t->type));
+        if (!assay_dequant_supported(t->type)) {
+            assay_diag_set(diag, path, e.name,
+                           "a tensor type assay decodes (F32, F16, BF16, Q4_0, Q8_0, Q4_K, Q5_K "
+                           "or Q6_K)",
+                           "%s (type %" PRIu32 ")", assay_ggml_type_name(t->type), t->type);
             return ASSAY_ERR_UNSUPPORTED;
         }
         bool same = t->n_dims == e.n_dims;
@@ -294,10 +351,28 @@ static enum assay_status read_tensors(const struct assay_gguf *g, const char *pa
             assay_diag_set(diag, path, e.name, expected, "ne %s", got);
             return ASSAY_ERR_PARSE;
         }
+        /* The reader refuses partial blocks already; a row of whole blocks
+         * is what decoding row by row relies on, so it is checked here
+         * too. */
+        uint32_t block_elems, block_bytes;
+        if (!assay_ggml_type_size(t->type, &block_elems, &block_bytes)) {
+            return ASSAY_ERR_INTERNAL;
+        }
+        if (e.ne[0] % block_elems != 0) {
+            snprintf(expected, sizeof expected,
+                     "rows of whole %s blocks (ne[0] a multiple of %" PRIu32 ")",
+                     assay_ggml_type_name(t->type), block_elems);
+            assay_diag_set(diag, path, e.name, expected, "ne[0] = %" PRId64, e.ne[0]);
+            return ASSAY_ERR_PARSE;
+        }
         if (!copy) {
             continue;
         }
-        memcpy(e.data, t->data, t->n_bytes);
+        enum assay_status st = decode_tensor(t, &e, path, diag);
+        if (st != ASSAY_OK) {
+            return st;
+        }
+        note_type(m, t->type);
         for (int64_t i = 0; i < t->n_elements; i++) {
             if (!isfinite(e.data[i])) {
                 assay_diag_set(diag, path, e.name, "finite weights", "%s at element %" PRId64,
@@ -313,8 +388,8 @@ static enum assay_status read_tensors(const struct assay_gguf *g, const char *pa
             const struct assay_gguf_tensor *t = assay_gguf_tensor_at(g, i);
             if (!is_known_tensor(&m->cfg, t->name)) {
                 char expected[128];
-                snprintf(expected, sizeof expected, "only the %zu tensors of a %d-layer llama model",
-                         n, (int)m->cfg.n_layer);
+                snprintf(expected, sizeof expected, "only the %zu tensors of a %d-layer %sllama model",
+                         n, (int)m->cfg.n_layer, m->tied ? "tied " : "");
                 assay_diag_set(diag, path, t->name, expected, "unknown tensor %s", t->name);
                 return ASSAY_ERR_PARSE;
             }
@@ -330,6 +405,9 @@ static enum assay_status load_parsed(const struct assay_gguf *g, const char *pat
                                      struct assay_model **out, struct assay_diag *diag)
 {
     struct assay_model_config cfg;
+    /* llama.cpp's rule: without output.weight the output projection is the
+     * token embedding. */
+    bool tied = assay_gguf_find_tensor(g, "output.weight") == NULL;
     enum assay_status st = read_config(g, path, &cfg, diag);
     if (st == ASSAY_OK) {
         st = assay_model_config_validate(&cfg, diag);
@@ -341,13 +419,14 @@ static enum assay_status load_parsed(const struct assay_gguf *g, const char *pat
         struct assay_model shapes;
         memset(&shapes, 0, sizeof shapes);
         shapes.cfg = cfg;
+        shapes.tied = tied;
         shapes.layers = assay_calloc((size_t)cfg.n_layer, sizeof *shapes.layers);
         st = shapes.layers != NULL ? read_tensors(g, path, &shapes, false, diag) : ASSAY_ERR_NOMEM;
         assay_free(shapes.layers);
     }
     struct assay_model *m = NULL;
     if (st == ASSAY_OK) {
-        st = assay_model_alloc(&m, &cfg);
+        st = assay_model_alloc(&m, &cfg, tied);
     }
     if (st == ASSAY_OK) {
         st = read_tensors(g, path, m, true, diag);
@@ -533,7 +612,7 @@ enum assay_status assay_model_save_gguf(const struct assay_model *model, const c
         return st;
     }
     st = add_metadata(w, &model->cfg);
-    size_t n = n_tensor_specs(&model->cfg);
+    size_t n = n_tensor_specs(model);
     for (size_t k = 0; k < n && st == ASSAY_OK; k++) {
         struct tensor_spec e;
         tensor_spec(model, k, &e);

@@ -7,7 +7,9 @@
 #include "model.h"
 
 /* A model for cfg with zeroed weights and the tensor pointers bound into
- * data in GGUF tensor order. Free with assay_model_free. */
-enum assay_status assay_model_alloc(struct assay_model **out, const struct assay_model_config *cfg);
+ * data in GGUF tensor order; when tied, data has no output block and output
+ * is tok_embd. tensor_types is "F32". Free with assay_model_free. */
+enum assay_status assay_model_alloc(struct assay_model **out, const struct assay_model_config *cfg,
+                                    bool tied);
 
 #endif

@@ -30,7 +30,7 @@ enum assay_status assay_report_audit_json(const struct assay_audit *a, cJSON *co
               (model = cJSON_AddObjectToObject(o, "model")) != NULL &&
               cJSON_AddStringToObject(model, "path", p->model_path) != NULL &&
               cJSON_AddStringToObject(model, "name", m->cfg.name) != NULL &&
-              assay_json_add_num(model, "n_params", (double)assay_model_config_n_params(&m->cfg)) &&
+              assay_json_add_num(model, "n_params", (double)m->n_floats) &&
               cJSON_AddStringToObject(model, "weights_sha256", m->sha256) != NULL &&
               cJSON_AddStringToObject(o, "bundled_spec", assay_audit_bundled_spec(a)) != NULL &&
               cJSON_AddBoolToObject(o, "quick", p->quick) != NULL &&

@@ -304,7 +304,7 @@ static bool add_model_config(cJSON *o, const char *key, const struct assay_model
            assay_json_add_num(mc, "d_ff", c->d_ff) && assay_json_add_num(mc, "vocab", c->vocab) &&
            assay_json_add_num(mc, "n_ctx", c->n_ctx) && assay_json_add_num(mc, "norm_eps", (double)c->norm_eps) &&
            assay_json_add_num(mc, "rope_theta", (double)c->rope_theta) &&
-           assay_json_add_num(mc, "n_params", (double)assay_model_config_n_params(c)) &&
+           assay_json_add_num(mc, "n_params", (double)m->n_floats) &&
            assay_json_add_str(mc, "weights_sha256", m->sha256);
 }
 

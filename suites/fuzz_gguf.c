@@ -180,7 +180,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     }
     if (m == NULL || assay_model_config_validate(&m->cfg, NULL) != ASSAY_OK ||
-        m->n_floats != assay_model_config_n_params(&m->cfg)) {
+        m->n_floats != assay_model_config_n_params(&m->cfg) -
+                             (m->tied ? (int64_t)m->cfg.vocab * m->cfg.d_model : 0)) {
         abort();
     }
     for (int64_t i = 0; i < m->n_floats; i++) {

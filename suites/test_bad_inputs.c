@@ -381,11 +381,19 @@ static void make_gguf_cases(const struct bytes *valid)
     put_le(c.p + q->type_pos, 4, 4); /* Q4_2, removed from ggml */
     save("ggml-type-unknown.gguf", &c);
     c = copy_of(valid);
-    put_le(c.p + q->type_pos, 8, 4); /* Q8_0: blocks of 32, ne[0] 64 */
-    save("ggml-type-q8.gguf", &c);
+    put_le(c.p + q->type_pos, 3, 4); /* Q4_1: sized, not decoded */
+    save("type-q4-1.gguf", &c);
     c = copy_of(valid);
-    put_le(c.p + embd->type_pos, ASSAY_GGML_TYPE_F16, 4);
-    save("type-f16.gguf", &c);
+    put_le(c.p + q->type_pos, ASSAY_GGML_TYPE_Q8_0, 4); /* blocks of 32, ne[0] 64 */
+    put_le(c.p + l->data_offset + q->offset, 0x7e00, 2); /* the first block's scale */
+    save("q8-0-nan-scale.gguf", &c);
+    c = copy_of(valid);
+    put_le(c.p + find_tensor(l, "blk.0.ffn_norm.weight")->type_pos, ASSAY_GGML_TYPE_Q4_K, 4);
+    save("q4-k-partial-block.gguf", &c);
+    /* No output.weight (tied embeddings) and a tensor nobody knows. */
+    c = copy_of(valid);
+    memcpy(c.p + find_tensor(l, "output.weight")->pos + 8, "output.weighx", 13);
+    save("tied-stray-tensor.gguf", &c);
     c = copy_of(valid);
     put_le(c.p + q->off_pos, q->offset + 4, 8);
     save("offset-misaligned.gguf", &c);

@@ -1,16 +1,20 @@
 /* Unit tests of engine/gguf.c and engine/model_gguf.c: the GGUF reader and
  * writer, the model's GGUF round trip and metadata, a corpus of corrupted
  * files built in memory from a valid one (each with its exact status and
- * diagnostic), failing allocations, and failed saves.
+ * diagnostic), failing allocations, and failed saves; files whose tensors
+ * are stored as F16 or Q8_0 (checked against roundings computed here) and
+ * files with tied embeddings (checked through the bundled engine against
+ * the oracle).
  *
  * Statuses the reader and loader give (the contract these tests pin down):
  *   malformed bytes, truncation, counts or lengths past the end, unknown
  *   value types, misaligned / overlapping / out-of-file data     PARSE
  *   version other than 2 or 3, unknown-size ggml type            UNSUPPORTED
  *   repeated key or tensor name                                  DUPLICATE
- *   loader: architecture not llama, tensor not F32               UNSUPPORTED
+ *   loader: architecture not llama, a type assay does not decode UNSUPPORTED
  *   loader: missing key or tensor                                NOT_FOUND
- *   loader: wrong key type, wrong shape, unknown tensor, NaN/Inf PARSE
+ *   loader: wrong key type, wrong shape, unknown tensor, NaN/Inf
+ *   weights or block scales                                      PARSE
  *   loader: inconsistent config (assay_model_config_validate)    INVALID
  */
 #include <setjmp.h>
@@ -28,8 +32,12 @@
 
 #include "core/alloc.h"
 #include "core/status.h"
+#include "adapters/adapter.h"
+#include "adapters/spec.h"
+#include "core/request.h"
 #include "engine/gguf.h"
 #include "engine/model.h"
+#include "oracles/oracle.h"
 #include "support.h"
 
 /* ------------------------------------------------------------------ */
@@ -1334,9 +1342,9 @@ static void test_load_wrong_tensor_type(void **state)
     (void)state;
     size_t size;
     uint8_t *buf = mini_bytes(&size);
-    put_u32(buf, tensor_type_pos(buf, size, "blk.0.attn_q.weight"), ASSAY_GGML_TYPE_F16);
-    want_load_fail(buf, size, ASSAY_ERR_UNSUPPORTED, "blk.0.attn_q.weight", "expected type F32",
-                     "got F16");
+    put_u32(buf, tensor_type_pos(buf, size, "blk.0.attn_q.weight"), 3); /* Q4_1 */
+    want_load_fail(buf, size, ASSAY_ERR_UNSUPPORTED, "blk.0.attn_q.weight",
+                   "expected a tensor type assay decodes", "got Q4_1 (type 3)");
     free(buf);
 }
 
@@ -1386,7 +1394,7 @@ static void test_load_missing_and_extra_tensors(void **state)
     /* Renamed: blk.0.ffn_up.weight is missing. */
     memcpy(c + str_pos(buf, size, "blk.0.ffn_up.weight") + 8, "blk.0.ffn_uq.weight", 19);
     want_load_fail(c, size, ASSAY_ERR_NOT_FOUND, "blk.0.ffn_up.weight",
-                     "expected an F32 tensor of ne [64, 256]", "got no such tensor");
+                     "expected a tensor of ne [64, 256]", "got no such tensor");
     /* One layer declared, two in the file: blk.1.* are unknown. */
     memcpy(c, buf, size);
     put_u32(c, kv_value_pos(buf, size, "llama.block_count"), 1);
@@ -1608,6 +1616,518 @@ static void test_save_write_error(void **state)
     remove(path);
 }
 
+/* ------------------------------------------------------------------ */
+/* Tensor types other than F32, and tied embeddings                    */
+/* ------------------------------------------------------------------ */
+
+/* Float to IEEE binary16 bits, rounding to nearest even, written here from
+ * the format's definition and not shared with engine/dequant.c. */
+static uint16_t half_bits(float x)
+{
+    uint16_t sign = signbit(x) ? 0x8000u : 0u;
+    float a = fabsf(x);
+    if (a < 0x1p-14f) { /* subnormal: a multiple of 2^-24 (1024 of them is the least normal) */
+        return (uint16_t)(sign | (uint16_t)nearbyintf(a * 0x1p24f));
+    }
+    int e;
+    float m = frexpf(a, &e); /* a = m * 2^e, m in [0.5, 1) */
+    uint32_t mant = (uint32_t)nearbyintf(ldexpf(m, 11)); /* 1024..2048 */
+    int biased = e - 1 + 15;
+    if (mant == 2048) {
+        mant = 1024;
+        biased++;
+    }
+    if (biased >= 31) {
+        return (uint16_t)(sign | 0x7c00u);
+    }
+    return (uint16_t)(sign | (uint16_t)(biased << 10) | (uint16_t)(mant - 1024));
+}
+
+static float half_value(uint16_t h)
+{
+    int biased = (h >> 10) & 31, frac = h & 1023;
+    float v = biased == 0 ? ldexpf((float)frac, -24) : ldexpf((float)(frac + 1024), biased - 25);
+    return (h & 0x8000u) != 0 ? -v : v;
+}
+
+/* Q8_0 by the format's rule: per block of 32, d = max|x| / 127 stored as
+ * f16, q = round(x / d); the value is f16(d) * q. */
+static int8_t q8_quant(float x, float d)
+{
+    return (int8_t)(d == 0.0f ? 0.0f : roundf(x / d));
+}
+
+static float q8_block_scale(const float *x)
+{
+    float amax = 0.0f;
+    for (int i = 0; i < 32; i++) {
+        amax = fmaxf(amax, fabsf(x[i]));
+    }
+    return amax / 127.0f;
+}
+
+/* n floats stored as type (F32, F16 or Q8_0; any other type gets zero
+ * bytes of its size); returns the bytes written. */
+static size_t encode(uint32_t type, const float *x, int64_t n, uint8_t *out)
+{
+    if (type == ASSAY_GGML_TYPE_F32) {
+        memcpy(out, x, (size_t)n * 4);
+        return (size_t)n * 4;
+    }
+    if (type == ASSAY_GGML_TYPE_F16) {
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t h = half_bits(x[i]);
+            out[2 * i] = (uint8_t)h;
+            out[2 * i + 1] = (uint8_t)(h >> 8);
+        }
+        return (size_t)n * 2;
+    }
+    if (type == ASSAY_GGML_TYPE_Q8_0) {
+        for (int64_t b = 0; b < n / 32; b++) {
+            uint8_t *blk = out + 34 * b;
+            float d = q8_block_scale(x + 32 * b);
+            uint16_t h = half_bits(d);
+            blk[0] = (uint8_t)h;
+            blk[1] = (uint8_t)(h >> 8);
+            for (int i = 0; i < 32; i++) {
+                blk[2 + i] = (uint8_t)q8_quant(x[32 * b + i], d);
+            }
+        }
+        return (size_t)(n / 32) * 34;
+    }
+    uint32_t be, bb;
+    if (!assay_ggml_type_size(type, &be, &bb)) {
+        return 0; /* the reader refuses the type before it looks for data */
+    }
+    size_t bytes = (size_t)(n / be) * bb;
+    memset(out, 0, bytes);
+    return bytes;
+}
+
+/* What a value stored as type (F32, F16 or Q8_0) reads back as, for element
+ * i of the row-major tensor x whose rows are ne0 long. */
+static float stored_value(uint32_t type, const float *x, int64_t i)
+{
+    if (type == ASSAY_GGML_TYPE_F16) {
+        return half_value(half_bits(x[i]));
+    }
+    if (type == ASSAY_GGML_TYPE_Q8_0) {
+        const float *block = x + i / 32 * 32;
+        float d = q8_block_scale(block);
+        return half_value(half_bits(d)) * (float)q8_quant(x[i], d);
+    }
+    return x[i];
+}
+
+/* How to rebuild a model file: each tensor's type, a tensor to leave out
+ * and an f32 tensor to add (NULL for none). */
+struct retype {
+    uint32_t (*type_of)(const struct assay_gguf_tensor *t);
+    const char *drop;
+    const char *stray;
+};
+
+/* The f32 GGUF file buf rebuilt with the same metadata and tensors stored
+ * as r says; *out_size its length. */
+static uint8_t *retyped(const uint8_t *buf, size_t size, const struct retype *r, size_t *out_size)
+{
+    struct assay_gguf *g;
+    struct assay_diag diag;
+    want_status(assay_gguf_parse(buf, size, NULL, &g, &diag), ASSAY_OK, &diag);
+    size_t n = assay_gguf_n_tensors(g);
+    const char *first = assay_gguf_tensor_at(g, 0)->name;
+    size_t meta_end = tensor_dims_pos(buf, size, first) - 8 - strlen(first);
+    static const float stray_data[32];
+    size_t cap = size + 4096;
+    uint8_t *out = calloc(1, cap);
+    uint8_t *data = calloc(1, size + 64);
+    assert_non_null(out);
+    assert_non_null(data);
+    size_t n_out = n + (r->stray != NULL ? 1 : 0) - (r->drop != NULL ? 1 : 0);
+    memcpy(out, buf, meta_end);
+    put_u64(out, 8, n_out);
+    size_t pos = meta_end, data_len = 0;
+    for (size_t i = 0; i <= n; i++) {
+        const struct assay_gguf_tensor *t = i < n ? assay_gguf_tensor_at(g, i) : NULL;
+        const char *name = t != NULL ? t->name : r->stray;
+        if (name == NULL || (r->drop != NULL && strcmp(name, r->drop) == 0)) {
+            continue;
+        }
+        uint32_t n_dims = t != NULL ? t->n_dims : 1;
+        uint32_t type = t != NULL ? r->type_of(t) : ASSAY_GGML_TYPE_F32;
+        size_t len = strlen(name);
+        put_u64(out, pos, len);
+        memcpy(out + pos + 8, name, len);
+        pos += 8 + len;
+        put_u32(out, pos, n_dims);
+        pos += 4;
+        for (uint32_t d = 0; d < n_dims; d++) {
+            put_u64(out, pos, t != NULL ? (uint64_t)t->ne[d] : 32);
+            pos += 8;
+        }
+        put_u32(out, pos, type);
+        put_u64(out, pos + 4, data_len);
+        pos += 12;
+        data_len += encode(type, t != NULL ? t->data : stray_data, t != NULL ? t->n_elements : 32,
+                           data + data_len);
+        data_len = (data_len + 31) / 32 * 32;
+    }
+    pos = (pos + 31) / 32 * 32;
+    assert_true(pos + data_len <= cap);
+    memcpy(out + pos, data, data_len);
+    *out_size = pos + data_len;
+    free(data);
+    assay_gguf_free(g);
+    return out;
+}
+
+static uint32_t all_f16(const struct assay_gguf_tensor *t)
+{
+    (void)t;
+    return ASSAY_GGML_TYPE_F16;
+}
+
+/* Q8_0 for the matrices, F32 for the norms (as quantizers leave them). */
+static uint32_t matrices_q8_0(const struct assay_gguf_tensor *t)
+{
+    return t->n_dims == 2 && t->ne[0] % 32 == 0 ? ASSAY_GGML_TYPE_Q8_0 : ASSAY_GGML_TYPE_F32;
+}
+
+static uint32_t all_f32(const struct assay_gguf_tensor *t)
+{
+    (void)t;
+    return ASSAY_GGML_TYPE_F32;
+}
+
+/* A model loaded from bytes written to a scratch file. */
+static struct assay_model *load_bytes(const uint8_t *buf, size_t size, const char *scratch)
+{
+    char path[512];
+    struct assay_diag diag;
+    struct assay_model *m = NULL;
+    assay_test_scratch(scratch, path, sizeof path);
+    write_all(path, buf, size);
+    want_status(assay_model_load_gguf(&m, path, &diag), ASSAY_OK, &diag);
+    remove(path);
+    return m;
+}
+
+/* Every weight of m is what the same weight of orig reads back as when
+ * stored in the type type_of gives its tensor (exactly: no tolerance). */
+static void want_stored_weights(const struct assay_model *m, const struct assay_model *orig,
+                                uint32_t (*type_of)(const struct assay_gguf_tensor *t))
+{
+    /* Both models share one layout, so tensor k is at the same offset in
+     * both; the file of orig says where each tensor starts. */
+    size_t size;
+    char path[512];
+    struct assay_diag diag;
+    assay_test_scratch("gguf-layout.gguf", path, sizeof path);
+    want_status(assay_model_save_gguf(orig, path, &diag), ASSAY_OK, &diag);
+    uint8_t *buf = read_all(path, &size);
+    remove(path);
+    struct assay_gguf *g;
+    want_status(assay_gguf_parse(buf, size, NULL, &g, &diag), ASSAY_OK, &diag);
+    int64_t at = 0, n_diff = 0;
+    for (size_t k = 0; k < assay_gguf_n_tensors(g); k++) {
+        const struct assay_gguf_tensor *t = assay_gguf_tensor_at(g, k);
+        uint32_t type = type_of(t);
+        for (int64_t i = 0; i < t->n_elements; i++) {
+            float want = stored_value(type, orig->data + at, i);
+            float got = m->data[at + i];
+            if (memcmp(&want, &got, 4) != 0 && n_diff++ < 5) {
+                print_error("%s[%lld]: loaded %.9g, expected %.9g (original %.9g)\n", t->name,
+                            (long long)i, (double)got, (double)want, (double)orig->data[at + i]);
+            }
+        }
+        at += t->n_elements;
+    }
+    assert_int_equal(at, m->n_floats);
+    if (n_diff > 0) {
+        print_error("%lld weights differ\n", (long long)n_diff);
+        fail();
+    }
+    assay_gguf_free(g);
+    free(buf);
+}
+
+/* The test-side F16 conversion agrees with the format on values whose
+ * encoding is known, so the comparisons above rest on it. */
+static void test_half_reference(void **state)
+{
+    (void)state;
+    const struct {
+        float x;
+        uint16_t h;
+    } cases[] = {
+        {1.0f, 0x3c00}, {-2.0f, 0xc000}, {65504.0f, 0x7bff}, {0x1p-24f, 0x0001},
+        {0x1p-14f, 0x0400}, {0.0f, 0x0000}, {1.0f + 0x1p-11f, 0x3c00}, /* tie to even */
+        {1.0f + 3 * 0x1p-11f, 0x3c02}, {0.1f, 0x2e66}, {65520.0f, 0x7c00},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        assert_int_equal(half_bits(cases[i].x), cases[i].h);
+        if (cases[i].h != 0x7c00) {
+            assert_true(half_value(cases[i].h) == half_value(half_bits(cases[i].x)));
+        }
+    }
+    assert_true(half_value(0x3555) == 0x1.554p-2f);
+}
+
+static void test_load_f16(void **state)
+{
+    (void)state;
+    struct assay_model_config cfg = assay_model_config_mini();
+    struct assay_model *orig;
+    assert_int_equal(assay_model_init_random(&orig, &cfg, 1), ASSAY_OK);
+    size_t size, n;
+    uint8_t *buf = mini_bytes(&size);
+    struct retype r = {all_f16, NULL, NULL};
+    uint8_t *f16 = retyped(buf, size, &r, &n);
+    assert_true(n < size / 2 + 65536); /* really two bytes a weight */
+    struct assay_model *m = load_bytes(f16, n, "gguf-f16.gguf");
+    want_stored_weights(m, orig, all_f16);
+    assert_string_equal(m->tensor_types, "F16");
+    assert_false(m->tied);
+    assert_string_not_equal(m->sha256, orig->sha256);
+    /* The same file with F32 tensors is the original, bit for bit. */
+    struct retype same = {all_f32, NULL, NULL};
+    uint8_t *f32 = retyped(buf, size, &same, &n);
+    struct assay_model *m32 = load_bytes(f32, n, "gguf-f32.gguf");
+    assert_string_equal(m32->sha256, orig->sha256);
+    assert_string_equal(m32->tensor_types, "F32");
+    assay_model_free(m32);
+    assay_model_free(m);
+    assay_model_free(orig);
+    free(f32);
+    free(f16);
+    free(buf);
+}
+
+static void test_load_q8_0(void **state)
+{
+    (void)state;
+    struct assay_model_config cfg = assay_model_config_mini();
+    struct assay_model *orig;
+    assert_int_equal(assay_model_init_random(&orig, &cfg, 1), ASSAY_OK);
+    size_t size, n;
+    uint8_t *buf = mini_bytes(&size);
+    struct retype r = {matrices_q8_0, NULL, NULL};
+    uint8_t *q8 = retyped(buf, size, &r, &n);
+    struct assay_model *m = load_bytes(q8, n, "gguf-q8.gguf");
+    want_stored_weights(m, orig, matrices_q8_0);
+    assert_string_equal(m->tensor_types, "Q8_0+F32");
+    /* Within half a step of the original, plus what storing d as f16
+     * (relative error 2^-11, times |q| <= 127) adds: a rounding, not some
+     * other function of it. */
+    float worst = 0.0f;
+    for (int64_t i = 0; i < (int64_t)cfg.vocab * cfg.d_model; i++) {
+        float step = q8_block_scale(orig->tok_embd + i / 32 * 32);
+        worst = fmaxf(worst, fabsf(m->tok_embd[i] - orig->tok_embd[i]) / step);
+    }
+    printf("largest |loaded - original| / step in token_embd: %.4f\n", (double)worst);
+    assert_true(worst <= 0.5f + 127.0f * 0x1p-11f);
+    assay_model_free(m);
+    assay_model_free(orig);
+    free(q8);
+    free(buf);
+}
+
+/* Greedy continuations of a few prompts: by the bundled engine opened on
+ * path, and by the oracle on model. */
+static void want_engine_matches_oracle(const char *path, const struct assay_model *model)
+{
+    enum { N_PROMPT = 3, PROMPT_LEN = 12, N_GEN = 10 };
+    char spec[600];
+    snprintf(spec, sizeof spec, "bundled:model=%s", path);
+    struct assay_adapter a;
+    struct assay_diag diag;
+    assay_diag_clear(&diag);
+    want_status(assay_adapter_open_spec(spec, &a, &diag), ASSAY_OK, &diag);
+    int32_t prompt[N_PROMPT][PROMPT_LEN], got[N_PROMPT][N_GEN];
+    for (int r = 0; r < N_PROMPT; r++) {
+        for (int i = 0; i < PROMPT_LEN; i++) {
+            prompt[r][i] = (i * 37 + r * 11 + 5) % 256;
+        }
+        struct assay_request req = {(uint64_t)r, prompt[r], PROMPT_LEN, N_GEN, -1,
+                                    assay_sampling_greedy()};
+        assert_int_equal(a.vt->add_request(a.self, &req), ASSAY_OK);
+    }
+    while (a.vt->has_work(a.self)) {
+        const struct assay_event *ev;
+        size_t n;
+        assert_int_equal(a.vt->step(a.self, &ev, &n), ASSAY_OK);
+        for (size_t i = 0; i < n; i++) {
+            if (ev[i].kind == ASSAY_EVENT_TOKEN) {
+                got[ev[i].request_id][ev[i].index] = ev[i].token;
+            }
+        }
+    }
+    assay_adapter_close(&a);
+    struct assay_oracle *o;
+    assert_int_equal(assay_oracle_init(&o, model, PROMPT_LEN + N_GEN), ASSAY_OK);
+    double *logits = malloc(sizeof(double) * (size_t)model->cfg.vocab);
+    assert_non_null(logits);
+    for (int r = 0; r < N_PROMPT; r++) {
+        int32_t seq[PROMPT_LEN + N_GEN];
+        memcpy(seq, prompt[r], sizeof prompt[r]);
+        for (int k = 0; k < N_GEN; k++) {
+            assert_int_equal(assay_oracle_next_logits(o, seq, PROMPT_LEN + k, logits), ASSAY_OK);
+            int32_t best = 0;
+            for (int32_t v = 1; v < model->cfg.vocab; v++) {
+                best = logits[v] > logits[best] ? v : best;
+            }
+            if (got[r][k] != best) {
+                print_error("prompt %d token %d: engine %d, oracle %d\n", r, k, (int)got[r][k],
+                            (int)best);
+                fail();
+            }
+            seq[PROMPT_LEN + k] = best;
+        }
+    }
+    free(logits);
+    assay_oracle_free(o);
+}
+
+static void test_load_tied(void **state)
+{
+    (void)state;
+    struct assay_model_config cfg = assay_model_config_mini();
+    struct assay_model *orig;
+    assert_int_equal(assay_model_init_random(&orig, &cfg, 1), ASSAY_OK);
+    size_t size, n;
+    uint8_t *buf = mini_bytes(&size);
+    struct retype r = {all_f32, "output.weight", NULL};
+    uint8_t *tied = retyped(buf, size, &r, &n);
+    char path[512];
+    struct assay_diag diag;
+    assay_test_scratch("gguf-tied.gguf", path, sizeof path);
+    write_all(path, tied, n);
+    struct assay_model *m;
+    want_status(assay_model_load_gguf(&m, path, &diag), ASSAY_OK, &diag);
+    int64_t embd = (int64_t)cfg.vocab * cfg.d_model;
+    assert_true(m->tied);
+    assert_ptr_equal(m->output, m->tok_embd);
+    assert_int_equal(m->n_floats, assay_model_config_n_params(&cfg) - embd);
+    assert_memory_equal(m->output, orig->tok_embd, sizeof(float) * (size_t)embd);
+    assert_memory_equal(m->data, orig->data, sizeof(float) * (size_t)m->n_floats);
+    /* A clone is tied to its own embedding, and both free cleanly. */
+    struct assay_model *c;
+    assert_int_equal(assay_model_clone(m, &c), ASSAY_OK);
+    assert_true(c->tied);
+    assert_ptr_equal(c->output, c->tok_embd);
+    assert_ptr_not_equal(c->output, m->output);
+    assert_string_equal(c->sha256, m->sha256);
+    assert_memory_equal(c->data, m->data, sizeof(float) * (size_t)m->n_floats);
+    assay_model_free(c);
+    /* Saved, it is a tied file again (no output.weight), with the same
+     * weights. */
+    char again[512];
+    assay_test_scratch("gguf-tied-again.gguf", again, sizeof again);
+    want_status(assay_model_save_gguf(m, again, &diag), ASSAY_OK, &diag);
+    struct assay_model *m2;
+    want_status(assay_model_load_gguf(&m2, again, &diag), ASSAY_OK, &diag);
+    assert_true(m2->tied);
+    assert_string_equal(m2->sha256, m->sha256);
+    assay_model_free(m2);
+    remove(again);
+    /* The engine and the oracle agree on it, and its greedy tokens are
+     * those of the untied model whose output is its embedding. */
+    want_engine_matches_oracle(path, m);
+    memcpy(orig->output, orig->tok_embd, sizeof(float) * (size_t)embd);
+    char untied[512];
+    assay_test_scratch("gguf-untied.gguf", untied, sizeof untied);
+    want_status(assay_model_save_gguf(orig, untied, &diag), ASSAY_OK, &diag);
+    want_engine_matches_oracle(untied, m);
+    remove(untied);
+    remove(path);
+    assay_model_free(m);
+    assay_model_free(orig);
+    free(tied);
+    free(buf);
+}
+
+static uint32_t q4_1_attn_k(const struct assay_gguf_tensor *t)
+{
+    return strcmp(t->name, "blk.1.attn_k.weight") == 0 ? 3u /* Q4_1 */ : ASSAY_GGML_TYPE_F32;
+}
+
+static uint32_t iq2_xs_output(const struct assay_gguf_tensor *t)
+{
+    return strcmp(t->name, "output.weight") == 0 ? 17u /* IQ2_XS */ : ASSAY_GGML_TYPE_F32;
+}
+
+static uint32_t q3_k_down(const struct assay_gguf_tensor *t)
+{
+    return strcmp(t->name, "blk.0.ffn_down.weight") == 0 ? 11u /* Q3_K */ : ASSAY_GGML_TYPE_F32;
+}
+
+static uint32_t q4_k_norm(const struct assay_gguf_tensor *t)
+{
+    return strcmp(t->name, "blk.0.ffn_norm.weight") == 0 ? ASSAY_GGML_TYPE_Q4_K
+                                                          : ASSAY_GGML_TYPE_F32;
+}
+
+static void test_load_bad_types(void **state)
+{
+    (void)state;
+    size_t size, n;
+    uint8_t *buf = mini_bytes(&size);
+    /* A type the reader sizes but assay does not decode. */
+    struct retype r = {q4_1_attn_k, NULL, NULL};
+    uint8_t *c = retyped(buf, size, &r, &n);
+    want_load_fail(c, n, ASSAY_ERR_UNSUPPORTED, "blk.1.attn_k.weight",
+                   "expected a tensor type assay decodes (F32, F16, BF16, Q4_0, Q8_0, Q4_K, Q5_K "
+                   "or Q6_K)",
+                   "got Q4_1 (type 3)");
+    free(c);
+    r.type_of = q3_k_down;
+    c = retyped(buf, size, &r, &n);
+    want_load_fail(c, n, ASSAY_ERR_UNSUPPORTED, "blk.0.ffn_down.weight", "Q6_K",
+                   "got Q3_K (type 11)");
+    free(c);
+    /* A type the reader cannot even size is refused by the reader, which
+     * names the tensor and the type too. */
+    r.type_of = iq2_xs_output;
+    c = retyped(buf, size, &r, &n);
+    want_load_fail(c, n, ASSAY_ERR_UNSUPPORTED, "tensor output.weight",
+                   "a ggml type whose size is known", "got IQ2_XS (17)");
+    free(c);
+    /* A row of 64 elements is a quarter of a Q4_K super-block. */
+    r.type_of = q4_k_norm;
+    c = retyped(buf, size, &r, &n);
+    want_load_fail(c, n, ASSAY_ERR_PARSE, "tensor blk.0.ffn_norm.weight",
+                   "expected ne[0] a multiple of the Q4_K block of 256", "got 64");
+    free(c);
+    /* A NaN block scale: the tensor, its row and its block. */
+    r.type_of = matrices_q8_0;
+    c = retyped(buf, size, &r, &n);
+    size_t at = tensor_data_pos(c, n, "blk.1.ffn_up.weight") + 2 * 34 + 34;
+    put_u32(c, at, get_u32(c, at) | 0x7e00u); /* block 1 of row 1 (two blocks a row) */
+    want_load_fail(c, n, ASSAY_ERR_PARSE, "blk.1.ffn_up.weight row 1: Q8_0 block 1 at byte 34",
+                   "expected a finite f16 scale", "got NaN");
+    free(c);
+    free(buf);
+}
+
+static void test_load_tied_stray(void **state)
+{
+    (void)state;
+    size_t size, n;
+    uint8_t *buf = mini_bytes(&size);
+    struct retype r = {all_f32, "output.weight", "output.bias"};
+    uint8_t *c = retyped(buf, size, &r, &n);
+    want_load_fail(c, n, ASSAY_ERR_PARSE, "output.bias",
+                   "expected only the 20 tensors of a 2-layer tied llama model",
+                   "got unknown tensor output.bias");
+    free(c);
+    /* The same stray in an untied file. */
+    r.drop = NULL;
+    c = retyped(buf, size, &r, &n);
+    want_load_fail(c, n, ASSAY_ERR_PARSE, "output.bias", "only the 21 tensors", NULL);
+    free(c);
+    free(buf);
+}
+
 int main(int argc, char **argv)
 {
     assay_test_init(argc, argv);
@@ -1637,6 +2157,12 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_load_missing_and_extra_tensors),
         cmocka_unit_test(test_load_bad_metadata),
         cmocka_unit_test(test_load_not_llama),
+        cmocka_unit_test(test_half_reference),
+        cmocka_unit_test(test_load_f16),
+        cmocka_unit_test(test_load_q8_0),
+        cmocka_unit_test(test_load_tied),
+        cmocka_unit_test(test_load_bad_types),
+        cmocka_unit_test(test_load_tied_stray),
         cmocka_unit_test(test_load_fail_alloc),
         cmocka_unit_test(test_save_fail_alloc),
         cmocka_unit_test(test_save_no_directory),
