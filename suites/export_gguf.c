@@ -25,7 +25,7 @@
  * 1 rather than the library's 2: with 12 layers the context matters fully
  * either way, and at 2 attention is so sharp that the model is chaotic -
  * llama.cpp's Q8_0 of the head_dim 64 test model moved its first top
- * logprobs by up to 0.4 nats at 2, by 0.06 at 1 (0.2 for the head_dim 128
+ * logprobs by up to 0.4 nats at 2, by 0.06 at 1 (0.3 for the head_dim 128
  * one). That is still more than a trained model moves under Q8_0.
  *
  * --measure P runs the oracle (double precision) over P random prompts of
