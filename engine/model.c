@@ -226,9 +226,28 @@ static void fill_const(float *x, int64_t n, float v)
     }
 }
 
+struct assay_model_init_params assay_model_init_default_params(void)
+{
+    struct assay_model_init_params p = {ASSAY_INIT_QK_GAIN, ASSAY_INIT_OUT_GAIN};
+    return p;
+}
+
 enum assay_status assay_model_init_random(struct assay_model **out,
                                           const struct assay_model_config *cfg, uint64_t seed)
 {
+    return assay_model_init_random_params(out, cfg, assay_model_init_default_params(), seed);
+}
+
+enum assay_status assay_model_init_random_params(struct assay_model **out,
+                                                 const struct assay_model_config *cfg,
+                                                 struct assay_model_init_params params,
+                                                 uint64_t seed)
+{
+    if (!(params.qk_gain > 0.0f && isfinite(params.qk_gain) && params.out_gain > 0.0f &&
+          isfinite(params.out_gain))) {
+        *out = NULL;
+        return ASSAY_ERR_INVALID;
+    }
     struct assay_model *m;
     enum assay_status st = assay_model_alloc(&m, cfg, false);
     if (st != ASSAY_OK) {
@@ -244,8 +263,8 @@ enum assay_status assay_model_init_random(struct assay_model **out,
     for (int32_t l = 0; l < c->n_layer; l++) {
         struct assay_layer_weights *w = &m->layers[l];
         fill_const(w->attn_norm, d, 1.0f);
-        fill_gaussian(w->wq, q * d, ASSAY_INIT_QK_GAIN * sd, seed, tensor++);
-        fill_gaussian(w->wk, kv * d, ASSAY_INIT_QK_GAIN * sd, seed, tensor++);
+        fill_gaussian(w->wq, q * d, params.qk_gain * sd, seed, tensor++);
+        fill_gaussian(w->wk, kv * d, params.qk_gain * sd, seed, tensor++);
         fill_gaussian(w->wv, kv * d, sd, seed, tensor++);
         fill_gaussian(w->wo, d * q, 1.0f / sqrtf((float)q), seed, tensor++);
         fill_const(w->ffn_norm, d, 1.0f);
@@ -254,7 +273,7 @@ enum assay_status assay_model_init_random(struct assay_model **out,
         fill_gaussian(w->w_down, d * ff, 1.0f / sqrtf((float)ff), seed, tensor++);
     }
     fill_const(m->out_norm, d, 1.0f);
-    fill_gaussian(m->output, (int64_t)c->vocab * d, ASSAY_INIT_OUT_GAIN * sd, seed, tensor++);
+    fill_gaussian(m->output, (int64_t)c->vocab * d, params.out_gain * sd, seed, tensor++);
     assay_model_rehash(m);
     *out = m;
     return ASSAY_OK;

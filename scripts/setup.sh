@@ -18,7 +18,7 @@ tools=("cc:build-essential" "make:build-essential" "cmake:cmake" "ninja:ninja-bu
        "pkg-config:pkg-config" "git:git")
 for arg in "$@"; do
     case "$arg" in
-        --audit) tools+=("node:nodejs" "npm:npm" "g++:g++") ;;
+        --audit) tools+=("node:nodejs" "npm:npm" "g++:g++" "jq:jq") ;;
         --browser) tools+=("chromium:chromium" "node:nodejs" "npm:npm") ;;
         --fuzz) tools+=("clang:clang"); libraries+=(libclang-rt-dev) ;;
         --valgrind) tools+=("valgrind:valgrind") ;;

@@ -1,0 +1,146 @@
+#!/usr/bin/env bash
+# Makes the test models: random-weight llama models of realistic shape,
+# written by assay (export_gguf, f32) and converted by llama.cpp's own
+# llama-quantize to the formats llama-server is audited on.
+#
+#   make-test-models.sh [OUTDIR]
+#
+# OUTDIR defaults to $ASSAY_CACHE/models (ASSAY_CACHE defaults to
+# $XDG_CACHE_HOME/assay or ~/.cache/assay): never the checkout. Each model
+# goes into OUTDIR/NAME-KEY/ as model-F32.gguf and model-TYPE.gguf, where
+# KEY is a hash of the shape, the seed, the gains and the sources that
+# define the weights; a quantized file is reused only when the llama-quantize
+# binary that made it (its sha256, kept beside it in .key) is the one of
+# now. A folder of the same NAME with another KEY is stale and removed.
+# Files are written under a temporary name and renamed, so a partial file
+# is never reused. Prints each file, its size and the time it took, and
+# writes OUTDIR/manifest.tsv (name, type, path) for the check
+# (scripts/check-test-models.sh).
+#
+# Environment:
+#   ASSAY_BUILD          assay's build folder with suites/export_gguf
+#                        (default: build/test of this checkout)
+#   ASSAY_MODEL_SEED     weights seed (default 1)
+#   ASSAY_MODEL_GAIN     output gain (default: export_gguf's for a shape)
+#   ASSAY_MODEL_TYPES    llama-quantize types (default: F16 BF16 Q8_0 Q4_K_M Q5_K_M Q6_K)
+#   ASSAY_MODEL_NAMES    which models (default: llama-hd64 llama-hd128)
+#   ASSAY_QUANT_THREADS  llama-quantize threads (default 2)
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+repo="$(cd "$here/.." && pwd)"
+cache="${ASSAY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/assay}"
+out="${1:-$cache/models}"
+build="${ASSAY_BUILD:-$repo/build/test}"
+seed="${ASSAY_MODEL_SEED:-1}"
+gain="${ASSAY_MODEL_GAIN:-}"
+types="${ASSAY_MODEL_TYPES:-F16 BF16 Q8_0 Q4_K_M Q5_K_M Q6_K}"
+names="${ASSAY_MODEL_NAMES:-llama-hd64 llama-hd128}"
+threads="${ASSAY_QUANT_THREADS:-2}"
+
+die() {
+    echo "make-test-models: $*" >&2
+    exit 1
+}
+
+[ $# -le 1 ] || {
+    echo "usage: $0 [OUTDIR]" >&2
+    exit 2
+}
+
+# name -> shape (export_gguf --shape). head_dim 64 and 128, GQA 4:1,
+# SwiGLU width about 8/3 d_model rounded to 256 (k-quants need rows of a
+# multiple of 256).
+shape_of() {
+    case "$1" in
+    llama-hd64) echo "d_model=768,layers=12,heads=12,kv_heads=3,head_dim=64,d_ff=2048,vocab=32000,ctx=2048" ;;
+    llama-hd128) echo "d_model=1024,layers=12,heads=8,kv_heads=2,head_dim=128,d_ff=2816,vocab=32000,ctx=2048" ;;
+    *) return 1 ;;
+    esac
+}
+
+export_bin="$build/suites/export_gguf"
+[ -x "$export_bin" ] || die "no export_gguf at $export_bin (build it: cmake --preset test && cmake --build --preset test --target export_gguf, or set ASSAY_BUILD)"
+quantize="$("$here/build-llama-server.sh" --quantize | tail -n 1)"
+[ -x "$quantize" ] || die "no llama-quantize binary at '$quantize'"
+
+# What the f32 weights depend on besides the arguments: the sources of the
+# initialisation, the random numbers, the GGUF writer and the tool.
+weights_sources=(engine/model.c engine/model.h engine/model_gguf.c engine/gguf.c engine/gguf.h
+    core/rng.c core/sha256.c suites/export_gguf.c)
+sources_hash="$(cd "$repo" && cat "${weights_sources[@]}" | sha256sum | cut -c1-16)"
+quantize_hash="$(sha256sum "$quantize" | cut -c1-64)"
+
+df_avail_mb() { df -Pm "$1" | awk 'NR == 2 { print $4 }'; }
+
+human_size() { numfmt --to=iec-i --suffix=B --format="%.1f" "$1"; }
+
+now_ms() { date +%s%3N; }
+
+# Seconds since $1 (from now_ms), with one decimal.
+since() { awk -v a="$1" -v b="$(now_ms)" 'BEGIN { printf "%.1f", (b - a) / 1000 }'; }
+
+mkdir -p "$out"
+manifest="$out/manifest.tsv.tmp.$$"
+: >"$manifest"
+trap 'rm -f "$manifest"' EXIT
+printf '%-12s %-7s %10s %9s  %s\n' model type size seconds file
+
+for name in $names; do
+    shape="$(shape_of "$name")" || die "unknown model '$name' (expected llama-hd64 or llama-hd128)"
+    args=(--shape "$shape" --seed "$seed")
+    [ -n "$gain" ] && args+=(--gain "$gain")
+    key="$(printf '%s\n' "format 1" "$shape" "seed $seed" "gain ${gain:-default}" \
+        "sources $sources_hash" | sha256sum | cut -c1-12)"
+    dir="$out/$name-$key"
+
+    # Remove stale folders of this model (another key); only ours, which
+    # hold a .key file.
+    for old in "$out/$name"-*; do
+        [ -d "$old" ] && [ "$old" != "$dir" ] && [ -f "$old/.key" ] || continue
+        echo "make-test-models: removing stale $old" >&2
+        rm -rf "$old"
+    done
+    mkdir -p "$dir"
+    printf '%s\n' "$shape" "seed $seed" "gain ${gain:-default}" "sources $sources_hash" >"$dir/.key"
+
+    f32="$dir/model-F32.gguf"
+    if [ -f "$f32" ] && [ -f "$dir/export.log" ]; then
+        seconds=reused
+    else
+        [ "$(df_avail_mb "$out")" -gt 4096 ] || die "less than 4 GiB free in $out"
+        rm -f "$f32" "$dir/export.log"
+        start=$(now_ms)
+        "$export_bin" "$f32" "${args[@]}" >"$dir/export.log.tmp" ||
+            die "export_gguf failed for $name (see $dir/export.log.tmp)"
+        mv "$dir/export.log.tmp" "$dir/export.log"
+        seconds=$(since "$start")
+    fi
+    sed -n '2,$s/^/  /p' "$dir/export.log"
+    printf '%-12s %-7s %10s %9s  %s\n' "$name" F32 "$(human_size "$(stat -c %s "$f32")")" \
+        "$seconds" "$f32"
+    printf '%s\t%s\t%s\n' "$name" F32 "$f32" >>"$manifest"
+
+    for type in $types; do
+        file="$dir/model-$type.gguf"
+        if [ -f "$file" ] && [ "$(cat "$file.key" 2>/dev/null)" = "$quantize_hash" ]; then
+            seconds=reused
+        else
+            rm -f "$file" "$file.key"
+            start=$(now_ms)
+            "$quantize" "$f32" "$file.tmp" "$type" "$threads" >"$dir/quantize-$type.log" 2>&1 || {
+                tail -n 20 "$dir/quantize-$type.log" >&2
+                rm -f "$file.tmp"
+                die "llama-quantize $type failed for $name (see $dir/quantize-$type.log)"
+            }
+            mv "$file.tmp" "$file"
+            echo "$quantize_hash" >"$file.key"
+            seconds=$(since "$start")
+        fi
+        printf '%-12s %-7s %10s %9s  %s\n' "$name" "$type" \
+            "$(human_size "$(stat -c %s "$file")")" "$seconds" "$file"
+        printf '%s\t%s\t%s\n' "$name" "$type" "$file" >>"$manifest"
+    done
+done
+mv "$manifest" "$out/manifest.tsv"
+trap - EXIT
