@@ -51,10 +51,10 @@ static enum assay_status check_workload(const struct assay_audit *a,
 {
     char path[1400];
     snprintf(path, sizeof path, "%s/%s", a->fixtures, item->workload != NULL ? item->workload : "");
-    const char *q = item->params != NULL ? strstr(item->params, "quick=") : NULL;
+    char quick[16];
+    assay_plan_param(item->params, "quick", quick, sizeof quick);
     struct assay_workload_draw draw = {assay_seed_derive(a->p.seed, item->name) % 1000000007ull + 1,
-                                       a->p.quick && q != NULL ? (int32_t)strtol(q + 6, NULL, 10)
-                                                               : 0};
+                                       a->p.quick ? (int32_t)strtol(quick, NULL, 10) : 0};
     struct assay_workload_limits lim = {a->model->cfg.vocab, a->model->cfg.n_ctx, 0};
     struct assay_diag diag;
     assay_diag_clear(&diag);

@@ -22,14 +22,21 @@ static const struct {
     {ASSAY_NEED_SERVER, "server", "an OpenAI-compatible server (assay audit --url URL)"},
 };
 
-const char *assay_command_str(enum assay_command c)
+char *assay_plan_param(const char *params, const char *key, char *buf, size_t size)
 {
-    switch (c) {
-    case ASSAY_COMMAND_VERIFY: return "verify";
-    case ASSAY_COMMAND_AUDIT: return "audit";
-    case ASSAY_COMMAND_COMPARE: return "compare";
+    buf[0] = '\0';
+    size_t kl = strlen(key);
+    for (const char *s = params; s != NULL && *s != '\0';) {
+        const char *comma = strchr(s, ',');
+        size_t len = comma != NULL ? (size_t)(comma - s) : strlen(s);
+        if (len > kl && strncmp(s, key, kl) == 0 && s[kl] == '=') {
+            size_t vl = len - kl - 1;
+            snprintf(buf, size, "%.*s", (int)(vl < size ? vl : size - 1), s + kl + 1);
+            return buf;
+        }
+        s = comma != NULL ? comma + 1 : NULL;
     }
-    return "?";
+    return buf;
 }
 
 char *assay_needs_str(unsigned needs, char *buf, size_t size)

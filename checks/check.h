@@ -47,8 +47,6 @@ enum assay_command {
     ASSAY_COMMAND_COMPARE = 2,
 };
 
-const char *assay_command_str(enum assay_command c);
-
 /* The thing under test, as the command that runs the checks built it. */
 struct assay_target {
     const struct assay_adapter *adapter; /* the engine under test */
@@ -101,6 +99,10 @@ struct assay_plan_item {
  */
 bool assay_target_meets(const struct assay_target *t, const struct assay_plan_item *item,
                         struct assay_check_result *res);
+
+/* The value of key in a check's parameters ("k=v,k=v"; may be NULL), into
+ * buf: "" when the key is absent. Returns buf. */
+char *assay_plan_param(const char *params, const char *key, char *buf, size_t size);
 
 /* The needs as words ("weights, logits"; "nothing" for none), into buf. */
 char *assay_needs_str(unsigned needs, char *buf, size_t size);

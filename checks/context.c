@@ -193,8 +193,7 @@ struct assay_target assay_target_of(const struct assay_verify_ctx *ctx,
     struct assay_adapter_info info;
     assay_adapter_get_info(a, &info);
     t.order = info.sampling_order; /* what the engine says it does */
-    /* The one place that reads the bundled engine's own parameters: its
-     * weights, its draft and its sampling order. */
+    /* The bundled engine's own weights, draft and sampling order. */
     struct assay_engine *e = assay_bundled_engine(a);
     if (e != NULL) {
         const struct assay_engine_params *p = assay_engine_params(e);

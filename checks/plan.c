@@ -146,23 +146,6 @@ static enum assay_status run_acceptance(struct assay_verify_ctx *ctx,
     return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
 }
 
-/* The value of key in a "k=v,..." string, into buf ("" when absent). */
-static void param_value(const char *params, const char *key, char *buf, size_t size)
-{
-    buf[0] = '\0';
-    size_t kl = strlen(key);
-    for (const char *s = params; s != NULL && *s != '\0';) {
-        const char *comma = strchr(s, ',');
-        size_t len = comma != NULL ? (size_t)(comma - s) : strlen(s);
-        if (len > kl && strncmp(s, key, kl) == 0 && s[kl] == '=') {
-            size_t vl = len - kl - 1;
-            snprintf(buf, size, "%.*s", (int)(vl < size ? vl : size - 1), s + kl + 1);
-            return;
-        }
-        s = comma != NULL ? comma + 1 : NULL;
-    }
-}
-
 /* The target against a second configuration of the bundled engine: the
  * item's "vs" key lists the options that differ ("vs=spec=0;batch=64"). */
 static enum assay_status run_homogeneity(struct assay_verify_ctx *ctx,
@@ -177,7 +160,7 @@ static enum assay_status run_homogeneity(struct assay_verify_ctx *ctx,
         return ASSAY_OK;
     }
     char vs[256], spec[1024], next[1024];
-    param_value(item->params, "vs", vs, sizeof vs);
+    assay_plan_param(item->params, "vs", vs, sizeof vs);
     if (vs[0] == '\0') {
         assay_check_error(res, "needs a second configuration (parameter vs=key=value;...)");
         return ASSAY_OK;
