@@ -59,6 +59,7 @@ struct assay_forward {
     float *k; /* (layer, block, pos_in_block, kv_dim) */
     float *v; /* (layer, block, pos_in_block, kv_dim) */
     /* RoPE tables */
+    float *qkv_bias; /* (n_layer, qkv_dim): q, k and v biases, or NULL */
     float *rope_cos; /* (max_seq_len + 1, head_dim / 2) */
     float *rope_sin;
     /* scratch, each with room for the padding-row-nan mutant's rows */
@@ -223,6 +224,7 @@ enum assay_status assay_forward_init(struct assay_forward **out,
                       weights_alloc(f, &f->w[P_HEAD], 1, d, c->vocab);
     f->k = alloc_huge(f, kv_floats);
     f->v = alloc_huge(f, kv_floats);
+    f->qkv_bias = c->qkv_bias ? alloc_floats(f, (int64_t)L * f->qkv_dim) : NULL;
     f->rope_cos = alloc_floats(f, ((int64_t)p->max_seq_len + 1) * (c->head_dim / 2));
     f->rope_sin = alloc_floats(f, ((int64_t)p->max_seq_len + 1) * (c->head_dim / 2));
     f->x = alloc_floats(f, rows * d);
@@ -239,6 +241,7 @@ enum assay_status assay_forward_init(struct assay_forward **out,
     f->row_pos = assay_calloc((size_t)rows, sizeof(int32_t));
     f->row_seq = assay_calloc((size_t)rows, sizeof(int32_t));
     if (!weights_ok || f->k == NULL || f->v == NULL || f->rope_cos == NULL ||
+        (c->qkv_bias && f->qkv_bias == NULL) ||
         f->rope_sin == NULL || f->x == NULL || f->xn == NULL || f->qkv == NULL ||
         f->att == NULL || f->gu == NULL || f->hidden == NULL ||
         f->on == NULL || f->logits == NULL || f->scores == NULL || f->scores2 == NULL ||
@@ -257,10 +260,23 @@ enum assay_status assay_forward_init(struct assay_forward **out,
         weights_put(&f->w[P_DOWN], l, 0, d, w->w_down);
     }
     weights_put(&f->w[P_HEAD], 0, 0, c->vocab, p->model->output);
+    if (c->qkv_bias) {
+        for (int32_t l = 0; l < L; l++) {
+            float *bias = f->qkv_bias + (int64_t)l * f->qkv_dim;
+            const struct assay_layer_weights *w = &p->model->layers[l];
+            memcpy(bias, w->bq, sizeof(float) * (size_t)f->q_dim);
+            memcpy(bias + f->q_dim, w->bk, sizeof(float) * (size_t)f->kv_dim);
+            memcpy(bias + f->q_dim + f->kv_dim, w->bv, sizeof(float) * (size_t)f->kv_dim);
+        }
+    }
     int32_t half = c->head_dim / 2;
+    double rope_scale = c->rope_scale != 0.0f ? c->rope_scale : 1.0;
     for (int32_t pos = 0; pos <= p->max_seq_len; pos++) {
         for (int32_t i = 0; i < half; i++) {
-            double theta = pos * pow((double)c->rope_theta, -2.0 * i / c->head_dim);
+            double theta = pos / rope_scale * pow((double)c->rope_theta, -2.0 * i / c->head_dim);
+            if (p->model->rope_freqs != NULL) {
+                theta /= p->model->rope_freqs[i];
+            }
             f->rope_cos[(int64_t)pos * half + i] = (float)cos(theta);
             f->rope_sin[(int64_t)pos * half + i] = (float)sin(theta);
         }
@@ -280,7 +296,7 @@ void assay_forward_free(struct assay_forward *f)
     }
     free_huge(f->k);
     free_huge(f->v);
-    float *bufs[] = {f->rope_cos,
+    float *bufs[] = {f->qkv_bias, f->rope_cos,
                      f->rope_sin, f->x, f->xn, f->qkv, f->att, f->gu, f->hidden,
                      f->on, f->logits, f->scores, f->scores2};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
@@ -402,7 +418,9 @@ static void rmsnorm(float *out, const float *x, const float *w, int32_t d, float
     }
 }
 
-/* Rotate adjacent pairs (x[2i], x[2i+1]) of each head by pos * theta_i. */
+/* Rotate each head's pairs by their angle at pos (engine/model.h): the
+ * adjacent pairs (x[2i], x[2i+1]) of llama, the pairs (x[i],
+ * x[i + head_dim/2]) of qwen2. */
 static void rope(const struct assay_forward *f, float *x, int32_t n_heads, int32_t pos)
 {
     int32_t hd = f->cfg.head_dim, half = hd / 2;
@@ -410,6 +428,14 @@ static void rope(const struct assay_forward *f, float *x, int32_t n_heads, int32
     const float *sn = f->rope_sin + (int64_t)pos * half;
     for (int32_t h = 0; h < n_heads; h++) {
         float *v = x + (int64_t)h * hd;
+        if (f->cfg.arch == ASSAY_ARCH_QWEN2) {
+            for (int32_t i = 0; i < half; i++) {
+                float x0 = v[i], x1 = v[i + half];
+                v[i] = x0 * cs[i] - x1 * sn[i];
+                v[i + half] = x0 * sn[i] + x1 * cs[i];
+            }
+            continue;
+        }
         for (int32_t i = 0; i < half; i++) {
             float x0 = v[2 * i], x1 = v[2 * i + 1];
             v[2 * i] = x0 * cs[i] - x1 * sn[i];
@@ -1031,6 +1057,15 @@ static void forward_layers(struct assay_forward *f, const struct assay_forward_b
             rmsnorm(f->xn + (int64_t)r * d, f->x + (int64_t)r * d, w->attn_norm, d, c->norm_eps);
         }
         matmul(f, &f->w[P_QKV], l, f->xn, f->qkv, n, 0.0f);
+        if (f->qkv_bias != NULL) {
+            const float *bias = f->qkv_bias + (int64_t)l * f->qkv_dim;
+            for (int32_t r = 0; r < n; r++) {
+                float *row = f->qkv + (int64_t)r * f->qkv_dim;
+                for (int32_t j = 0; j < f->qkv_dim; j++) {
+                    row[j] += bias[j];
+                }
+            }
+        }
         /* Rotate queries and keys, then store every row's key and value
          * before any row attends, so a row sees the rows before it. */
         for (int32_t r = 0; r < n; r++) {

@@ -69,13 +69,26 @@ enum assay_status assay_model_config_by_name(const char *name, struct assay_mode
     return ASSAY_ERR_NOT_FOUND;
 }
 
+const char *assay_arch_name(enum assay_arch arch)
+{
+    switch (arch) {
+    case ASSAY_ARCH_LLAMA: return "llama";
+    case ASSAY_ARCH_QWEN2: return "qwen2";
+    }
+    return NULL;
+}
+
 int64_t assay_model_config_n_params(const struct assay_model_config *c)
 {
     int64_t d = c->d_model;
     int64_t q = (int64_t)c->n_head * c->head_dim;
     int64_t kv = (int64_t)c->n_kv_head * c->head_dim;
     int64_t per_layer = d + q * d + 2 * kv * d + d * q + d + 3 * (int64_t)c->d_ff * d;
-    return 2 * (int64_t)c->vocab * d + d + c->n_layer * per_layer;
+    if (c->qkv_bias) {
+        per_layer += q + 2 * kv;
+    }
+    return 2 * (int64_t)c->vocab * d + d + c->n_layer * per_layer +
+           (c->rope_freqs ? c->head_dim / 2 : 0);
 }
 
 enum assay_status assay_model_config_validate(const struct assay_model_config *c,
@@ -127,6 +140,16 @@ enum assay_status assay_model_config_validate(const struct assay_model_config *c
                        "a number in (0, 1)", "%g", (double)c->norm_eps);
         return ASSAY_ERR_INVALID;
     }
+    if (assay_arch_name(c->arch) == NULL) {
+        assay_diag_set(diag, NULL, "general.architecture", "llama or qwen2", "architecture %d",
+                       (int)c->arch);
+        return ASSAY_ERR_INVALID;
+    }
+    if (!(c->rope_scale == 0.0f || (c->rope_scale > 0.0f && isfinite(c->rope_scale)))) {
+        assay_diag_set(diag, NULL, "llama.rope.scaling.factor", "0 (none) or a finite number > 0",
+                       "%g", (double)c->rope_scale);
+        return ASSAY_ERR_INVALID;
+    }
     if (!(c->rope_theta > 1.0f && isfinite(c->rope_theta))) {
         assay_diag_set(diag, NULL, "llama.rope.freq_base", "a finite number > 1", "%g",
                        (double)c->rope_theta);
@@ -141,8 +164,9 @@ enum assay_status assay_model_config_validate(const struct assay_model_config *c
 }
 
 /* Point the tensor fields into model->data, in GGUF tensor order:
- * token_embd, then per layer attn_norm, q, k, v, output, ffn_norm, gate, up,
- * down, then output_norm and output. */
+ * token_embd, then per layer attn_norm, q, (q bias), k, (k bias), v,
+ * (v bias), output, ffn_norm, gate, up, down, then output_norm, output
+ * (unless tied) and rope_freqs (when the model has it). */
 static void bind_tensors(struct assay_model *m)
 {
     const struct assay_model_config *c = &m->cfg;
@@ -157,10 +181,22 @@ static void bind_tensors(struct assay_model *m)
         p += d;
         w->wq = p;
         p += q * d;
+        if (c->qkv_bias) {
+            w->bq = p;
+            p += q;
+        }
         w->wk = p;
         p += kv * d;
+        if (c->qkv_bias) {
+            w->bk = p;
+            p += kv;
+        }
         w->wv = p;
         p += kv * d;
+        if (c->qkv_bias) {
+            w->bv = p;
+            p += kv;
+        }
         w->wo = p;
         p += d * q;
         w->ffn_norm = p;
@@ -175,6 +211,10 @@ static void bind_tensors(struct assay_model *m)
     m->out_norm = p;
     p += d;
     m->output = m->tied ? m->tok_embd : p;
+    if (!m->tied) {
+        p += (int64_t)c->vocab * d;
+    }
+    m->rope_freqs = c->rope_freqs ? p : NULL;
 }
 
 /* Allocate an unbound-weights model for cfg (data zeroed). Exposed to the
@@ -226,6 +266,30 @@ static void fill_const(float *x, int64_t n, float v)
     }
 }
 
+/* Llama 3.1's RoPE frequency divisors for a context of 8192 extended by a
+ * factor of 8 (low-frequency factor 1, high-frequency factor 4): pairs
+ * whose wavelength is shorter than 8192 / 4 keep their frequency, those
+ * longer than 8192 / 1 turn 8 times slower, and those between are blended
+ * smoothly. */
+static void llama31_rope_freqs(float *out, const struct assay_model_config *c)
+{
+    const double factor = 8.0, low = 1.0, high = 4.0, original = 8192.0;
+    for (int32_t i = 0; i < c->head_dim / 2; i++) {
+        double freq = pow((double)c->rope_theta, -2.0 * i / c->head_dim);
+        double wavelen = 2.0 * M_PI / freq;
+        double divisor;
+        if (wavelen < original / high) {
+            divisor = 1.0;
+        } else if (wavelen > original / low) {
+            divisor = factor;
+        } else {
+            double smooth = (original / wavelen - low) / (high - low);
+            divisor = 1.0 / ((1.0 - smooth) / factor + smooth);
+        }
+        out[i] = (float)divisor;
+    }
+}
+
 struct assay_model_init_params assay_model_init_default_params(void)
 {
     struct assay_model_init_params p = {ASSAY_INIT_QK_GAIN, ASSAY_INIT_OUT_GAIN};
@@ -274,6 +338,17 @@ enum assay_status assay_model_init_random_params(struct assay_model **out,
     }
     fill_const(m->out_norm, d, 1.0f);
     fill_gaussian(m->output, (int64_t)c->vocab * d, params.out_gain * sd, seed, tensor++);
+    /* Drawn after every llama tensor, so a model with biases has the same
+     * other weights as one without. */
+    for (int32_t l = 0; l < c->n_layer && c->qkv_bias; l++) {
+        struct assay_layer_weights *w = &m->layers[l];
+        fill_gaussian(w->bq, q, ASSAY_INIT_BIAS_SD, seed, tensor++);
+        fill_gaussian(w->bk, kv, ASSAY_INIT_BIAS_SD, seed, tensor++);
+        fill_gaussian(w->bv, kv, ASSAY_INIT_BIAS_SD, seed, tensor++);
+    }
+    if (c->rope_freqs) {
+        llama31_rope_freqs(m->rope_freqs, c);
+    }
     assay_model_rehash(m);
     *out = m;
     return ASSAY_OK;

@@ -26,8 +26,21 @@ enum {
     ASSAY_VOCAB_TINYGPT = 260,
 };
 
+/* The architectures assay loads, as GGUF's general.architecture names
+ * them. They differ in the metadata prefix and the RoPE layout: llama
+ * rotates adjacent pairs (x[2i], x[2i+1]) of a head, qwen2 (llama.cpp's
+ * NEOX layout) the pairs (x[i], x[i + head_dim/2]). */
+enum assay_arch {
+    ASSAY_ARCH_LLAMA = 0,
+    ASSAY_ARCH_QWEN2 = 1,
+};
+
+/* "llama" or "qwen2"; NULL for any other value. */
+const char *assay_arch_name(enum assay_arch arch);
+
 struct assay_model_config {
     char name[32];       /* "tinygpt", "draft", "mini", ... */
+    enum assay_arch arch; /* 0 (llama) for every built-in config */
     int32_t n_layer;
     int32_t d_model;
     int32_t n_head;      /* query heads */
@@ -37,8 +50,21 @@ struct assay_model_config {
     int32_t vocab;
     int32_t n_ctx;
     float norm_eps;      /* RMSNorm epsilon */
-    float rope_theta;    /* RoPE base; adjacent pairs (x[2i], x[2i+1]) rotate */
+    float rope_theta;    /* RoPE base */
+    float rope_scale;    /* linear RoPE scaling (GGUF rope.scaling.factor):
+                          * positions are divided by it; 0 means none */
+    bool rope_freqs;     /* the model has per-pair RoPE frequency divisors
+                          * (rope_freqs.weight, llama 3.1's scaling) */
+    bool qkv_bias;       /* the query, key and value projections have
+                          * biases (qwen2's attn_q/k/v.bias) */
 };
+
+/* RoPE: at position pos, pair i of a head (0 <= i < head_dim/2) turns by
+ *   pos / scale * theta^(-2i / head_dim) / freqs[i]   radians,
+ * with scale 1 when rope_scale is 0 and freqs[i] 1 without rope_freqs: what
+ * llama.cpp's ggml_rope_ext computes without YaRN (ext_factor 0,
+ * attn_factor 1). The oracle and the engine each compute it in their own
+ * code. */
 
 /* TinyGPT: 6 layers, d 256, 8 q heads / 2 kv heads of 32, SwiGLU 1024,
  * vocab 260, ctx 2048: 5,838,080 parameters. */
@@ -80,6 +106,9 @@ struct assay_layer_weights {
     float *w_gate;    /* (d_ff, d_model) */
     float *w_up;      /* (d_ff, d_model) */
     float *w_down;    /* (d_model, d_ff) */
+    float *bq;        /* (n_head * head_dim), or NULL without qkv_bias */
+    float *bk;        /* (n_kv_head * head_dim), or NULL */
+    float *bv;        /* (n_kv_head * head_dim), or NULL */
 };
 
 struct assay_model {
@@ -88,6 +117,8 @@ struct assay_model {
     float *out_norm;  /* (d_model) */
     float *output;    /* (vocab, d_model); the same pointer as tok_embd when tied */
     struct assay_layer_weights *layers; /* n_layer entries */
+    float *rope_freqs; /* (head_dim / 2) divisors of the RoPE frequencies,
+                        * or NULL without cfg.rope_freqs */
     float *data;      /* every tensor, contiguous, in GGUF tensor order */
     int64_t n_floats; /* floats in data: the parameter count, which is
                        * vocab * d_model less than the config's when tied */
@@ -106,7 +137,11 @@ struct assay_model {
  *   tok_embd 1;  wq, wk ASSAY_INIT_QK_GAIN / sqrt(d_model);
  *   wv 1 / sqrt(d_model);  wo 1 / sqrt(n_head * head_dim);
  *   w_gate, w_up 1 / sqrt(d_model);  w_down 1 / sqrt(d_ff);
- *   output ASSAY_INIT_OUT_GAIN / sqrt(d_model);  norms are 1.
+ *   output ASSAY_INIT_OUT_GAIN / sqrt(d_model);  norms are 1;
+ *   q, k and v biases (with qkv_bias) ASSAY_INIT_BIAS_SD, drawn after every
+ *   other tensor so the rest equals the model without them;
+ *   rope_freqs (with cfg.rope_freqs) llama 3.1's divisors for a context of
+ *   8192 extended 8 times.
  * The query/key gain makes attention sharp enough that output depends on the
  * whole context, not just the last token (see README "Why this scale").
  * On success *out owns a model to release with assay_model_free; on failure
@@ -114,6 +149,7 @@ struct assay_model {
  */
 #define ASSAY_INIT_QK_GAIN 2.0f
 #define ASSAY_INIT_OUT_GAIN 1.0f
+#define ASSAY_INIT_BIAS_SD 0.5f
 enum assay_status assay_model_init_random(struct assay_model **out,
                                           const struct assay_model_config *cfg, uint64_t seed);
 

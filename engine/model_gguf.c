@@ -1,5 +1,5 @@
 /*
- * model_gguf.c - the model as a GGUF file llama.cpp loads: llama
+ * model_gguf.c - the model as a GGUF file llama.cpp loads: llama or qwen2
  * architecture metadata, a "llama" tokenizer block for the byte vocabulary,
  * and tensors with llama.cpp's names (declared in model.h). Loading
  * dequantizes every tensor into fp32 (engine/dequant.h); saving writes
@@ -24,15 +24,50 @@ enum {
     TOKEN_TYPE_CONTROL = 3,
 };
 
-/* The nine tensors of a layer, in the order bind_tensors lays them out. */
-static const char *const k_layer_parts[9] = {
-    "attn_norm", "attn_q", "attn_k", "attn_v", "attn_output",
-    "ffn_norm",  "ffn_gate", "ffn_up", "ffn_down",
+/* The tensors of a layer, in the order bind_tensors lays them out; the
+ * three biases only in a model with qkv_bias. */
+enum layer_part {
+    PART_ATTN_NORM,
+    PART_Q,
+    PART_Q_BIAS,
+    PART_K,
+    PART_K_BIAS,
+    PART_V,
+    PART_V_BIAS,
+    PART_O,
+    PART_FFN_NORM,
+    PART_GATE,
+    PART_UP,
+    PART_DOWN,
+    PART_COUNT
 };
 
-/* One tensor of the llama layout: name, dimensions in ggml ne order
- * (fastest first, the reverse of our row-major [out][in]) and its floats in
- * the model. */
+static const char *const k_part_names[PART_COUNT] = {
+    "attn_norm.weight", "attn_q.weight",      "attn_q.bias",     "attn_k.weight",
+    "attn_k.bias",      "attn_v.weight",      "attn_v.bias",     "attn_output.weight",
+    "ffn_norm.weight",  "ffn_gate.weight",    "ffn_up.weight",   "ffn_down.weight",
+};
+
+static bool is_bias(enum layer_part part)
+{
+    return part == PART_Q_BIAS || part == PART_K_BIAS || part == PART_V_BIAS;
+}
+
+/* The parts a layer of cfg's model has, in order; returns how many. */
+static size_t layer_parts(const struct assay_model_config *c, enum layer_part parts[PART_COUNT])
+{
+    size_t n = 0;
+    for (int p = 0; p < PART_COUNT; p++) {
+        if (c->qkv_bias || !is_bias((enum layer_part)p)) {
+            parts[n++] = (enum layer_part)p;
+        }
+    }
+    return n;
+}
+
+/* One tensor of the layout: name, dimensions in ggml ne order (fastest
+ * first, the reverse of our row-major [out][in]) and its floats in the
+ * model. */
 struct tensor_spec {
     char name[ASSAY_GGUF_MAX_NAME + 1];
     uint32_t n_dims;
@@ -40,10 +75,13 @@ struct tensor_spec {
     float *data;
 };
 
-/* The tensors a model has: a tied one has no output.weight. */
+/* The tensors a model has: a tied one has no output.weight, one with
+ * rope_freqs has rope_freqs.weight last. */
 static size_t n_tensor_specs(const struct assay_model *m)
 {
-    return (m->tied ? 2 : 3) + 9 * (size_t)m->cfg.n_layer;
+    enum layer_part parts[PART_COUNT];
+    return (m->tied ? 2 : 3) + (m->cfg.rope_freqs ? 1 : 0) +
+           layer_parts(&m->cfg, parts) * (size_t)m->cfg.n_layer;
 }
 
 /* The k-th tensor (0 <= k < n_tensor_specs) in model->data order. */
@@ -52,7 +90,10 @@ static void tensor_spec(const struct assay_model *m, size_t k, struct tensor_spe
     const struct assay_model_config *c = &m->cfg;
     int64_t d = c->d_model, q = (int64_t)c->n_head * c->head_dim;
     int64_t kv = (int64_t)c->n_kv_head * c->head_dim, ff = c->d_ff, vocab = c->vocab;
-    size_t layers_end = 1 + 9 * (size_t)c->n_layer;
+    enum layer_part parts[PART_COUNT];
+    size_t per_layer = layer_parts(c, parts);
+    size_t layers_end = 1 + per_layer * (size_t)c->n_layer;
+    size_t rope_freqs_at = layers_end + (m->tied ? 1 : 2);
     int64_t ne0 = d, ne1 = 0; /* ne1 == 0: a vector */
     if (k == 0) {
         snprintf(out->name, sizeof out->name, "token_embd.weight");
@@ -61,23 +102,31 @@ static void tensor_spec(const struct assay_model *m, size_t k, struct tensor_spe
     } else if (k == layers_end) {
         snprintf(out->name, sizeof out->name, "output_norm.weight");
         out->data = m->out_norm;
+    } else if (k == rope_freqs_at) {
+        snprintf(out->name, sizeof out->name, "rope_freqs.weight");
+        ne0 = c->head_dim / 2;
+        out->data = m->rope_freqs;
     } else if (k == layers_end + 1) {
         snprintf(out->name, sizeof out->name, "output.weight");
         ne1 = vocab;
         out->data = m->output;
     } else {
-        size_t layer = (k - 1) / 9, part = (k - 1) % 9;
+        size_t layer = (k - 1) / per_layer;
+        enum layer_part part = parts[(k - 1) % per_layer];
         struct assay_layer_weights *w = &m->layers[layer];
-        snprintf(out->name, sizeof out->name, "blk.%zu.%s.weight", layer, k_layer_parts[part]);
+        snprintf(out->name, sizeof out->name, "blk.%zu.%s", layer, k_part_names[part]);
         switch (part) {
-        case 0: out->data = w->attn_norm; break;
-        case 1: ne1 = q; out->data = w->wq; break;
-        case 2: ne1 = kv; out->data = w->wk; break;
-        case 3: ne1 = kv; out->data = w->wv; break;
-        case 4: ne0 = q; ne1 = d; out->data = w->wo; break;
-        case 5: out->data = w->ffn_norm; break;
-        case 6: ne1 = ff; out->data = w->w_gate; break;
-        case 7: ne1 = ff; out->data = w->w_up; break;
+        case PART_ATTN_NORM: out->data = w->attn_norm; break;
+        case PART_Q: ne1 = q; out->data = w->wq; break;
+        case PART_Q_BIAS: ne0 = q; out->data = w->bq; break;
+        case PART_K: ne1 = kv; out->data = w->wk; break;
+        case PART_K_BIAS: ne0 = kv; out->data = w->bk; break;
+        case PART_V: ne1 = kv; out->data = w->wv; break;
+        case PART_V_BIAS: ne0 = kv; out->data = w->bv; break;
+        case PART_O: ne0 = q; ne1 = d; out->data = w->wo; break;
+        case PART_FFN_NORM: out->data = w->ffn_norm; break;
+        case PART_GATE: ne1 = ff; out->data = w->w_gate; break;
+        case PART_UP: ne1 = ff; out->data = w->w_up; break;
         default: ne0 = ff; ne1 = d; out->data = w->w_down; break;
         }
     }
@@ -86,12 +135,16 @@ static void tensor_spec(const struct assay_model *m, size_t k, struct tensor_spe
     out->n_dims = ne1 > 0 ? 2 : 1;
 }
 
-/* Whether name is one of the llama tensors of a model with cfg's layers. */
+/* Whether name is one of the tensors of a model with cfg's layers and
+ * parts (a tied model's absent output.weight is caught by the count). */
 static bool is_known_tensor(const struct assay_model_config *c, const char *name)
 {
     if (strcmp(name, "token_embd.weight") == 0 || strcmp(name, "output_norm.weight") == 0 ||
         strcmp(name, "output.weight") == 0) {
         return true;
+    }
+    if (strcmp(name, "rope_freqs.weight") == 0) {
+        return c->rope_freqs;
     }
     if (strncmp(name, "blk.", 4) != 0) {
         return false;
@@ -109,9 +162,10 @@ static bool is_known_tensor(const struct assay_model_config *c, const char *name
         return false;
     }
     p++;
-    for (size_t i = 0; i < sizeof k_layer_parts / sizeof k_layer_parts[0]; i++) {
-        size_t len = strlen(k_layer_parts[i]);
-        if (strncmp(p, k_layer_parts[i], len) == 0 && strcmp(p + len, ".weight") == 0) {
+    enum layer_part parts[PART_COUNT];
+    size_t n = layer_parts(c, parts);
+    for (size_t i = 0; i < n; i++) {
+        if (strcmp(p, k_part_names[parts[i]]) == 0) {
             return true;
         }
     }
@@ -135,6 +189,71 @@ static enum assay_status get_dim(const struct assay_gguf *g, const char *path, c
     return ASSAY_OK;
 }
 
+/* "<arch>.<suffix>": the key of a per-architecture value. */
+static const char *arch_key(char *buf, size_t size, const struct assay_model_config *cfg,
+                            const char *suffix)
+{
+    snprintf(buf, size, "%s.%s", assay_arch_name(cfg->arch), suffix);
+    return buf;
+}
+
+/* RoPE scaling: rope.scaling.type (llama.cpp's default "linear" when
+ * absent; "none"; anything else - YaRN, LongRoPE - is not this model),
+ * rope.scaling.factor or its old name rope.scale_linear, and an
+ * attn_factor that must be 1 when present. */
+static enum assay_status read_rope_scaling(const struct assay_gguf *g, const char *path,
+                                           struct assay_model_config *cfg,
+                                           struct assay_diag *diag)
+{
+    char key[96];
+    bool none = false;
+    arch_key(key, sizeof key, cfg, "rope.scaling.type");
+    if (assay_gguf_find_key(g, key) >= 0) {
+        const char *type;
+        enum assay_status st = assay_gguf_get_string(g, key, &type, NULL, diag);
+        if (st != ASSAY_OK) {
+            return st;
+        }
+        none = strcmp(type, "none") == 0;
+        if (!none && strcmp(type, "linear") != 0) {
+            assay_diag_set(diag, path, key, "\"none\" or \"linear\" (YaRN and LongRoPE are not decoded)",
+                           "\"%s\"", type);
+            return ASSAY_ERR_UNSUPPORTED;
+        }
+    }
+    const char *factor_keys[] = {"rope.scaling.factor", "rope.scale_linear"};
+    for (size_t i = 0; i < 2; i++) {
+        arch_key(key, sizeof key, cfg, factor_keys[i]);
+        if (assay_gguf_find_key(g, key) >= 0) {
+            float factor;
+            enum assay_status st = assay_gguf_get_f32(g, key, &factor, diag);
+            if (st != ASSAY_OK) {
+                return st;
+            }
+            if (!(factor == 0.0f || (factor > 0.0f && isfinite(factor)))) {
+                assay_diag_set(diag, path, key, "0 (none) or a finite number > 0", "%g",
+                               (double)factor);
+                return ASSAY_ERR_INVALID;
+            }
+            cfg->rope_scale = none ? 0.0f : factor;
+            break;
+        }
+    }
+    arch_key(key, sizeof key, cfg, "rope.scaling.attn_factor");
+    if (assay_gguf_find_key(g, key) >= 0) {
+        float attn_factor;
+        enum assay_status st = assay_gguf_get_f32(g, key, &attn_factor, diag);
+        if (st != ASSAY_OK) {
+            return st;
+        }
+        if (attn_factor != 1.0f) {
+            assay_diag_set(diag, path, key, "1 (no attention scaling)", "%g", (double)attn_factor);
+            return ASSAY_ERR_UNSUPPORTED;
+        }
+    }
+    return ASSAY_OK;
+}
+
 /* Read the configuration from the metadata. */
 static enum assay_status read_config(const struct assay_gguf *g, const char *path,
                                      struct assay_model_config *cfg, struct assay_diag *diag)
@@ -146,8 +265,13 @@ static enum assay_status read_config(const struct assay_gguf *g, const char *pat
     if (st != ASSAY_OK) {
         return st;
     }
-    if (arch_len != 5 || strcmp(arch, "llama") != 0) {
-        assay_diag_set(diag, path, "general.architecture", "\"llama\"", "\"%s\"", arch);
+    if (strlen(arch) == arch_len && strcmp(arch, "llama") == 0) {
+        cfg->arch = ASSAY_ARCH_LLAMA;
+    } else if (strlen(arch) == arch_len && strcmp(arch, "qwen2") == 0) {
+        cfg->arch = ASSAY_ARCH_QWEN2;
+    } else {
+        assay_diag_set(diag, path, "general.architecture", "\"llama\" or \"qwen2\"", "\"%s\"",
+                       arch);
         return ASSAY_ERR_UNSUPPORTED;
     }
     if (assay_gguf_find_key(g, "general.name") >= 0) {
@@ -160,65 +284,87 @@ static enum assay_status read_config(const struct assay_gguf *g, const char *pat
     } else {
         snprintf(cfg->name, sizeof cfg->name, "gguf");
     }
+    char key[96];
     const struct {
-        const char *key;
+        const char *suffix;
         int32_t *out;
     } dims[] = {
-        {"llama.block_count", &cfg->n_layer},
-        {"llama.embedding_length", &cfg->d_model},
-        {"llama.attention.head_count", &cfg->n_head},
-        {"llama.rope.dimension_count", &cfg->head_dim},
-        {"llama.feed_forward_length", &cfg->d_ff},
-        {"llama.context_length", &cfg->n_ctx},
+        {"block_count", &cfg->n_layer},
+        {"embedding_length", &cfg->d_model},
+        {"attention.head_count", &cfg->n_head},
+        {"feed_forward_length", &cfg->d_ff},
+        {"context_length", &cfg->n_ctx},
     };
     for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
-        st = get_dim(g, path, dims[i].key, dims[i].out, diag);
+        st = get_dim(g, path, arch_key(key, sizeof key, cfg, dims[i].suffix), dims[i].out, diag);
         if (st != ASSAY_OK) {
             return st;
         }
     }
-    /* Without head_count_kv there is no grouping (GGUF spec). */
-    cfg->n_kv_head = cfg->n_head;
-    if (assay_gguf_find_key(g, "llama.attention.head_count_kv") >= 0) {
-        st = get_dim(g, path, "llama.attention.head_count_kv", &cfg->n_kv_head, diag);
+    /* A head is embedding_length / head_count wide unless key_length says
+     * otherwise, and RoPE turns all of it unless rope.dimension_count says
+     * otherwise (llama.cpp's defaults). */
+    if (cfg->n_head > 0) {
+        cfg->head_dim = cfg->d_model / cfg->n_head;
+    }
+    arch_key(key, sizeof key, cfg, "attention.key_length");
+    if (assay_gguf_find_key(g, key) >= 0) {
+        st = get_dim(g, path, key, &cfg->head_dim, diag);
         if (st != ASSAY_OK) {
             return st;
         }
     }
-    /* Heads whose keys or values are not head_dim wide, or a partial
-     * rotation, are not this model. */
-    const char *lengths[] = {"llama.attention.key_length", "llama.attention.value_length"};
+    const char *lengths[] = {"attention.value_length", "rope.dimension_count"};
     for (size_t i = 0; i < 2; i++) {
-        if (assay_gguf_find_key(g, lengths[i]) >= 0) {
+        arch_key(key, sizeof key, cfg, lengths[i]);
+        if (assay_gguf_find_key(g, key) >= 0) {
             int32_t len;
-            st = get_dim(g, path, lengths[i], &len, diag);
+            st = get_dim(g, path, key, &len, diag);
             if (st != ASSAY_OK) {
                 return st;
             }
-            if (len != cfg->head_dim) {
-                assay_diag_set(diag, path, lengths[i],
-                               "llama.rope.dimension_count (rotation of the whole head)",
-                               "%d (rope.dimension_count %d)", (int)len, (int)cfg->head_dim);
+            if (len != cfg->head_dim && cfg->head_dim > 0) { /* 0: validation names the cause */
+                /* Heads whose values are not as wide as their keys, or a
+                 * partial rotation, are not this model. */
+                assay_diag_set(diag, path, key, "the head size (a rotation of the whole head)",
+                               "%d (head size %d)", (int)len, (int)cfg->head_dim);
                 return ASSAY_ERR_UNSUPPORTED;
             }
         }
     }
-    st = assay_gguf_get_f32(g, "llama.attention.layer_norm_rms_epsilon", &cfg->norm_eps, diag);
+    /* Without head_count_kv there is no grouping (GGUF spec). */
+    cfg->n_kv_head = cfg->n_head;
+    arch_key(key, sizeof key, cfg, "attention.head_count_kv");
+    if (assay_gguf_find_key(g, key) >= 0) {
+        st = get_dim(g, path, key, &cfg->n_kv_head, diag);
+        if (st != ASSAY_OK) {
+            return st;
+        }
+    }
+    arch_key(key, sizeof key, cfg, "attention.layer_norm_rms_epsilon");
+    st = assay_gguf_get_f32(g, key, &cfg->norm_eps, diag);
     if (st != ASSAY_OK) {
         return st;
     }
     /* llama.cpp's default when the key is absent. */
     cfg->rope_theta = 10000.0f;
-    if (assay_gguf_find_key(g, "llama.rope.freq_base") >= 0) {
-        st = assay_gguf_get_f32(g, "llama.rope.freq_base", &cfg->rope_theta, diag);
+    arch_key(key, sizeof key, cfg, "rope.freq_base");
+    if (assay_gguf_find_key(g, key) >= 0) {
+        st = assay_gguf_get_f32(g, key, &cfg->rope_theta, diag);
         if (st != ASSAY_OK) {
             return st;
         }
     }
-    bool has_vocab = assay_gguf_find_key(g, "llama.vocab_size") >= 0;
+    st = read_rope_scaling(g, path, cfg, diag);
+    if (st != ASSAY_OK) {
+        return st;
+    }
+    char vocab_key[32];
+    arch_key(vocab_key, sizeof vocab_key, cfg, "vocab_size");
+    bool has_vocab = assay_gguf_find_key(g, vocab_key) >= 0;
     bool has_tokens = assay_gguf_find_key(g, "tokenizer.ggml.tokens") >= 0;
     if (has_vocab) {
-        st = get_dim(g, path, "llama.vocab_size", &cfg->vocab, diag);
+        st = get_dim(g, path, vocab_key, &cfg->vocab, diag);
         if (st != ASSAY_OK) {
             return st;
         }
@@ -230,8 +376,8 @@ static enum assay_status read_config(const struct assay_gguf *g, const char *pat
             return st;
         }
         if (has_vocab && n != (uint64_t)cfg->vocab) {
-            char expected[96];
-            snprintf(expected, sizeof expected, "%d tokens (llama.vocab_size)", (int)cfg->vocab);
+            char expected[128];
+            snprintf(expected, sizeof expected, "%d tokens (%s)", (int)cfg->vocab, vocab_key);
             assay_diag_set(diag, path, "tokenizer.ggml.tokens", expected, "%" PRIu64, n);
             return ASSAY_ERR_PARSE;
         }
@@ -245,8 +391,9 @@ static enum assay_status read_config(const struct assay_gguf *g, const char *pat
         }
     }
     if (!has_vocab && !has_tokens) {
-        assay_diag_set(diag, path, "llama.vocab_size",
-                       "llama.vocab_size or tokenizer.ggml.tokens", "neither key");
+        char expected[128];
+        snprintf(expected, sizeof expected, "%s or tokenizer.ggml.tokens", vocab_key);
+        assay_diag_set(diag, path, vocab_key, expected, "neither key");
         return ASSAY_ERR_NOT_FOUND;
     }
     return ASSAY_OK;
@@ -379,6 +526,11 @@ static enum assay_status read_tensors(const struct assay_gguf *g, const char *pa
                                isnan(e.data[i]) ? "NaN" : (e.data[i] > 0 ? "+Inf" : "-Inf"), i);
                 return ASSAY_ERR_PARSE;
             }
+            if (e.data == m->rope_freqs && !(e.data[i] > 0.0f)) {
+                assay_diag_set(diag, path, e.name, "positive frequency divisors",
+                               "%g at element %" PRId64, (double)e.data[i], i);
+                return ASSAY_ERR_PARSE;
+            }
         }
     }
     /* Every expected name was found and names are unique, so any more
@@ -388,8 +540,9 @@ static enum assay_status read_tensors(const struct assay_gguf *g, const char *pa
             const struct assay_gguf_tensor *t = assay_gguf_tensor_at(g, i);
             if (!is_known_tensor(&m->cfg, t->name)) {
                 char expected[128];
-                snprintf(expected, sizeof expected, "only the %zu tensors of a %d-layer %sllama model",
-                         n, (int)m->cfg.n_layer, m->tied ? "tied " : "");
+                snprintf(expected, sizeof expected, "only the %zu tensors of a %d-layer %s%s%s model",
+                         n, (int)m->cfg.n_layer, m->tied ? "tied " : "",
+                         m->cfg.qkv_bias ? "biased " : "", assay_arch_name(m->cfg.arch));
                 assay_diag_set(diag, path, t->name, expected, "unknown tensor %s", t->name);
                 return ASSAY_ERR_PARSE;
             }
@@ -409,6 +562,11 @@ static enum assay_status load_parsed(const struct assay_gguf *g, const char *pat
      * token embedding. */
     bool tied = assay_gguf_find_tensor(g, "output.weight") == NULL;
     enum assay_status st = read_config(g, path, &cfg, diag);
+    /* Biases and RoPE frequency divisors are optional tensors (llama.cpp
+     * loads them when present): layer 0's q bias decides for every bias
+     * of every layer. */
+    cfg.qkv_bias = assay_gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL;
+    cfg.rope_freqs = assay_gguf_find_tensor(g, "rope_freqs.weight") != NULL;
     if (st == ASSAY_OK) {
         st = assay_model_config_validate(&cfg, diag);
         if (st != ASSAY_OK && diag != NULL) {
@@ -546,7 +704,9 @@ static enum assay_status add_tokenizer(struct assay_gguf_writer *w, int32_t voca
 
 static enum assay_status add_metadata(struct assay_gguf_writer *w, const struct assay_model_config *c)
 {
-    enum assay_status st = assay_gguf_writer_add_string(w, "general.architecture", "llama");
+    char key[96];
+    enum assay_status st =
+        assay_gguf_writer_add_string(w, "general.architecture", assay_arch_name(c->arch));
     if (st == ASSAY_OK) {
         st = assay_gguf_writer_add_string(w, "general.name", c->name);
     }
@@ -554,38 +714,52 @@ static enum assay_status add_metadata(struct assay_gguf_writer *w, const struct 
         st = assay_gguf_writer_add_u32(w, "general.file_type", 0); /* ALL_F32 */
     }
     const struct {
-        const char *key;
+        const char *suffix;
         int32_t value;
     } dims[] = {
-        {"llama.context_length", c->n_ctx},
-        {"llama.embedding_length", c->d_model},
-        {"llama.block_count", c->n_layer},
-        {"llama.feed_forward_length", c->d_ff},
-        {"llama.attention.head_count", c->n_head},
-        {"llama.attention.head_count_kv", c->n_kv_head},
+        {"context_length", c->n_ctx},
+        {"embedding_length", c->d_model},
+        {"block_count", c->n_layer},
+        {"feed_forward_length", c->d_ff},
+        {"attention.head_count", c->n_head},
+        {"attention.head_count_kv", c->n_kv_head},
     };
     for (size_t i = 0; i < sizeof dims / sizeof dims[0] && st == ASSAY_OK; i++) {
-        st = assay_gguf_writer_add_u32(w, dims[i].key, (uint32_t)dims[i].value);
+        st = assay_gguf_writer_add_u32(w, arch_key(key, sizeof key, c, dims[i].suffix),
+                                       (uint32_t)dims[i].value);
     }
     if (st == ASSAY_OK) {
-        st = assay_gguf_writer_add_f32(w, "llama.attention.layer_norm_rms_epsilon", c->norm_eps);
+        st = assay_gguf_writer_add_f32(
+            w, arch_key(key, sizeof key, c, "attention.layer_norm_rms_epsilon"), c->norm_eps);
     }
     /* llama.cpp takes a head to be d_model / n_head wide unless told. */
     if (st == ASSAY_OK && (int64_t)c->n_head * c->head_dim != c->d_model) {
-        st = assay_gguf_writer_add_u32(w, "llama.attention.key_length", (uint32_t)c->head_dim);
+        st = assay_gguf_writer_add_u32(w, arch_key(key, sizeof key, c, "attention.key_length"),
+                                       (uint32_t)c->head_dim);
         if (st == ASSAY_OK) {
-            st = assay_gguf_writer_add_u32(w, "llama.attention.value_length",
-                                           (uint32_t)c->head_dim);
+            st = assay_gguf_writer_add_u32(
+                w, arch_key(key, sizeof key, c, "attention.value_length"), (uint32_t)c->head_dim);
         }
     }
     if (st == ASSAY_OK) {
-        st = assay_gguf_writer_add_u32(w, "llama.rope.dimension_count", (uint32_t)c->head_dim);
+        st = assay_gguf_writer_add_u32(w, arch_key(key, sizeof key, c, "rope.dimension_count"),
+                                       (uint32_t)c->head_dim);
     }
     if (st == ASSAY_OK) {
-        st = assay_gguf_writer_add_f32(w, "llama.rope.freq_base", c->rope_theta);
+        st = assay_gguf_writer_add_f32(w, arch_key(key, sizeof key, c, "rope.freq_base"),
+                                       c->rope_theta);
+    }
+    if (st == ASSAY_OK && c->rope_scale != 0.0f) {
+        st = assay_gguf_writer_add_string(w, arch_key(key, sizeof key, c, "rope.scaling.type"),
+                                          "linear");
+        if (st == ASSAY_OK) {
+            st = assay_gguf_writer_add_f32(
+                w, arch_key(key, sizeof key, c, "rope.scaling.factor"), c->rope_scale);
+        }
     }
     if (st == ASSAY_OK) {
-        st = assay_gguf_writer_add_u32(w, "llama.vocab_size", (uint32_t)c->vocab);
+        st = assay_gguf_writer_add_u32(w, arch_key(key, sizeof key, c, "vocab_size"),
+                                       (uint32_t)c->vocab);
     }
     if (st == ASSAY_OK) {
         st = add_tokenizer(w, c->vocab);

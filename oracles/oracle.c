@@ -117,19 +117,36 @@ static void rmsnorm(double *y, const double *x, const float *w, int32_t d, doubl
     }
 }
 
-/* RoPE with llama.cpp's "normal" layout: the adjacent pair (2i, 2i+1) of
- * each head turns by pos * theta^(-2i / head_dim). */
-static void rope(double *x, int32_t n_heads, int32_t head_dim, int32_t pos, double theta)
+/* RoPE as engine/model.h defines it: pair i of each head turns by
+ * pos / scale * theta^(-2i / head_dim) / freqs[i]. The pair is (2i, 2i+1)
+ * in llama's layout and (i, i + head_dim/2) in qwen2's (llama.cpp's NEOX). */
+static void rope(double *x, int32_t n_heads, int32_t pos, const struct assay_model *m)
 {
+    const struct assay_model_config *c = &m->cfg;
+    const int32_t head_dim = c->head_dim, half = head_dim / 2;
+    const double scale = c->rope_scale != 0.0f ? c->rope_scale : 1.0;
+    const bool neox = c->arch == ASSAY_ARCH_QWEN2;
     for (int32_t h = 0; h < n_heads; h++) {
         double *v = x + (int64_t)h * head_dim;
-        for (int32_t i = 0; i < head_dim / 2; i++) {
-            double angle = pos * pow(theta, -2.0 * i / head_dim);
-            double c = cos(angle), s = sin(angle);
-            double x0 = v[2 * i], x1 = v[2 * i + 1];
-            v[2 * i] = x0 * c - x1 * s;
-            v[2 * i + 1] = x0 * s + x1 * c;
+        for (int32_t i = 0; i < half; i++) {
+            double angle = pos / scale * pow(c->rope_theta, -2.0 * i / head_dim);
+            if (m->rope_freqs != NULL) {
+                angle /= m->rope_freqs[i];
+            }
+            double co = cos(angle), si = sin(angle);
+            int32_t a = neox ? i : 2 * i, b = neox ? i + half : 2 * i + 1;
+            double x0 = v[a], x1 = v[b];
+            v[a] = x0 * co - x1 * si;
+            v[b] = x0 * si + x1 * co;
         }
+    }
+}
+
+/* y += b, for a bias b that may be absent. */
+static void add_bias(double *y, const float *b, int32_t n)
+{
+    for (int32_t i = 0; b != NULL && i < n; i++) {
+        y[i] += b[i];
     }
 }
 
@@ -149,7 +166,7 @@ enum assay_status assay_oracle_logits(struct assay_oracle *o, const int32_t *tok
     const int32_t d = c->d_model, hd = c->head_dim;
     const int32_t qd = c->n_head * hd, kvd = c->n_kv_head * hd;
     const int32_t group = c->n_head / c->n_kv_head;
-    const double eps = c->norm_eps, theta = c->rope_theta;
+    const double eps = c->norm_eps;
 
     for (int32_t t = 0; t < n; t++) {
         for (int32_t i = 0; i < d; i++) {
@@ -165,8 +182,11 @@ enum assay_status assay_oracle_logits(struct assay_oracle *o, const int32_t *tok
             matvec(o->q + (int64_t)t * qd, w->wq, xn, qd, d);
             matvec(o->k + (int64_t)t * kvd, w->wk, xn, kvd, d);
             matvec(o->v + (int64_t)t * kvd, w->wv, xn, kvd, d);
-            rope(o->q + (int64_t)t * qd, c->n_head, hd, t, theta);
-            rope(o->k + (int64_t)t * kvd, c->n_kv_head, hd, t, theta);
+            add_bias(o->q + (int64_t)t * qd, w->bq, qd);
+            add_bias(o->k + (int64_t)t * kvd, w->bk, kvd);
+            add_bias(o->v + (int64_t)t * kvd, w->bv, kvd);
+            rope(o->q + (int64_t)t * qd, c->n_head, t, m);
+            rope(o->k + (int64_t)t * kvd, c->n_kv_head, t, m);
         }
         for (int32_t t = 0; t < n; t++) {
             for (int32_t h = 0; h < c->n_head; h++) {
