@@ -292,7 +292,7 @@ static void llama31_rope_freqs(float *out, const struct assay_model_config *c)
 
 struct assay_model_init_params assay_model_init_default_params(void)
 {
-    struct assay_model_init_params p = {ASSAY_INIT_QK_GAIN, ASSAY_INIT_OUT_GAIN};
+    struct assay_model_init_params p = {ASSAY_INIT_QK_GAIN, ASSAY_INIT_OUT_GAIN, false};
     return p;
 }
 
@@ -313,7 +313,7 @@ enum assay_status assay_model_init_random_params(struct assay_model **out,
         return ASSAY_ERR_INVALID;
     }
     struct assay_model *m;
-    enum assay_status st = assay_model_alloc(&m, cfg, false);
+    enum assay_status st = assay_model_alloc(&m, cfg, params.tied);
     if (st != ASSAY_OK) {
         *out = NULL;
         return st;
@@ -323,7 +323,10 @@ enum assay_status assay_model_init_random_params(struct assay_model **out,
     int64_t kv = (int64_t)c->n_kv_head * c->head_dim, ff = c->d_ff;
     float sd = 1.0f / sqrtf((float)d);
     uint32_t tensor = 0;
-    fill_gaussian(m->tok_embd, (int64_t)c->vocab * d, 1.0f, seed, tensor++);
+    if (!params.tied) {
+        fill_gaussian(m->tok_embd, (int64_t)c->vocab * d, 1.0f, seed, tensor);
+    }
+    tensor++;
     for (int32_t l = 0; l < c->n_layer; l++) {
         struct assay_layer_weights *w = &m->layers[l];
         fill_const(w->attn_norm, d, 1.0f);

@@ -164,6 +164,9 @@ enum assay_status assay_model_init_random(struct assay_model **out,
 struct assay_model_init_params {
     float qk_gain;  /* wq, wk: standard deviation qk_gain / sqrt(d_model) */
     float out_gain; /* output: standard deviation out_gain / sqrt(d_model) */
+    bool tied;      /* tied embeddings: one tensor, drawn as output is, serves
+                     * as token_embd and output (the other tensors are drawn
+                     * as in the untied model) */
 };
 
 /* ASSAY_INIT_QK_GAIN and ASSAY_INIT_OUT_GAIN: assay_model_init_random's. */

@@ -11,7 +11,9 @@
  * comma-separated list of key=value:
  *   d_model, layers, heads, d_ff, vocab        required
  *   kv_heads (default heads), head_dim (default d_model / heads),
- *   ctx (2048), norm_eps (1e-5), rope_theta (10000)
+ *   ctx (2048), norm_eps (1e-5), rope_theta (10000), rope_scale (none),
+ *   arch (llama or qwen2), bias (0 or 1: q/k/v biases), tied (0 or 1),
+ *   rope_freqs (0 or 1: llama 3.1's RoPE frequency divisors)
  * e.g. d_model=768,layers=12,heads=12,kv_heads=3,head_dim=64,d_ff=2048,vocab=32000
  *
  * The weights are the documented random initialisation (engine/model.h)
@@ -76,7 +78,7 @@ static void usage(const char *argv0)
             " [--measure P]\n"
             "  MODEL: tinygpt, draft, mini, mini-draft\n"
             "  SHAPE keys: d_model layers heads d_ff vocab (required), kv_heads head_dim ctx"
-            " norm_eps rope_theta\n",
+            " norm_eps rope_theta rope_scale rope_freqs arch bias tied\n",
             argv0, argv0);
 }
 
@@ -121,8 +123,9 @@ static int parse_float(const char *what, const char *s, float *out)
 }
 
 /* Fill cfg from "k=v,k=v"; 0, or -1 with the reason on stderr. */
-static int parse_shape(const char *shape, struct assay_model_config *cfg)
+static int parse_shape(const char *shape, struct assay_model_config *cfg, bool *tied)
 {
+    *tied = false;
     memset(cfg, 0, sizeof *cfg);
     cfg->n_kv_head = -1;
     cfg->head_dim = -1;
@@ -182,10 +185,35 @@ static int parse_shape(const char *shape, struct assay_model_config *cfg)
             if (parse_float(what, value, &cfg->rope_theta) != 0) {
                 return -1;
             }
+        } else if (strcmp(key, "rope_scale") == 0) {
+            if (parse_float(what, value, &cfg->rope_scale) != 0) {
+                return -1;
+            }
+        } else if (strcmp(key, "arch") == 0) {
+            if (strcmp(value, "llama") == 0) {
+                cfg->arch = ASSAY_ARCH_LLAMA;
+            } else if (strcmp(value, "qwen2") == 0) {
+                cfg->arch = ASSAY_ARCH_QWEN2;
+            } else {
+                fprintf(stderr, "export_gguf: %s: expected llama or qwen2, got \"%s\"\n", what,
+                        value);
+                return -1;
+            }
+        } else if (strcmp(key, "bias") == 0 || strcmp(key, "tied") == 0 ||
+                   strcmp(key, "rope_freqs") == 0) {
+            bool *flag = strcmp(key, "bias") == 0   ? &cfg->qkv_bias
+                         : strcmp(key, "tied") == 0 ? tied
+                                                    : &cfg->rope_freqs;
+            if (strcmp(value, "0") != 0 && strcmp(value, "1") != 0) {
+                fprintf(stderr, "export_gguf: %s: expected 0 or 1, got \"%s\"\n", what, value);
+                return -1;
+            }
+            *flag = value[0] == '1';
         } else {
             fprintf(stderr,
                     "export_gguf: --shape: unknown key \"%s\" (expected d_model, layers, heads,"
-                    " kv_heads, head_dim, d_ff, vocab, ctx, norm_eps or rope_theta)\n",
+                    " kv_heads, head_dim, d_ff, vocab, ctx, norm_eps, rope_theta, rope_scale,"
+                    " rope_freqs, arch, bias or tied)\n",
                     key);
             return -1;
         }
@@ -206,7 +234,8 @@ static int parse_shape(const char *shape, struct assay_model_config *cfg)
         }
         cfg->head_dim = cfg->d_model / cfg->n_head;
     }
-    snprintf(cfg->name, sizeof cfg->name, "random-d%d-l%d-h%d-kv%d-hd%d", (int)cfg->d_model,
+    snprintf(cfg->name, sizeof cfg->name, "%s-d%d-l%d-h%d-kv%d-hd%d",
+             cfg->arch == ASSAY_ARCH_QWEN2 ? "qwen2" : "random", (int)cfg->d_model,
              (int)cfg->n_layer, (int)cfg->n_head, (int)cfg->n_kv_head, (int)cfg->head_dim);
     struct assay_diag diag;
     assay_diag_clear(&diag);
@@ -461,7 +490,7 @@ int main(int argc, char **argv)
     }
     struct assay_model_config cfg;
     if (a.shape != NULL) {
-        if (parse_shape(a.shape, &cfg) != 0) {
+        if (parse_shape(a.shape, &cfg, &a.init.tied) != 0) {
             return 2;
         }
     } else if (assay_model_config_by_name(a.model, &cfg) != ASSAY_OK) {
@@ -488,7 +517,7 @@ int main(int argc, char **argv)
     printf("%s %s seed %llu sha256 %s\n", a.out, cfg.name, (unsigned long long)a.seed, m->sha256);
     if (a.shape != NULL || a.gain_set || a.measure > 0) {
         printf("%lld parameters, output gain %g, query/key gain %g\n",
-               (long long)assay_model_config_n_params(&cfg), (double)a.init.out_gain,
+               (long long)m->n_floats, (double)a.init.out_gain,
                (double)a.init.qk_gain);
     }
     fflush(stdout);
