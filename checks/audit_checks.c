@@ -279,6 +279,59 @@ static int cmp_desc(const void *x, const void *y)
     return a < b ? 1 : a > b ? -1 : 0;
 }
 
+/* The |server - oracle| logprob differences of a run, for their
+ * distribution. */
+struct diffs {
+    double *v;
+    int64_t n, cap;
+};
+
+static bool diffs_push(struct diffs *d, double x)
+{
+    if (d->n == d->cap) {
+        int64_t cap = d->cap > 0 ? 2 * d->cap : 1024;
+        double *v = assay_realloc(d->v, sizeof(double) * (size_t)cap);
+        if (v == NULL) {
+            return false;
+        }
+        d->v = v;
+        d->cap = cap;
+    }
+    d->v[d->n++] = x;
+    return true;
+}
+
+/* Nearest-rank quantile q of the sorted (ascending) values. */
+static double sorted_quantile(const double *v, int64_t n, double q)
+{
+    int64_t rank = (int64_t)ceil(q * (double)n);
+    return v[rank < 1 ? 0 : rank - 1];
+}
+
+static int cmp_asc(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b ? 1 : 0;
+}
+
+/* Count, largest, median, 99th percentile and mean into res (sorts d). */
+static void diffs_summarise(struct diffs *d, struct assay_check_result *res)
+{
+    res->n_logprobs = d->n;
+    if (d->n == 0) {
+        return;
+    }
+    qsort(d->v, (size_t)d->n, sizeof(double), cmp_asc);
+    double sum = 0.0;
+    for (int64_t i = 0; i < d->n; i++) {
+        sum += d->v[i];
+    }
+    res->logprob_diff_max = d->v[d->n - 1];
+    res->logprob_diff_median = sorted_quantile(d->v, d->n, 0.5);
+    res->logprob_diff_p99 = sorted_quantile(d->v, d->n, 0.99);
+    res->logprob_diff_mean = sum / (double)d->n;
+}
+
 static enum assay_status check_logprobs(struct assay_audit *a, const struct assay_plan_item *item,
                                         struct assay_check_result *res)
 {
@@ -326,6 +379,7 @@ static enum assay_status check_logprobs(struct assay_audit *a, const struct assa
              (int)w->n, (int)n_probes, (int)n_probs);
     struct lp_store s;
     memset(&s, 0, sizeof s);
+    struct diffs diffs = {NULL, 0, 0};
     struct assay_transcript *t = NULL;
     double *lsm = assay_malloc(sizeof(double) * (size_t)v);
     double *sorted = assay_malloc(sizeof(double) * (size_t)v);
@@ -355,7 +409,11 @@ static enum assay_status check_logprobs(struct assay_audit *a, const struct assa
     int64_t n_compared = 0;
     int32_t n_eos = 0, n_eos_other = 0, n_short = 0;
     int32_t worst_req = -1, worst_pos = -1;
-    for (int32_t i = 0; i < w->n && res->verdict == ASSAY_VERDICT_PASS; i++) {
+    /* Every position of every request is measured, after a failure too:
+     * the statistics of the differences are the measurement a format's
+     * budget is set from, and the first failure's reason stands. */
+    int64_t n_positions = 0, n_top1 = 0, n_diverged = 0;
+    for (int32_t i = 0; i < w->n; i++) {
         const struct assay_workload_request *wr = &w->reqs[i];
         const struct assay_transcript_req *q = &t->reqs[i];
         const double *rows = NULL;
@@ -398,6 +456,8 @@ static enum assay_status check_logprobs(struct assay_audit *a, const struct assa
                 n_eos_other++;
                 best = other;
             }
+            n_positions++;
+            n_top1 += mine == best;
             if (mine != best) {
                 /* The reference row: the oracle's, without EOS where the
                  * server bans it (sorted is free scratch until below). */
@@ -414,13 +474,13 @@ static enum assay_status check_logprobs(struct assay_audit *a, const struct assa
                         res->max_tie_gap = gap;
                     }
                 } else {
+                    n_diverged++;
                     assay_check_fail(
                         res,
                         "request %llu, output position %d: server token %d (oracle logit "
                         "%.6f), oracle token %d (%.6f): gap %.6f > tie tolerance %g",
                         (unsigned long long)wr->id, (int)pos, (int)mine, row[mine], (int)best,
                         row[best], gap, ASSAY_EQUIV_TIE_TOL);
-                    break;
                 }
             }
             /* The logprobs of this position. */
@@ -453,6 +513,10 @@ static enum assay_status check_logprobs(struct assay_audit *a, const struct assa
                     break;
                 }
                 double d = fabs(e->logprob - lsm[e->token]);
+                if (!diffs_push(&diffs, d)) {
+                    st = ASSAY_ERR_NOMEM;
+                    goto out;
+                }
                 n_compared++;
                 if (d > max_diff) {
                     max_diff = d;
@@ -484,13 +548,16 @@ static enum assay_status check_logprobs(struct assay_audit *a, const struct assa
                          "compared with the oracle's log-softmax",
                          (int)n_probs);
     }
+    diffs_summarise(&diffs, res);
+    res->top1_agreement = n_positions > 0 ? (double)n_top1 / (double)n_positions : NAN;
     snprintf(res->summary, sizeof res->summary,
-             "%lld tokens, %d greedy requests; %lld top logprobs: largest |server - oracle| "
-             "%.3g (request %d, position %d), tolerance %g; %d ties; %d positions short of %d "
-             "logprobs; argmax EOS at %d positions, the next best taken at %d",
+             "%lld tokens, %d greedy requests; %lld top logprobs, |server - oracle| max %.3g "
+             "(request %d, position %d), median %.2g, p99 %.2g, tolerance %g; top-1 %lld/%lld "
+             "(%lld beyond the tie rule, %d ties); %d short of %d; EOS argmax %d",
              (long long)res->n_tokens, (int)w->n, (long long)n_compared, max_diff, (int)worst_req,
-             (int)worst_pos, ASSAY_AUDIT_LOGPROB_TOL, (int)res->n_ties, (int)n_short, (int)n_probs,
-             (int)n_eos, (int)n_eos_other);
+             (int)worst_pos, res->logprob_diff_median, res->logprob_diff_p99,
+             ASSAY_AUDIT_LOGPROB_TOL, (long long)n_top1, (long long)n_positions,
+             (long long)n_diverged, (int)res->n_ties, (int)n_short, (int)n_probs, (int)n_eos);
     if (n_compared > 0) {
         assay_audit_note(
             a,
@@ -523,6 +590,7 @@ out:
     assay_free(s.rec);
     assay_free(lsm);
     assay_free(sorted);
+    assay_free(diffs.v);
     return st;
 }
 

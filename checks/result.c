@@ -36,6 +36,11 @@ void assay_check_result_init(struct assay_check_result *r, const char *name,
     r->tie_tol = NAN;
     r->max_tie_gap = NAN;
     r->max_logit_diff = NAN;
+    r->logprob_diff_max = NAN;
+    r->logprob_diff_median = NAN;
+    r->logprob_diff_p99 = NAN;
+    r->logprob_diff_mean = NAN;
+    r->top1_agreement = NAN;
     r->alpha = NAN;
     r->statistic = NAN;
     r->p_value = NAN;

@@ -41,6 +41,15 @@ struct assay_check_result {
     double tie_tol;
     double max_tie_gap;     /* largest oracle logit gap accepted as a tie */
     double max_logit_diff;  /* largest |engine - oracle| logit (NaN: engine exposes none) */
+    /* top logprobs against the oracle's log-softmax (NaN/0: not compared):
+     * |server - oracle| over every value returned */
+    int64_t n_logprobs;
+    double logprob_diff_max;
+    double logprob_diff_median;
+    double logprob_diff_p99;
+    double logprob_diff_mean;
+    double top1_agreement;  /* share of positions whose greedy token is the
+                             * oracle's argmax */
     /* distributional */
     double alpha;
     double statistic;

@@ -104,6 +104,15 @@ enum assay_status assay_report_check_json(const struct assay_check_result *r, cJ
                  assay_json_add_num(f, "n_tokens", (double)r->n_tokens) && assay_json_add_num(f, "n_ties", r->n_ties) &&
                  assay_json_add_num(f, "tie_tol", r->tie_tol) && assay_json_add_num(f, "max_tie_gap", r->max_tie_gap) &&
                  assay_json_add_num(f, "max_logit_diff", r->max_logit_diff);
+            if (ok && r->n_logprobs > 0) {
+                cJSON *lp = cJSON_AddObjectToObject(f, "logprobs");
+                ok = lp != NULL && assay_json_add_num(lp, "n", (double)r->n_logprobs) &&
+                     assay_json_add_num(lp, "max_diff", r->logprob_diff_max) &&
+                     assay_json_add_num(lp, "median_diff", r->logprob_diff_median) &&
+                     assay_json_add_num(lp, "p99_diff", r->logprob_diff_p99) &&
+                     assay_json_add_num(lp, "mean_diff", r->logprob_diff_mean) &&
+                     assay_json_add_num(lp, "top1_agreement", r->top1_agreement);
+            }
             break;
         case ASSAY_FAMILY_DISTRIBUTIONAL:
             ok = assay_json_add_num(f, "alpha", r->alpha) && assay_json_add_num(f, "n", (double)r->n) &&
@@ -217,6 +226,20 @@ char *assay_report_check_figures(const cJSON *c, char *buf, size_t size)
                  assay_text_num(d, sizeof d, assay_json_num(c, "figures.n_ties"), 6),
                  assay_text_num(e, sizeof e, assay_json_num(c, "figures.max_tie_gap"), 3),
                  assay_text_num(f, sizeof f, assay_json_num(c, "figures.n_tokens"), 12));
+        if (cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c, "figures"),
+                                             "logprobs") != NULL) {
+            size_t used = strlen(buf);
+            snprintf(buf + used, size - used,
+                     "; top logprobs |server - oracle| max %s, median %s, p99 %s over %s, top-1 "
+                     "agreement %s",
+                     assay_text_num(a, sizeof a, assay_json_num(c, "figures.logprobs.max_diff"), 3),
+                     assay_text_num(b2, sizeof b2,
+                                    assay_json_num(c, "figures.logprobs.median_diff"), 3),
+                     assay_text_num(d, sizeof d, assay_json_num(c, "figures.logprobs.p99_diff"), 3),
+                     assay_text_num(e, sizeof e, assay_json_num(c, "figures.logprobs.n"), 12),
+                     assay_text_num(f, sizeof f,
+                                    assay_json_num(c, "figures.logprobs.top1_agreement"), 4));
+        }
     } else if (strcmp(family, "distributional") == 0) {
         snprintf(buf, size, "p %s (Holm %s), n %s, alpha %s, min TV %s at power %s",
                  assay_text_num(a, sizeof a, assay_json_num(c, "figures.p_value"), 3),

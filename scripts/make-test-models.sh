@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Makes the test models: random-weight llama models of realistic shape,
+# Makes the test models: random-weight llama and qwen2 models of realistic
+# shape,
 # written by assay (export_gguf, f32) and converted by llama.cpp's own
 # llama-quantize to the formats llama-server is audited on.
 #
@@ -23,7 +24,7 @@
 #   ASSAY_MODEL_SEED     weights seed (default 1)
 #   ASSAY_MODEL_GAIN     output gain (default: export_gguf's for a shape)
 #   ASSAY_MODEL_TYPES    llama-quantize types (default: F16 BF16 Q8_0 Q4_K_M Q5_K_M Q6_K)
-#   ASSAY_MODEL_NAMES    which models (default: llama-hd64 llama-hd128)
+#   ASSAY_MODEL_NAMES    which models (default: llama-hd64 llama-hd128 qwen2-hd64)
 #   ASSAY_QUANT_THREADS  llama-quantize threads (default 2)
 set -euo pipefail
 
@@ -35,7 +36,7 @@ build="${ASSAY_BUILD:-$repo/build/test}"
 seed="${ASSAY_MODEL_SEED:-1}"
 gain="${ASSAY_MODEL_GAIN:-}"
 types="${ASSAY_MODEL_TYPES:-F16 BF16 Q8_0 Q4_K_M Q5_K_M Q6_K}"
-names="${ASSAY_MODEL_NAMES:-llama-hd64 llama-hd128}"
+names="${ASSAY_MODEL_NAMES:-llama-hd64 llama-hd128 qwen2-hd64}"
 threads="${ASSAY_QUANT_THREADS:-2}"
 
 die() {
@@ -50,11 +51,13 @@ die() {
 
 # name -> shape (export_gguf --shape). head_dim 64 and 128, GQA 4:1,
 # SwiGLU width about 8/3 d_model rounded to 256 (k-quants need rows of a
-# multiple of 256).
+# multiple of 256). qwen2-hd64 is Qwen2-0.5B's kind: q/k/v biases, NEOX
+# RoPE, tied embeddings, its vocabulary of 151936.
 shape_of() {
     case "$1" in
     llama-hd64) echo "d_model=768,layers=12,heads=12,kv_heads=3,head_dim=64,d_ff=2048,vocab=32000,ctx=2048" ;;
     llama-hd128) echo "d_model=1024,layers=12,heads=8,kv_heads=2,head_dim=128,d_ff=2816,vocab=32000,ctx=2048" ;;
+    qwen2-hd64) echo "d_model=768,layers=12,heads=12,kv_heads=3,head_dim=64,d_ff=2048,vocab=151936,ctx=2048,arch=qwen2,bias=1,tied=1,rope_theta=1000000" ;;
     *) return 1 ;;
     esac
 }
@@ -87,7 +90,7 @@ trap 'rm -f "$manifest"' EXIT
 printf '%-12s %-7s %10s %9s  %s\n' model type size seconds file
 
 for name in $names; do
-    shape="$(shape_of "$name")" || die "unknown model '$name' (expected llama-hd64 or llama-hd128)"
+    shape="$(shape_of "$name")" || die "unknown model '$name' (expected llama-hd64, llama-hd128 or qwen2-hd64)"
     args=(--shape "$shape" --seed "$seed")
     [ -n "$gain" ] && args+=(--gain "$gain")
     key="$(printf '%s\n' "format 1" "$shape" "seed $seed" "gain ${gain:-default}" \
