@@ -32,6 +32,9 @@ enum assay_status assay_report_audit_json(const struct assay_audit *a, cJSON *co
               cJSON_AddStringToObject(model, "name", m->cfg.name) != NULL &&
               assay_json_add_num(model, "n_params", (double)m->n_floats) &&
               cJSON_AddStringToObject(model, "weights_sha256", m->sha256) != NULL &&
+              cJSON_AddStringToObject(model, "arch", assay_arch_name(m->cfg.arch)) != NULL &&
+              cJSON_AddStringToObject(model, "tensor_types", m->tensor_types) != NULL &&
+              cJSON_AddBoolToObject(model, "tied", m->tied) != NULL &&
               cJSON_AddStringToObject(o, "bundled_spec", assay_audit_bundled_spec(a)) != NULL &&
               cJSON_AddBoolToObject(o, "quick", p->quick) != NULL &&
               assay_json_add_num(o, "seed", (double)p->seed) &&
@@ -200,6 +203,12 @@ void assay_report_audit_markdown(struct assay_text *t, const cJSON *r)
     assay_text_md(t, assay_json_str(au, "model.path", ""));
     assay_text_puts(t, "` (");
     assay_text_md(t, assay_json_str(au, "model.name", ""));
+    if (assay_json_str(au, "model.arch", NULL) != NULL) {
+        assay_text_puts(t, ", ");
+        assay_text_md(t, assay_json_str(au, "model.arch", ""));
+        assay_text_puts(t, ", stored as ");
+        assay_text_md(t, assay_json_str(au, "model.tensor_types", ""));
+    }
     assay_text_printf(t, ", %.0f parameters, weights sha256 `%.16s…`), checked against the oracle "
                          "(the same weights in double precision) and against the bundled engine `",
                       assay_json_num(au, "model.n_params"),
@@ -338,6 +347,12 @@ void assay_report_audit_html(struct assay_text *t, const cJSON *r)
     assay_text_html(t, assay_json_str(au, "model.path", ""));
     assay_text_puts(t, "</code> (");
     assay_text_html(t, assay_json_str(au, "model.name", ""));
+    if (assay_json_str(au, "model.arch", NULL) != NULL) {
+        assay_text_puts(t, ", ");
+        assay_text_html(t, assay_json_str(au, "model.arch", ""));
+        assay_text_puts(t, ", stored as ");
+        assay_text_html(t, assay_json_str(au, "model.tensor_types", ""));
+    }
     assay_text_printf(t, ", %.0f parameters, weights sha256 <code>", assay_json_num(au, "model.n_params"));
     assay_text_html(t, assay_json_str(au, "model.weights_sha256", ""));
     assay_text_puts(t, "</code>), checked against the oracle (the same weights in double "

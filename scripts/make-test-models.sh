@@ -5,6 +5,7 @@
 # llama-quantize to the formats llama-server is audited on.
 #
 #   make-test-models.sh [OUTDIR]
+#   make-test-models.sh --shape NAME     print NAME's export_gguf --shape
 #
 # OUTDIR defaults to $ASSAY_CACHE/models (ASSAY_CACHE defaults to
 # $XDG_CACHE_HOME/assay or ~/.cache/assay): never the checkout. Each model
@@ -44,8 +45,8 @@ die() {
     exit 1
 }
 
-[ $# -le 1 ] || {
-    echo "usage: $0 [OUTDIR]" >&2
+[ $# -le 1 ] || [ "$1" = --shape ] || {
+    echo "usage: $0 [OUTDIR] | --shape NAME" >&2
     exit 2
 }
 
@@ -61,6 +62,12 @@ shape_of() {
     *) return 1 ;;
     esac
 }
+
+if [ "${1:-}" = --shape ]; then
+    [ $# -eq 2 ] || die "usage: $0 --shape NAME"
+    shape_of "$2" || die "unknown model '$2'"
+    exit 0
+fi
 
 export_bin="$build/suites/export_gguf"
 [ -x "$export_bin" ] || die "no export_gguf at $export_bin (build it: cmake --preset test && cmake --build --preset test --target export_gguf, or set ASSAY_BUILD)"

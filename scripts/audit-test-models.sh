@@ -1,0 +1,220 @@
+#!/usr/bin/env bash
+# Audits llama-server on the generated test models (scripts/make-test-models.sh):
+# for each model and format, starts llama-server on the file with llama.cpp's
+# exact-arithmetic settings (f32 KV cache, no flash attention), runs
+# `assay audit --quick --no-bench` with the checks below, and prints per file
+# the verdicts and the measured top-logprob differences from the oracle.
+# Then the must-fail controls: the F32 server audited against a file that
+# differs from the one it serves only in its RoPE (the base, or qwen2's pair
+# layout read as llama's) must FAIL; and a small RoPE-scaled llama model
+# (llama 3.1's frequency divisors, a linear factor) must pass in F32 and
+# fail against the oracle given either scaling alone.
+#
+#   audit-test-models.sh [OUTDIR]      (OUTDIR as make-test-models.sh's)
+#
+# What must hold (exit 1 otherwise):
+#   - every audit runs to its report (exit 0 or 1, never 2 or a crash), the
+#     report names the file's architecture and tensor types, and the
+#     logprob check measured its differences (count, max, median, p99);
+#   - on F32 every check passes: llama.cpp computes these models exactly
+#     as the oracle does, to the tie tolerance;
+#   - the RoPE-scaled model passes in F32;
+#   - each must-fail control fails its logprob check.
+# On F16 and the quantized formats the verdict is printed, not required:
+# their arithmetic moves logprobs by more than the F32 tolerance, and no
+# budget for it is stated yet; their measured differences are what such a
+# budget will be held against.
+#
+# Environment: as make-test-models.sh, and
+#   ASSAY_AUDIT_MODELS  models (default: llama-hd64 qwen2-hd64)
+#   ASSAY_AUDIT_TYPES   formats (default: F32 F16 Q4_K_M)
+#   ASSAY_AUDIT_CHECKS  audit checks (default: audit.equiv.logprobs
+#                       audit.equiv.alone audit.prop.batch-invariance)
+#   ASSAY_AUDIT_OUT     where reports go (default: $ASSAY_BUILD/scratch-audit-models)
+#   ASSAY_LLAMA_THREADS, ASSAY_LLAMA_NP as llama-server-ctl.sh's
+set -euo pipefail
+
+here="$(cd "$(dirname "$0")" && pwd)"
+repo="$(cd "$here/.." && pwd)"
+cache="${ASSAY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/assay}"
+out="${1:-$cache/models}"
+build="${ASSAY_BUILD:-$repo/build/test}"
+models="${ASSAY_AUDIT_MODELS:-llama-hd64 qwen2-hd64}"
+types="${ASSAY_AUDIT_TYPES:-F32 F16 Q4_K_M}"
+checks="${ASSAY_AUDIT_CHECKS:-audit.equiv.logprobs audit.equiv.alone audit.prop.batch-invariance}"
+reports="${ASSAY_AUDIT_OUT:-$build/scratch-audit-models}"
+assay="$build/assay"
+export ASSAY_OWNER_PID=$$
+
+die() {
+    echo "audit-test-models: $*" >&2
+    exit 2
+}
+
+[ $# -le 1 ] || {
+    echo "usage: $0 [OUTDIR]" >&2
+    exit 2
+}
+[ -x "$assay" ] || die "no assay at $assay (build it, or set ASSAY_BUILD)"
+command -v jq >/dev/null 2>&1 || die "'jq' is required (scripts/setup.sh --audit installs it)"
+
+quantized=""
+for type in $types; do
+    [ "$type" = F32 ] || quantized="$quantized $type"
+done
+ASSAY_MODEL_NAMES="$models" ASSAY_MODEL_TYPES="${quantized# }" \
+    "$here/make-test-models.sh" "$out" >&2
+manifest="$out/manifest.tsv"
+
+rm -rf "$reports"
+mkdir -p "$reports"
+state="$(mktemp -d "${TMPDIR:-/tmp}/assay-audit-models.XXXXXX")"
+trap '"$here/llama-server-ctl.sh" stop "$state" 2>/dev/null; rm -rf "$state"' EXIT
+
+check_args=()
+for c in $checks; do
+    check_args+=(--check "$c")
+done
+
+failures=0
+fail() {
+    echo "FAIL: $*"
+    failures=$((failures + 1))
+}
+
+# audit FILE_SERVED FILE_FOR_ORACLE REPORT_DIR CHECK_ARGS...: prints the
+# audit's exit status; the report is in REPORT_DIR.
+audit() {
+    local served="$1" oracle="$2" dir="$3"
+    shift 3
+    "$here/llama-server-ctl.sh" start "$state" "$served" -ctk f32 -ctv f32 -fa off \
+        >"$state/url" 2>"$state/start.err" || {
+        cat "$state/start.err" >&2
+        echo 99
+        return
+    }
+    local rc=0
+    "$assay" audit --url "$(cat "$state/url")" --model "$oracle" --out "$dir" --quick \
+        --no-bench "$@" >"$dir.log" 2>&1 || rc=$?
+    "$here/llama-server-ctl.sh" stop "$state" >/dev/null 2>&1 || true
+    echo "$rc"
+}
+
+# The figures of a report's logprob check, tab-separated:
+# verdict n max median p99 top1.
+logprob_figures() {
+    jq -r '.checks[] | select(.name == "audit.equiv.logprobs") |
+        [.verdict, (.figures.logprobs.n // "none"), (.figures.logprobs.max_diff // "none"),
+         (.figures.logprobs.median_diff // "none"), (.figures.logprobs.p99_diff // "none"),
+         (.figures.logprobs.top1_agreement // "none")] | @tsv' "$1/report.json"
+}
+
+echo "verdicts: one letter per check (P pass, F fail, S skip, E error), in the order:" \
+    "$checks"
+printf '%-11s %-7s %-4s %-8s %6s %9s %9s %9s %6s %6s\n' model format exit verdicts \
+    values max median p99 top-1 secs
+for name in $models; do
+    for type in $types; do
+        file="$(awk -F'\t' -v n="$name" -v t="$type" '$1 == n && $2 == t { print $3 }' "$manifest")"
+        [ -n "$file" ] || {
+            fail "$name $type: not in $manifest"
+            continue
+        }
+        dir="$reports/$name-$type"
+        start=$(date +%s)
+        rc="$(audit "$file" "$file" "$dir" "${check_args[@]}")"
+        secs=$(($(date +%s) - start))
+        if [ "$rc" != 0 ] && [ "$rc" != 1 ]; then
+            fail "$name $type: assay audit exited $rc (see $dir.log)"
+            tail -n 5 "$dir.log" | sed 's/^/    /'
+            continue
+        fi
+        verdicts=""
+        for c in $checks; do
+            v="$(jq -r --arg c "$c" '.checks[] | select(.name == $c) | .verdict[0:1]' \
+                "$dir/report.json")"
+            verdicts="$verdicts${v:-?}"
+        done
+        IFS=$'\t' read -r _ n max median p99 top1 <<<"$(logprob_figures "$dir")" || true
+        printf '%-11s %-7s %-4s %-8s %6s %9.3g %9.3g %9.3g %6.3f %6s\n' "$name" "$type" "$rc" \
+            "$verdicts" "$n" "$max" "$median" "$p99" "$top1" "$secs" 2>/dev/null ||
+            echo "$name $type $rc $verdicts $n $max $median $p99 $top1 $secs"
+        want_arch="${name%%-*}"
+        arch="$(jq -r '.audit.model.arch' "$dir/report.json")"
+        [ "$arch" = "$want_arch" ] || fail "$name $type: the report says architecture '$arch'"
+        tensor_types="$(jq -r '.audit.model.tensor_types' "$dir/report.json")"
+        want_type="${type%%_[SML]}" # Q4_K_M holds Q4_K (and Q6_K) tensors
+        case "+$tensor_types+" in
+        *"+$want_type+"*) ;;
+        *) fail "$name $type: the report says tensor types '$tensor_types'" ;;
+        esac
+        [ "$n" != none ] && [ "$n" -gt 0 ] 2>/dev/null ||
+            fail "$name $type: the logprob check measured nothing (n '$n')"
+        if [ "$type" = F32 ] && [ "$rc" != 0 ]; then
+            fail "$name F32: a check did not pass (exit $rc)"
+            jq -r '.checks[] | select(.verdict != "PASS") | "    \(.name): \(.failure)"' \
+                "$dir/report.json"
+        fi
+    done
+done
+
+# Must-fail controls: the server serves the F32 file; the oracle is given
+# the same weights with another RoPE.
+shape_of() { "$here/make-test-models.sh" --shape "$1"; }
+for name in $models; do
+    file="$(awk -F'\t' -v n="$name" '$1 == n && $2 == "F32" { print $3 }' "$manifest")"
+    [ -n "$file" ] || continue
+    shape="$(shape_of "$name")"
+    case "$name" in
+    qwen2-*)
+        what="qwen2's pair layout read as llama's"
+        perturbed="${shape/arch=qwen2/arch=llama}"
+        ;;
+    *)
+        what="RoPE base 10000 read as 11000"
+        perturbed="$shape,rope_theta=11000"
+        ;;
+    esac
+    other="$state/perturbed.gguf"
+    "$build/suites/export_gguf" "$other" --shape "$perturbed" --seed "${ASSAY_MODEL_SEED:-1}" \
+        >/dev/null || die "export_gguf could not write the perturbed $name"
+    dir="$reports/$name-mustfail"
+    rc="$(audit "$file" "$other" "$dir" --check audit.equiv.logprobs)"
+    rm -f "$other"
+    lp="$(logprob_figures "$dir" 2>/dev/null | cut -f1,3)" || lp=""
+    echo "must-fail $name ($what): exit $rc, logprobs ${lp:-no report}"
+    [ "$rc" = 1 ] && [ "${lp%%$'\t'*}" = FAIL ] ||
+        fail "must-fail $name ($what): the audit did not fail (exit $rc)"
+done
+
+# RoPE scaling (llama 3.1's frequency divisors and a linear factor): a
+# small llama model with both, audited in F32 - it must pass - and with the
+# oracle given the same weights without the divisors, then without the
+# factor - each must fail.
+small="d_model=256,layers=2,heads=4,kv_heads=2,d_ff=512,vocab=32000,ctx=2048"
+scaled="$state/rope-scaled.gguf"
+"$build/suites/export_gguf" "$scaled" --shape "$small,rope_freqs=1,rope_scale=2" --seed 1 \
+    >/dev/null || die "export_gguf could not write the RoPE-scaled model"
+dir="$reports/rope-scaled"
+rc="$(audit "$scaled" "$scaled" "$dir" --check audit.equiv.logprobs --check audit.equiv.alone)"
+lp="$(logprob_figures "$dir" 2>/dev/null | cut -f1,3)" || lp=""
+echo "rope-scaled (rope_freqs, linear factor 2), F32: exit $rc, logprobs ${lp:-no report}"
+[ "$rc" = 0 ] || fail "rope-scaled F32: a check did not pass (exit $rc)"
+for variant in "rope_scale=2:without the frequency divisors" "rope_freqs=1:without the linear factor"; do
+    other="$state/rope-other.gguf"
+    "$build/suites/export_gguf" "$other" --shape "$small,${variant%%:*}" --seed 1 >/dev/null ||
+        die "export_gguf could not write a RoPE variant"
+    dir="$reports/rope-scaled-mustfail-${variant%%=*}"
+    rc="$(audit "$scaled" "$other" "$dir" --check audit.equiv.logprobs)"
+    lp="$(logprob_figures "$dir" 2>/dev/null | cut -f1,3)" || lp=""
+    echo "must-fail rope-scaled (the oracle ${variant#*:}): exit $rc, logprobs ${lp:-no report}"
+    [ "$rc" = 1 ] && [ "${lp%%$'\t'*}" = FAIL ] ||
+        fail "must-fail rope-scaled (${variant#*:}): the audit did not fail (exit $rc)"
+done
+rm -f "$scaled" "$state/rope-other.gguf"
+
+if [ "$failures" -gt 0 ]; then
+    echo "audit-test-models: $failures failure(s); reports in $reports"
+    exit 1
+fi
+echo "audit-test-models: every audit ran, F32 passed, every must-fail control failed; reports in $reports"
