@@ -2364,6 +2364,11 @@ static void test_load_arch_metadata(void **state)
     memcpy(c, buf, size);
     memcpy(c + str_pos(buf, size, "qwen2") + 8, "llama", 5); /* general.architecture */
     want_load_fail(c, size, ASSAY_ERR_NOT_FOUND, "llama.block_count", NULL, "got no such key");
+    /* Validation names the file's keys too. */
+    memcpy(c, buf, size);
+    put_u32(c, kv_value_pos(buf, size, "qwen2.attention.head_count_kv"), 3);
+    want_load_fail(c, size, ASSAY_ERR_INVALID, "qwen2.attention.head_count_kv",
+                   "a divisor of qwen2.attention.head_count", "got 3 (head_count 4)");
     /* Without rope.dimension_count the whole head (d_model / head_count)
      * turns. */
     memcpy(c, buf, size);
