@@ -2398,6 +2398,14 @@ static void test_load_arch_metadata(void **state)
     assert_int_equal(back->cfg.head_dim, 8);
     assay_model_free(back);
     c = copy_of(buf, size);
+    /* Without value_length a value head is d_model / head_count wide
+     * whatever key_length says (llama.cpp's default), so values and keys
+     * differ. */
+    memcpy(c + str_pos(buf, size, "qwen2.attention.value_length") + 8, "x", 1);
+    want_load_fail(c, size, ASSAY_ERR_UNSUPPORTED, "qwen2.attention.value_length",
+                   "expected the head size (values as wide as keys)",
+                   "got no such key: embedding_length / head_count = 16 (head size 8)");
+    memcpy(c, buf, size);
     memcpy(c + str_pos(buf, size, "qwen2.attention.key_length") + 8, "x", 1);
     want_load_fail(c, size, ASSAY_ERR_UNSUPPORTED, "qwen2.attention.value_length",
                    "expected the head size", "got 8 (head size 16)");
