@@ -165,6 +165,12 @@ enum assay_status assay_model_config_validate(const struct assay_model_config *c
                        "0 (none) or a finite number > 0", "%g", (double)c->rope_scale);
         return ASSAY_ERR_INVALID;
     }
+    if (c->rope_freqs && c->arch != ASSAY_ARCH_LLAMA) {
+        assay_diag_set(diag, NULL, "rope_freqs.weight",
+                       "RoPE frequency divisors only in a llama model (llama.cpp's qwen2 has none)",
+                       "rope_freqs in a %s model", assay_arch_name(c->arch));
+        return ASSAY_ERR_INVALID;
+    }
     if (!(c->rope_theta > 1.0f && isfinite(c->rope_theta))) {
         assay_diag_set(diag, NULL, config_key(key, sizeof key, c, "rope.freq_base"),
                        "a finite number > 1", "%g", (double)c->rope_theta);

@@ -54,7 +54,8 @@ struct assay_model_config {
     float rope_scale;    /* linear RoPE scaling (GGUF rope.scaling.factor):
                           * positions are divided by it; 0 means none */
     bool rope_freqs;     /* the model has per-pair RoPE frequency divisors
-                          * (rope_freqs.weight, llama 3.1's scaling) */
+                          * (rope_freqs.weight, llama 3.1's scaling); llama
+                          * only, as in llama.cpp */
     bool qkv_bias;       /* the query, key and value projections have
                           * biases (qwen2's attn_q/k/v.bias) */
 };

@@ -580,9 +580,11 @@ static enum assay_status load_parsed(const struct assay_gguf *g, const char *pat
     enum assay_status st = read_config(g, path, &cfg, diag);
     /* Biases and RoPE frequency divisors are optional tensors (llama.cpp
      * loads them when present): layer 0's q bias decides for every bias
-     * of every layer. */
+     * of every layer. llama.cpp's qwen2 has no divisors, so there
+     * rope_freqs.weight is an unknown tensor. */
     cfg.qkv_bias = assay_gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL;
-    cfg.rope_freqs = assay_gguf_find_tensor(g, "rope_freqs.weight") != NULL;
+    cfg.rope_freqs = st == ASSAY_OK && cfg.arch == ASSAY_ARCH_LLAMA &&
+                     assay_gguf_find_tensor(g, "rope_freqs.weight") != NULL;
     if (st == ASSAY_OK) {
         st = assay_model_config_validate(&cfg, diag);
         if (st != ASSAY_OK && diag != NULL) {

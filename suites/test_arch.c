@@ -164,25 +164,28 @@ static struct assay_model *llama_equivalent(const struct assay_model *q)
 }
 
 /* NEOX is a permutation of llama's rotation: the qwen2 model and its
- * interleaved llama copy give the same logits; the same weights read as
- * llama without the interleaving do not (except at position 0, where
- * nothing turns). */
+ * interleaved llama copy give the same logits, with and without biases and
+ * RoPE scaling; the same weights read as llama without the interleaving do
+ * not (except at position 0, where nothing turns). */
 static void test_neox_is_permuted_norm(void **state)
 {
     (void)state;
-    for (int bias = 0; bias < 2; bias++) {
-        struct assay_model *q = mini_model(ASSAY_ARCH_QWEN2, bias, 0.0f, false);
+    for (int variant = 0; variant < 3; variant++) {
+        bool bias = variant >= 1;
+        float scale = variant == 2 ? 2.0f : 0.0f;
+        const char *names[3] = {"", " (biases)", " (biases, rope_scale 2)"};
+        struct assay_model *q = mini_model(ASSAY_ARCH_QWEN2, bias, scale, false);
         struct assay_model *l = llama_equivalent(q);
         struct assay_model *plain = clone_of(q);
         plain->cfg.arch = ASSAY_ARCH_LLAMA;
         assert_string_not_equal(l->sha256, q->sha256);
         double *lq = oracle_logits(q), *ll = oracle_logits(l), *lp = oracle_logits(plain);
         int32_t vocab = q->cfg.vocab;
-        want_close(bias ? "qwen2 vs interleaved llama (biases)" : "qwen2 vs interleaved llama",
-                   ll, lq, vocab, SAME_RTOL);
-        want_differ(bias ? "qwen2 vs its weights as llama (biases)"
-                         : "qwen2 vs its weights as llama",
-                    lp, lq, vocab, 0.1);
+        char what[96];
+        snprintf(what, sizeof what, "qwen2 vs interleaved llama%s", names[variant]);
+        want_close(what, ll, lq, vocab, SAME_RTOL);
+        snprintf(what, sizeof what, "qwen2 vs its weights as llama%s", names[variant]);
+        want_differ(what, lp, lq, vocab, 0.1);
         assert_true(max_diff(lp, lq, vocab, 0, 1) <= SAME_RTOL);
         free(lq);
         free(ll);
@@ -195,42 +198,41 @@ static void test_neox_is_permuted_norm(void **state)
 
 /* Dividing every angle by 2 through rope_freqs is dividing the positions
  * by 2 through rope_scale; both differ from no scaling, and position 0 is
- * the same under all three. */
+ * the same under all three. (Divisors are llama's alone; qwen2's scaling
+ * is checked through its llama equivalent above.) */
 static void test_rope_freqs_and_scale(void **state)
 {
     (void)state;
-    for (int arch = 0; arch < 2; arch++) {
-        struct assay_model *plain = mini_model((enum assay_arch)arch, false, 0.0f, false);
-        struct assay_model *scaled = clone_of(plain);
-        scaled->cfg.rope_scale = 2.0f;
-        struct assay_model *freqs = mini_model((enum assay_arch)arch, false, 0.0f, true);
-        /* The divisors are the last tensor, so the rest is plain's. */
-        assert_int_equal(freqs->n_floats, plain->n_floats + plain->cfg.head_dim / 2);
-        assert_ptr_equal(freqs->rope_freqs, freqs->data + plain->n_floats);
-        assert_memory_equal(freqs->data, plain->data, sizeof(float) * (size_t)plain->n_floats);
-        for (int32_t i = 0; i < plain->cfg.head_dim / 2; i++) {
-            freqs->rope_freqs[i] = 2.0f;
-        }
-        assay_model_rehash(freqs);
-        double *lp = oracle_logits(plain), *ls = oracle_logits(scaled);
-        double *lf = oracle_logits(freqs);
-        int32_t vocab = plain->cfg.vocab;
-        want_close("rope_freqs 2 vs rope_scale 2", lf, ls, vocab, SAME_RTOL);
-        want_differ("rope_scale 2 vs none", ls, lp, vocab, 0.1);
-        assert_true(max_diff(ls, lp, vocab, 0, 1) == 0.0);
-        assert_true(max_diff(lf, lp, vocab, 0, 1) == 0.0);
-        /* Divisors that differ by pair are not a rescaling of positions. */
-        freqs->rope_freqs[0] = 1.0f;
-        double *lf1 = oracle_logits(freqs);
-        want_differ("rope_freqs (1, 2, 2, ...) vs all 2", lf1, lf, vocab, 0.1);
-        free(lf1);
-        free(lp);
-        free(ls);
-        free(lf);
-        assay_model_free(freqs);
-        assay_model_free(scaled);
-        assay_model_free(plain);
+    struct assay_model *plain = mini_model(ASSAY_ARCH_LLAMA, false, 0.0f, false);
+    struct assay_model *scaled = clone_of(plain);
+    scaled->cfg.rope_scale = 2.0f;
+    struct assay_model *freqs = mini_model(ASSAY_ARCH_LLAMA, false, 0.0f, true);
+    /* The divisors are the last tensor, so the rest is plain's. */
+    assert_int_equal(freqs->n_floats, plain->n_floats + plain->cfg.head_dim / 2);
+    assert_ptr_equal(freqs->rope_freqs, freqs->data + plain->n_floats);
+    assert_memory_equal(freqs->data, plain->data, sizeof(float) * (size_t)plain->n_floats);
+    for (int32_t i = 0; i < plain->cfg.head_dim / 2; i++) {
+        freqs->rope_freqs[i] = 2.0f;
     }
+    assay_model_rehash(freqs);
+    double *lp = oracle_logits(plain), *ls = oracle_logits(scaled);
+    double *lf = oracle_logits(freqs);
+    int32_t vocab = plain->cfg.vocab;
+    want_close("rope_freqs 2 vs rope_scale 2", lf, ls, vocab, SAME_RTOL);
+    want_differ("rope_scale 2 vs none", ls, lp, vocab, 0.1);
+    assert_true(max_diff(ls, lp, vocab, 0, 1) == 0.0);
+    assert_true(max_diff(lf, lp, vocab, 0, 1) == 0.0);
+    /* Divisors that differ by pair are not a rescaling of positions. */
+    freqs->rope_freqs[0] = 1.0f;
+    double *lf1 = oracle_logits(freqs);
+    want_differ("rope_freqs (1, 2, 2, ...) vs all 2", lf1, lf, vocab, 0.1);
+    free(lf1);
+    free(lp);
+    free(ls);
+    free(lf);
+    assay_model_free(freqs);
+    assay_model_free(scaled);
+    assay_model_free(plain);
 }
 
 /* Each of the three biases changes the logits when zeroed. */
@@ -360,6 +362,13 @@ static void test_engine_qwen2(void **state)
     }
     want_engine_differs(q, plain, "with llama's rotation");
     want_engine_differs(q, unbiased, "without biases");
+    /* and with its positions halved */
+    struct assay_model *scaled = clone_of(q);
+    scaled->cfg.rope_scale = 2.0f;
+    snprintf(scaled->cfg.name, sizeof scaled->cfg.name, "qwen2 biased rope_scale 2");
+    want_engine_matches(scaled, scaled, false);
+    want_engine_differs(scaled, q, "without rope_scale");
+    assay_model_free(scaled);
     assay_model_free(unbiased);
     assay_model_free(plain);
     assay_model_free(l);

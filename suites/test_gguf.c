@@ -2573,8 +2573,8 @@ static void test_load_rope_freqs(void **state)
     assay_model_free(m);
 }
 
-/* An architecture other than llama and qwen2, and one whose name only
- * starts like them. */
+/* An architecture other than llama and qwen2, one whose name only starts
+ * like them, and qwen2 with what only llama has. */
 static void test_load_other_arch(void **state)
 {
     (void)state;
@@ -2589,6 +2589,26 @@ static void test_load_other_arch(void **state)
     memcpy(c + str_pos(buf, size, "qwen2") + 8, "qwen\0", 5);
     want_load_fail(c, size, ASSAY_ERR_UNSUPPORTED, "general.architecture", NULL, "got \"qwen\"");
     free(c);
+    /* llama.cpp's qwen2 has no RoPE frequency divisors: in a qwen2 file
+     * rope_freqs.weight is a tensor nobody knows, and a qwen2 config with
+     * them is not made. */
+    size_t n;
+    struct retype r = {all_f32, NULL, "rope_freqs.weight"};
+    c = retyped(buf, size, &r, &n);
+    want_load_fail(c, n, ASSAY_ERR_PARSE, "rope_freqs.weight",
+                   "expected only the 27 tensors of a 2-layer biased qwen2 model",
+                   "got unknown tensor rope_freqs.weight");
+    free(c);
+    struct assay_model_config cfg = m->cfg;
+    cfg.rope_freqs = true;
+    struct assay_diag diag;
+    want_status(assay_model_config_validate(&cfg, &diag), ASSAY_ERR_INVALID, &diag);
+    want_diag(&diag, "rope_freqs.weight", "only in a llama model", "in a qwen2 model");
+    struct assay_model *q = (struct assay_model *)&q;
+    assert_int_equal(assay_model_init_random(&q, &cfg, 1), ASSAY_ERR_INVALID);
+    assert_null(q);
+    cfg.arch = ASSAY_ARCH_LLAMA;
+    want_status(assay_model_config_validate(&cfg, &diag), ASSAY_OK, &diag);
     free(buf);
     assay_model_free(m);
 }
