@@ -91,68 +91,89 @@ int64_t assay_model_config_n_params(const struct assay_model_config *c)
            (c->rope_freqs ? c->head_dim / 2 : 0);
 }
 
+/* The GGUF key "<arch>.<suffix>" of c's architecture, into buf: the name
+ * a diagnostic gives a value that came from (or goes to) a file. */
+static const char *config_key(char *buf, size_t size, const struct assay_model_config *c,
+                              const char *suffix)
+{
+    snprintf(buf, size, "%s.%s", assay_arch_name(c->arch), suffix);
+    return buf;
+}
+
 enum assay_status assay_model_config_validate(const struct assay_model_config *c,
                                               struct assay_diag *diag)
 {
-    /* Limits keep every tensor's element count and every scratch size well
-     * inside int32 and size_t arithmetic, so later code need not re-check. */
-    struct {
-        const char *key;
-        int32_t value;
-        int32_t max;
-    } dims[] = {
-        {"llama.block_count", c->n_layer, 256},
-        {"llama.embedding_length", c->d_model, 16384},
-        {"llama.attention.head_count", c->n_head, 256},
-        {"llama.attention.head_count_kv", c->n_kv_head, 256},
-        {"llama.rope.dimension_count", c->head_dim, 1024},
-        {"llama.feed_forward_length", c->d_ff, 65536},
-        {"llama.vocab_size", c->vocab, 1 << 20},
-        {"llama.context_length", c->n_ctx, 1 << 20},
-    };
-    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
-        if (dims[i].value < 1 || dims[i].value > dims[i].max) {
-            char expected[64];
-            snprintf(expected, sizeof expected, "an integer in 1..%d", (int)dims[i].max);
-            assay_diag_set(diag, NULL, dims[i].key, expected, "%d", (int)dims[i].value);
-            return ASSAY_ERR_INVALID;
-        }
-    }
-    if (c->n_head % c->n_kv_head != 0) {
-        assay_diag_set(diag, NULL, "llama.attention.head_count_kv",
-                       "a divisor of llama.attention.head_count", "%d (head_count %d)",
-                       (int)c->n_kv_head, (int)c->n_head);
-        return ASSAY_ERR_INVALID;
-    }
-    if (c->head_dim % 2 != 0) {
-        assay_diag_set(diag, NULL, "llama.rope.dimension_count", "an even number", "%d",
-                       (int)c->head_dim);
-        return ASSAY_ERR_INVALID;
-    }
-    if ((int64_t)c->n_head * c->head_dim > 65536) {
-        assay_diag_set(diag, NULL, "llama.attention.head_count",
-                       "head_count * head_dim <= 65536", "%d * %d", (int)c->n_head,
-                       (int)c->head_dim);
-        return ASSAY_ERR_INVALID;
-    }
-    if (!(c->norm_eps > 0.0f && c->norm_eps < 1.0f)) {
-        assay_diag_set(diag, NULL, "llama.attention.layer_norm_rms_epsilon",
-                       "a number in (0, 1)", "%g", (double)c->norm_eps);
-        return ASSAY_ERR_INVALID;
-    }
+    /* First, since every other key is named under the architecture. */
     if (assay_arch_name(c->arch) == NULL) {
         assay_diag_set(diag, NULL, "general.architecture", "llama or qwen2", "architecture %d",
                        (int)c->arch);
         return ASSAY_ERR_INVALID;
     }
+    char key[64], other[64];
+    /* Limits keep every tensor's element count and every scratch size well
+     * inside int32 and size_t arithmetic, so later code need not re-check. */
+    struct {
+        const char *suffix;
+        int32_t value;
+        int32_t max;
+    } dims[] = {
+        {"block_count", c->n_layer, 256},
+        {"embedding_length", c->d_model, 16384},
+        {"attention.head_count", c->n_head, 256},
+        {"attention.head_count_kv", c->n_kv_head, 256},
+        {"rope.dimension_count", c->head_dim, 1024},
+        {"feed_forward_length", c->d_ff, 65536},
+        {"vocab_size", c->vocab, 1 << 20},
+        {"context_length", c->n_ctx, 1 << 20},
+    };
+    for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
+        if (dims[i].value < 1 || dims[i].value > dims[i].max) {
+            char expected[64];
+            snprintf(expected, sizeof expected, "an integer in 1..%d", (int)dims[i].max);
+            assay_diag_set(diag, NULL, config_key(key, sizeof key, c, dims[i].suffix), expected,
+                           "%d", (int)dims[i].value);
+            return ASSAY_ERR_INVALID;
+        }
+    }
+    if (c->n_head % c->n_kv_head != 0) {
+        char expected[96];
+        snprintf(expected, sizeof expected, "a divisor of %s",
+                 config_key(other, sizeof other, c, "attention.head_count"));
+        assay_diag_set(diag, NULL, config_key(key, sizeof key, c, "attention.head_count_kv"),
+                       expected, "%d (head_count %d)", (int)c->n_kv_head, (int)c->n_head);
+        return ASSAY_ERR_INVALID;
+    }
+    if (c->head_dim % 2 != 0) {
+        assay_diag_set(diag, NULL, config_key(key, sizeof key, c, "rope.dimension_count"),
+                       "an even number", "%d", (int)c->head_dim);
+        return ASSAY_ERR_INVALID;
+    }
+    if ((int64_t)c->n_head * c->head_dim > 65536) {
+        assay_diag_set(diag, NULL, config_key(key, sizeof key, c, "attention.head_count"),
+                       "head_count * head_dim <= 65536", "%d * %d", (int)c->n_head,
+                       (int)c->head_dim);
+        return ASSAY_ERR_INVALID;
+    }
+    if (!(c->norm_eps > 0.0f && c->norm_eps < 1.0f)) {
+        assay_diag_set(diag, NULL,
+                       config_key(key, sizeof key, c, "attention.layer_norm_rms_epsilon"),
+                       "a number in (0, 1)", "%g", (double)c->norm_eps);
+        return ASSAY_ERR_INVALID;
+    }
     if (!(c->rope_scale == 0.0f || (c->rope_scale > 0.0f && isfinite(c->rope_scale)))) {
-        assay_diag_set(diag, NULL, "llama.rope.scaling.factor", "0 (none) or a finite number > 0",
-                       "%g", (double)c->rope_scale);
+        assay_diag_set(diag, NULL, config_key(key, sizeof key, c, "rope.scaling.factor"),
+                       "0 (none) or a finite number > 0", "%g", (double)c->rope_scale);
+        return ASSAY_ERR_INVALID;
+    }
+    if (c->rope_freqs && c->arch != ASSAY_ARCH_LLAMA) {
+        assay_diag_set(diag, NULL, "rope_freqs.weight",
+                       "RoPE frequency divisors only in a llama model (llama.cpp's qwen2 has none)",
+                       "rope_freqs in a %s model", assay_arch_name(c->arch));
         return ASSAY_ERR_INVALID;
     }
     if (!(c->rope_theta > 1.0f && isfinite(c->rope_theta))) {
-        assay_diag_set(diag, NULL, "llama.rope.freq_base", "a finite number > 1", "%g",
-                       (double)c->rope_theta);
+        assay_diag_set(diag, NULL, config_key(key, sizeof key, c, "rope.freq_base"),
+                       "a finite number > 1", "%g", (double)c->rope_theta);
         return ASSAY_ERR_INVALID;
     }
     if (assay_model_config_n_params(c) > ((int64_t)1 << 31)) {

@@ -54,7 +54,8 @@ struct assay_model_config {
     float rope_scale;    /* linear RoPE scaling (GGUF rope.scaling.factor):
                           * positions are divided by it; 0 means none */
     bool rope_freqs;     /* the model has per-pair RoPE frequency divisors
-                          * (rope_freqs.weight, llama 3.1's scaling) */
+                          * (rope_freqs.weight, llama 3.1's scaling); llama
+                          * only, as in llama.cpp */
     bool qkv_bias;       /* the query, key and value projections have
                           * biases (qwen2's attn_q/k/v.bias) */
 };
@@ -92,7 +93,8 @@ int64_t assay_model_config_n_params(const struct assay_model_config *cfg);
 
 /* Check a config for consistency (positive sizes, heads dividing, even head
  * dimension, limits that keep sizes within int32). Fills diag (field names
- * as in GGUF metadata) and returns ASSAY_ERR_INVALID when it is not. */
+ * as GGUF metadata names them under the config's architecture:
+ * "qwen2.block_count") and returns ASSAY_ERR_INVALID when it is not. */
 enum assay_status assay_model_config_validate(const struct assay_model_config *cfg,
                                               struct assay_diag *diag);
 

@@ -314,22 +314,38 @@ static enum assay_status read_config(const struct assay_gguf *g, const char *pat
             return st;
         }
     }
-    const char *lengths[] = {"attention.value_length", "rope.dimension_count"};
+    /* A value head is embedding_length / head_count wide unless
+     * value_length says otherwise, whatever key_length says (llama.cpp's
+     * default); the rotation is the key head unless rope.dimension_count
+     * says otherwise. Values narrower or wider than keys, or a partial
+     * rotation, are not this model. */
+    const struct {
+        const char *suffix;
+        int32_t fallback;
+    } lengths[] = {
+        {"attention.value_length", cfg->n_head > 0 ? cfg->d_model / cfg->n_head : 0},
+        {"rope.dimension_count", cfg->head_dim},
+    };
     for (size_t i = 0; i < 2; i++) {
-        arch_key(key, sizeof key, cfg, lengths[i]);
-        if (assay_gguf_find_key(g, key) >= 0) {
-            int32_t len;
+        arch_key(key, sizeof key, cfg, lengths[i].suffix);
+        bool present = assay_gguf_find_key(g, key) >= 0;
+        int32_t len = lengths[i].fallback;
+        if (present) {
             st = get_dim(g, path, key, &len, diag);
             if (st != ASSAY_OK) {
                 return st;
             }
-            if (len != cfg->head_dim && cfg->head_dim > 0) { /* 0: validation names the cause */
-                /* Heads whose values are not as wide as their keys, or a
-                 * partial rotation, are not this model. */
+        }
+        if (len != cfg->head_dim && cfg->head_dim > 0) { /* 0: validation names the cause */
+            if (present) {
                 assay_diag_set(diag, path, key, "the head size (a rotation of the whole head)",
                                "%d (head size %d)", (int)len, (int)cfg->head_dim);
-                return ASSAY_ERR_UNSUPPORTED;
+            } else {
+                assay_diag_set(diag, path, key, "the head size (values as wide as keys)",
+                               "no such key: embedding_length / head_count = %d (head size %d)",
+                               (int)len, (int)cfg->head_dim);
             }
+            return ASSAY_ERR_UNSUPPORTED;
         }
     }
     /* Without head_count_kv there is no grouping (GGUF spec). */
@@ -564,9 +580,11 @@ static enum assay_status load_parsed(const struct assay_gguf *g, const char *pat
     enum assay_status st = read_config(g, path, &cfg, diag);
     /* Biases and RoPE frequency divisors are optional tensors (llama.cpp
      * loads them when present): layer 0's q bias decides for every bias
-     * of every layer. */
+     * of every layer. llama.cpp's qwen2 has no divisors, so there
+     * rope_freqs.weight is an unknown tensor. */
     cfg.qkv_bias = assay_gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL;
-    cfg.rope_freqs = assay_gguf_find_tensor(g, "rope_freqs.weight") != NULL;
+    cfg.rope_freqs = st == ASSAY_OK && cfg.arch == ASSAY_ARCH_LLAMA &&
+                     assay_gguf_find_tensor(g, "rope_freqs.weight") != NULL;
     if (st == ASSAY_OK) {
         st = assay_model_config_validate(&cfg, diag);
         if (st != ASSAY_OK && diag != NULL) {

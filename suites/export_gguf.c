@@ -13,7 +13,7 @@
  *   kv_heads (default heads), head_dim (default d_model / heads),
  *   ctx (2048), norm_eps (1e-5), rope_theta (10000), rope_scale (none),
  *   arch (llama or qwen2), bias (0 or 1: q/k/v biases), tied (0 or 1),
- *   rope_freqs (0 or 1: llama 3.1's RoPE frequency divisors)
+ *   rope_freqs (0 or 1: llama 3.1's RoPE frequency divisors; llama only)
  * e.g. d_model=768,layers=12,heads=12,kv_heads=3,head_dim=64,d_ff=2048,vocab=32000
  *
  * The weights are the documented random initialisation (engine/model.h)

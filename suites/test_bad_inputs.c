@@ -12,8 +12,9 @@
  * fixtures/bad/ ({bad}) and files this program generates before the run
  * ({gen}): GGUF files made from a valid exported model (the "mini" config,
  * seed 1, written by assay's own writer) by truncating it or rewriting a few
- * bytes, and a few inputs that are better made than committed (a NUL byte,
- * an oversized file). Byte offsets in expected messages may be written as
+ * bytes (also from a llama 3.1-style and a biased qwen2 export of the same
+ * shape, or with a metadata pair added), and a few inputs that are better
+ * made than committed (a NUL byte, an oversized file). Byte offsets in expected messages may be written as
  * placeholders that the generator fills from the valid file's layout:
  * {@kv:KEY} (where a metadata pair starts), {@kvtype:KEY}, {@kvval:KEY},
  * {@kvcount:KEY} (an array's element count), {@t:NAME} (where a tensor's
@@ -158,7 +159,7 @@ struct layout_tensor {
 };
 
 struct layout {
-    size_t size, data_offset;
+    size_t size, data_offset, infos_end; /* infos_end: where the tensor infos end */
     int n_kv, n_t;
     struct layout_kv kv[MAX_KV];
     struct layout_tensor t[MAX_T];
@@ -229,6 +230,7 @@ static void read_layout(const struct bytes *f, struct layout *l)
         t->offset = get_le(b + pos + 4, 8);
         pos += 12;
     }
+    l->infos_end = pos;
     l->data_offset = (pos + alignment - 1) / alignment * alignment;
 }
 
@@ -446,6 +448,81 @@ static void make_gguf_cases(const struct bytes *valid)
     char dir[2048];
     snprintf(dir, sizeof dir, "%s/directory.gguf", g_gen);
     assert_true(mkdir(dir, 0755) == 0 || errno == EEXIST);
+}
+
+/* Save the random model of cfg (seed 1) as dir/name and read it back. */
+static void export_model(const struct assay_model_config *cfg, const char *dir, const char *name,
+                         struct bytes *out)
+{
+    struct assay_model *m = NULL;
+    assert_int_equal(assay_model_init_random(&m, cfg, 1), ASSAY_OK);
+    char path[2048];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    struct assay_diag diag;
+    assay_diag_clear(&diag);
+    assert_int_equal(assay_model_save_gguf(m, path, &diag), ASSAY_OK);
+    assay_model_free(m);
+    *out = read_file(path);
+}
+
+/* f with one more metadata pair, key = the string value, after the
+ * others; the tensor data moves to stay aligned (offsets are relative to
+ * it). */
+static struct bytes with_string_kv(const struct bytes *f, const char *key, const char *value)
+{
+    struct layout l;
+    read_layout(f, &l);
+    assert_true(l.n_t > 0);
+    size_t at = l.t[0].pos; /* the metadata ends where the first tensor info starts */
+    size_t rec = 8 + strlen(key) + 4 + 8 + strlen(value);
+    size_t data_to = (l.infos_end + rec + 31) / 32 * 32;
+    size_t n = data_to + (f->n - l.data_offset);
+    struct bytes c = {calloc(1, n), n};
+    assert_non_null(c.p);
+    memcpy(c.p, f->p, at);
+    put_le(c.p + 16, (uint64_t)l.n_kv + 1, 8);
+    uint8_t *p = c.p + at;
+    put_le(p, strlen(key), 8);
+    memcpy(p + 8, key, strlen(key));
+    p += 8 + strlen(key);
+    put_le(p, ASSAY_GGUF_TYPE_STRING, 4);
+    put_le(p + 4, strlen(value), 8);
+    memcpy(p + 12, value, strlen(value));
+    memcpy(c.p + at + rec, f->p + at, l.infos_end - at);
+    memcpy(c.p + data_to, f->p + l.data_offset, f->n - l.data_offset);
+    return c;
+}
+
+/* The llama 3.1 and qwen2 additions: a RoPE scaling that is not decoded,
+ * a zero RoPE frequency divisor, a q bias without its k bias; and the
+ * valid files they are made from, for the controls. */
+static void make_arch_cases(const struct bytes *valid)
+{
+    struct bytes c = with_string_kv(valid, "llama.rope.scaling.type", "yarn");
+    save("rope-scaling-yarn.gguf", &c);
+
+    struct assay_model_config cfg;
+    assert_int_equal(assay_model_config_by_name("mini", &cfg), ASSAY_OK);
+    cfg.rope_freqs = true;
+    cfg.rope_scale = 2.0f;
+    struct bytes freqs;
+    export_model(&cfg, g_gen, "valid-rope-freqs.gguf", &freqs);
+    struct layout l;
+    read_layout(&freqs, &l);
+    c = copy_of(&freqs);
+    set_f32(c.p + l.data_offset + find_tensor(&l, "rope_freqs.weight")->offset + 4 * 3, 0.0f);
+    save("rope-freqs-zero.gguf", &c);
+    free(freqs.p);
+
+    assert_int_equal(assay_model_config_by_name("mini", &cfg), ASSAY_OK);
+    cfg.arch = ASSAY_ARCH_QWEN2;
+    cfg.qkv_bias = true;
+    struct bytes qwen2;
+    export_model(&cfg, g_gen, "valid-qwen2-bias.gguf", &qwen2);
+    c = copy_of(&qwen2);
+    rename_in(&c, "blk.0.attn_k.bias", "blk.0.attn_k.biax");
+    save("missing-k-bias.gguf", &c);
+    free(qwen2.p);
 }
 
 /* JSON inputs better made than committed. */
@@ -889,15 +966,7 @@ static void export_valid_model(const char *dir, struct bytes *out)
 {
     struct assay_model_config cfg;
     assert_int_equal(assay_model_config_by_name("mini", &cfg), ASSAY_OK);
-    struct assay_model *m = NULL;
-    assert_int_equal(assay_model_init_random(&m, &cfg, 1), ASSAY_OK);
-    char path[2048];
-    snprintf(path, sizeof path, "%s/valid-mini.gguf", dir);
-    struct assay_diag diag;
-    assay_diag_clear(&diag);
-    assert_int_equal(assay_model_save_gguf(m, path, &diag), ASSAY_OK);
-    assay_model_free(m);
-    *out = read_file(path);
+    export_model(&cfg, dir, "valid-mini.gguf", out);
 }
 
 static int setup(void **state)
@@ -917,6 +986,7 @@ static int setup(void **state)
     export_valid_model(g_gen, &valid);
     read_layout(&valid, &g_layout);
     make_gguf_cases(&valid);
+    make_arch_cases(&valid);
     free(valid.p);
     make_json_cases();
     return 0;

@@ -4,17 +4,18 @@
  * diagnostic), failing allocations, and failed saves; files whose tensors
  * are stored as F16 or Q8_0 (checked against roundings computed here) and
  * files with tied embeddings (checked through the bundled engine against
- * the oracle).
+ * the oracle); qwen2 files, q/k/v biases and RoPE scaling.
  *
  * Statuses the reader and loader give (the contract these tests pin down):
  *   malformed bytes, truncation, counts or lengths past the end, unknown
  *   value types, misaligned / overlapping / out-of-file data     PARSE
  *   version other than 2 or 3, unknown-size ggml type            UNSUPPORTED
  *   repeated key or tensor name                                  DUPLICATE
- *   loader: architecture not llama, a type assay does not decode UNSUPPORTED
- *   loader: missing key or tensor                                NOT_FOUND
+ *   loader: architecture not llama or qwen2, a type assay does not
+ *   decode, RoPE scaling other than linear, an attention factor  UNSUPPORTED
+ *   loader: missing key or tensor (a bias among biases)          NOT_FOUND
  *   loader: wrong key type, wrong shape, unknown tensor, NaN/Inf
- *   weights or block scales                                      PARSE
+ *   weights or block scales, RoPE frequency divisors <= 0        PARSE
  *   loader: inconsistent config (assay_model_config_validate)    INVALID
  */
 #include <setjmp.h>
@@ -2128,6 +2129,490 @@ static void test_load_tied_stray(void **state)
     free(buf);
 }
 
+/* ------------------------------------------------------------------ */
+/* Architectures, biases and RoPE scaling                              */
+/* ------------------------------------------------------------------ */
+
+/* A saved model's file bytes. */
+static uint8_t *model_bytes(const struct assay_model *m, size_t *size)
+{
+    char path[512];
+    struct assay_diag diag;
+    assay_test_scratch("gguf-arch.gguf", path, sizeof path);
+    want_status(assay_model_save_gguf(m, path, &diag), ASSAY_OK, &diag);
+    uint8_t *buf = read_all(path, size);
+    remove(path);
+    return buf;
+}
+
+/* The mini shape as qwen2 or llama, with or without biases, RoPE scaling
+ * and frequency divisors; seed 5. */
+static struct assay_model *arch_model(enum assay_arch arch, bool bias, bool tied, float rope_scale,
+                                      bool rope_freqs)
+{
+    struct assay_model_config cfg = assay_model_config_mini();
+    snprintf(cfg.name, sizeof cfg.name, "mini-%s", assay_arch_name(arch));
+    cfg.arch = arch;
+    cfg.qkv_bias = bias;
+    cfg.rope_scale = rope_scale;
+    cfg.rope_freqs = rope_freqs;
+    struct assay_model_init_params params = assay_model_init_default_params();
+    params.tied = tied;
+    struct assay_model *m;
+    assert_int_equal(assay_model_init_random_params(&m, &cfg, params, 5), ASSAY_OK);
+    return m;
+}
+
+/* The file bytes with one more metadata pair (key, value type, value
+ * bytes) after the others; the tensor data is moved to stay aligned. */
+static uint8_t *with_kv(const uint8_t *buf, size_t size, const char *key, uint32_t type,
+                        const void *value, size_t value_len, size_t *out_size)
+{
+    struct assay_gguf *g;
+    struct assay_diag diag;
+    want_status(assay_gguf_parse(buf, size, NULL, &g, &diag), ASSAY_OK, &diag);
+    size_t n = assay_gguf_n_tensors(g);
+    const char *first = assay_gguf_tensor_at(g, 0)->name;
+    size_t meta_end = tensor_dims_pos(buf, size, first) - 8 - strlen(first);
+    size_t infos_end = tensor_offset_pos(buf, size, assay_gguf_tensor_at(g, n - 1)->name) + 8;
+    size_t data_at = (size_t)assay_gguf_data_offset(g);
+    size_t n_kv = assay_gguf_n_kv(g);
+    assay_gguf_free(g);
+    size_t rec = 8 + strlen(key) + 4 + value_len;
+    size_t infos = meta_end + rec + (infos_end - meta_end);
+    size_t data_to = (infos + 31) / 32 * 32;
+    uint8_t *out = calloc(1, data_to + (size - data_at));
+    assert_non_null(out);
+    memcpy(out, buf, meta_end);
+    put_u64(out, 16, n_kv + 1);
+    put_u64(out, meta_end, strlen(key));
+    memcpy(out + meta_end + 8, key, strlen(key));
+    put_u32(out, meta_end + 8 + strlen(key), type);
+    memcpy(out + meta_end + 12 + strlen(key), value, value_len);
+    memcpy(out + meta_end + rec, buf + meta_end, infos_end - meta_end);
+    memcpy(out + data_to, buf + data_at, size - data_at);
+    *out_size = data_to + (size - data_at);
+    return out;
+}
+
+static uint8_t *with_kv_f32(const uint8_t *buf, size_t size, const char *key, float v,
+                            size_t *out_size)
+{
+    uint8_t b[4];
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    put_u32(b, 0, u);
+    return with_kv(buf, size, key, ASSAY_GGUF_TYPE_F32, b, 4, out_size);
+}
+
+static uint8_t *with_kv_string(const uint8_t *buf, size_t size, const char *key, const char *s,
+                               size_t *out_size)
+{
+    uint8_t b[8 + 64];
+    assert_true(strlen(s) <= 64);
+    put_u64(b, 0, strlen(s));
+    memcpy(b + 8, s, strlen(s));
+    return with_kv(buf, size, key, ASSAY_GGUF_TYPE_STRING, b, 8 + strlen(s), out_size);
+}
+
+/* A model loaded from bytes that must load. */
+static struct assay_model *load_ok(const uint8_t *buf, size_t size)
+{
+    return load_bytes(buf, size, "gguf-arch-ok.gguf");
+}
+
+/* back is m read back: config, tying, which tensors exist, and every
+ * weight bit for bit. */
+static void want_same_model(const struct assay_model *back, const struct assay_model *m)
+{
+    const struct assay_model_config *c = &m->cfg, *b = &back->cfg;
+    assert_string_equal(b->name, c->name);
+    assert_int_equal(b->arch, c->arch);
+    assert_int_equal(b->n_layer, c->n_layer);
+    assert_int_equal(b->d_model, c->d_model);
+    assert_int_equal(b->n_head, c->n_head);
+    assert_int_equal(b->n_kv_head, c->n_kv_head);
+    assert_int_equal(b->head_dim, c->head_dim);
+    assert_int_equal(b->d_ff, c->d_ff);
+    assert_int_equal(b->vocab, c->vocab);
+    assert_int_equal(b->n_ctx, c->n_ctx);
+    assert_true(b->norm_eps == c->norm_eps);
+    assert_true(b->rope_theta == c->rope_theta);
+    assert_true(b->rope_scale == c->rope_scale);
+    assert_int_equal(b->rope_freqs, c->rope_freqs);
+    assert_int_equal(b->qkv_bias, c->qkv_bias);
+    assert_int_equal(back->tied, m->tied);
+    assert_int_equal(back->output == back->tok_embd, m->tied);
+    assert_int_equal(back->rope_freqs != NULL, c->rope_freqs);
+    for (int32_t l = 0; l < c->n_layer; l++) {
+        const struct assay_layer_weights *w = &back->layers[l];
+        assert_int_equal(w->bq != NULL, c->qkv_bias);
+        assert_int_equal(w->bk != NULL, c->qkv_bias);
+        assert_int_equal(w->bv != NULL, c->qkv_bias);
+    }
+    assert_int_equal(back->n_floats, m->n_floats);
+    assert_memory_equal(back->data, m->data, sizeof(float) * (size_t)m->n_floats);
+    assert_string_equal(back->sha256, m->sha256);
+}
+
+/* Save m, load it back, check it, and check that saving the loaded model
+ * gives the same bytes; returns the file's bytes. */
+static uint8_t *roundtrip_model(const struct assay_model *m, size_t *size)
+{
+    uint8_t *buf = model_bytes(m, size);
+    struct assay_model *back = load_ok(buf, *size);
+    want_same_model(back, m);
+    size_t size2;
+    uint8_t *buf2 = model_bytes(back, &size2);
+    assert_int_equal(size2, *size);
+    assert_memory_equal(buf2, buf, *size);
+    free(buf2);
+    assay_model_free(back);
+    return buf;
+}
+
+static void want_tensor(const struct assay_gguf *g, size_t index, const char *name, int64_t ne0)
+{
+    const struct assay_gguf_tensor *t = assay_gguf_tensor_at(g, index);
+    assert_non_null(t);
+    assert_string_equal(t->name, name);
+    assert_int_equal(t->n_dims, 1);
+    assert_int_equal(t->ne[0], ne0);
+}
+
+/* qwen2 with biases and tied embeddings: the metadata under "qwen2.", the
+ * three biases after their matrices, no output.weight. */
+static void test_roundtrip_qwen2_bias_tied(void **state)
+{
+    (void)state;
+    struct assay_model *m = arch_model(ASSAY_ARCH_QWEN2, true, true, 0.0f, false);
+    assert_true(m->tied);
+    size_t size;
+    uint8_t *buf = roundtrip_model(m, &size);
+    struct assay_gguf *g;
+    struct assay_diag diag;
+    want_status(assay_gguf_parse(buf, size, NULL, &g, &diag), ASSAY_OK, &diag);
+    want_string(g, "general.architecture", "qwen2");
+    want_u32(g, "qwen2.block_count", 2);
+    want_u32(g, "qwen2.embedding_length", 64);
+    want_u32(g, "qwen2.attention.head_count_kv", 2);
+    assert_int_equal(assay_gguf_find_key(g, "llama.block_count"), -1);
+    assert_int_equal(assay_gguf_find_key(g, "qwen2.rope.scaling.type"), -1);
+    assert_int_equal(assay_gguf_n_tensors(g), 2 + 12 * 2);
+    want_tensor(g, 3, "blk.0.attn_q.bias", 64);
+    want_tensor(g, 5, "blk.0.attn_k.bias", 32);
+    want_tensor(g, 7, "blk.0.attn_v.bias", 32);
+    want_tensor(g, 12 + 7, "blk.1.attn_v.bias", 32);
+    assert_null(assay_gguf_find_tensor(g, "output.weight"));
+    assert_null(assay_gguf_find_tensor(g, "rope_freqs.weight"));
+    assay_gguf_free(g);
+    free(buf);
+    assay_model_free(m);
+}
+
+/* llama with linear RoPE scaling and llama 3.1's frequency divisors. */
+static void test_roundtrip_llama_rope_scaling(void **state)
+{
+    (void)state;
+    struct assay_model *m = arch_model(ASSAY_ARCH_LLAMA, false, false, 2.0f, true);
+    size_t size;
+    uint8_t *buf = roundtrip_model(m, &size);
+    struct assay_gguf *g;
+    struct assay_diag diag;
+    want_status(assay_gguf_parse(buf, size, NULL, &g, &diag), ASSAY_OK, &diag);
+    want_string(g, "general.architecture", "llama");
+    want_string(g, "llama.rope.scaling.type", "linear");
+    float f = 0;
+    want_status(assay_gguf_get_f32(g, "llama.rope.scaling.factor", &f, &diag), ASSAY_OK, &diag);
+    assert_true(f == 2.0f);
+    size_t n = assay_gguf_n_tensors(g);
+    assert_int_equal(n, 3 + 9 * 2 + 1);
+    want_tensor(g, n - 1, "rope_freqs.weight", 8);
+    assert_memory_equal(assay_gguf_tensor_at(g, n - 1)->data, m->rope_freqs, 8 * sizeof(float));
+    assert_null(assay_gguf_find_tensor(g, "blk.0.attn_q.bias"));
+    assay_gguf_free(g);
+    free(buf);
+    assay_model_free(m);
+
+    /* Tied and biased, with rope_freqs: the divisors follow output_norm. */
+    m = arch_model(ASSAY_ARCH_LLAMA, true, true, 0.0f, true);
+    buf = roundtrip_model(m, &size);
+    want_status(assay_gguf_parse(buf, size, NULL, &g, &diag), ASSAY_OK, &diag);
+    n = assay_gguf_n_tensors(g);
+    assert_int_equal(n, 2 + 12 * 2 + 1);
+    assert_string_equal(assay_gguf_tensor_at(g, n - 2)->name, "output_norm.weight");
+    want_tensor(g, n - 1, "rope_freqs.weight", 8);
+    assert_int_equal(assay_gguf_find_key(g, "llama.rope.scaling.type"), -1);
+    assay_gguf_free(g);
+    free(buf);
+    assay_model_free(m);
+}
+
+/* The keys are read under the file's architecture, and the head size and
+ * rotation follow llama.cpp's defaults. */
+static void test_load_arch_metadata(void **state)
+{
+    (void)state;
+    struct assay_model *m = arch_model(ASSAY_ARCH_QWEN2, true, false, 0.0f, false);
+    size_t size;
+    uint8_t *buf = model_bytes(m, &size);
+    uint8_t *c = copy_of(buf, size);
+    /* A llama key in a qwen2 file is not read, and the reverse. */
+    memcpy(c + str_pos(buf, size, "qwen2.block_count") + 8, "llama", 5);
+    want_load_fail(c, size, ASSAY_ERR_NOT_FOUND, "qwen2.block_count", "a value of type u32",
+                   "got no such key");
+    memcpy(c, buf, size);
+    memcpy(c + str_pos(buf, size, "qwen2") + 8, "llama", 5); /* general.architecture */
+    want_load_fail(c, size, ASSAY_ERR_NOT_FOUND, "llama.block_count", NULL, "got no such key");
+    /* Validation names the file's keys too. */
+    memcpy(c, buf, size);
+    put_u32(c, kv_value_pos(buf, size, "qwen2.attention.head_count_kv"), 3);
+    want_load_fail(c, size, ASSAY_ERR_INVALID, "qwen2.attention.head_count_kv",
+                   "a divisor of qwen2.attention.head_count", "got 3 (head_count 4)");
+    /* Without rope.dimension_count the whole head (d_model / head_count)
+     * turns. */
+    memcpy(c, buf, size);
+    memcpy(c + str_pos(buf, size, "qwen2.rope.dimension_count") + 8, "x", 1);
+    struct assay_model *back = load_ok(c, size);
+    assert_int_equal(back->cfg.head_dim, 16);
+    assert_int_equal(back->cfg.arch, ASSAY_ARCH_QWEN2);
+    assert_string_equal(back->sha256, m->sha256);
+    assay_model_free(back);
+    /* A partial rotation is refused. */
+    memcpy(c, buf, size);
+    put_u32(c, kv_value_pos(buf, size, "qwen2.rope.dimension_count"), 8);
+    want_load_fail(c, size, ASSAY_ERR_UNSUPPORTED, "qwen2.rope.dimension_count",
+                   "expected the head size", "got 8 (head size 16)");
+    free(c);
+    free(buf);
+    assay_model_free(m);
+
+    /* Heads of 8 in d_model 64: key_length says so; without it a head is
+     * d_model / head_count = 16 wide and the tensors do not fit. */
+    struct assay_model_config cfg = assay_model_config_mini();
+    cfg.arch = ASSAY_ARCH_QWEN2;
+    cfg.head_dim = 8;
+    assert_int_equal(assay_model_init_random(&m, &cfg, 2), ASSAY_OK);
+    buf = model_bytes(m, &size);
+    back = load_ok(buf, size);
+    assert_int_equal(back->cfg.head_dim, 8);
+    assay_model_free(back);
+    c = copy_of(buf, size);
+    /* Without value_length a value head is d_model / head_count wide
+     * whatever key_length says (llama.cpp's default), so values and keys
+     * differ. */
+    memcpy(c + str_pos(buf, size, "qwen2.attention.value_length") + 8, "x", 1);
+    want_load_fail(c, size, ASSAY_ERR_UNSUPPORTED, "qwen2.attention.value_length",
+                   "expected the head size (values as wide as keys)",
+                   "got no such key: embedding_length / head_count = 16 (head size 8)");
+    memcpy(c, buf, size);
+    memcpy(c + str_pos(buf, size, "qwen2.attention.key_length") + 8, "x", 1);
+    want_load_fail(c, size, ASSAY_ERR_UNSUPPORTED, "qwen2.attention.value_length",
+                   "expected the head size", "got 8 (head size 16)");
+    memcpy(c + str_pos(buf, size, "qwen2.attention.value_length") + 8, "x", 1);
+    memcpy(c + str_pos(buf, size, "qwen2.rope.dimension_count") + 8, "x", 1);
+    want_load_fail(c, size, ASSAY_ERR_PARSE, "blk.0.attn_q.weight", "expected ne [64, 64]",
+                   "got ne [64, 32]");
+    free(c);
+    free(buf);
+    assay_model_free(m);
+}
+
+/* rope.scaling: the type, the factor under either name, the attention
+ * factor. */
+static void test_load_rope_scaling(void **state)
+{
+    (void)state;
+    struct assay_model *m = arch_model(ASSAY_ARCH_LLAMA, false, false, 0.0f, false);
+    size_t size, n;
+    uint8_t *buf = model_bytes(m, &size);
+    uint8_t *c = with_kv_string(buf, size, "llama.rope.scaling.type", "yarn", &n);
+    want_load_fail(c, n, ASSAY_ERR_UNSUPPORTED, "llama.rope.scaling.type",
+                   "expected \"none\" or \"linear\"", "got \"yarn\"");
+    free(c);
+    c = with_kv_string(buf, size, "llama.rope.scaling.type", "longrope", &n);
+    want_load_fail(c, n, ASSAY_ERR_UNSUPPORTED, "llama.rope.scaling.type", NULL,
+                   "got \"longrope\"");
+    free(c);
+    c = with_kv_f32(buf, size, "llama.rope.scaling.attn_factor", 2.0f, &n);
+    want_load_fail(c, n, ASSAY_ERR_UNSUPPORTED, "llama.rope.scaling.attn_factor",
+                   "expected 1 (no attention scaling)", "got 2");
+    free(c);
+    c = with_kv_f32(buf, size, "llama.rope.scaling.attn_factor", 1.0f, &n);
+    struct assay_model *back = load_ok(c, n);
+    assert_true(back->cfg.rope_scale == 0.0f);
+    assay_model_free(back);
+    free(c);
+    /* The old name of the factor, and no type: linear. */
+    c = with_kv_f32(buf, size, "llama.rope.scale_linear", 4.0f, &n);
+    back = load_ok(c, n);
+    assert_true(back->cfg.rope_scale == 4.0f);
+    assert_string_equal(back->sha256, m->sha256);
+    assay_model_free(back);
+    free(c);
+    /* Type "none" turns scaling off whatever the factor says. */
+    c = with_kv_string(buf, size, "llama.rope.scaling.type", "none", &n);
+    size_t n2;
+    uint8_t *c2 = with_kv_f32(c, n, "llama.rope.scaling.factor", 2.0f, &n2);
+    back = load_ok(c2, n2);
+    assert_true(back->cfg.rope_scale == 0.0f);
+    assay_model_free(back);
+    free(c2);
+    free(c);
+    c = with_kv_f32(buf, size, "llama.rope.scale_linear", -1.0f, &n);
+    want_load_fail(c, n, ASSAY_ERR_INVALID, "llama.rope.scale_linear",
+                   "expected 0 (none) or a finite number > 0", "got -1");
+    free(c);
+    free(buf);
+    assay_model_free(m);
+
+    m = arch_model(ASSAY_ARCH_QWEN2, false, false, 2.0f, false);
+    buf = model_bytes(m, &size);
+    back = load_ok(buf, size);
+    assert_true(back->cfg.rope_scale == 2.0f);
+    assay_model_free(back);
+    c = copy_of(buf, size);
+    size_t factor = kv_value_pos(buf, size, "qwen2.rope.scaling.factor");
+    const struct {
+        float value;
+        const char *got;
+    } bad[] = {{-1.0f, "got -1"}, {NAN, "nan"}, {INFINITY, "got inf"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        uint32_t u;
+        memcpy(&u, &bad[i].value, 4);
+        put_u32(c, factor, u);
+        want_load_fail(c, size, ASSAY_ERR_INVALID, "qwen2.rope.scaling.factor",
+                       "expected 0 (none) or a finite number > 0", bad[i].got);
+    }
+    free(c);
+    free(buf);
+    assay_model_free(m);
+}
+
+/* Biases: layer 0's q bias decides, and then every layer has all three. */
+static void test_load_bias_tensors(void **state)
+{
+    (void)state;
+    struct assay_model *m = arch_model(ASSAY_ARCH_QWEN2, true, false, 0.0f, false);
+    size_t size, n;
+    uint8_t *buf = model_bytes(m, &size);
+    struct retype r = {all_f32, "blk.0.attn_k.bias", NULL};
+    uint8_t *c = retyped(buf, size, &r, &n);
+    want_load_fail(c, n, ASSAY_ERR_NOT_FOUND, "blk.0.attn_k.bias", "expected a tensor of ne [32]",
+                   "got no such tensor");
+    free(c);
+    r.drop = "blk.1.attn_v.bias";
+    c = retyped(buf, size, &r, &n);
+    want_load_fail(c, n, ASSAY_ERR_NOT_FOUND, "blk.1.attn_v.bias", "expected a tensor of ne [32]",
+                   "got no such tensor");
+    free(c);
+    /* Without layer 0's q bias the model has none, so the others are
+     * strays. */
+    r.drop = "blk.0.attn_q.bias";
+    c = retyped(buf, size, &r, &n);
+    want_load_fail(c, n, ASSAY_ERR_PARSE, "blk.0.attn_k.bias",
+                   "expected only the 21 tensors of a 2-layer qwen2 model",
+                   "got unknown tensor blk.0.attn_k.bias");
+    free(c);
+    /* A bias of the wrong length. */
+    c = copy_of(buf, size);
+    put_u64(c, tensor_dims_pos(buf, size, "blk.1.attn_q.bias") + 4, 32);
+    want_load_fail(c, size, ASSAY_ERR_PARSE, "blk.1.attn_q.bias", "expected ne [64]",
+                   "got ne [32]");
+    free(c);
+    free(buf);
+    assay_model_free(m);
+    /* A bias in layer 1 of a model whose layer 0 has none. */
+    buf = mini_bytes(&size);
+    r.drop = NULL;
+    r.stray = "blk.1.attn_q.bias";
+    c = retyped(buf, size, &r, &n);
+    want_load_fail(c, n, ASSAY_ERR_PARSE, "blk.1.attn_q.bias",
+                   "expected only the 21 tensors of a 2-layer llama model",
+                   "got unknown tensor blk.1.attn_q.bias");
+    free(c);
+    free(buf);
+}
+
+/* rope_freqs.weight: head_dim / 2 finite positive divisors. */
+static void test_load_rope_freqs(void **state)
+{
+    (void)state;
+    struct assay_model *m = arch_model(ASSAY_ARCH_LLAMA, false, false, 0.0f, true);
+    size_t size;
+    uint8_t *buf = model_bytes(m, &size);
+    uint8_t *c = copy_of(buf, size);
+    size_t at = tensor_data_pos(buf, size, "rope_freqs.weight");
+    const struct {
+        int element;
+        float value;
+        const char *expected, *got;
+    } bad[] = {
+        {3, 0.0f, "expected positive frequency divisors", "got 0 at element 3"},
+        {0, -2.0f, "expected positive frequency divisors", "got -2 at element 0"},
+        {7, NAN, "expected finite weights", "got NaN at element 7"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memcpy(c, buf, size);
+        memcpy(c + at + 4 * (size_t)bad[i].element, &bad[i].value, 4);
+        want_load_fail(c, size, ASSAY_ERR_PARSE, "rope_freqs.weight", bad[i].expected,
+                       bad[i].got);
+    }
+    memcpy(c, buf, size);
+    put_u64(c, tensor_dims_pos(buf, size, "rope_freqs.weight") + 4, 4);
+    want_load_fail(c, size, ASSAY_ERR_PARSE, "rope_freqs.weight", "expected ne [8]", "got ne [4]");
+    /* Small positive divisors are divisors like any other. */
+    memcpy(c, buf, size);
+    float tiny = 1e-30f;
+    memcpy(c + at, &tiny, 4);
+    struct assay_model *back = load_ok(c, size);
+    assert_true(back->rope_freqs[0] == tiny);
+    assay_model_free(back);
+    free(c);
+    free(buf);
+    assay_model_free(m);
+}
+
+/* An architecture other than llama and qwen2, one whose name only starts
+ * like them, and qwen2 with what only llama has. */
+static void test_load_other_arch(void **state)
+{
+    (void)state;
+    struct assay_model *m = arch_model(ASSAY_ARCH_QWEN2, true, false, 0.0f, false);
+    size_t size;
+    uint8_t *buf = model_bytes(m, &size);
+    uint8_t *c = copy_of(buf, size);
+    memcpy(c + str_pos(buf, size, "qwen2") + 8, "qwen3", 5);
+    want_load_fail(c, size, ASSAY_ERR_UNSUPPORTED, "general.architecture",
+                   "expected \"llama\" or \"qwen2\"", "got \"qwen3\"");
+    memcpy(c, buf, size);
+    memcpy(c + str_pos(buf, size, "qwen2") + 8, "qwen\0", 5);
+    want_load_fail(c, size, ASSAY_ERR_UNSUPPORTED, "general.architecture", NULL, "got \"qwen\"");
+    free(c);
+    /* llama.cpp's qwen2 has no RoPE frequency divisors: in a qwen2 file
+     * rope_freqs.weight is a tensor nobody knows, and a qwen2 config with
+     * them is not made. */
+    size_t n;
+    struct retype r = {all_f32, NULL, "rope_freqs.weight"};
+    c = retyped(buf, size, &r, &n);
+    want_load_fail(c, n, ASSAY_ERR_PARSE, "rope_freqs.weight",
+                   "expected only the 27 tensors of a 2-layer biased qwen2 model",
+                   "got unknown tensor rope_freqs.weight");
+    free(c);
+    struct assay_model_config cfg = m->cfg;
+    cfg.rope_freqs = true;
+    struct assay_diag diag;
+    want_status(assay_model_config_validate(&cfg, &diag), ASSAY_ERR_INVALID, &diag);
+    want_diag(&diag, "rope_freqs.weight", "only in a llama model", "in a qwen2 model");
+    struct assay_model *q = (struct assay_model *)&q;
+    assert_int_equal(assay_model_init_random(&q, &cfg, 1), ASSAY_ERR_INVALID);
+    assert_null(q);
+    cfg.arch = ASSAY_ARCH_LLAMA;
+    want_status(assay_model_config_validate(&cfg, &diag), ASSAY_OK, &diag);
+    free(buf);
+    assay_model_free(m);
+}
+
 int main(int argc, char **argv)
 {
     assay_test_init(argc, argv);
@@ -2163,6 +2648,13 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_load_tied),
         cmocka_unit_test(test_load_bad_types),
         cmocka_unit_test(test_load_tied_stray),
+        cmocka_unit_test(test_roundtrip_qwen2_bias_tied),
+        cmocka_unit_test(test_roundtrip_llama_rope_scaling),
+        cmocka_unit_test(test_load_arch_metadata),
+        cmocka_unit_test(test_load_rope_scaling),
+        cmocka_unit_test(test_load_bias_tensors),
+        cmocka_unit_test(test_load_rope_freqs),
+        cmocka_unit_test(test_load_other_arch),
         cmocka_unit_test(test_load_fail_alloc),
         cmocka_unit_test(test_save_fail_alloc),
         cmocka_unit_test(test_save_no_directory),
