@@ -249,8 +249,12 @@ static enum assay_status open_bundled(const char *args, struct assay_model_cache
     struct assay_model *model = NULL, *draft = NULL;
     st = get_model(cache, b.model, b.seed, &model, diag);
     if (st == ASSAY_OK && b.p.spec_k > 0) {
-        const char *dname = b.draft[0] != '\0' ? b.draft
-                            : strcmp(model->cfg.name, "mini") == 0 ? "mini-draft" : "draft";
+        /* Without draft=: a built-in model's own draft, and a model file
+         * drafts for itself (no built-in draft shares its vocabulary). */
+        const char *dname = b.draft[0] != '\0'          ? b.draft
+                            : is_path(b.model)             ? b.model
+                            : strcmp(b.model, "mini") == 0 ? "mini-draft"
+                                                           : "draft";
         st = get_model(cache, dname, b.draft_seed, &draft, diag);
     }
     if (st != ASSAY_OK) {
