@@ -150,7 +150,7 @@ struct assay_audit_params assay_audit_default_params(void)
     memset(&p, 0, sizeof p);
     p.api = ASSAY_OPENAI_API_COMPLETION;
     p.seed = 1;
-    p.eos_token = ASSAY_TOKEN_EOS;
+    p.eos_token = ASSAY_AUDIT_EOS_FROM_MODEL;
     p.slots = 4;
     p.n_probs = 5;
     p.stall_ms = 60000;
@@ -212,7 +212,7 @@ enum assay_status assay_audit_open(const struct assay_audit_params *p, struct as
     *out = NULL;
     if (p == NULL || p->url == NULL || p->model_path == NULL || p->slots < 1 ||
         p->slots > 256 || p->n_probs < 1 || p->n_probs > ASSAY_OPENAI_MAX_TOP ||
-        p->stall_ms < 1 || p->eos_token < -1 ||
+        p->stall_ms < 1 || p->eos_token < ASSAY_AUDIT_EOS_FROM_MODEL ||
         (p->order != ASSAY_SAMPLING_JOINT && p->order != ASSAY_SAMPLING_SEQUENTIAL)) {
         assay_diag_set(diag, "audit", "parameters",
                        "url, model, 1-256 slots, 1-64 logprobs, a positive stall timeout", "%s",
@@ -245,6 +245,10 @@ enum assay_status assay_audit_open(const struct assay_audit_params *p, struct as
     }
     a->p.bundled_spec = a->bundled_spec;
     enum assay_status st = assay_model_load_gguf(&a->model, a->model_path, diag);
+    a->eos_given = p->eos_token != ASSAY_AUDIT_EOS_FROM_MODEL;
+    if (st == ASSAY_OK && !a->eos_given) {
+        a->p.eos_token = a->model->eos_token;
+    }
     if (st == ASSAY_OK && a->p.eos_token >= a->model->cfg.vocab) {
         assay_diag_set(diag, "audit", "eos", "a token of the model's vocabulary", "%d",
                        (int)a->p.eos_token);
@@ -336,7 +340,7 @@ enum assay_status assay_audit_run_check(struct assay_audit *a, const struct assa
     if (a->served[0] != '\0' && l < sizeof extra) {
         l += (size_t)snprintf(extra + l, sizeof extra - l, " --served-model %.60s", a->served);
     }
-    if (a->p.eos_token != ASSAY_TOKEN_EOS && l < sizeof extra) {
+    if (a->eos_given && l < sizeof extra) {
         l += (size_t)snprintf(extra + l, sizeof extra - l, " --eos %d", (int)a->p.eos_token);
     }
     if (a->p.slots != 4 && l < sizeof extra) {

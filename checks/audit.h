@@ -80,6 +80,8 @@
  * f32 KV cache) and below f16 attention (about 1e-2). */
 #define ASSAY_AUDIT_LOGPROB_TOL 1e-3
 
+#define ASSAY_AUDIT_EOS_FROM_MODEL (-2)
+
 struct assay_audit_params {
     const char *url;          /* required: http(s)://host:port of the server */
     enum assay_openai_api api;
@@ -91,8 +93,10 @@ struct assay_audit_params {
                                  "fixtures" */
     uint64_t seed;            /* master seed; each check's seed derives from it */
     bool quick;               /* smaller samples (stated in each summary) */
-    int32_t eos_token;        /* the server's end-of-generation token; -1: none
-                                 (default ASSAY_TOKEN_EOS) */
+    int32_t eos_token;        /* the server's end-of-generation token; -1: none;
+                                 ASSAY_AUDIT_EOS_FROM_MODEL (the default): the
+                                 model file's tokenizer.ggml.eos_token_id, or
+                                 none when it names none */
     int32_t slots;            /* the server's parallel slots (default 4) */
     int32_t n_probs;          /* top logprobs compared per token (default 5) */
     int32_t stall_ms;         /* the adapter's stall timeout (default 60000) */

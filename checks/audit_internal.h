@@ -29,6 +29,7 @@ struct assay_audit {
     char program[512];
     char bundled_spec[1400];
     bool bundled_default; /* bundled_spec is the audit's own */
+    bool eos_given;       /* the caller named the EOS token (not the file) */
     char srv_spec[1400];
     struct assay_model *model; /* the oracle's copy */
     struct assay_oracle_memo *memo;

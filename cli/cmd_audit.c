@@ -47,7 +47,8 @@ static void usage(FILE *out)
             "  --seed N            master seed (default 1)\n"
             "  --check NAME        run only this check (repeatable; no benchmark then)\n"
             "  --slots N           the server's parallel slots (default 4)\n"
-            "  --eos ID            the server's end-of-generation token (default 257; -1: none)\n"
+            "  --eos ID            the server's end-of-generation token (default: the file's\n"
+            "                      tokenizer.ggml.eos_token_id; -1: none)\n"
             "  --order ORDER       how the server combines top-k and top-p: sequential\n"
             "                      (llama.cpp, vLLM; default) or joint (SGLang's FlashInfer)\n"
             "  --bundled SPEC      the bundled engine to compare with (default\n"
@@ -293,7 +294,7 @@ int assay_cmd_audit(int argc, char **argv)
         .order = ASSAY_SAMPLING_SEQUENTIAL,
         .seed = 1,
         .slots = 4,
-        .eos = ASSAY_TOKEN_EOS,
+        .eos = ASSAY_AUDIT_EOS_FROM_MODEL,
         .stall_ms = 60000,
     };
     int rc = parse(argc, argv, &o);

@@ -255,6 +255,7 @@ enum assay_status assay_model_alloc(struct assay_model **out, const struct assay
     m->cfg = *cfg;
     m->tied = tied;
     snprintf(m->tensor_types, sizeof m->tensor_types, "F32");
+    m->eos_token = cfg->vocab > ASSAY_TOKEN_EOS ? ASSAY_TOKEN_EOS : -1;
     m->n_floats = assay_model_config_n_params(cfg) - (tied ? (int64_t)cfg->vocab * cfg->d_model : 0);
     m->layers = assay_calloc((size_t)cfg->n_layer, sizeof *m->layers);
     m->data = assay_calloc((size_t)m->n_floats, sizeof(float));
@@ -386,6 +387,7 @@ enum assay_status assay_model_clone(const struct assay_model *model, struct assa
     }
     memcpy((*out)->data, model->data, sizeof(float) * (size_t)model->n_floats);
     memcpy((*out)->tensor_types, model->tensor_types, sizeof model->tensor_types);
+    (*out)->eos_token = model->eos_token;
     memcpy((*out)->sha256, model->sha256, sizeof model->sha256);
     return ASSAY_OK;
 }

@@ -126,6 +126,9 @@ struct assay_model {
                        * vocab * d_model less than the config's when tied */
     bool tied;        /* the output projection is the token embedding: a
                        * GGUF file without output.weight (llama.cpp's rule) */
+    int32_t eos_token; /* the file's tokenizer.ggml.eos_token_id, or -1 when
+                        * it has none; ASSAY_TOKEN_EOS for a random model
+                        * whose vocabulary holds it */
     char tensor_types[48]; /* the ggml types the weights were stored in,
                             * '+'-joined in order of first appearance
                             * ("F32", "Q8_0+F32"); "F32" for a random model */

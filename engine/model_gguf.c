@@ -568,6 +568,31 @@ static enum assay_status read_tensors(const struct assay_gguf *g, const char *pa
     return ASSAY_OK;
 }
 
+/* The end-of-generation token, when the tokenizer block names one within
+ * the vocabulary (-1 when it names none). */
+static enum assay_status read_eos(const struct assay_gguf *g, const char *path,
+                                  struct assay_model *m, struct assay_diag *diag)
+{
+    m->eos_token = -1;
+    if (assay_gguf_find_key(g, "tokenizer.ggml.eos_token_id") < 0) {
+        return ASSAY_OK;
+    }
+    uint32_t id;
+    enum assay_status st = assay_gguf_get_u32(g, "tokenizer.ggml.eos_token_id", &id, diag);
+    if (st != ASSAY_OK) {
+        return st;
+    }
+    if (id >= (uint32_t)m->cfg.vocab) {
+        char expected[64];
+        snprintf(expected, sizeof expected, "a token id below the vocabulary size %d",
+                 (int)m->cfg.vocab);
+        assay_diag_set(diag, path, "tokenizer.ggml.eos_token_id", expected, "%" PRIu32, id);
+        return ASSAY_ERR_PARSE;
+    }
+    m->eos_token = (int32_t)id;
+    return ASSAY_OK;
+}
+
 /* A model from a parsed file: its config, the tensors' shapes, then the
  * weights. On failure *out is untouched and nothing is left allocated. */
 static enum assay_status load_parsed(const struct assay_gguf *g, const char *path,
@@ -606,6 +631,9 @@ static enum assay_status load_parsed(const struct assay_gguf *g, const char *pat
     }
     if (st == ASSAY_OK) {
         st = read_tensors(g, path, m, true, diag);
+    }
+    if (st == ASSAY_OK) {
+        st = read_eos(g, path, m, diag);
     }
     if (st != ASSAY_OK) {
         assay_model_free(m);

@@ -1410,6 +1410,47 @@ static void test_load_missing_and_extra_tensors(void **state)
     free(buf);
 }
 
+/* The end-of-generation token comes from tokenizer.ggml.eos_token_id: the
+ * audit takes it as the server's EOS unless told otherwise. */
+static void test_load_eos_token(void **state)
+{
+    (void)state;
+    size_t size;
+    uint8_t *buf = mini_bytes(&size);
+    struct assay_model *m = NULL;
+    struct assay_diag diag;
+    want_status(assay_model_load_gguf_buffer(&m, buf, size, "mini", &diag), ASSAY_OK, &diag);
+    assert_int_equal(m->eos_token, ASSAY_TOKEN_EOS);
+    assay_model_free(m);
+
+    uint8_t *c = copy_of(buf, size);
+    put_u32(c, kv_value_pos(buf, size, "tokenizer.ggml.eos_token_id"), 7);
+    want_status(assay_model_load_gguf_buffer(&m, c, size, "mini", &diag), ASSAY_OK, &diag);
+    assert_int_equal(m->eos_token, 7);
+    assay_model_free(m);
+
+    put_u32(c, kv_value_pos(buf, size, "tokenizer.ggml.eos_token_id"), 260);
+    want_load_fail(c, size, ASSAY_ERR_PARSE, "tokenizer.ggml.eos_token_id",
+                   "a token id below the vocabulary size 260", "got 260");
+
+    /* A vocabulary without the id 257 names no EOS token. */
+    struct assay_model_config cfg = assay_model_config_mini();
+    cfg.vocab = 200;
+    struct assay_model *small;
+    assert_int_equal(assay_model_init_random(&small, &cfg, 1), ASSAY_OK);
+    assert_int_equal(small->eos_token, -1);
+    char path[512];
+    assay_test_scratch("gguf-no-eos.gguf", path, sizeof path);
+    want_status(assay_model_save_gguf(small, path, &diag), ASSAY_OK, &diag);
+    assay_model_free(small);
+    want_status(assay_model_load_gguf(&m, path, &diag), ASSAY_OK, &diag);
+    assert_int_equal(m->eos_token, -1);
+    assay_model_free(m);
+    remove(path);
+    free(c);
+    free(buf);
+}
+
 static void test_load_bad_metadata(void **state)
 {
     (void)state;
@@ -2641,6 +2682,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_load_nonfinite),
         cmocka_unit_test(test_load_missing_and_extra_tensors),
         cmocka_unit_test(test_load_bad_metadata),
+        cmocka_unit_test(test_load_eos_token),
         cmocka_unit_test(test_load_not_llama),
         cmocka_unit_test(test_half_reference),
         cmocka_unit_test(test_load_f16),
