@@ -34,11 +34,8 @@
 #   ASSAY_LLAMA_THREADS, ASSAY_LLAMA_NP as llama-server-ctl.sh's
 set -euo pipefail
 
-here="$(cd "$(dirname "$0")" && pwd)"
-repo="$(cd "$here/.." && pwd)"
-cache="${ASSAY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/assay}"
-out="${1:-$cache/models}"
-build="${ASSAY_BUILD:-$repo/build/test}"
+# shellcheck source=scripts/test-models-lib.sh
+. "$(dirname "$0")/test-models-lib.sh"
 models="${ASSAY_AUDIT_MODELS:-llama-hd64 qwen2-hd64}"
 types="${ASSAY_AUDIT_TYPES:-F32 F16 Q4_K_M}"
 checks="${ASSAY_AUDIT_CHECKS:-audit.equiv.logprobs audit.equiv.alone audit.prop.batch-invariance}"
@@ -115,7 +112,7 @@ printf '%-11s %-7s %-4s %-8s %6s %9s %9s %9s %6s %6s\n' model format exit verdic
     values max median p99 top-1 secs
 for name in $models; do
     for type in $types; do
-        file="$(awk -F'\t' -v n="$name" -v t="$type" '$1 == n && $2 == t { print $3 }' "$manifest")"
+        file="$(manifest_file "$name" "$type")"
         [ -n "$file" ] || {
             fail "$name $type: not in $manifest"
             continue
@@ -162,7 +159,7 @@ done
 # the same weights with another RoPE.
 shape_of() { "$here/make-test-models.sh" --shape "$1"; }
 for name in $models; do
-    file="$(awk -F'\t' -v n="$name" '$1 == n && $2 == "F32" { print $3 }' "$manifest")"
+    file="$(manifest_file "$name" F32)"
     [ -n "$file" ] || continue
     shape="$(shape_of "$name")"
     case "$name" in

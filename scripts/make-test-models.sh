@@ -29,11 +29,8 @@
 #   ASSAY_QUANT_THREADS  llama-quantize threads (default 2)
 set -euo pipefail
 
-here="$(cd "$(dirname "$0")" && pwd)"
-repo="$(cd "$here/.." && pwd)"
-cache="${ASSAY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/assay}"
-out="${1:-$cache/models}"
-build="${ASSAY_BUILD:-$repo/build/test}"
+# shellcheck source=scripts/test-models-lib.sh
+. "$(dirname "$0")/test-models-lib.sh"
 seed="${ASSAY_MODEL_SEED:-1}"
 gain="${ASSAY_MODEL_GAIN:-}"
 types="${ASSAY_MODEL_TYPES:-F16 BF16 Q8_0 Q4_K_M Q5_K_M Q6_K}"

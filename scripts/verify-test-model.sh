@@ -13,11 +13,8 @@
 # verify's.
 set -euo pipefail
 
-here="$(cd "$(dirname "$0")" && pwd)"
-repo="$(cd "$here/.." && pwd)"
-cache="${ASSAY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/assay}"
-out="${1:-$cache/models}"
-build="${ASSAY_BUILD:-$repo/build/test}"
+# shellcheck source=scripts/test-models-lib.sh
+. "$(dirname "$0")/test-models-lib.sh"
 name="${ASSAY_VERIFY_MODEL:-llama-hd64}"
 type="${ASSAY_VERIFY_TYPE:-Q4_K_M}"
 
@@ -32,8 +29,7 @@ type="${ASSAY_VERIFY_TYPE:-Q4_K_M}"
 types="$type"
 [ "$type" = F32 ] && types=F16 # the F32 file is always made
 ASSAY_MODEL_NAMES="$name" ASSAY_MODEL_TYPES="$types" "$here/make-test-models.sh" "$out" >&2
-file="$(awk -F'\t' -v n="$name" -v t="$type" '$1 == n && $2 == t { print $3 }' \
-    "$out/manifest.tsv")"
+file="$(manifest_file "$name" "$type")"
 [ -n "$file" ] || {
     echo "verify-test-model: $name $type is not in $out/manifest.tsv" >&2
     exit 2
