@@ -20,6 +20,7 @@ struct assay_oracle {
     double *tmp;    /* (d_model) */
     double *scores; /* (max_len) */
     double *row;    /* (max_len, vocab) for next_logits */
+    size_t scratch_bytes; /* every buffer above */
 };
 
 enum assay_status assay_oracle_init(struct assay_oracle **out, const struct assay_model *model,
@@ -55,8 +56,16 @@ enum assay_status assay_oracle_init(struct assay_oracle **out, const struct assa
         assay_oracle_free(o);
         return ASSAY_ERR_NOMEM;
     }
+    o->scratch_bytes = sizeof(double) * (n * (2 * (size_t)c->d_model + 2 * qd + 2 * kvd + 1 +
+                                              (size_t)c->vocab) +
+                                         2 * (size_t)c->d_ff + (size_t)c->d_model);
     *out = o;
     return ASSAY_OK;
+}
+
+size_t assay_oracle_scratch_bytes(const struct assay_oracle *o)
+{
+    return o->scratch_bytes;
 }
 
 void assay_oracle_free(struct assay_oracle *o)

@@ -16,6 +16,7 @@
 #ifndef ASSAY_ORACLE_H
 #define ASSAY_ORACLE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "../core/request.h"
@@ -29,6 +30,10 @@ struct assay_oracle;
 enum assay_status assay_oracle_init(struct assay_oracle **out, const struct assay_model *model,
                                     int32_t max_len);
 void assay_oracle_free(struct assay_oracle *oracle);
+
+/* The bytes of working memory the oracle allocated at init, beside the
+ * model it borrows and the logits its caller passes in. */
+size_t assay_oracle_scratch_bytes(const struct assay_oracle *oracle);
 
 /*
  * Teacher forcing: logits (n, vocab) where row t holds the logits of the
