@@ -2,18 +2,19 @@
  * oracle_speed - how fast the oracle computes a GGUF model, and how much
  * memory it takes, for the README's figures and by hand:
  *
- *   oracle_speed MODEL.gguf [--len N] [--reps R] [--seed S]
+ *   oracle_speed MODEL.gguf [--len N] [--reps R] [--seed S] [--threads T]
  *
  * Loads the file (dequantized to fp32 as every assay load is), makes an
  * oracle for N tokens (default 128), and runs R (default 3) teacher-forced
  * passes (assay_oracle_logits) over random prompts of N tokens drawn from
- * S (default 1). Prints the load time, each pass's tokens per second and
- * their median, the oracle's scratch and the caller's logits buffer, the
+ * S (default 1), on T threads (default 1). Prints the load time, each pass's tokens per second and
+ * their median (also per second of the process's CPU time, which a busy
+ * machine disturbs less), the oracle's scratch and the caller's logits buffer, the
  * resident set after the load and the peak resident set (getrusage), and a
  * SHA-256 of every logit computed: two builds that print the same digest
  * for the same file, N, R and S computed the same doubles bit for bit.
  *
- * One thread; the time is wall-clock on CLOCK_MONOTONIC, so on a busy
+ * The time is wall-clock on CLOCK_MONOTONIC, so on a busy
  * machine compare builds side by side rather than with figures taken at
  * another time. Exit status 0, or 2 with the reason on stderr (bad
  * arguments, a file that does not load, no memory).
@@ -23,6 +24,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "core/clock.h"
@@ -39,11 +41,12 @@ struct speed_args {
     int32_t len;
     int32_t reps;
     uint64_t seed;
+    int32_t threads;
 };
 
 static void usage(const char *argv0)
 {
-    fprintf(stderr, "usage: %s MODEL.gguf [--len N] [--reps R] [--seed S]\n", argv0);
+    fprintf(stderr, "usage: %s MODEL.gguf [--len N] [--reps R] [--seed S] [--threads T]\n", argv0);
 }
 
 /* A decimal integer in lo..hi; 0, or -1 with the reason on stderr. */
@@ -64,7 +67,7 @@ static int parse_int(const char *what, const char *s, long long lo, long long hi
 
 static int parse_args(int argc, char **argv, struct speed_args *a)
 {
-    *a = (struct speed_args){NULL, 128, 3, 1};
+    *a = (struct speed_args){NULL, 128, 3, 1, 1};
     for (int i = 1; i < argc; i++) {
         long long v;
         if (strcmp(argv[i], "--len") == 0) {
@@ -82,6 +85,12 @@ static int parse_args(int argc, char **argv, struct speed_args *a)
                 return -1;
             }
             a->seed = (uint64_t)v;
+        } else if (strcmp(argv[i], "--threads") == 0) {
+            if (parse_int("--threads", i + 1 < argc ? argv[++i] : NULL, 1,
+                          ASSAY_ORACLE_MAX_THREADS, &v) != 0) {
+                return -1;
+            }
+            a->threads = (int32_t)v;
         } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
             fprintf(stderr, "oracle_speed: unknown option \"%s\"\n", argv[i]);
             return -1;
@@ -123,6 +132,14 @@ static double rss_bytes(void)
     int got = fscanf(f, "%lld %lld", &size, &resident);
     fclose(f);
     return got == 2 ? (double)resident * (double)sysconf(_SC_PAGESIZE) : 0.0;
+}
+
+/* CPU seconds this process has used (every thread's). */
+static double cpu_seconds(void)
+{
+    struct timespec ts;
+    return clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) == 0 ? (double)ts.tv_sec + ts.tv_nsec * 1e-9
+                                                              : 0.0;
 }
 
 static int compare_double(const void *a, const void *b)
@@ -169,19 +186,27 @@ int main(int argc, char **argv)
     int32_t *tokens = malloc((size_t)a.len * sizeof *tokens);
     double *logits = malloc(n_logits * sizeof *logits);
     double *rate = malloc((size_t)a.reps * sizeof *rate);
-    st = tokens == NULL || logits == NULL || rate == NULL ? ASSAY_ERR_NOMEM
-                                                          : assay_oracle_init(&o, m, a.len);
+    double *cpu_rate = malloc((size_t)a.reps * sizeof *cpu_rate);
+    st = tokens == NULL || logits == NULL || rate == NULL || cpu_rate == NULL
+             ? ASSAY_ERR_NOMEM
+             : assay_oracle_init(&o, m, a.len);
+    if (st == ASSAY_OK) {
+        st = assay_oracle_set_threads(o, a.threads);
+    }
     if (st != ASSAY_OK) {
         fprintf(stderr, "oracle_speed: no oracle for %d tokens: %s\n", (int)a.len,
                 assay_status_str(st));
+        assay_oracle_free(o);
         free(tokens);
         free(logits);
         free(rate);
+        free(cpu_rate);
         assay_model_free(m);
         return 2;
     }
-    printf("oracle scratch %.1f MiB; logits buffer (len x vocab doubles) %.1f MiB\n",
-           mib((double)assay_oracle_scratch_bytes(o)), mib((double)(n_logits * sizeof *logits)));
+    printf("%d thread%s; oracle scratch %.1f MiB; logits buffer (len x vocab doubles) %.1f MiB\n",
+           (int)a.threads, a.threads == 1 ? "" : "s", mib((double)assay_oracle_scratch_bytes(o)),
+           mib((double)(n_logits * sizeof *logits)));
     fflush(stdout);
 
     struct assay_sha256 digest;
@@ -194,17 +219,19 @@ int main(int argc, char **argv)
             tokens[t] = (int32_t)(u * c->vocab);
         }
         t0 = assay_now_ns();
+        double cpu0 = cpu_seconds();
         st = assay_oracle_logits(o, tokens, a.len, logits);
-        double s = (double)(assay_now_ns() - t0) * 1e-9;
+        double s = (double)(assay_now_ns() - t0) * 1e-9, cpu = cpu_seconds() - cpu0;
         if (st != ASSAY_OK) {
             fprintf(stderr, "oracle_speed: the oracle failed: %s\n", assay_status_str(st));
             rc = 2;
             break;
         }
         rate[r] = a.len / s;
+        cpu_rate[r] = a.len / cpu;
         assay_sha256_update(&digest, logits, n_logits * sizeof *logits);
-        printf("pass %d: %d tokens in %.2f s, %.1f tokens/s\n", (int)r + 1, (int)a.len, s,
-               rate[r]);
+        printf("pass %d: %d tokens in %.2f s (%.2f s of CPU), %.1f tokens/s\n", (int)r + 1,
+               (int)a.len, s, cpu, rate[r]);
         fflush(stdout);
     }
     if (rc == 0) {
@@ -213,16 +240,18 @@ int main(int argc, char **argv)
         assay_sha256_final(&digest, d);
         assay_sha256_hex(d, hex);
         qsort(rate, (size_t)a.reps, sizeof *rate, compare_double);
-        printf("len %d: median %.1f tokens/s (min %.1f, max %.1f over %d passes); "
-               "peak resident %.0f MiB\n",
+        qsort(cpu_rate, (size_t)a.reps, sizeof *cpu_rate, compare_double);
+        printf("len %d: median %.1f tokens/s (min %.1f, max %.1f over %d passes), "
+               "%.1f per CPU-second; peak resident %.0f MiB\n",
                (int)a.len, rate[a.reps / 2], rate[0], rate[a.reps - 1], (int)a.reps,
-               mib(peak_rss_bytes()));
+               cpu_rate[a.reps / 2], mib(peak_rss_bytes()));
         printf("logits sha256 %s\n", hex);
     }
     assay_oracle_free(o);
     free(tokens);
     free(logits);
     free(rate);
+    free(cpu_rate);
     assay_model_free(m);
     return rc;
 }
