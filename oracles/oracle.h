@@ -1,6 +1,6 @@
 /*
  * oracle.h - the naive reference: what a TinyGPT model computes, written for
- * clarity and never optimised.
+ * clarity and optimised only where no bit of a result can change.
  *
  * One sequence at a time, the whole sequence computed in one pass from the
  * token embeddings (no KV cache, no batching, no paging), every product and
@@ -14,7 +14,9 @@
  * while it is in cache and may run on several threads
  * (assay_oracle_set_threads); every element is still the one dot product a
  * position alone would compute, so the logits are the same bit for bit
- * whatever the sequence length, block or number of threads.
+ * whatever the sequence length, block or number of threads. It holds no
+ * weights of its own; its scratch is O(max_len x d_model) plus a block's
+ * O(d_ff), nothing of size max_len x vocab (assay_oracle_scratch_bytes).
  *
  * Lifetime: assay_oracle_init / assay_oracle_free. Not thread-safe; make one
  * per thread.
