@@ -5,19 +5,20 @@
  *   oracle_speed MODEL.gguf [--len N] [--reps R] [--seed S] [--threads T]
  *
  * Loads the file (dequantized to fp32 as every assay load is), makes an
- * oracle for N tokens (default 128), and runs R (default 3) teacher-forced
- * passes (assay_oracle_logits) over random prompts of N tokens drawn from
- * S (default 1), on T threads (default 1). Prints the load time, each pass's tokens per second and
- * their median (also per second of the process's CPU time, which a busy
- * machine disturbs less), the oracle's scratch and the caller's logits buffer, the
- * resident set after the load and the peak resident set (getrusage), and a
- * SHA-256 of every logit computed: two builds that print the same digest
- * for the same file, N, R and S computed the same doubles bit for bit.
+ * oracle for N tokens (default 128) on T threads (default 1), and runs R
+ * (default 3) teacher-forced passes (assay_oracle_logits) over random
+ * prompts of N tokens drawn from S (default 1). Prints the load time, each
+ * pass's tokens per second and their median, also per second of the
+ * process's CPU time (all threads), which a busy machine disturbs less; the
+ * oracle's scratch and the caller's logits buffer; the resident set after
+ * the load and the peak resident set (getrusage); and a SHA-256 of every
+ * logit computed: two builds that print the same digest for the same file,
+ * N, R and S computed the same doubles bit for bit.
  *
- * The time is wall-clock on CLOCK_MONOTONIC, so on a busy
- * machine compare builds side by side rather than with figures taken at
- * another time. Exit status 0, or 2 with the reason on stderr (bad
- * arguments, a file that does not load, no memory).
+ * The time is wall-clock on CLOCK_MONOTONIC, so on a busy machine compare
+ * builds side by side rather than with figures taken at another time. Exit
+ * status 0, or 2 with the reason on stderr (bad arguments, a file that
+ * does not load, no memory).
  */
 #include <errno.h>
 #include <stdio.h>

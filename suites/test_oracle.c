@@ -8,8 +8,8 @@
  * logits; and the oracle's scratch does not grow with the vocabulary.
  *
  * The reference below is the oracle as it was before its products took a
- * block of positions at a time (d980c61), kept here as the definition the
- * faster loops must reproduce. The tolerance is zero: every double is
+ * block of positions at a time, kept here as the definition the faster
+ * loops must reproduce. The tolerance is zero: every double is
  * compared by its bits. This file is compiled with -ffp-contract=off, as
  * the oracle is, so neither side fuses a multiply with an add.
  */
