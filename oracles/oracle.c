@@ -1,25 +1,34 @@
 #include "oracle.h"
 
 #include <math.h>
+#include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "../core/alloc.h"
+
+/* Positions taken through each product together: every weight row is dotted
+ * with the ORACLE_BLOCK positions of a block while it is in cache, instead
+ * of being read from memory again for each position. The blocks' scratch
+ * (a block's activations of width d_ff) stays within the L2 cache at the
+ * test models' shapes. */
+#define ORACLE_BLOCK 32
 
 struct assay_oracle {
     const struct assay_model *model;
     int32_t max_len;
+    int32_t n_threads; /* 1..ASSAY_ORACLE_MAX_THREADS */
     double *x;      /* (max_len, d_model) residual stream */
-    double *xn;     /* (max_len, d_model) */
     double *q;      /* (max_len, n_head * head_dim) */
     double *k;      /* (max_len, n_kv_head * head_dim) */
     double *v;      /* (max_len, n_kv_head * head_dim) */
     double *att;    /* (max_len, n_head * head_dim) */
-    double *gate;   /* (d_ff) */
-    double *up;     /* (d_ff) */
-    double *tmp;    /* (d_model) */
     double *scores; /* (max_len) */
-    double *row;    /* (max_len, vocab) for next_logits */
+    double *xn;     /* (ORACLE_BLOCK, d_model) a block's normalised x */
+    double *gate;   /* (ORACLE_BLOCK, d_ff) */
+    double *up;     /* (ORACLE_BLOCK, d_ff) */
+    double *tmp;    /* (ORACLE_BLOCK, d_model) */
+    size_t scratch_bytes; /* every buffer above */
 };
 
 enum assay_status assay_oracle_init(struct assay_oracle **out, const struct assay_model *model,
@@ -34,29 +43,45 @@ enum assay_status assay_oracle_init(struct assay_oracle **out, const struct assa
     if (o == NULL) {
         return ASSAY_ERR_NOMEM;
     }
-    size_t n = (size_t)max_len, qd = (size_t)c->n_head * c->head_dim;
-    size_t kvd = (size_t)c->n_kv_head * c->head_dim;
+    size_t n = (size_t)max_len, b = ORACLE_BLOCK, d = (size_t)c->d_model;
+    size_t qd = (size_t)c->n_head * c->head_dim, kvd = (size_t)c->n_kv_head * c->head_dim;
     o->model = model;
     o->max_len = max_len;
-    o->x = assay_calloc(n * (size_t)c->d_model, sizeof(double));
-    o->xn = assay_calloc(n * (size_t)c->d_model, sizeof(double));
+    o->n_threads = 1;
+    o->x = assay_calloc(n * d, sizeof(double));
     o->q = assay_calloc(n * qd, sizeof(double));
     o->k = assay_calloc(n * kvd, sizeof(double));
     o->v = assay_calloc(n * kvd, sizeof(double));
     o->att = assay_calloc(n * qd, sizeof(double));
-    o->gate = assay_calloc((size_t)c->d_ff, sizeof(double));
-    o->up = assay_calloc((size_t)c->d_ff, sizeof(double));
-    o->tmp = assay_calloc((size_t)c->d_model, sizeof(double));
     o->scores = assay_calloc(n, sizeof(double));
-    o->row = assay_calloc(n * (size_t)c->vocab, sizeof(double));
-    if (o->x == NULL || o->xn == NULL || o->q == NULL || o->k == NULL || o->v == NULL ||
-        o->att == NULL || o->gate == NULL || o->up == NULL || o->tmp == NULL ||
-        o->scores == NULL || o->row == NULL) {
+    o->xn = assay_calloc(b * d, sizeof(double));
+    o->gate = assay_calloc(b * (size_t)c->d_ff, sizeof(double));
+    o->up = assay_calloc(b * (size_t)c->d_ff, sizeof(double));
+    o->tmp = assay_calloc(b * d, sizeof(double));
+    if (o->x == NULL || o->q == NULL || o->k == NULL || o->v == NULL || o->att == NULL ||
+        o->scores == NULL || o->xn == NULL || o->gate == NULL || o->up == NULL ||
+        o->tmp == NULL) {
         assay_oracle_free(o);
         return ASSAY_ERR_NOMEM;
     }
+    o->scratch_bytes = sizeof(double) * (n * (d + 2 * qd + 2 * kvd + 1) +
+                                         b * (2 * d + 2 * (size_t)c->d_ff));
     *out = o;
     return ASSAY_OK;
+}
+
+enum assay_status assay_oracle_set_threads(struct assay_oracle *o, int32_t n_threads)
+{
+    if (n_threads < 1 || n_threads > ASSAY_ORACLE_MAX_THREADS) {
+        return ASSAY_ERR_INVALID;
+    }
+    o->n_threads = n_threads;
+    return ASSAY_OK;
+}
+
+size_t assay_oracle_scratch_bytes(const struct assay_oracle *o)
+{
+    return o->scratch_bytes;
 }
 
 void assay_oracle_free(struct assay_oracle *o)
@@ -64,7 +89,7 @@ void assay_oracle_free(struct assay_oracle *o)
     if (o == NULL) {
         return;
     }
-    double *bufs[] = {o->x, o->xn, o->q, o->k, o->v, o->att, o->gate, o->up, o->tmp, o->scores, o->row};
+    double *bufs[] = {o->x, o->q, o->k, o->v, o->att, o->scores, o->xn, o->gate, o->up, o->tmp};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         assay_free(bufs[i]);
     }
@@ -97,11 +122,62 @@ static double dot(const float *w, const double *x, int32_t n)
     return sum;
 }
 
-/* y (rows) = W (rows, cols) x (cols), W stored [out][in] in fp32. */
-static void matvec(double *y, const float *w, const double *x, int32_t rows, int32_t cols)
+/*
+ * Rows r0..r1 of Y (n, rows) = X (n, cols) W^T, for W stored [out][in] in
+ * fp32: row t of Y is the matrix-vector product of W with row t of X. Each
+ * element is one dot(), exactly as the product of one position alone
+ * computes it; the loops run over W's rows outside and the positions
+ * inside only so that a weight row is read from memory once for all n
+ * positions.
+ */
+struct matmul_part {
+    double *y;
+    const float *w;
+    const double *x;
+    int32_t n, rows, cols;
+    int32_t r0, r1;
+};
+
+static void *matmul_rows(void *arg)
 {
-    for (int32_t r = 0; r < rows; r++) {
-        y[r] = dot(w + (int64_t)r * cols, x, cols);
+    const struct matmul_part *p = arg;
+    for (int32_t r = p->r0; r < p->r1; r++) {
+        const float *wr = p->w + (int64_t)r * p->cols;
+        for (int32_t t = 0; t < p->n; t++) {
+            p->y[(int64_t)t * p->rows + r] = dot(wr, p->x + (int64_t)t * p->cols, p->cols);
+        }
+    }
+    return NULL;
+}
+
+/*
+ * Y = X W^T as above, W's rows split into one contiguous range per thread.
+ * Every element is computed by the same dot() whichever thread runs it, so
+ * the result does not depend on the number of threads. A thread that cannot
+ * be started leaves its range to this one.
+ */
+static void matmul(const struct assay_oracle *o, double *y, const float *w, const double *x,
+                   int32_t n, int32_t rows, int32_t cols)
+{
+    struct matmul_part part[ASSAY_ORACLE_MAX_THREADS];
+    pthread_t thread[ASSAY_ORACLE_MAX_THREADS];
+    bool started[ASSAY_ORACLE_MAX_THREADS] = {false};
+    const int32_t n_parts = o->n_threads < rows ? o->n_threads : rows;
+    for (int32_t i = 0; i < n_parts; i++) {
+        part[i] = (struct matmul_part){y, w, x, n, rows, cols,
+                                       (int32_t)((int64_t)rows * i / n_parts),
+                                       (int32_t)((int64_t)rows * (i + 1) / n_parts)};
+    }
+    for (int32_t i = 1; i < n_parts; i++) {
+        started[i] = pthread_create(&thread[i], NULL, matmul_rows, &part[i]) == 0;
+    }
+    matmul_rows(&part[0]);
+    for (int32_t i = 1; i < n_parts; i++) {
+        if (started[i]) {
+            pthread_join(thread[i], NULL);
+        } else {
+            matmul_rows(&part[i]);
+        }
     }
 }
 
@@ -150,19 +226,22 @@ static void add_bias(double *y, const float *b, int32_t n)
     }
 }
 
-enum assay_status assay_oracle_logits(struct assay_oracle *o, const int32_t *tokens, int32_t n,
-                                      double *logits)
+/* The number of positions in the block that starts at t0. */
+static int32_t block_len(int32_t t0, int32_t n)
+{
+    return n - t0 < ORACLE_BLOCK ? n - t0 : ORACLE_BLOCK;
+}
+
+/*
+ * Every layer over tokens[0..n), leaving the residual stream after the last
+ * layer in o->x. Positions go through the products a block at a time (a
+ * position's numbers never depend on the others in its block); attention
+ * waits for the keys and values of every position.
+ */
+static void forward(struct assay_oracle *o, const int32_t *tokens, int32_t n)
 {
     const struct assay_model *m = o->model;
     const struct assay_model_config *c = &m->cfg;
-    if (tokens == NULL || logits == NULL || n < 1 || n > o->max_len) {
-        return ASSAY_ERR_INVALID;
-    }
-    for (int32_t t = 0; t < n; t++) {
-        if (tokens[t] < 0 || tokens[t] >= c->vocab) {
-            return ASSAY_ERR_INVALID;
-        }
-    }
     const int32_t d = c->d_model, hd = c->head_dim;
     const int32_t qd = c->n_head * hd, kvd = c->n_kv_head * hd;
     const int32_t group = c->n_head / c->n_kv_head;
@@ -176,17 +255,22 @@ enum assay_status assay_oracle_logits(struct assay_oracle *o, const int32_t *tok
     for (int32_t l = 0; l < c->n_layer; l++) {
         const struct assay_layer_weights *w = &m->layers[l];
         /* attention */
-        for (int32_t t = 0; t < n; t++) {
-            double *xn = o->xn + (int64_t)t * d;
-            rmsnorm(xn, o->x + (int64_t)t * d, w->attn_norm, d, eps);
-            matvec(o->q + (int64_t)t * qd, w->wq, xn, qd, d);
-            matvec(o->k + (int64_t)t * kvd, w->wk, xn, kvd, d);
-            matvec(o->v + (int64_t)t * kvd, w->wv, xn, kvd, d);
-            add_bias(o->q + (int64_t)t * qd, w->bq, qd);
-            add_bias(o->k + (int64_t)t * kvd, w->bk, kvd);
-            add_bias(o->v + (int64_t)t * kvd, w->bv, kvd);
-            rope(o->q + (int64_t)t * qd, c->n_head, t, m);
-            rope(o->k + (int64_t)t * kvd, c->n_kv_head, t, m);
+        for (int32_t t0 = 0; t0 < n; t0 += ORACLE_BLOCK) {
+            const int32_t nb = block_len(t0, n);
+            for (int32_t b = 0; b < nb; b++) {
+                rmsnorm(o->xn + (int64_t)b * d, o->x + (int64_t)(t0 + b) * d, w->attn_norm, d,
+                        eps);
+            }
+            matmul(o, o->q + (int64_t)t0 * qd, w->wq, o->xn, nb, qd, d);
+            matmul(o, o->k + (int64_t)t0 * kvd, w->wk, o->xn, nb, kvd, d);
+            matmul(o, o->v + (int64_t)t0 * kvd, w->wv, o->xn, nb, kvd, d);
+            for (int32_t t = t0; t < t0 + nb; t++) {
+                add_bias(o->q + (int64_t)t * qd, w->bq, qd);
+                add_bias(o->k + (int64_t)t * kvd, w->bk, kvd);
+                add_bias(o->v + (int64_t)t * kvd, w->bv, kvd);
+                rope(o->q + (int64_t)t * qd, c->n_head, t, m);
+                rope(o->k + (int64_t)t * kvd, c->n_kv_head, t, m);
+            }
         }
         for (int32_t t = 0; t < n; t++) {
             for (int32_t h = 0; h < c->n_head; h++) {
@@ -220,45 +304,82 @@ enum assay_status assay_oracle_logits(struct assay_oracle *o, const int32_t *tok
                 }
             }
         }
-        for (int32_t t = 0; t < n; t++) {
-            matvec(o->tmp, w->wo, o->att + (int64_t)t * qd, d, qd);
-            for (int32_t i = 0; i < d; i++) {
-                o->x[(int64_t)t * d + i] += o->tmp[i];
+        /* the attention's output projection, then the SwiGLU MLP */
+        for (int32_t t0 = 0; t0 < n; t0 += ORACLE_BLOCK) {
+            const int32_t nb = block_len(t0, n);
+            double *x = o->x + (int64_t)t0 * d;
+            matmul(o, o->tmp, w->wo, o->att + (int64_t)t0 * qd, nb, d, qd);
+            for (int64_t i = 0; i < (int64_t)nb * d; i++) {
+                x[i] += o->tmp[i];
             }
-        }
-        /* SwiGLU MLP */
-        for (int32_t t = 0; t < n; t++) {
-            double *xn = o->xn + (int64_t)t * d;
-            rmsnorm(xn, o->x + (int64_t)t * d, w->ffn_norm, d, eps);
-            matvec(o->gate, w->w_gate, xn, c->d_ff, d);
-            matvec(o->up, w->w_up, xn, c->d_ff, d);
-            for (int32_t i = 0; i < c->d_ff; i++) {
+            for (int32_t b = 0; b < nb; b++) {
+                rmsnorm(o->xn + (int64_t)b * d, x + (int64_t)b * d, w->ffn_norm, d, eps);
+            }
+            matmul(o, o->gate, w->w_gate, o->xn, nb, c->d_ff, d);
+            matmul(o, o->up, w->w_up, o->xn, nb, c->d_ff, d);
+            for (int64_t i = 0; i < (int64_t)nb * c->d_ff; i++) {
                 double g = o->gate[i];
                 o->gate[i] = g / (1.0 + exp(-g)) * o->up[i];
             }
-            matvec(o->tmp, w->w_down, o->gate, d, c->d_ff);
-            for (int32_t i = 0; i < d; i++) {
-                o->x[(int64_t)t * d + i] += o->tmp[i];
+            matmul(o, o->tmp, w->w_down, o->gate, nb, d, c->d_ff);
+            for (int64_t i = 0; i < (int64_t)nb * d; i++) {
+                x[i] += o->tmp[i];
             }
         }
     }
+}
+
+/* The logits (nb, vocab) of positions t0..t0+nb (nb <= ORACLE_BLOCK) from
+ * the residual stream forward() left. */
+static void output(struct assay_oracle *o, int32_t t0, int32_t nb, double *logits)
+{
+    const struct assay_model *m = o->model;
+    const int32_t d = m->cfg.d_model;
+    for (int32_t b = 0; b < nb; b++) {
+        rmsnorm(o->xn + (int64_t)b * d, o->x + (int64_t)(t0 + b) * d, m->out_norm, d,
+                m->cfg.norm_eps);
+    }
+    matmul(o, logits, m->output, o->xn, nb, m->cfg.vocab, d);
+}
+
+static bool valid_input(const struct assay_oracle *o, const int32_t *tokens, int32_t n,
+                        const double *logits)
+{
+    if (tokens == NULL || logits == NULL || n < 1 || n > o->max_len) {
+        return false;
+    }
     for (int32_t t = 0; t < n; t++) {
-        double *xn = o->xn + (int64_t)t * d;
-        rmsnorm(xn, o->x + (int64_t)t * d, m->out_norm, d, eps);
-        matvec(logits + (int64_t)t * c->vocab, m->output, xn, c->vocab, d);
+        if (tokens[t] < 0 || tokens[t] >= o->model->cfg.vocab) {
+            return false;
+        }
+    }
+    return true;
+}
+
+enum assay_status assay_oracle_logits(struct assay_oracle *o, const int32_t *tokens, int32_t n,
+                                      double *logits)
+{
+    if (!valid_input(o, tokens, n, logits)) {
+        return ASSAY_ERR_INVALID;
+    }
+    forward(o, tokens, n);
+    for (int32_t t0 = 0; t0 < n; t0 += ORACLE_BLOCK) {
+        output(o, t0, block_len(t0, n), logits + (int64_t)t0 * o->model->cfg.vocab);
     }
     return ASSAY_OK;
 }
 
+/* The last row of assay_oracle_logits, bit for bit: the same forward pass,
+ * and the final norm and output projection of the last position only. */
 enum assay_status assay_oracle_next_logits(struct assay_oracle *o, const int32_t *tokens,
                                            int32_t n, double *logits)
 {
-    enum assay_status st = assay_oracle_logits(o, tokens, n, o->row);
-    if (st == ASSAY_OK) {
-        int32_t v = o->model->cfg.vocab;
-        memcpy(logits, o->row + (int64_t)(n - 1) * v, sizeof(double) * (size_t)v);
+    if (!valid_input(o, tokens, n, logits)) {
+        return ASSAY_ERR_INVALID;
     }
-    return st;
+    forward(o, tokens, n);
+    output(o, n - 1, 1, logits);
+    return ASSAY_OK;
 }
 
 /* ---- the exact processed distribution ---------------------------------- */

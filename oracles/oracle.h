@@ -1,6 +1,6 @@
 /*
  * oracle.h - the naive reference: what a TinyGPT model computes, written for
- * clarity and never optimised.
+ * clarity and optimised only where no bit of a result can change.
  *
  * One sequence at a time, the whole sequence computed in one pass from the
  * token embeddings (no KV cache, no batching, no paging), every product and
@@ -10,12 +10,21 @@
  * bug in the engine's cache, batching, paging, speculation or sampler
  * cannot hide in the oracle.
  *
+ * The matrix products take each weight row through a block of positions
+ * while it is in cache and may run on several threads
+ * (assay_oracle_set_threads); every element is still the one dot product a
+ * position alone would compute, so the logits are the same bit for bit
+ * whatever the sequence length, block or number of threads. It holds no
+ * weights of its own; its scratch is O(max_len x d_model) plus a block's
+ * O(d_ff), nothing of size max_len x vocab (assay_oracle_scratch_bytes).
+ *
  * Lifetime: assay_oracle_init / assay_oracle_free. Not thread-safe; make one
  * per thread.
  */
 #ifndef ASSAY_ORACLE_H
 #define ASSAY_ORACLE_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "../core/request.h"
@@ -29,6 +38,17 @@ struct assay_oracle;
 enum assay_status assay_oracle_init(struct assay_oracle **out, const struct assay_model *model,
                                     int32_t max_len);
 void assay_oracle_free(struct assay_oracle *oracle);
+
+/* Compute the matrix products on n_threads threads (1, the default, runs
+ * everything on the caller's thread); the results do not change.
+ * ASSAY_ERR_INVALID for n_threads outside 1..ASSAY_ORACLE_MAX_THREADS (the
+ * count is then unchanged). */
+#define ASSAY_ORACLE_MAX_THREADS 64
+enum assay_status assay_oracle_set_threads(struct assay_oracle *oracle, int32_t n_threads);
+
+/* The bytes of working memory the oracle allocated at init, beside the
+ * model it borrows and the logits its caller passes in. */
+size_t assay_oracle_scratch_bytes(const struct assay_oracle *oracle);
 
 /*
  * Teacher forcing: logits (n, vocab) where row t holds the logits of the
