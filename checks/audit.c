@@ -10,12 +10,14 @@
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "../adapters/prom.h"
 #include "../adapters/prom_http.h"
 #include "../adapters/spec.h"
 #include "../core/alloc.h"
 #include "../core/clock.h"
+#include "../oracles/oracle.h"
 #include "distributional.h"
 #include "equivalence.h"
 #include "stats.h"
@@ -256,6 +258,15 @@ enum assay_status assay_audit_open(const struct assay_audit_params *p, struct as
     }
     if (st == ASSAY_OK) {
         st = assay_oracle_memo_init(&a->memo, a->model, MEMO_LEN);
+    }
+    if (st == ASSAY_OK) {
+        /* The oracle computes while the server waits for the next check:
+         * every core may serve it (the doubles do not depend on it). */
+        long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+        int32_t threads = cpus < 1                          ? 1
+                          : cpus > ASSAY_ORACLE_MAX_THREADS ? ASSAY_ORACLE_MAX_THREADS
+                                                            : (int32_t)cpus;
+        st = assay_oracle_memo_set_threads(a->memo, threads);
     }
     if (st == ASSAY_OK) {
         st = open_server(a, a->p.api == ASSAY_OPENAI_API_V1 ? 1 : 0, true, &a->srv, diag);

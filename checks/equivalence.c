@@ -50,6 +50,11 @@ enum assay_status assay_oracle_memo_init(struct assay_oracle_memo **out,
     return ASSAY_OK;
 }
 
+enum assay_status assay_oracle_memo_set_threads(struct assay_oracle_memo *memo, int32_t n_threads)
+{
+    return assay_oracle_set_threads(memo->oracle, n_threads);
+}
+
 void assay_oracle_memo_free(struct assay_oracle_memo *m)
 {
     if (m == NULL) {

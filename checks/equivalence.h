@@ -63,6 +63,10 @@ enum assay_status assay_oracle_memo_init(struct assay_oracle_memo **out,
                                          const struct assay_model *model, int32_t max_len);
 void assay_oracle_memo_free(struct assay_oracle_memo *memo);
 
+/* Run the memo's oracle on n_threads threads (assay_oracle_set_threads: the
+ * same doubles, sooner when cores are free). */
+enum assay_status assay_oracle_memo_set_threads(struct assay_oracle_memo *memo, int32_t n_threads);
+
 /* Oracle logits (n_out, vocab) at the output positions of prompt followed
  * by out[0..n_out): row t predicts out[t]. Borrowed until the memo is
  * freed. */
