@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -141,7 +142,9 @@ struct tensor_rec {
 struct assay_gguf {
     const uint8_t *buf;
     size_t size;
-    uint8_t *owned; /* buf, when read by assay_gguf_read_file */
+    uint8_t *owned; /* buf, when read by assay_gguf_read_file into memory */
+    void *mapped;   /* buf, when assay_gguf_read_file mapped the file */
+    size_t mapped_size;
     char file[256];
     uint32_t version;
     uint32_t alignment;
@@ -797,6 +800,20 @@ static enum assay_status place_tensors(struct parser *p, struct assay_gguf *g)
     return ASSAY_OK;
 }
 
+void assay_gguf_done_with(const struct assay_gguf *g, const struct assay_gguf_tensor *t)
+{
+    if (g == NULL || t == NULL || g->mapped == NULL || t->n_bytes == 0) {
+        return;
+    }
+    uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
+    uintptr_t start = (uintptr_t)t->data, end = start + (uintptr_t)t->n_bytes;
+    /* whole pages only: a page shared with a neighbour is that one's too */
+    uintptr_t first = (start + page - 1) / page * page, last = end / page * page;
+    if (last > first) {
+        madvise((void *)first, last - first, MADV_DONTNEED);
+    }
+}
+
 void assay_gguf_free(struct assay_gguf *g)
 {
     if (g == NULL) {
@@ -809,6 +826,9 @@ void assay_gguf_free(struct assay_gguf *g)
     assay_free(g->refs);
     assay_free(g->arena);
     assay_free(g->owned);
+    if (g->mapped != NULL) {
+        munmap(g->mapped, g->mapped_size);
+    }
     assay_free(g);
 }
 
@@ -913,6 +933,23 @@ enum assay_status assay_gguf_read_file(const char *path, struct assay_gguf **out
         return ASSAY_ERR_IO;
     }
     size_t size = (size_t)sb.st_size;
+    /* Mapped rather than read: the file's pages are the page cache's, which
+     * the kernel may drop and read again, so a model's load holds one copy
+     * of its weights of its own (the fp32 one being decoded into), not
+     * two. Reading into memory remains for where mapping fails. */
+    void *map = size > 0 ? mmap(NULL, size, PROT_READ, MAP_PRIVATE, fileno(f), 0) : MAP_FAILED;
+    if (map != MAP_FAILED) {
+        fclose(f);
+        madvise(map, size, MADV_SEQUENTIAL);
+        enum assay_status st = assay_gguf_parse(map, size, path, out, diag);
+        if (st != ASSAY_OK) {
+            munmap(map, size);
+            return st;
+        }
+        (*out)->mapped = map;
+        (*out)->mapped_size = size;
+        return ASSAY_OK;
+    }
     uint8_t *buf = assay_malloc(size);
     if (buf == NULL) {
         fclose(f);

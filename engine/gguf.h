@@ -2,7 +2,7 @@
  * gguf.h - reading and writing GGUF files (versions 2 and 3).
  *
  * The reader parses a whole file held in memory: assay_gguf_parse borrows a
- * buffer, assay_gguf_read_file reads a file and owns its bytes. It checks
+ * buffer, assay_gguf_read_file maps (or reads) a file and owns its bytes. It checks
  * everything it reads against the buffer's end and against overflow before
  * allocating anything, so it may be given any bytes at all (it is fuzzed).
  * After a successful parse the metadata pairs are looked up by key with typed
@@ -134,14 +134,23 @@ enum assay_status assay_gguf_parse(const uint8_t *buf, size_t size, const char *
                                    struct assay_gguf **out, struct assay_diag *diag);
 
 /*
- * Read the regular file at path into memory and parse it as
- * assay_gguf_parse does; the result owns the bytes. Returns what
+ * Map the regular file at path read-only (or, where mapping fails, read it
+ * into memory) and parse it as assay_gguf_parse does; the result owns the
+ * mapping or the bytes. The file must not shrink while it is mapped (the
+ * tensors point into it; make-test-models.sh and llama-quantize write under
+ * another name and rename). Returns what
  * assay_gguf_parse returns, or ASSAY_ERR_IO when the file cannot be opened
  * or read or is not a regular file (diag says why). On failure *out is NULL
  * and nothing is allocated.
  */
 enum assay_status assay_gguf_read_file(const char *path, struct assay_gguf **out,
                                        struct assay_diag *diag);
+
+/* Tell the reader that t's bytes will not be read again: when the file is
+ * mapped, its whole pages are given back to the kernel, so a loader that
+ * decodes tensor by tensor holds at most one tensor of the file at a time.
+ * The bytes stay readable (read from the file again if touched). */
+void assay_gguf_done_with(const struct assay_gguf *g, const struct assay_gguf_tensor *t);
 
 /* Release a parsed file (and its bytes if read by assay_gguf_read_file);
  * NULL is a no-op. */

@@ -532,6 +532,7 @@ static enum assay_status read_tensors(const struct assay_gguf *g, const char *pa
             continue;
         }
         enum assay_status st = decode_tensor(t, &e, path, diag);
+        assay_gguf_done_with(g, t);
         if (st != ASSAY_OK) {
             return st;
         }

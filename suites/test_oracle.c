@@ -244,14 +244,15 @@ static struct assay_model *make_mini(void)
     return m;
 }
 
-/* Everything the oracle branches on: qwen2's RoPE layout, q/k/v biases,
- * linear RoPE scaling and llama 3.1's frequency divisors, tied embeddings,
- * and widths that are not multiples of dot()'s eight partial sums. */
-static struct assay_model *make_odd(void)
+/* Everything the oracle branches on: qwen2's RoPE layout (arch qwen2) or
+ * llama 3.1's frequency divisors (arch llama; qwen2 has none), q/k/v
+ * biases, linear RoPE scaling, tied embeddings, and widths that are not
+ * multiples of dot()'s eight partial sums. */
+static struct assay_model *make_odd(enum assay_arch arch)
 {
     struct assay_model_config cfg = assay_model_config_mini();
     snprintf(cfg.name, sizeof cfg.name, "odd");
-    cfg.arch = ASSAY_ARCH_QWEN2;
+    cfg.arch = arch;
     cfg.n_layer = 2;
     cfg.d_model = 36;
     cfg.n_head = 6;
@@ -261,14 +262,14 @@ static struct assay_model *make_odd(void)
     cfg.vocab = 75;
     cfg.n_ctx = 128;
     cfg.rope_scale = 2.0f;
-    cfg.rope_freqs = true;
+    cfg.rope_freqs = arch == ASSAY_ARCH_LLAMA;
     cfg.qkv_bias = true;
     struct assay_model_init_params p = assay_model_init_default_params();
     p.tied = true;
     struct assay_model *m = NULL;
     assert_int_equal(assay_model_init_random_params(&m, &cfg, p, 3), ASSAY_OK);
     assert_non_null(m->layers[0].bq);
-    assert_non_null(m->rope_freqs);
+    assert_true((m->rope_freqs != NULL) == (arch == ASSAY_ARCH_LLAMA));
     return m;
 }
 
@@ -321,9 +322,12 @@ static void test_mini_matches_reference(void **state)
 static void test_odd_shape_matches_reference(void **state)
 {
     (void)state;
-    struct assay_model *m = make_odd();
-    check_model(m);
-    assay_model_free(m);
+    enum assay_arch archs[2] = {ASSAY_ARCH_QWEN2, ASSAY_ARCH_LLAMA};
+    for (int i = 0; i < 2; i++) {
+        struct assay_model *m = make_odd(archs[i]);
+        check_model(m);
+        assay_model_free(m);
+    }
 }
 
 static void test_set_threads_bounds(void **state)
