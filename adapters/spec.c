@@ -251,7 +251,7 @@ static enum assay_status open_bundled(const char *args, struct assay_model_cache
     if (st == ASSAY_OK && b.p.spec_k > 0) {
         /* Without draft=: a built-in model's own draft, and a model file
          * drafts for itself (no built-in draft shares its vocabulary). */
-        const char *dname = b.draft[0] != '\0'          ? b.draft
+        const char *dname = b.draft[0] != '\0'             ? b.draft
                             : is_path(b.model)             ? b.model
                             : strcmp(b.model, "mini") == 0 ? "mini-draft"
                                                            : "draft";

@@ -212,9 +212,9 @@ enum assay_status assay_audit_open(const struct assay_audit_params *p, struct as
                                    struct assay_diag *diag)
 {
     *out = NULL;
-    if (p == NULL || p->url == NULL || p->model_path == NULL || p->slots < 1 ||
-        p->slots > 256 || p->n_probs < 1 || p->n_probs > ASSAY_OPENAI_MAX_TOP ||
-        p->stall_ms < 1 || p->eos_token < ASSAY_AUDIT_EOS_FROM_MODEL ||
+    if (p == NULL || p->url == NULL || p->model_path == NULL || p->slots < 1 || p->slots > 256 ||
+        p->n_probs < 1 || p->n_probs > ASSAY_OPENAI_MAX_TOP || p->stall_ms < 1 ||
+        p->eos_token < ASSAY_AUDIT_EOS_FROM_MODEL ||
         (p->order != ASSAY_SAMPLING_JOINT && p->order != ASSAY_SAMPLING_SEQUENTIAL)) {
         assay_diag_set(diag, "audit", "parameters",
                        "url, model, 1-256 slots, 1-64 logprobs, a positive stall timeout", "%s",

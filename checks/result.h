@@ -48,8 +48,8 @@ struct assay_check_result {
     double logprob_diff_median;
     double logprob_diff_p99;
     double logprob_diff_mean;
-    double top1_agreement;  /* share of positions whose greedy token is the
-                             * oracle's argmax */
+    double top1_agreement; /* share of positions whose greedy token is the
+                            * oracle's argmax */
     /* distributional */
     double alpha;
     double statistic;

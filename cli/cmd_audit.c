@@ -53,7 +53,8 @@ static void usage(FILE *out)
             "                      (llama.cpp, vLLM; default) or joint (SGLang's FlashInfer)\n"
             "  --bundled SPEC      the bundled engine to compare with (default\n"
             "                      bundled:model=FILE.gguf,order=ORDER,batch=SLOTS)\n"
-            "  --workload FILE     benchmark workload (default fixtures/" ASSAY_CLI_BENCH_WORKLOAD ")\n"
+            "  --workload FILE     benchmark workload (default fixtures/" ASSAY_CLI_BENCH_WORKLOAD
+            ")\n"
             "  --slo FILE          SLO for goodput (default fixtures/" ASSAY_CLI_BENCH_SLO ")\n"
             "  --runs N            runs per benchmark configuration (default 3; --quick 2)\n"
             "  --rate R            open-loop rate, req/s (default: half the lower batched rate)\n"

@@ -241,9 +241,8 @@ enum assay_status assay_forward_init(struct assay_forward **out,
     f->row_pos = assay_calloc((size_t)rows, sizeof(int32_t));
     f->row_seq = assay_calloc((size_t)rows, sizeof(int32_t));
     if (!weights_ok || f->k == NULL || f->v == NULL || f->rope_cos == NULL ||
-        (c->qkv_bias && f->qkv_bias == NULL) ||
-        f->rope_sin == NULL || f->x == NULL || f->xn == NULL || f->qkv == NULL ||
-        f->att == NULL || f->gu == NULL || f->hidden == NULL ||
+        (c->qkv_bias && f->qkv_bias == NULL) || f->rope_sin == NULL || f->x == NULL ||
+        f->xn == NULL || f->qkv == NULL || f->att == NULL || f->gu == NULL || f->hidden == NULL ||
         f->on == NULL || f->logits == NULL || f->scores == NULL || f->scores2 == NULL ||
         f->row_pos == NULL || f->row_seq == NULL) {
         assay_forward_free(f);
@@ -296,9 +295,8 @@ void assay_forward_free(struct assay_forward *f)
     }
     free_huge(f->k);
     free_huge(f->v);
-    float *bufs[] = {f->qkv_bias, f->rope_cos,
-                     f->rope_sin, f->x, f->xn, f->qkv, f->att, f->gu, f->hidden,
-                     f->on, f->logits, f->scores, f->scores2};
+    float *bufs[] = {f->qkv_bias, f->rope_cos, f->rope_sin, f->x,      f->xn,     f->qkv,    f->att,
+                     f->gu,       f->hidden,   f->on,       f->logits, f->scores, f->scores2};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         assay_free(bufs[i]);
     }

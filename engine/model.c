@@ -72,8 +72,10 @@ enum assay_status assay_model_config_by_name(const char *name, struct assay_mode
 const char *assay_arch_name(enum assay_arch arch)
 {
     switch (arch) {
-    case ASSAY_ARCH_LLAMA: return "llama";
-    case ASSAY_ARCH_QWEN2: return "qwen2";
+    case ASSAY_ARCH_LLAMA:
+        return "llama";
+    case ASSAY_ARCH_QWEN2:
+        return "qwen2";
     }
     return NULL;
 }

@@ -119,16 +119,16 @@ struct assay_model {
     float *out_norm;  /* (d_model) */
     float *output;    /* (vocab, d_model); the same pointer as tok_embd when tied */
     struct assay_layer_weights *layers; /* n_layer entries */
-    float *rope_freqs; /* (head_dim / 2) divisors of the RoPE frequencies,
-                        * or NULL without cfg.rope_freqs */
+    float *rope_freqs;                  /* (head_dim / 2) divisors of the RoPE frequencies,
+                                         * or NULL without cfg.rope_freqs */
     float *data;      /* every tensor, contiguous, in GGUF tensor order */
     int64_t n_floats; /* floats in data: the parameter count, which is
                        * vocab * d_model less than the config's when tied */
     bool tied;        /* the output projection is the token embedding: a
                        * GGUF file without output.weight (llama.cpp's rule) */
-    int32_t eos_token; /* the file's tokenizer.ggml.eos_token_id, or -1 when
-                        * it has none; ASSAY_TOKEN_EOS for a random model
-                        * whose vocabulary holds it */
+    int32_t eos_token;     /* the file's tokenizer.ggml.eos_token_id, or -1 when
+                            * it has none; ASSAY_TOKEN_EOS for a random model
+                            * whose vocabulary holds it */
     char tensor_types[48]; /* the ggml types the weights were stored in,
                             * '+'-joined in order of first appearance
                             * ("F32", "Q8_0+F32"); "F32" for a random model */

@@ -43,9 +43,9 @@ enum layer_part {
 };
 
 static const char *const k_part_names[PART_COUNT] = {
-    "attn_norm.weight", "attn_q.weight",      "attn_q.bias",     "attn_k.weight",
-    "attn_k.bias",      "attn_v.weight",      "attn_v.bias",     "attn_output.weight",
-    "ffn_norm.weight",  "ffn_gate.weight",    "ffn_up.weight",   "ffn_down.weight",
+    "attn_norm.weight", "attn_q.weight",   "attn_q.bias",   "attn_k.weight",
+    "attn_k.bias",      "attn_v.weight",   "attn_v.bias",   "attn_output.weight",
+    "ffn_norm.weight",  "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight",
 };
 
 static bool is_bias(enum layer_part part)
@@ -116,17 +116,49 @@ static void tensor_spec(const struct assay_model *m, size_t k, struct tensor_spe
         struct assay_layer_weights *w = &m->layers[layer];
         snprintf(out->name, sizeof out->name, "blk.%zu.%s", layer, k_part_names[part]);
         switch (part) {
-        case PART_ATTN_NORM: out->data = w->attn_norm; break;
-        case PART_Q: ne1 = q; out->data = w->wq; break;
-        case PART_Q_BIAS: ne0 = q; out->data = w->bq; break;
-        case PART_K: ne1 = kv; out->data = w->wk; break;
-        case PART_K_BIAS: ne0 = kv; out->data = w->bk; break;
-        case PART_V: ne1 = kv; out->data = w->wv; break;
-        case PART_V_BIAS: ne0 = kv; out->data = w->bv; break;
-        case PART_O: ne0 = q; ne1 = d; out->data = w->wo; break;
-        case PART_FFN_NORM: out->data = w->ffn_norm; break;
-        case PART_GATE: ne1 = ff; out->data = w->w_gate; break;
-        case PART_UP: ne1 = ff; out->data = w->w_up; break;
+        case PART_ATTN_NORM:
+            out->data = w->attn_norm;
+            break;
+        case PART_Q:
+            ne1 = q;
+            out->data = w->wq;
+            break;
+        case PART_Q_BIAS:
+            ne0 = q;
+            out->data = w->bq;
+            break;
+        case PART_K:
+            ne1 = kv;
+            out->data = w->wk;
+            break;
+        case PART_K_BIAS:
+            ne0 = kv;
+            out->data = w->bk;
+            break;
+        case PART_V:
+            ne1 = kv;
+            out->data = w->wv;
+            break;
+        case PART_V_BIAS:
+            ne0 = kv;
+            out->data = w->bv;
+            break;
+        case PART_O:
+            ne0 = q;
+            ne1 = d;
+            out->data = w->wo;
+            break;
+        case PART_FFN_NORM:
+            out->data = w->ffn_norm;
+            break;
+        case PART_GATE:
+            ne1 = ff;
+            out->data = w->w_gate;
+            break;
+        case PART_UP:
+            ne1 = ff;
+            out->data = w->w_up;
+            break;
         default: ne0 = ff; ne1 = d; out->data = w->w_down; break;
         }
     }
@@ -202,8 +234,7 @@ static const char *arch_key(char *buf, size_t size, const struct assay_model_con
  * rope.scaling.factor or its old name rope.scale_linear, and an
  * attn_factor that must be 1 when present. */
 static enum assay_status read_rope_scaling(const struct assay_gguf *g, const char *path,
-                                           struct assay_model_config *cfg,
-                                           struct assay_diag *diag)
+                                           struct assay_model_config *cfg, struct assay_diag *diag)
 {
     char key[96];
     bool none = false;
@@ -216,8 +247,9 @@ static enum assay_status read_rope_scaling(const struct assay_gguf *g, const cha
         }
         none = strcmp(type, "none") == 0;
         if (!none && strcmp(type, "linear") != 0) {
-            assay_diag_set(diag, path, key, "\"none\" or \"linear\" (YaRN and LongRoPE are not decoded)",
-                           "\"%s\"", type);
+            assay_diag_set(diag, path, key,
+                           "\"none\" or \"linear\" (YaRN and LongRoPE are not decoded)", "\"%s\"",
+                           type);
             return ASSAY_ERR_UNSUPPORTED;
         }
     }
@@ -289,10 +321,8 @@ static enum assay_status read_config(const struct assay_gguf *g, const char *pat
         const char *suffix;
         int32_t *out;
     } dims[] = {
-        {"block_count", &cfg->n_layer},
-        {"embedding_length", &cfg->d_model},
-        {"attention.head_count", &cfg->n_head},
-        {"feed_forward_length", &cfg->d_ff},
+        {"block_count", &cfg->n_layer},         {"embedding_length", &cfg->d_model},
+        {"attention.head_count", &cfg->n_head}, {"feed_forward_length", &cfg->d_ff},
         {"context_length", &cfg->n_ctx},
     };
     for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++) {
@@ -557,9 +587,10 @@ static enum assay_status read_tensors(const struct assay_gguf *g, const char *pa
             const struct assay_gguf_tensor *t = assay_gguf_tensor_at(g, i);
             if (!is_known_tensor(&m->cfg, t->name)) {
                 char expected[128];
-                snprintf(expected, sizeof expected, "only the %zu tensors of a %d-layer %s%s%s model",
-                         n, (int)m->cfg.n_layer, m->tied ? "tied " : "",
-                         m->cfg.qkv_bias ? "biased " : "", assay_arch_name(m->cfg.arch));
+                snprintf(expected, sizeof expected,
+                         "only the %zu tensors of a %d-layer %s%s%s model", n, (int)m->cfg.n_layer,
+                         m->tied ? "tied " : "", m->cfg.qkv_bias ? "biased " : "",
+                         assay_arch_name(m->cfg.arch));
                 assay_diag_set(diag, path, t->name, expected, "unknown tensor %s", t->name);
                 return ASSAY_ERR_PARSE;
             }
@@ -764,12 +795,9 @@ static enum assay_status add_metadata(struct assay_gguf_writer *w, const struct 
         const char *suffix;
         int32_t value;
     } dims[] = {
-        {"context_length", c->n_ctx},
-        {"embedding_length", c->d_model},
-        {"block_count", c->n_layer},
-        {"feed_forward_length", c->d_ff},
-        {"attention.head_count", c->n_head},
-        {"attention.head_count_kv", c->n_kv_head},
+        {"context_length", c->n_ctx},        {"embedding_length", c->d_model},
+        {"block_count", c->n_layer},         {"feed_forward_length", c->d_ff},
+        {"attention.head_count", c->n_head}, {"attention.head_count_kv", c->n_kv_head},
     };
     for (size_t i = 0; i < sizeof dims / sizeof dims[0] && st == ASSAY_OK; i++) {
         st = assay_gguf_writer_add_u32(w, arch_key(key, sizeof key, c, dims[i].suffix),
@@ -800,8 +828,8 @@ static enum assay_status add_metadata(struct assay_gguf_writer *w, const struct 
         st = assay_gguf_writer_add_string(w, arch_key(key, sizeof key, c, "rope.scaling.type"),
                                           "linear");
         if (st == ASSAY_OK) {
-            st = assay_gguf_writer_add_f32(
-                w, arch_key(key, sizeof key, c, "rope.scaling.factor"), c->rope_scale);
+            st = assay_gguf_writer_add_f32(w, arch_key(key, sizeof key, c, "rope.scaling.factor"),
+                                           c->rope_scale);
         }
     }
     if (st == ASSAY_OK) {

@@ -18,7 +18,7 @@ struct assay_oracle {
     const struct assay_model *model;
     int32_t max_len;
     int32_t n_threads; /* 1..ASSAY_ORACLE_MAX_THREADS */
-    double *x;      /* (max_len, d_model) residual stream */
+    double *x;         /* (max_len, d_model) residual stream */
     double *q;      /* (max_len, n_head * head_dim) */
     double *k;      /* (max_len, n_kv_head * head_dim) */
     double *v;      /* (max_len, n_kv_head * head_dim) */
@@ -59,13 +59,12 @@ enum assay_status assay_oracle_init(struct assay_oracle **out, const struct assa
     o->up = assay_calloc(b * (size_t)c->d_ff, sizeof(double));
     o->tmp = assay_calloc(b * d, sizeof(double));
     if (o->x == NULL || o->q == NULL || o->k == NULL || o->v == NULL || o->att == NULL ||
-        o->scores == NULL || o->xn == NULL || o->gate == NULL || o->up == NULL ||
-        o->tmp == NULL) {
+        o->scores == NULL || o->xn == NULL || o->gate == NULL || o->up == NULL || o->tmp == NULL) {
         assay_oracle_free(o);
         return ASSAY_ERR_NOMEM;
     }
-    o->scratch_bytes = sizeof(double) * (n * (d + 2 * qd + 2 * kvd + 1) +
-                                         b * (2 * d + 2 * (size_t)c->d_ff));
+    o->scratch_bytes =
+        sizeof(double) * (n * (d + 2 * qd + 2 * kvd + 1) + b * (2 * d + 2 * (size_t)c->d_ff));
     *out = o;
     return ASSAY_OK;
 }
@@ -164,7 +163,12 @@ static void matmul(const struct assay_oracle *o, double *y, const float *w, cons
     bool started[ASSAY_ORACLE_MAX_THREADS] = {false};
     const int32_t n_parts = o->n_threads < rows ? o->n_threads : rows;
     for (int32_t i = 0; i < n_parts; i++) {
-        part[i] = (struct matmul_part){y, w, x, n, rows, cols,
+        part[i] = (struct matmul_part){y,
+                                       w,
+                                       x,
+                                       n,
+                                       rows,
+                                       cols,
                                        (int32_t)((int64_t)rows * i / n_parts),
                                        (int32_t)((int64_t)rows * (i + 1) / n_parts)};
     }
@@ -258,8 +262,7 @@ static void forward(struct assay_oracle *o, const int32_t *tokens, int32_t n)
         for (int32_t t0 = 0; t0 < n; t0 += ORACLE_BLOCK) {
             const int32_t nb = block_len(t0, n);
             for (int32_t b = 0; b < nb; b++) {
-                rmsnorm(o->xn + (int64_t)b * d, o->x + (int64_t)(t0 + b) * d, w->attn_norm, d,
-                        eps);
+                rmsnorm(o->xn + (int64_t)b * d, o->x + (int64_t)(t0 + b) * d, w->attn_norm, d, eps);
             }
             matmul(o, o->q + (int64_t)t0 * qd, w->wq, o->xn, nb, qd, d);
             matmul(o, o->k + (int64_t)t0 * kvd, w->wk, o->xn, nb, kvd, d);

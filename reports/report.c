@@ -229,16 +229,16 @@ char *assay_report_check_figures(const cJSON *c, char *buf, size_t size)
         if (cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(c, "figures"),
                                              "logprobs") != NULL) {
             size_t used = strlen(buf);
-            snprintf(buf + used, size - used,
-                     "; top logprobs |server - oracle| max %s, median %s, p99 %s over %s, top-1 "
-                     "agreement %s",
-                     assay_text_num(a, sizeof a, assay_json_num(c, "figures.logprobs.max_diff"), 3),
-                     assay_text_num(b2, sizeof b2,
-                                    assay_json_num(c, "figures.logprobs.median_diff"), 3),
-                     assay_text_num(d, sizeof d, assay_json_num(c, "figures.logprobs.p99_diff"), 3),
-                     assay_text_num(e, sizeof e, assay_json_num(c, "figures.logprobs.n"), 12),
-                     assay_text_num(f, sizeof f,
-                                    assay_json_num(c, "figures.logprobs.top1_agreement"), 4));
+            snprintf(
+                buf + used, size - used,
+                "; top logprobs |server - oracle| max %s, median %s, p99 %s over %s, top-1 "
+                "agreement %s",
+                assay_text_num(a, sizeof a, assay_json_num(c, "figures.logprobs.max_diff"), 3),
+                assay_text_num(b2, sizeof b2, assay_json_num(c, "figures.logprobs.median_diff"), 3),
+                assay_text_num(d, sizeof d, assay_json_num(c, "figures.logprobs.p99_diff"), 3),
+                assay_text_num(e, sizeof e, assay_json_num(c, "figures.logprobs.n"), 12),
+                assay_text_num(f, sizeof f, assay_json_num(c, "figures.logprobs.top1_agreement"),
+                               4));
         }
     } else if (strcmp(family, "distributional") == 0) {
         snprintf(buf, size, "p %s (Holm %s), n %s, alpha %s, min TV %s at power %s",

@@ -301,14 +301,18 @@ static bool add_model_config(cJSON *o, const char *key, const struct assay_model
     return mc != NULL && assay_json_add_str(mc, "name", c->name) &&
            assay_json_add_str(mc, "arch", assay_arch_name(c->arch)) &&
            assay_json_add_num(mc, "n_layer", c->n_layer) &&
-           assay_json_add_num(mc, "d_model", c->d_model) && assay_json_add_num(mc, "n_head", c->n_head) &&
-           assay_json_add_num(mc, "n_kv_head", c->n_kv_head) && assay_json_add_num(mc, "head_dim", c->head_dim) &&
+           assay_json_add_num(mc, "d_model", c->d_model) &&
+           assay_json_add_num(mc, "n_head", c->n_head) &&
+           assay_json_add_num(mc, "n_kv_head", c->n_kv_head) &&
+           assay_json_add_num(mc, "head_dim", c->head_dim) &&
            assay_json_add_num(mc, "d_ff", c->d_ff) && assay_json_add_num(mc, "vocab", c->vocab) &&
-           assay_json_add_num(mc, "n_ctx", c->n_ctx) && assay_json_add_num(mc, "norm_eps", (double)c->norm_eps) &&
+           assay_json_add_num(mc, "n_ctx", c->n_ctx) &&
+           assay_json_add_num(mc, "norm_eps", (double)c->norm_eps) &&
            assay_json_add_num(mc, "rope_theta", (double)c->rope_theta) &&
            assay_json_add_num(mc, "rope_scale", (double)c->rope_scale) &&
            assay_json_add_bool(mc, "rope_freqs", c->rope_freqs) &&
-           assay_json_add_bool(mc, "qkv_bias", c->qkv_bias) && assay_json_add_bool(mc, "tied", m->tied) &&
+           assay_json_add_bool(mc, "qkv_bias", c->qkv_bias) &&
+           assay_json_add_bool(mc, "tied", m->tied) &&
            assay_json_add_str(mc, "tensor_types", m->tensor_types) &&
            assay_json_add_num(mc, "n_params", (double)m->n_floats) &&
            assay_json_add_str(mc, "weights_sha256", m->sha256);

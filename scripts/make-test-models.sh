@@ -88,6 +88,10 @@ now_ms() { date +%s%3N; }
 since() { awk -v a="$1" -v b="$(now_ms)" 'BEGIN { printf "%.1f", (b - a) / 1000 }'; }
 
 mkdir -p "$out"
+# One maker at a time per folder: two would remove each other's files as
+# stale and write over each other's manifest.
+exec 9>"$out/.lock"
+flock 9
 manifest="$out/manifest.tsv.tmp.$$"
 : >"$manifest"
 trap 'rm -f "$manifest"' EXIT

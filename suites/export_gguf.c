@@ -516,9 +516,8 @@ int main(int argc, char **argv)
     }
     printf("%s %s seed %llu sha256 %s\n", a.out, cfg.name, (unsigned long long)a.seed, m->sha256);
     if (a.shape != NULL || a.gain_set || a.measure > 0) {
-        printf("%lld parameters, output gain %g, query/key gain %g\n",
-               (long long)m->n_floats, (double)a.init.out_gain,
-               (double)a.init.qk_gain);
+        printf("%lld parameters, output gain %g, query/key gain %g\n", (long long)m->n_floats,
+               (double)a.init.out_gain, (double)a.init.qk_gain);
     }
     fflush(stdout);
     int rc = 0;

@@ -51,8 +51,7 @@ static void usage(const char *argv0)
 }
 
 /* A decimal integer in lo..hi; 0, or -1 with the reason on stderr. */
-static int parse_int(const char *what, const char *s, long long lo, long long hi,
-                     long long *out)
+static int parse_int(const char *what, const char *s, long long lo, long long hi, long long *out)
 {
     char *end = NULL;
     errno = 0;
@@ -87,8 +86,8 @@ static int parse_args(int argc, char **argv, struct speed_args *a)
             }
             a->seed = (uint64_t)v;
         } else if (strcmp(argv[i], "--threads") == 0) {
-            if (parse_int("--threads", i + 1 < argc ? argv[++i] : NULL, 1,
-                          ASSAY_ORACLE_MAX_THREADS, &v) != 0) {
+            if (parse_int("--threads", i + 1 < argc ? argv[++i] : NULL, 1, ASSAY_ORACLE_MAX_THREADS,
+                          &v) != 0) {
                 return -1;
             }
             a->threads = (int32_t)v;
@@ -140,7 +139,7 @@ static double cpu_seconds(void)
 {
     struct timespec ts;
     return clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) == 0 ? (double)ts.tv_sec + ts.tv_nsec * 1e-9
-                                                              : 0.0;
+                                                             : 0.0;
 }
 
 static int compare_double(const void *a, const void *b)

@@ -96,8 +96,8 @@ static void want_close(const char *what, const double *got, const double *want, 
     int n_bad = 0;
     for (int64_t i = 0; i < (int64_t)PROMPT_LEN * vocab; i++) {
         if (!(fabs(got[i] - want[i]) <= rtol * (1.0 + fabs(want[i]))) && n_bad++ < 4) {
-            print_error("%s: position %d token %d: %.17g, expected %.17g\n", what,
-                        (int)(i / vocab), (int)(i % vocab), got[i], want[i]);
+            print_error("%s: position %d token %d: %.17g, expected %.17g\n", what, (int)(i / vocab),
+                        (int)(i % vocab), got[i], want[i]);
         }
     }
     double md = max_diff(got, want, vocab, 0, PROMPT_LEN);
@@ -317,8 +317,8 @@ static int engine_vs_oracle(const struct assay_model *m, const struct assay_mode
 }
 
 /* The engine on m computes the oracle's logits of oracle_model. */
-static void want_engine_matches(const struct assay_model *m,
-                                const struct assay_model *oracle_model, bool crowd)
+static void want_engine_matches(const struct assay_model *m, const struct assay_model *oracle_model,
+                                bool crowd)
 {
     double md;
     int n_bad = engine_vs_oracle(m, oracle_model, crowd, true, &md);

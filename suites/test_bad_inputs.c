@@ -14,8 +14,8 @@
  * seed 1, written by assay's own writer) by truncating it or rewriting a few
  * bytes (also from a llama 3.1-style and a biased qwen2 export of the same
  * shape, or with a metadata pair added), and a few inputs that are better
- * made than committed (a NUL byte, an oversized file). Byte offsets in expected messages may be written as
- * placeholders that the generator fills from the valid file's layout:
+ * made than committed (a NUL byte, an oversized file). Byte offsets in expected messages may be
+ * written as placeholders that the generator fills from the valid file's layout:
  * {@kv:KEY} (where a metadata pair starts), {@kvtype:KEY}, {@kvval:KEY},
  * {@kvcount:KEY} (an array's element count), {@t:NAME} (where a tensor's
  * info starts), {@tdims:NAME}, {@tdim:NAME:D}, {@ttype:NAME},

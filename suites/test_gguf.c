@@ -2596,8 +2596,7 @@ static void test_load_rope_freqs(void **state)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         memcpy(c, buf, size);
         memcpy(c + at + 4 * (size_t)bad[i].element, &bad[i].value, 4);
-        want_load_fail(c, size, ASSAY_ERR_PARSE, "rope_freqs.weight", bad[i].expected,
-                       bad[i].got);
+        want_load_fail(c, size, ASSAY_ERR_PARSE, "rope_freqs.weight", bad[i].expected, bad[i].got);
     }
     memcpy(c, buf, size);
     put_u64(c, tensor_dims_pos(buf, size, "rope_freqs.weight") + 4, 4);

@@ -117,8 +117,8 @@ static void ref_logits(const struct assay_model *m, const int32_t *tokens, int32
     double *up = calloc((size_t)c->d_ff, sizeof *up);
     double *tmp = calloc((size_t)d, sizeof *tmp);
     double *scores = calloc((size_t)n, sizeof *scores);
-    assert_true(x != NULL && xn != NULL && q != NULL && k != NULL && v != NULL &&
-                att != NULL && gate != NULL && up != NULL && tmp != NULL && scores != NULL);
+    assert_true(x != NULL && xn != NULL && q != NULL && k != NULL && v != NULL && att != NULL &&
+                gate != NULL && up != NULL && tmp != NULL && scores != NULL);
 
     for (int32_t t = 0; t < n; t++) {
         for (int32_t i = 0; i < d; i++) {
