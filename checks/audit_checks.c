@@ -25,6 +25,7 @@
 
 #include "../adapters/gate.h"
 #include "../adapters/spec.h"
+#include "../bench/metrics.h"
 #include "../core/alloc.h"
 #include "../core/clock.h"
 #include "../core/rng.h"
@@ -301,13 +302,6 @@ static bool diffs_push(struct diffs *d, double x)
     return true;
 }
 
-/* Nearest-rank quantile q of the sorted (ascending) values. */
-static double sorted_quantile(const double *v, int64_t n, double q)
-{
-    int64_t rank = (int64_t)ceil(q * (double)n);
-    return v[rank < 1 ? 0 : rank - 1];
-}
-
 static int cmp_asc(const void *x, const void *y)
 {
     double a = *(const double *)x, b = *(const double *)y;
@@ -327,8 +321,8 @@ static void diffs_summarise(struct diffs *d, struct assay_check_result *res)
         sum += d->v[i];
     }
     res->logprob_diff_max = d->v[d->n - 1];
-    res->logprob_diff_median = sorted_quantile(d->v, d->n, 0.5);
-    res->logprob_diff_p99 = sorted_quantile(d->v, d->n, 0.99);
+    res->logprob_diff_median = assay_percentile_nearest_rank(d->v, d->n, 5000);
+    res->logprob_diff_p99 = assay_percentile_nearest_rank(d->v, d->n, 9900);
     res->logprob_diff_mean = sum / (double)d->n;
 }
 
