@@ -5,7 +5,7 @@
  *
  *   export_gguf OUT.gguf [MODEL [SEED]]           (defaults: tinygpt 1)
  *   export_gguf OUT.gguf (MODEL | --shape SHAPE) [--seed N] [--gain G]
- *               [--qk-gain G] [--measure P]
+ *               [--qk-gain G] [--measure P] [--scale-layer L:F]
  *
  * MODEL is a config name (tinygpt, draft, mini, mini-draft). SHAPE is a
  * comma-separated list of key=value:
@@ -39,6 +39,11 @@
  * Default 0 for a config name, 4 for a shape; keep it small on large
  * models, as the oracle is written for clarity, not speed.
  *
+ * --scale-layer L:F multiplies every matrix of layer L (q, k, v, output,
+ * gate, up, down) by F after the initialisation: a model that differs from
+ * the unscaled one by little, for the audit's must-fail controls (a server
+ * serving a slightly different file than the one it is audited against).
+ *
  * Prints the file, the config, the seed and the weights hash on its first
  * line. Exit status 0, or 2 with the reason on stderr (bad arguments, or a
  * model that cannot be built, measured or written).
@@ -68,6 +73,8 @@ struct export_args {
     int gain_set;
     int qk_gain_set;
     int32_t measure;    /* prompts; -1 = the default */
+    int32_t scale_layer; /* -1: none */
+    float scale;         /* the factor of layer scale_layer's matrices */
 };
 
 static void usage(const char *argv0)
@@ -75,7 +82,7 @@ static void usage(const char *argv0)
     fprintf(stderr,
             "usage: %s OUT.gguf [MODEL [SEED]]\n"
             "       %s OUT.gguf (MODEL | --shape K=V,...) [--seed N] [--gain G] [--qk-gain G]"
-            " [--measure P]\n"
+            " [--measure P] [--scale-layer L:F]\n"
             "  MODEL: tinygpt, draft, mini, mini-draft\n"
             "  SHAPE keys: d_model layers heads d_ff vocab (required), kv_heads head_dim ctx"
             " norm_eps rope_theta rope_scale rope_freqs arch bias tied\n",
@@ -253,6 +260,7 @@ static int parse_args(int argc, char **argv, struct export_args *a)
     a->seed = 1;
     a->init = assay_model_init_default_params();
     a->measure = -1;
+    a->scale_layer = -1;
     if (argc < 2 || argv[1][0] == '-') {
         return -1;
     }
@@ -298,6 +306,19 @@ static int parse_args(int argc, char **argv, struct export_args *a)
                 return -1;
             }
             a->qk_gain_set = 1;
+        } else if (strcmp(arg, "--scale-layer") == 0) {
+            char layer[32];
+            const char *colon = strchr(value, ':');
+            if (colon == NULL || (size_t)(colon - value) >= sizeof layer) {
+                fprintf(stderr, "export_gguf: --scale-layer: expected L:F, got \"%s\"\n", value);
+                return -1;
+            }
+            memcpy(layer, value, (size_t)(colon - value));
+            layer[colon - value] = '\0';
+            if (parse_i32("--scale-layer L", layer, &a->scale_layer) != 0 ||
+                parse_float("--scale-layer F", colon + 1, &a->scale) != 0) {
+                return -1;
+            }
         } else if (strcmp(arg, "--measure") == 0) {
             if (parse_i32("--measure", value, &a->measure) != 0) {
                 return -1;
@@ -481,6 +502,27 @@ static int measure(const struct assay_model *m, float out_gain, int32_t n_prompt
     return 0;
 }
 
+/* Multiply every matrix of layer l by f (the norms and biases stay). */
+static void scale_layer(struct assay_model *m, int32_t l, float f)
+{
+    const struct assay_model_config *c = &m->cfg;
+    int64_t q = (int64_t)c->n_head * c->head_dim, kv = (int64_t)c->n_kv_head * c->head_dim;
+    struct assay_layer_weights *w = &m->layers[l];
+    struct {
+        float *p;
+        int64_t n;
+    } mats[] = {{w->wq, q * c->d_model},      {w->wk, kv * c->d_model},
+                {w->wv, kv * c->d_model},     {w->wo, c->d_model * q},
+                {w->w_gate, c->d_ff * c->d_model}, {w->w_up, c->d_ff * c->d_model},
+                {w->w_down, c->d_model * c->d_ff}};
+    for (size_t i = 0; i < sizeof mats / sizeof mats[0]; i++) {
+        for (int64_t j = 0; j < mats[i].n; j++) {
+            mats[i].p[j] *= f;
+        }
+    }
+    assay_model_rehash(m);
+}
+
 int main(int argc, char **argv)
 {
     struct export_args a;
@@ -503,6 +545,15 @@ int main(int argc, char **argv)
     if (st != ASSAY_OK) {
         fprintf(stderr, "export_gguf: could not build %s: %s\n", cfg.name, assay_status_str(st));
         return 2;
+    }
+    if (a.scale_layer >= 0) {
+        if (a.scale_layer >= cfg.n_layer || !isfinite(a.scale)) {
+            fprintf(stderr, "export_gguf: --scale-layer: layer %d of %d, factor %g\n",
+                    (int)a.scale_layer, (int)cfg.n_layer, (double)a.scale);
+            assay_model_free(m);
+            return 2;
+        }
+        scale_layer(m, a.scale_layer, a.scale);
     }
     struct assay_diag diag;
     assay_diag_clear(&diag);
