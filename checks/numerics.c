@@ -118,9 +118,9 @@ enum assay_status assay_numerics_kld(const double *lsm, int32_t vocab,
     return ASSAY_OK;
 }
 
-enum assay_status assay_numerics_add(struct assay_numerics *acc, const double *lsm,
-                                     int32_t vocab, const struct assay_numerics_top *top,
-                                     int32_t n_top, bool top1_agrees)
+enum assay_status assay_numerics_add(struct assay_numerics *acc, const double *lsm, int32_t vocab,
+                                     const struct assay_numerics_top *top, int32_t n_top,
+                                     bool top1_agrees)
 {
     double kld = 0.0;
     enum assay_status st = assay_numerics_kld(lsm, vocab, top, n_top, &kld);

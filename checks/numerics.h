@@ -70,11 +70,11 @@ struct assay_numerics_stats {
 /* A named series: one implementation's figures over the positions added. */
 struct assay_numerics_summary {
     char name[32];
-    int64_t n_positions;               /* positions added (top-1's denominator) */
-    int64_t n_values;                  /* logprobs compared (== abs_diff.n) */
+    int64_t n_positions;                  /* positions added (top-1's denominator) */
+    int64_t n_values;                     /* logprobs compared (== abs_diff.n) */
     struct assay_numerics_stats kld;      /* one per position with a top list */
     struct assay_numerics_stats abs_diff; /* one per value compared */
-    double top1_agreement;             /* share of positions; NaN when none */
+    double top1_agreement;                /* share of positions; NaN when none */
 };
 
 struct assay_numerics; /* the accumulator (opaque) */
@@ -107,9 +107,9 @@ enum assay_status assay_numerics_kld(const double *lsm, int32_t vocab,
  * ASSAY_ERR_INVALID as assay_numerics_kld; ASSAY_ERR_NOMEM. On an error
  * nothing of the position is recorded.
  */
-enum assay_status assay_numerics_add(struct assay_numerics *acc, const double *lsm,
-                                     int32_t vocab, const struct assay_numerics_top *top,
-                                     int32_t n_top, bool top1_agrees);
+enum assay_status assay_numerics_add(struct assay_numerics *acc, const double *lsm, int32_t vocab,
+                                     const struct assay_numerics_top *top, int32_t n_top,
+                                     bool top1_agrees);
 
 /*
  * The summary of everything added so far, named `name` (truncated to fit).

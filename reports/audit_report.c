@@ -316,8 +316,11 @@ static void numerics_cdf_plot(struct assay_text *t, const cJSON *c, const char *
             const cJSON *v = cJSON_GetArrayItem(cdf, k);
             x[n][k] = cJSON_IsNumber(v) ? v->valuedouble : NAN;
         }
-        s[n] = (struct assay_plot_series){.name = assay_json_str(sv, "name", ""), .x = x[n],
-                                          .y = y, .n = CDF, .style = ASSAY_PLOT_LINE,
+        s[n] = (struct assay_plot_series){.name = assay_json_str(sv, "name", ""),
+                                          .x = x[n],
+                                          .y = y,
+                                          .n = CDF,
+                                          .style = ASSAY_PLOT_LINE,
                                           .color = (int)n};
         n++;
     }

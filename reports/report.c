@@ -93,8 +93,8 @@ static bool add_numerics_stats(cJSON *o, const char *key, const struct assay_num
     cJSON *cdf = NULL;
     bool ok = d != NULL && assay_json_add_num(d, "n", (double)st->n) &&
               assay_json_add_num(d, "mean", st->mean) &&
-              assay_json_add_num(d, "median", st->median) && assay_json_add_num(d, "p99", st->p99) &&
-              assay_json_add_num(d, "max", st->max) &&
+              assay_json_add_num(d, "median", st->median) &&
+              assay_json_add_num(d, "p99", st->p99) && assay_json_add_num(d, "max", st->max) &&
               (cdf = cJSON_AddArrayToObject(d, "cdf")) != NULL;
     for (int k = 0; ok && k < ASSAY_NUMERICS_CDF_POINTS; k++) {
         cJSON *x = isfinite(st->cdf[k]) ? cJSON_CreateNumber(st->cdf[k]) : cJSON_CreateNull();
@@ -562,12 +562,24 @@ static enum assay_status check_format(const cJSON *o, const char *prefix, const 
 static enum assay_status validate_numerics(const cJSON *c, int i, struct assay_diag *diag)
 {
     static const struct assay_json_field series[] = {
-        {"name", S},              {"n_positions", N},         {"n_values", N},
-        {"kld", O},               {"kld.n", N},               {"kld.mean", N | Z},
-        {"kld.median", N | Z},    {"kld.p99", N | Z},         {"kld.max", N | Z},
-        {"kld.cdf", A},           {"abs_diff", O},            {"abs_diff.n", N},
-        {"abs_diff.mean", N | Z}, {"abs_diff.median", N | Z}, {"abs_diff.p99", N | Z},
-        {"abs_diff.max", N | Z},  {"abs_diff.cdf", A},        {"top1_agreement", N | Z},
+        {"name", S},
+        {"n_positions", N},
+        {"n_values", N},
+        {"kld", O},
+        {"kld.n", N},
+        {"kld.mean", N | Z},
+        {"kld.median", N | Z},
+        {"kld.p99", N | Z},
+        {"kld.max", N | Z},
+        {"kld.cdf", A},
+        {"abs_diff", O},
+        {"abs_diff.n", N},
+        {"abs_diff.mean", N | Z},
+        {"abs_diff.median", N | Z},
+        {"abs_diff.p99", N | Z},
+        {"abs_diff.max", N | Z},
+        {"abs_diff.cdf", A},
+        {"top1_agreement", N | Z},
     };
     const cJSON *arr = assay_json_path(c, "figures.numerics");
     if (arr == NULL) {
@@ -579,8 +591,8 @@ static enum assay_status validate_numerics(const cJSON *c, int i, struct assay_d
         assay_diag_set(diag, NULL, where, "an array", "%s", assay_json_item_kind(arr));
         return ASSAY_ERR_PARSE;
     }
-    enum assay_status st = each_item(c, "figures.numerics", where, series,
-                                     sizeof series / sizeof series[0], diag);
+    enum assay_status st =
+        each_item(c, "figures.numerics", where, series, sizeof series / sizeof series[0], diag);
     if (st != ASSAY_OK) {
         return st;
     }

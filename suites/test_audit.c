@@ -424,10 +424,12 @@ static void assert_numerics_consistent(const cJSON *c)
     double n_values = assay_json_num(sv, "n_values");
     assert_true(n_values > 0 && n_values == assay_json_num(c, "figures.logprobs.n"));
     assert_true(assay_json_num(sv, "abs_diff.n") == n_values);
-    assert_true(assay_json_num(sv, "abs_diff.max") == assay_json_num(c, "figures.logprobs.max_diff"));
+    assert_true(assay_json_num(sv, "abs_diff.max") ==
+                assay_json_num(c, "figures.logprobs.max_diff"));
     assert_true(assay_json_num(sv, "abs_diff.median") ==
                 assay_json_num(c, "figures.logprobs.median_diff"));
-    assert_true(assay_json_num(sv, "abs_diff.p99") == assay_json_num(c, "figures.logprobs.p99_diff"));
+    assert_true(assay_json_num(sv, "abs_diff.p99") ==
+                assay_json_num(c, "figures.logprobs.p99_diff"));
     assert_true(assay_json_num(sv, "top1_agreement") ==
                 assay_json_num(c, "figures.logprobs.top1_agreement"));
     double n_positions = assay_json_num(sv, "n_positions");
@@ -550,11 +552,10 @@ static void test_numerics_fake_server(void **state)
     assert_non_null(strstr(text, "Per-position KLD"));
     assert_non_null(strstr(text, "|Δ logprob| of each top logprob"));
     assay_free(text);
-    cJSON *cdf = (cJSON *)assay_json_path(cJSON_GetArrayItem(assay_json_path(
-                                              cJSON_GetArrayItem(assay_json_path(r, "checks"), 0),
-                                              "figures.numerics"),
-                                          0),
-                                          "kld.cdf");
+    const cJSON *check0 = cJSON_GetArrayItem(assay_json_path(r, "checks"), 0);
+    const cJSON *series0 = cJSON_GetArrayItem(assay_json_path(check0, "figures.numerics"), 0);
+    cJSON *cdf =
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(series0, "kld"), "cdf");
     assert_non_null(cdf);
     cJSON_DeleteItemFromArray(cdf, 0);
     assert_int_equal(assay_report_validate(r, &diag), ASSAY_ERR_PARSE);
@@ -827,9 +828,12 @@ int main(int argc, char **argv)
     g_assay = argc > 2 ? argv[2] : NULL;
     if (strcmp(mode, "unit") == 0) {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_gate_limit),   cmocka_unit_test(test_gate_continue),
-            cmocka_unit_test(test_prom),         cmocka_unit_test(test_versus),
-            cmocka_unit_test(test_audit_member), cmocka_unit_test(test_audit_workloads),
+            cmocka_unit_test(test_gate_limit),
+            cmocka_unit_test(test_gate_continue),
+            cmocka_unit_test(test_prom),
+            cmocka_unit_test(test_versus),
+            cmocka_unit_test(test_audit_member),
+            cmocka_unit_test(test_audit_workloads),
             cmocka_unit_test(test_numerics_fake_server),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
