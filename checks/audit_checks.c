@@ -32,8 +32,8 @@
 #include "../core/workload.h"
 #include "distributional.h"
 #include "equivalence.h"
-#include "numerics.h"
 #include "harness.h"
+#include "numerics.h"
 #include "property.h"
 
 #include "audit_internal.h"
@@ -516,8 +516,8 @@ static enum assay_status check_logprobs(struct assay_audit *a, const struct assa
                 /* A logprob that is NaN or +inf (a token outside the
                  * vocabulary ended the list above). JSON carries no NaN and
                  * +inf is already beyond the tolerance, so this reason
-                 * never replaces an earlier one; the position still counts
-                 * for top-1. */
+                 * never replaces an earlier one. The position still counts
+                 * for top-1; its values are left out of the figures. */
                 assay_check_fail(res,
                                  "request %llu, position %d: a top logprob is not a number "
                                  "or is +inf",
