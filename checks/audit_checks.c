@@ -33,6 +33,7 @@
 #include "distributional.h"
 #include "equivalence.h"
 #include "harness.h"
+#include "numerics.h"
 #include "property.h"
 
 #include "audit_internal.h"
@@ -280,50 +281,21 @@ static int cmp_desc(const void *x, const void *y)
     return a < b ? 1 : a > b ? -1 : 0;
 }
 
-/* The |server - oracle| logprob differences of a run, for their
- * distribution. */
-struct diffs {
-    double *v;
-    int64_t n, cap;
-};
-
-static bool diffs_push(struct diffs *d, double x)
+/* The logprob figures of the check (result.h) from the server's series:
+ * figures.logprobs stays as it was, derived from the same values. */
+static void summarise_numerics(struct assay_numerics *num, struct assay_check_result *res)
 {
-    if (d->n == d->cap) {
-        int64_t cap = d->cap > 0 ? 2 * d->cap : 1024;
-        double *v = assay_realloc(d->v, sizeof(double) * (size_t)cap);
-        if (v == NULL) {
-            return false;
-        }
-        d->v = v;
-        d->cap = cap;
+    struct assay_numerics_summary *sv = &res->numerics[0];
+    assay_numerics_summarise(num, "server", sv);
+    res->n_numerics = 1;
+    res->n_logprobs = sv->n_values;
+    if (sv->n_values > 0) {
+        res->logprob_diff_max = sv->abs_diff.max;
+        res->logprob_diff_median = sv->abs_diff.median;
+        res->logprob_diff_p99 = sv->abs_diff.p99;
+        res->logprob_diff_mean = sv->abs_diff.mean;
     }
-    d->v[d->n++] = x;
-    return true;
-}
-
-static int cmp_asc(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return a < b ? -1 : a > b ? 1 : 0;
-}
-
-/* Count, largest, median, 99th percentile and mean into res (sorts d). */
-static void diffs_summarise(struct diffs *d, struct assay_check_result *res)
-{
-    res->n_logprobs = d->n;
-    if (d->n == 0) {
-        return;
-    }
-    qsort(d->v, (size_t)d->n, sizeof(double), cmp_asc);
-    double sum = 0.0;
-    for (int64_t i = 0; i < d->n; i++) {
-        sum += d->v[i];
-    }
-    res->logprob_diff_max = d->v[d->n - 1];
-    res->logprob_diff_median = assay_percentile_nearest_rank(d->v, d->n, 5000);
-    res->logprob_diff_p99 = assay_percentile_nearest_rank(d->v, d->n, 9900);
-    res->logprob_diff_mean = sum / (double)d->n;
+    res->top1_agreement = sv->top1_agreement;
 }
 
 static enum assay_status check_logprobs(struct assay_audit *a, const struct assay_plan_item *item,
@@ -373,11 +345,11 @@ static enum assay_status check_logprobs(struct assay_audit *a, const struct assa
              (int)w->n, (int)n_probes, (int)n_probs);
     struct lp_store s;
     memset(&s, 0, sizeof s);
-    struct diffs diffs = {NULL, 0, 0};
+    struct assay_numerics *num = NULL;
     struct assay_transcript *t = NULL;
     double *lsm = assay_malloc(sizeof(double) * (size_t)v);
     double *sorted = assay_malloc(sizeof(double) * (size_t)v);
-    if (lsm == NULL || sorted == NULL) {
+    if (lsm == NULL || sorted == NULL || assay_numerics_init(&num) != ASSAY_OK) {
         st = ASSAY_ERR_NOMEM;
         goto out;
     }
@@ -485,8 +457,14 @@ static enum assay_status check_logprobs(struct assay_audit *a, const struct assa
                     break;
                 }
             }
+            struct assay_numerics_top top[ASSAY_OPENAI_MAX_TOP];
+            int32_t n_top = 0; /* the values compared, up to a token outside the vocabulary */
             if (lr == NULL || lr->n_top == 0) {
                 n_short++;
+                st = assay_numerics_add(num, lsm, v, NULL, 0, mine == best);
+                if (st != ASSAY_OK) {
+                    goto out;
+                }
                 continue;
             }
             memcpy(sorted, lsm, sizeof(double) * (size_t)v);
@@ -507,10 +485,9 @@ static enum assay_status check_logprobs(struct assay_audit *a, const struct assa
                     break;
                 }
                 double d = fabs(e->logprob - lsm[e->token]);
-                if (!diffs_push(&diffs, d)) {
-                    st = ASSAY_ERR_NOMEM;
-                    goto out;
-                }
+                top[n_top].token = e->token;
+                top[n_top].logprob = e->logprob;
+                n_top++;
                 n_compared++;
                 if (d > max_diff) {
                     max_diff = d;
@@ -534,6 +511,22 @@ static enum assay_status check_logprobs(struct assay_audit *a, const struct assa
                         (int)want, (int)want, kth);
                 }
             }
+            st = assay_numerics_add(num, lsm, v, top, n_top, mine == best);
+            if (st == ASSAY_ERR_INVALID) {
+                /* A logprob that is NaN or +inf (a token outside the
+                 * vocabulary ended the list above). JSON carries no NaN and
+                 * +inf is already beyond the tolerance, so this reason
+                 * never replaces an earlier one. The position still counts
+                 * for top-1; its values are left out of the figures. */
+                assay_check_fail(res,
+                                 "request %llu, position %d: a top logprob is not a number "
+                                 "or is +inf",
+                                 (unsigned long long)wr->id, (int)pos);
+                st = assay_numerics_add(num, lsm, v, NULL, 0, mine == best);
+            }
+            if (st != ASSAY_OK) {
+                goto out;
+            }
         }
     }
     if (res->verdict == ASSAY_VERDICT_PASS && n_compared == 0) {
@@ -542,8 +535,7 @@ static enum assay_status check_logprobs(struct assay_audit *a, const struct assa
                          "compared with the oracle's log-softmax",
                          (int)n_probs);
     }
-    diffs_summarise(&diffs, res);
-    res->top1_agreement = n_positions > 0 ? (double)n_top1 / (double)n_positions : NAN;
+    summarise_numerics(num, res);
     snprintf(res->summary, sizeof res->summary,
              "%lld tokens, %d greedy requests; %lld top logprobs, |server - oracle| max %.3g "
              "(request %d, position %d), median %.2g, p99 %.2g, tolerance %g; top-1 %lld/%lld "
@@ -584,7 +576,7 @@ out:
     assay_free(s.rec);
     assay_free(lsm);
     assay_free(sorted);
-    assay_free(diffs.v);
+    assay_numerics_free(num);
     return st;
 }
 

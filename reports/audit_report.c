@@ -6,6 +6,8 @@
 #include <string.h>
 
 #include "../checks/equivalence.h"
+#include "../checks/numerics.h"
+#include "plot.h"
 #include "schema.h"
 #include "../core/json_out.h"
 
@@ -189,6 +191,192 @@ static void fmt_figure(char *buf, size_t size, const cJSON *e, const struct row_
     }
 }
 
+/* ---- numerics ------------------------------------------------------------------- */
+
+/* The first check whose figures hold numerics (the logprobs check), or NULL. */
+static const cJSON *numerics_check(const cJSON *checks)
+{
+    const cJSON *c;
+    cJSON_ArrayForEach(c, checks)
+    {
+        if (cJSON_GetArraySize(assay_json_path(c, "figures.numerics")) > 0) {
+            return c;
+        }
+    }
+    return NULL;
+}
+
+/* The numerics table's cells after the series name, in order. */
+static const struct {
+    const char *label_md, *label_html;
+    const char *path;
+    int sig;
+} k_numerics_cols[] = {
+    {"Positions", "Positions", "n_positions", 12},
+    {"Values", "Values", "n_values", 12},
+    {"KLD mean", "KLD mean", "kld.mean", 3},
+    {"KLD median", "KLD median", "kld.median", 3},
+    {"KLD p99", "KLD p99", "kld.p99", 3},
+    {"KLD max", "KLD max", "kld.max", 3},
+    {"\\|Δ\\| median", "|&Delta;| median", "abs_diff.median", 3},
+    {"\\|Δ\\| p99", "|&Delta;| p99", "abs_diff.p99", 3},
+    {"\\|Δ\\| max", "|&Delta;| max", "abs_diff.max", 3},
+    {"Top-1", "Top-1", "top1_agreement", 4},
+};
+
+#define N_NUMERICS_COLS (sizeof k_numerics_cols / sizeof k_numerics_cols[0])
+
+/* The sentence above the table: what was measured, on which check and
+ * which stored weights. */
+static void numerics_intro(struct assay_text *t, const cJSON *au, const cJSON *c, bool html)
+{
+    void (*esc)(struct assay_text *, const char *) = html ? assay_text_html : assay_text_md;
+    assay_text_puts(t, html ? "<p class=\"para\">" : "");
+    assay_text_puts(t, "Every teacher-forced position of ");
+    assay_text_puts(t, html ? "<code>" : "`");
+    esc(t, assay_json_str(c, "name", ""));
+    assay_text_puts(t, html ? "</code>" : "`");
+    const char *types = assay_json_str(au, "model.tensor_types", NULL);
+    if (types != NULL) {
+        assay_text_puts(t, " (weights stored as ");
+        esc(t, types);
+        assay_text_puts(t, ")");
+    }
+    assay_text_puts(
+        t, html ? ": the KL divergence (oracle &#8214; series) of the top logprobs returned, "
+                  "coarsened to those tokens and the rest of the vocabulary (a lower bound "
+                  "on the full KL), every |&Delta; logprob| of a returned value against the "
+                  "oracle&rsquo;s log-softmax, and top-1, the share of positions whose greedy "
+                  "token is the oracle&rsquo;s argmax. Logprobs in nats.</p>\n"
+                : ": the KL divergence (oracle ‖ series) of the top logprobs returned, "
+                  "coarsened to those tokens and the rest of the vocabulary (a lower bound on "
+                  "the full KL), every |Δ logprob| of a returned value against the oracle's "
+                  "log-softmax, and top-1, the share of positions whose greedy token is the "
+                  "oracle's argmax. Logprobs in nats.\n\n");
+}
+
+static void numerics_markdown(struct assay_text *t, const cJSON *au, const cJSON *checks)
+{
+    const cJSON *c = numerics_check(checks);
+    if (c == NULL) {
+        return;
+    }
+    assay_text_puts(t, "### Numerics: top logprobs against the oracle\n\n");
+    numerics_intro(t, au, c, false);
+    assay_text_puts(t, "| Series |");
+    for (size_t k = 0; k < N_NUMERICS_COLS; k++) {
+        assay_text_printf(t, " %s |", k_numerics_cols[k].label_md);
+    }
+    assay_text_puts(t, "\n|---|");
+    for (size_t k = 0; k < N_NUMERICS_COLS; k++) {
+        assay_text_puts(t, "--:|");
+    }
+    assay_text_puts(t, "\n");
+    const cJSON *sv;
+    cJSON_ArrayForEach(sv, assay_json_path(c, "figures.numerics"))
+    {
+        assay_text_puts(t, "| ");
+        assay_text_md(t, assay_json_str(sv, "name", ""));
+        assay_text_puts(t, " |");
+        for (size_t k = 0; k < N_NUMERICS_COLS; k++) {
+            char b[32];
+            assay_text_printf(t, " %s |",
+                              assay_text_num(b, sizeof b,
+                                             assay_json_num(sv, k_numerics_cols[k].path),
+                                             k_numerics_cols[k].sig));
+        }
+        assay_text_puts(t, "\n");
+    }
+    assay_text_puts(t, "\n");
+}
+
+/* A CDF plot of one distribution ("kld" or "abs_diff") of every series,
+ * drawn through its 101 quantiles. */
+static void numerics_cdf_plot(struct assay_text *t, const cJSON *c, const char *dist,
+                              const char *title, const char *x_label, const char *y_label,
+                              const char *caption)
+{
+    enum { CDF = 101 };
+    double x[ASSAY_NUMERICS_MAX_SERIES][CDF], y[CDF];
+    struct assay_plot_series s[ASSAY_NUMERICS_MAX_SERIES];
+    size_t n = 0;
+    for (int k = 0; k < CDF; k++) {
+        y[k] = k / 100.0;
+    }
+    const cJSON *sv;
+    cJSON_ArrayForEach(sv, assay_json_path(c, "figures.numerics"))
+    {
+        if (n == ASSAY_NUMERICS_MAX_SERIES) {
+            break;
+        }
+        char path[32];
+        snprintf(path, sizeof path, "%s.cdf", dist);
+        const cJSON *cdf = assay_json_path(sv, path);
+        for (int k = 0; k < CDF; k++) {
+            const cJSON *v = cJSON_GetArrayItem(cdf, k);
+            x[n][k] = cJSON_IsNumber(v) ? v->valuedouble : NAN;
+        }
+        s[n] = (struct assay_plot_series){.name = assay_json_str(sv, "name", ""),
+                                          .x = x[n],
+                                          .y = y,
+                                          .n = CDF,
+                                          .style = ASSAY_PLOT_LINE,
+                                          .color = (int)n};
+        n++;
+    }
+    struct assay_plot p = assay_plot_default();
+    p.title = title;
+    p.x_label = x_label;
+    p.y_label = y_label;
+    p.x_log = true;
+    p.y_unit = ASSAY_PLOT_UNIT_PERCENT;
+    p.y_min = 0.0;
+    p.y_max = 1.0;
+    p.series = s;
+    p.n_series = n;
+    p.caption = caption;
+    assay_plot_svg(t, &p);
+}
+
+static void numerics_html(struct assay_text *t, const cJSON *au, const cJSON *checks)
+{
+    const cJSON *c = numerics_check(checks);
+    if (c == NULL) {
+        return;
+    }
+    assay_text_puts(t, "<h3>Numerics: top logprobs against the oracle</h3>\n");
+    numerics_intro(t, au, c, true);
+    assay_text_puts(t, "<table><tr><th>Series</th>");
+    for (size_t k = 0; k < N_NUMERICS_COLS; k++) {
+        assay_text_printf(t, "<th>%s</th>", k_numerics_cols[k].label_html);
+    }
+    assay_text_puts(t, "</tr>\n");
+    const cJSON *sv;
+    cJSON_ArrayForEach(sv, assay_json_path(c, "figures.numerics"))
+    {
+        assay_text_puts(t, "<tr><td>");
+        assay_text_html(t, assay_json_str(sv, "name", ""));
+        assay_text_puts(t, "</td>");
+        for (size_t k = 0; k < N_NUMERICS_COLS; k++) {
+            char b[32];
+            assay_text_printf(t, "<td class=\"num\">%s</td>",
+                              assay_text_num(b, sizeof b,
+                                             assay_json_num(sv, k_numerics_cols[k].path),
+                                             k_numerics_cols[k].sig));
+        }
+        assay_text_puts(t, "</tr>\n");
+    }
+    assay_text_puts(t, "</table>\n");
+    numerics_cdf_plot(t, c, "kld", "Per-position KLD over the top logprobs returned (CDF)",
+                      "KLD (nats)", "share of positions at or below",
+                      "Drawn through the quantiles at 0%, 1%, ..., 100% of the positions; a "
+                      "KLD of 0 (a log axis cannot show it) is left out.");
+    numerics_cdf_plot(t, c, "abs_diff", "|Δ logprob| of each top logprob returned (CDF)",
+                      "|Δ logprob| (nats)", "share of values at or below",
+                      "Drawn through the quantiles at 0%, 1%, ..., 100% of the values; a "
+                      "difference of 0 is left out.");
+}
+
 void assay_report_audit_markdown(struct assay_text *t, const cJSON *r)
 {
     const cJSON *au = cJSON_GetObjectItemCaseSensitive(r, "audit");
@@ -240,6 +428,7 @@ void assay_report_audit_markdown(struct assay_text *t, const cJSON *r)
         }
         assay_text_puts(t, "\n");
     }
+    numerics_markdown(t, au, checks);
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(au, "findings");
     if (cJSON_GetArraySize(f) > 0) {
         assay_text_puts(t, "### What the server did differently from the oracle\n\n");
@@ -389,6 +578,7 @@ void assay_report_audit_html(struct assay_text *t, const cJSON *r)
         assay_text_puts(t, "</td></tr>\n");
     }
     assay_text_puts(t, "</table>\n");
+    numerics_html(t, au, checks);
     const cJSON *f = cJSON_GetObjectItemCaseSensitive(au, "findings");
     if (cJSON_GetArraySize(f) > 0) {
         assay_text_puts(t, "<h3>What the server did differently from the oracle</h3>\n<ul>\n");

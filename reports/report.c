@@ -86,6 +86,49 @@ enum assay_status assay_report_set(cJSON *report, const char *key, cJSON *value)
     return ASSAY_OK;
 }
 
+/* One distribution of a numerics series: {n, mean, median, p99, max, cdf}. */
+static bool add_numerics_stats(cJSON *o, const char *key, const struct assay_numerics_stats *st)
+{
+    cJSON *d = cJSON_AddObjectToObject(o, key);
+    cJSON *cdf = NULL;
+    bool ok = d != NULL && assay_json_add_num(d, "n", (double)st->n) &&
+              assay_json_add_num(d, "mean", st->mean) &&
+              assay_json_add_num(d, "median", st->median) &&
+              assay_json_add_num(d, "p99", st->p99) && assay_json_add_num(d, "max", st->max) &&
+              (cdf = cJSON_AddArrayToObject(d, "cdf")) != NULL;
+    for (int k = 0; ok && k < ASSAY_NUMERICS_CDF_POINTS; k++) {
+        cJSON *x = isfinite(st->cdf[k]) ? cJSON_CreateNumber(st->cdf[k]) : cJSON_CreateNull();
+        ok = x != NULL && cJSON_AddItemToArray(cdf, x);
+        if (!ok) {
+            cJSON_Delete(x);
+        }
+    }
+    return ok;
+}
+
+/* figures.numerics: one object per series (checks/numerics.h). */
+static bool add_numerics(cJSON *f, const struct assay_check_result *r)
+{
+    cJSON *arr = cJSON_AddArrayToObject(f, "numerics");
+    bool ok = arr != NULL;
+    for (int32_t i = 0; ok && i < r->n_numerics && i < ASSAY_NUMERICS_MAX_SERIES; i++) {
+        const struct assay_numerics_summary *sv = &r->numerics[i];
+        cJSON *o = cJSON_CreateObject();
+        ok = o != NULL && cJSON_AddItemToArray(arr, o);
+        if (!ok) {
+            cJSON_Delete(o);
+            break;
+        }
+        ok = assay_json_add_str(o, "name", sv->name) &&
+             assay_json_add_num(o, "n_positions", (double)sv->n_positions) &&
+             assay_json_add_num(o, "n_values", (double)sv->n_values) &&
+             add_numerics_stats(o, "kld", &sv->kld) &&
+             add_numerics_stats(o, "abs_diff", &sv->abs_diff) &&
+             assay_json_add_num(o, "top1_agreement", sv->top1_agreement);
+    }
+    return ok;
+}
+
 enum assay_status assay_report_check_json(const struct assay_check_result *r, cJSON **out)
 {
     *out = NULL;
@@ -112,6 +155,9 @@ enum assay_status assay_report_check_json(const struct assay_check_result *r, cJ
                      assay_json_add_num(lp, "p99_diff", r->logprob_diff_p99) &&
                      assay_json_add_num(lp, "mean_diff", r->logprob_diff_mean) &&
                      assay_json_add_num(lp, "top1_agreement", r->top1_agreement);
+            }
+            if (ok && r->n_numerics > 0) {
+                ok = add_numerics(f, r);
             }
             break;
         case ASSAY_FAMILY_DISTRIBUTIONAL:
@@ -511,6 +557,70 @@ static enum assay_status check_format(const cJSON *o, const char *prefix, const 
     return ASSAY_OK;
 }
 
+/* figures.numerics of check i, when present: an array of series, each
+ * with its two distributions and their 101-point CDFs. */
+static enum assay_status validate_numerics(const cJSON *c, int i, struct assay_diag *diag)
+{
+    static const struct assay_json_field series[] = {
+        {"name", S},
+        {"n_positions", N},
+        {"n_values", N},
+        {"kld", O},
+        {"kld.n", N},
+        {"kld.mean", N | Z},
+        {"kld.median", N | Z},
+        {"kld.p99", N | Z},
+        {"kld.max", N | Z},
+        {"kld.cdf", A},
+        {"abs_diff", O},
+        {"abs_diff.n", N},
+        {"abs_diff.mean", N | Z},
+        {"abs_diff.median", N | Z},
+        {"abs_diff.p99", N | Z},
+        {"abs_diff.max", N | Z},
+        {"abs_diff.cdf", A},
+        {"top1_agreement", N | Z},
+    };
+    const cJSON *arr = assay_json_path(c, "figures.numerics");
+    if (arr == NULL) {
+        return ASSAY_OK;
+    }
+    char where[160];
+    snprintf(where, sizeof where, "checks[%d].figures.numerics", i);
+    if (!cJSON_IsArray(arr)) {
+        assay_diag_set(diag, NULL, where, "an array", "%s", assay_json_item_kind(arr));
+        return ASSAY_ERR_PARSE;
+    }
+    enum assay_status st =
+        each_item(c, "figures.numerics", where, series, sizeof series / sizeof series[0], diag);
+    if (st != ASSAY_OK) {
+        return st;
+    }
+    int k = 0;
+    const cJSON *sv;
+    cJSON_ArrayForEach(sv, arr)
+    {
+        static const char *const dists[] = {"kld.cdf", "abs_diff.cdf"};
+        for (int d = 0; d < 2; d++) {
+            const cJSON *cdf = assay_json_path(sv, dists[d]);
+            bool ok = cJSON_GetArraySize(cdf) == ASSAY_NUMERICS_CDF_POINTS;
+            const cJSON *x;
+            cJSON_ArrayForEach(x, cdf)
+            {
+                ok = ok && (cJSON_IsNumber(x) || cJSON_IsNull(x));
+            }
+            if (!ok) {
+                snprintf(where, sizeof where, "checks[%d].figures.numerics[%d].%s", i, k, dists[d]);
+                assay_diag_set(diag, NULL, where, "101 numbers or nulls", "%d items",
+                               cJSON_GetArraySize(cdf));
+                return ASSAY_ERR_PARSE;
+            }
+        }
+        k++;
+    }
+    return ASSAY_OK;
+}
+
 enum assay_status assay_report_validate(const cJSON *r, struct assay_diag *diag)
 {
     static const struct assay_json_field top[] = {
@@ -599,6 +709,10 @@ enum assay_status assay_report_validate(const cJSON *r, struct assay_diag *diag)
             snprintf(where, sizeof where, "checks[%d].family", i);
             return bad_value(diag, where, "\"equivalence\", \"distributional\" or \"property\"",
                              assay_json_str(c, "family", ""));
+        }
+        st = validate_numerics(c, i, diag);
+        if (st != ASSAY_OK) {
+            return st;
         }
         i++;
     }

@@ -44,6 +44,7 @@ struct fake_server {
     int n_paths;
     char last_auth[512];
     char last_body[FAKE_N_MODES][BODY_KEEP];
+    int forced_mode; /* 0: each request's first prompt token picks */
 };
 
 /* ------------------------------------------------------------------ */
@@ -494,12 +495,13 @@ static void reply_stream(struct out *o, const struct request *rq, int mode)
     end_body(o);
 }
 
-static void reply(struct fake_server *s, int fd, const struct request *rq)
+static void reply(struct fake_server *s, int fd, const struct request *rq, int forced_mode)
 {
     struct out o = {s, fd, false, false, false};
     int mode = rq->prompt_len > 0 && rq->prompt[0] > 0 && rq->prompt[0] < FAKE_N_MODES
                    ? rq->prompt[0]
                    : FAKE_OK;
+    mode = forced_mode > 0 ? forced_mode : mode;
     char body[1024];
     if (strcmp(rq->path, "/completion") != 0 && strcmp(rq->path, "/v1/completions") != 0) {
         send_simple(&o, 404, "Not Found", "application/json", "",
@@ -563,8 +565,9 @@ static void *conn_main(void *arg)
         if (mode > 0 && mode < FAKE_N_MODES) {
             snprintf(s->last_body[mode], BODY_KEEP, "%s", rq->body);
         }
+        int forced_mode = s->forced_mode;
         pthread_mutex_unlock(&s->mu);
-        reply(s, c->fd, rq);
+        reply(s, c->fd, rq, forced_mode);
     }
     if (rq != NULL) {
         free(rq->body);
@@ -718,6 +721,13 @@ void fake_server_last_auth(struct fake_server *s, char *buf, size_t size)
 {
     pthread_mutex_lock(&s->mu);
     snprintf(buf, size, "%s", s->last_auth);
+    pthread_mutex_unlock(&s->mu);
+}
+
+void fake_server_set_mode(struct fake_server *s, int mode)
+{
+    pthread_mutex_lock(&s->mu);
+    s->forced_mode = mode > 0 && mode < FAKE_N_MODES ? mode : 0;
     pthread_mutex_unlock(&s->mu);
 }
 

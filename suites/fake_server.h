@@ -84,6 +84,11 @@ int fake_server_n_client_gone(struct fake_server *s);
 /* A copy of the Authorization header of the last request ("" if none). */
 void fake_server_last_auth(struct fake_server *s, char *buf, size_t size);
 
+/* Make every request from now on behave as `mode`, whatever its first
+ * prompt token (0, the default: the prompt picks). For a client that sends
+ * prompts it does not choose (the audit's generated workloads). */
+void fake_server_set_mode(struct fake_server *s, int mode);
+
 /* A copy of the body of the last request with first prompt token `mode`
  * ("" if none). */
 void fake_server_last_body(struct fake_server *s, int mode, char *buf, size_t size);

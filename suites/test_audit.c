@@ -38,6 +38,7 @@
 #include "adapters/spec.h"
 #include "bench/null_engine.h"
 #include "bench/versus.h"
+#include "checks/audit.h"
 #include "checks/plan.h"
 #include "core/alloc.h"
 #include "core/workload.h"
@@ -406,6 +407,164 @@ static void test_audit_member(void **state)
 }
 
 /* ------------------------------------------------------------------ */
+/* The numerics of the logprobs check                                   */
+/* ------------------------------------------------------------------ */
+
+/* figures.numerics of a logprobs check is consistent with its
+ * figures.logprobs: one "server" series, its values those compared, its
+ * largest |difference| and top-1 agreement the same, every figure finite
+ * and each CDF non-decreasing from its smallest value to its largest. */
+static void assert_numerics_consistent(const cJSON *c)
+{
+    const cJSON *arr = assay_json_path(c, "figures.numerics");
+    assert_true(cJSON_IsArray(arr));
+    assert_int_equal(cJSON_GetArraySize(arr), 1);
+    const cJSON *sv = cJSON_GetArrayItem(arr, 0);
+    assert_string_equal(assay_json_str(sv, "name", ""), "server");
+    double n_values = assay_json_num(sv, "n_values");
+    assert_true(n_values > 0 && n_values == assay_json_num(c, "figures.logprobs.n"));
+    assert_true(assay_json_num(sv, "abs_diff.n") == n_values);
+    assert_true(assay_json_num(sv, "abs_diff.max") ==
+                assay_json_num(c, "figures.logprobs.max_diff"));
+    assert_true(assay_json_num(sv, "abs_diff.median") ==
+                assay_json_num(c, "figures.logprobs.median_diff"));
+    assert_true(assay_json_num(sv, "abs_diff.p99") ==
+                assay_json_num(c, "figures.logprobs.p99_diff"));
+    assert_true(assay_json_num(sv, "top1_agreement") ==
+                assay_json_num(c, "figures.logprobs.top1_agreement"));
+    double n_positions = assay_json_num(sv, "n_positions");
+    double n_kld = assay_json_num(sv, "kld.n");
+    assert_true(n_positions == assay_json_num(c, "figures.n_tokens"));
+    assert_true(n_kld >= 1 && n_kld <= n_positions && n_kld <= n_values);
+    static const char *const dists[] = {"kld", "abs_diff"};
+    for (int d = 0; d < 2; d++) {
+        char path[64];
+        static const char *const figs[] = {"mean", "median", "p99", "max"};
+        for (int k = 0; k < 4; k++) {
+            snprintf(path, sizeof path, "%s.%s", dists[d], figs[k]);
+            double x = assay_json_num(sv, path);
+            assert_true(isfinite(x) && x >= 0);
+        }
+        snprintf(path, sizeof path, "%s.cdf", dists[d]);
+        const cJSON *cdf = assay_json_path(sv, path);
+        assert_int_equal(cJSON_GetArraySize(cdf), 101);
+        double prev = -1.0;
+        const cJSON *x;
+        cJSON_ArrayForEach(x, cdf)
+        {
+            assert_true(cJSON_IsNumber(x) && isfinite(x->valuedouble));
+            if (x->valuedouble < prev) {
+                fail_msg("%s not non-decreasing: %.17g after %.17g", path, x->valuedouble, prev);
+            }
+            prev = x->valuedouble;
+        }
+        snprintf(path, sizeof path, "%s.median", dists[d]);
+        assert_true(cJSON_GetArrayItem(cdf, 50)->valuedouble == assay_json_num(sv, path));
+        snprintf(path, sizeof path, "%s.p99", dists[d]);
+        assert_true(cJSON_GetArrayItem(cdf, 99)->valuedouble == assay_json_num(sv, path));
+        snprintf(path, sizeof path, "%s.max", dists[d]);
+        assert_true(cJSON_GetArrayItem(cdf, 100)->valuedouble == assay_json_num(sv, path));
+    }
+}
+
+/* The logprobs check against the fake server, every request well-behaved
+ * (fake_server_set_mode): it returns its own tokens with two top logprobs of
+ * its own (-0.25 and -1.75), not the model's, so the check fails and the
+ * numerics it measures are far from zero, consistent with the logprob
+ * figures, valid in a report and shown in both renderings. */
+static void test_numerics_fake_server(void **state)
+{
+    (void)state;
+    char gguf[1024], fixtures[1024];
+    assay_test_scratch("audit-numerics-tinygpt-s1.gguf", gguf, sizeof gguf);
+    assay_test_fixture(".", fixtures, sizeof fixtures);
+    struct assay_model_config cfg = assay_model_config_tinygpt();
+    struct assay_model *m = NULL;
+    assert_int_equal(assay_model_init_random(&m, &cfg, 1), ASSAY_OK);
+    struct assay_diag diag;
+    assay_diag_clear(&diag);
+    assert_int_equal(assay_model_save_gguf(m, gguf, &diag), ASSAY_OK);
+    assay_model_free(m);
+    struct fake_server *fs = NULL;
+    assert_int_equal(fake_server_start(&fs), 0);
+    fake_server_set_mode(fs, FAKE_OK);
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", fake_server_port(fs));
+    struct assay_audit_params p = assay_audit_default_params();
+    p.url = url;
+    p.model_path = gguf;
+    p.fixtures = fixtures;
+    p.quick = true;
+    p.stall_ms = 5000;
+    struct assay_audit *a = NULL;
+    if (assay_audit_open(&p, &a, &diag) != ASSAY_OK) {
+        char msg[600];
+        fake_server_stop(fs);
+        fail_msg("audit open: %s", assay_diag_format(&diag, msg, sizeof msg));
+    }
+    size_t n_plan;
+    const struct assay_plan_item *plan = assay_plan_for(ASSAY_COMMAND_AUDIT, &n_plan);
+    const struct assay_plan_item *item = NULL;
+    for (size_t i = 0; i < n_plan; i++) {
+        item = strcmp(plan[i].name, "audit.equiv.logprobs") == 0 ? &plan[i] : item;
+    }
+    assert_non_null(item);
+    struct assay_check_result res;
+    assert_int_equal(assay_audit_run_check(a, item, &res), ASSAY_OK);
+    assay_audit_close(a);
+    fake_server_stop(fs);
+    printf("# %s %s: %.200s\n", res.name, assay_verdict_str(res.verdict), res.failure);
+    assert_int_equal(res.verdict, ASSAY_VERDICT_FAIL);
+    assert_int_equal(res.n_numerics, 1);
+    const struct assay_numerics_summary *sv = &res.numerics[0];
+    printf("# numerics: %lld positions, %lld values; KLD median %.3g max %.3g; |diff| median "
+           "%.3g max %.3g; top-1 %.3g\n",
+           (long long)sv->n_positions, (long long)sv->n_values, sv->kld.median, sv->kld.max,
+           sv->abs_diff.median, sv->abs_diff.max, sv->top1_agreement);
+    /* The fake's probabilities (e^-0.25 + e^-1.75 = 0.95) are not the
+     * model's: every position's KLD and most |differences| are well above
+     * rounding. */
+    assert_true(sv->kld.cdf[0] > 1e-3);
+    assert_true(sv->abs_diff.median > 1e-2);
+    cJSON *c = NULL;
+    assert_int_equal(assay_report_check_json(&res, &c), ASSAY_OK);
+    assert_numerics_consistent(c);
+    cJSON_Delete(c);
+    /* In a report: valid, shown in both renderings; a CDF cut short is
+     * refused. */
+    cJSON *r = NULL;
+    assert_int_equal(assay_report_create("audit", "assay audit", &r), ASSAY_OK);
+    cJSON *stamp = NULL;
+    assert_int_equal(assay_stamp_create(NULL, NULL, 0, &stamp), ASSAY_OK);
+    assert_int_equal(assay_report_set(r, "stamp", stamp), ASSAY_OK);
+    assert_int_equal(assay_report_set(r, "audit", audit_object()), ASSAY_OK);
+    assert_int_equal(assay_report_add_checks(r, &res, 1), ASSAY_OK);
+    assay_diag_clear(&diag);
+    assert_int_equal(assay_report_validate(r, &diag), ASSAY_OK);
+    char *text = NULL;
+    size_t len = 0;
+    assert_int_equal(assay_report_render_markdown(r, &text, &len), ASSAY_OK);
+    assert_non_null(strstr(text, "### Numerics"));
+    assert_non_null(strstr(text, "| server |"));
+    assay_free(text);
+    assert_int_equal(assay_report_render_html(r, &text, &len), ASSAY_OK);
+    assert_non_null(strstr(text, "<h3>Numerics"));
+    assert_non_null(strstr(text, "Per-position KLD"));
+    assert_non_null(strstr(text, "|Δ logprob| of each top logprob"));
+    assay_free(text);
+    const cJSON *check0 = cJSON_GetArrayItem(assay_json_path(r, "checks"), 0);
+    const cJSON *series0 = cJSON_GetArrayItem(assay_json_path(check0, "figures.numerics"), 0);
+    cJSON *cdf =
+        cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(series0, "kld"), "cdf");
+    assert_non_null(cdf);
+    cJSON_DeleteItemFromArray(cdf, 0);
+    assert_int_equal(assay_report_validate(r, &diag), ASSAY_ERR_PARSE);
+    char msg[600];
+    assert_non_null(strstr(assay_diag_format(&diag, msg, sizeof msg), "kld.cdf"));
+    cJSON_Delete(r);
+}
+
+/* ------------------------------------------------------------------ */
 /* Against llama-server                                                 */
 /* ------------------------------------------------------------------ */
 
@@ -503,6 +662,13 @@ static void test_live(void **state)
         }
     }
     assert_int_equal(rc, 0);
+    /* The numerics of the logprobs check: consistent, and small where
+     * every value is within the logprob tolerance. */
+    const cJSON *lp = find_check(r, "audit.equiv.logprobs");
+    assert_numerics_consistent(lp);
+    assert_true(assay_json_num(lp, "figures.logprobs.max_diff") <= 1e-3);
+    const cJSON *sv = cJSON_GetArrayItem(assay_json_path(lp, "figures.numerics"), 0);
+    assert_true(assay_json_num(sv, "kld.max") < 1e-2);
     /* The distributional checks state their power. */
     const cJSON *gof = find_check(r, "audit.dist.gof.t1");
     assert_true(assay_json_num(gof, "figures.min_tv") > 0 &&
@@ -662,9 +828,13 @@ int main(int argc, char **argv)
     g_assay = argc > 2 ? argv[2] : NULL;
     if (strcmp(mode, "unit") == 0) {
         const struct CMUnitTest tests[] = {
-            cmocka_unit_test(test_gate_limit),   cmocka_unit_test(test_gate_continue),
-            cmocka_unit_test(test_prom),         cmocka_unit_test(test_versus),
-            cmocka_unit_test(test_audit_member), cmocka_unit_test(test_audit_workloads),
+            cmocka_unit_test(test_gate_limit),
+            cmocka_unit_test(test_gate_continue),
+            cmocka_unit_test(test_prom),
+            cmocka_unit_test(test_versus),
+            cmocka_unit_test(test_audit_member),
+            cmocka_unit_test(test_audit_workloads),
+            cmocka_unit_test(test_numerics_fake_server),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
     }
