@@ -33,7 +33,7 @@
 #include "distributional.h"
 #include "equivalence.h"
 #include "harness.h"
-#include "numerics.h"
+#include "divergence.h"
 #include "property.h"
 
 #include "audit_internal.h"
@@ -283,10 +283,10 @@ static int cmp_desc(const void *x, const void *y)
 
 /* The logprob figures of the check (result.h) from the server's series:
  * figures.logprobs stays as it was, derived from the same values. */
-static void summarise_numerics(struct assay_numerics *num, struct assay_check_result *res)
+static void summarise_numerics(struct assay_divergence *num, struct assay_check_result *res)
 {
-    struct assay_numerics_summary *sv = &res->numerics[0];
-    assay_numerics_summarise(num, "server", sv);
+    struct assay_divergence_summary *sv = &res->numerics[0];
+    assay_divergence_summarise(num, "server", sv);
     res->n_numerics = 1;
     res->n_logprobs = sv->n_values;
     if (sv->n_values > 0) {
@@ -345,11 +345,11 @@ static enum assay_status check_logprobs(struct assay_audit *a, const struct assa
              (int)w->n, (int)n_probes, (int)n_probs);
     struct lp_store s;
     memset(&s, 0, sizeof s);
-    struct assay_numerics *num = NULL;
+    struct assay_divergence *num = NULL;
     struct assay_transcript *t = NULL;
     double *lsm = assay_malloc(sizeof(double) * (size_t)v);
     double *sorted = assay_malloc(sizeof(double) * (size_t)v);
-    if (lsm == NULL || sorted == NULL || assay_numerics_init(&num) != ASSAY_OK) {
+    if (lsm == NULL || sorted == NULL || assay_divergence_init(&num) != ASSAY_OK) {
         st = ASSAY_ERR_NOMEM;
         goto out;
     }
@@ -457,11 +457,11 @@ static enum assay_status check_logprobs(struct assay_audit *a, const struct assa
                     break;
                 }
             }
-            struct assay_numerics_top top[ASSAY_OPENAI_MAX_TOP];
+            struct assay_divergence_top top[ASSAY_OPENAI_MAX_TOP];
             int32_t n_top = 0; /* the values compared, up to a token outside the vocabulary */
             if (lr == NULL || lr->n_top == 0) {
                 n_short++;
-                st = assay_numerics_add(num, lsm, v, NULL, 0, mine == best);
+                st = assay_divergence_add(num, lsm, v, NULL, 0, mine == best);
                 if (st != ASSAY_OK) {
                     goto out;
                 }
@@ -511,7 +511,7 @@ static enum assay_status check_logprobs(struct assay_audit *a, const struct assa
                         (int)want, (int)want, kth);
                 }
             }
-            st = assay_numerics_add(num, lsm, v, top, n_top, mine == best);
+            st = assay_divergence_add(num, lsm, v, top, n_top, mine == best);
             if (st == ASSAY_ERR_INVALID) {
                 /* A logprob that is NaN or +inf (a token outside the
                  * vocabulary ended the list above). JSON carries no NaN and
@@ -522,7 +522,7 @@ static enum assay_status check_logprobs(struct assay_audit *a, const struct assa
                                  "request %llu, position %d: a top logprob is not a number "
                                  "or is +inf",
                                  (unsigned long long)wr->id, (int)pos);
-                st = assay_numerics_add(num, lsm, v, NULL, 0, mine == best);
+                st = assay_divergence_add(num, lsm, v, NULL, 0, mine == best);
             }
             if (st != ASSAY_OK) {
                 goto out;
@@ -576,7 +576,7 @@ out:
     assay_free(s.rec);
     assay_free(lsm);
     assay_free(sorted);
-    assay_numerics_free(num);
+    assay_divergence_free(num);
     return st;
 }
 

@@ -8,7 +8,7 @@
 
 #include <stdint.h>
 
-#include "numerics.h"
+#include "divergence.h"
 
 enum assay_verdict {
     ASSAY_VERDICT_PASS = 0,
@@ -52,10 +52,10 @@ struct assay_check_result {
     double logprob_diff_mean;
     double top1_agreement; /* share of positions whose greedy token is the
                             * oracle's argmax */
-    /* the same positions as named series (checks/numerics.h): numerics[0]
+    /* the same positions as named series (checks/divergence.h): numerics[0]
      * "server"; more (a reference on the same positions) may follow */
     int32_t n_numerics;
-    struct assay_numerics_summary numerics[ASSAY_NUMERICS_MAX_SERIES];
+    struct assay_divergence_summary numerics[ASSAY_DIVERGENCE_MAX_SERIES];
     /* distributional */
     double alpha;
     double statistic;

@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "../checks/equivalence.h"
-#include "../checks/numerics.h"
+#include "../checks/divergence.h"
 #include "plot.h"
 #include "schema.h"
 #include "../core/json_out.h"
@@ -297,8 +297,8 @@ static void numerics_cdf_plot(struct assay_text *t, const cJSON *c, const char *
                               const char *caption)
 {
     enum { CDF = 101 };
-    double x[ASSAY_NUMERICS_MAX_SERIES][CDF], y[CDF];
-    struct assay_plot_series s[ASSAY_NUMERICS_MAX_SERIES];
+    double x[ASSAY_DIVERGENCE_MAX_SERIES][CDF], y[CDF];
+    struct assay_plot_series s[ASSAY_DIVERGENCE_MAX_SERIES];
     size_t n = 0;
     for (int k = 0; k < CDF; k++) {
         y[k] = k / 100.0;
@@ -306,7 +306,7 @@ static void numerics_cdf_plot(struct assay_text *t, const cJSON *c, const char *
     const cJSON *sv;
     cJSON_ArrayForEach(sv, assay_json_path(c, "figures.numerics"))
     {
-        if (n == ASSAY_NUMERICS_MAX_SERIES) {
+        if (n == ASSAY_DIVERGENCE_MAX_SERIES) {
             break;
         }
         char path[32];

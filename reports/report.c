@@ -87,7 +87,7 @@ enum assay_status assay_report_set(cJSON *report, const char *key, cJSON *value)
 }
 
 /* One distribution of a numerics series: {n, mean, median, p99, max, cdf}. */
-static bool add_numerics_stats(cJSON *o, const char *key, const struct assay_numerics_stats *st)
+static bool add_numerics_stats(cJSON *o, const char *key, const struct assay_divergence_stats *st)
 {
     cJSON *d = cJSON_AddObjectToObject(o, key);
     cJSON *cdf = NULL;
@@ -96,7 +96,7 @@ static bool add_numerics_stats(cJSON *o, const char *key, const struct assay_num
               assay_json_add_num(d, "median", st->median) &&
               assay_json_add_num(d, "p99", st->p99) && assay_json_add_num(d, "max", st->max) &&
               (cdf = cJSON_AddArrayToObject(d, "cdf")) != NULL;
-    for (int k = 0; ok && k < ASSAY_NUMERICS_CDF_POINTS; k++) {
+    for (int k = 0; ok && k < ASSAY_DIVERGENCE_CDF_POINTS; k++) {
         cJSON *x = isfinite(st->cdf[k]) ? cJSON_CreateNumber(st->cdf[k]) : cJSON_CreateNull();
         ok = x != NULL && cJSON_AddItemToArray(cdf, x);
         if (!ok) {
@@ -106,13 +106,13 @@ static bool add_numerics_stats(cJSON *o, const char *key, const struct assay_num
     return ok;
 }
 
-/* figures.numerics: one object per series (checks/numerics.h). */
+/* figures.numerics: one object per series (checks/divergence.h). */
 static bool add_numerics(cJSON *f, const struct assay_check_result *r)
 {
     cJSON *arr = cJSON_AddArrayToObject(f, "numerics");
     bool ok = arr != NULL;
-    for (int32_t i = 0; ok && i < r->n_numerics && i < ASSAY_NUMERICS_MAX_SERIES; i++) {
-        const struct assay_numerics_summary *sv = &r->numerics[i];
+    for (int32_t i = 0; ok && i < r->n_numerics && i < ASSAY_DIVERGENCE_MAX_SERIES; i++) {
+        const struct assay_divergence_summary *sv = &r->numerics[i];
         cJSON *o = cJSON_CreateObject();
         ok = o != NULL && cJSON_AddItemToArray(arr, o);
         if (!ok) {
@@ -603,7 +603,7 @@ static enum assay_status validate_numerics(const cJSON *c, int i, struct assay_d
         static const char *const dists[] = {"kld.cdf", "abs_diff.cdf"};
         for (int d = 0; d < 2; d++) {
             const cJSON *cdf = assay_json_path(sv, dists[d]);
-            bool ok = cJSON_GetArraySize(cdf) == ASSAY_NUMERICS_CDF_POINTS;
+            bool ok = cJSON_GetArraySize(cdf) == ASSAY_DIVERGENCE_CDF_POINTS;
             const cJSON *x;
             cJSON_ArrayForEach(x, cdf)
             {

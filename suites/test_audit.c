@@ -516,7 +516,7 @@ static void test_numerics_fake_server(void **state)
     printf("# %s %s: %.200s\n", res.name, assay_verdict_str(res.verdict), res.failure);
     assert_int_equal(res.verdict, ASSAY_VERDICT_FAIL);
     assert_int_equal(res.n_numerics, 1);
-    const struct assay_numerics_summary *sv = &res.numerics[0];
+    const struct assay_divergence_summary *sv = &res.numerics[0];
     printf("# numerics: %lld positions, %lld values; KLD median %.3g max %.3g; |diff| median "
            "%.3g max %.3g; top-1 %.3g\n",
            (long long)sv->n_positions, (long long)sv->n_values, sv->kld.median, sv->kld.max,

@@ -1,8 +1,8 @@
 /*
- * numerics.c - the per-position figures of top logprobs against the oracle
- * (see numerics.h for the definitions and their edge cases).
+ * divergence.c - the per-position figures of top logprobs against the oracle
+ * (see divergence.h for the definitions and their edge cases).
  */
-#include "numerics.h"
+#include "divergence.h"
 
 #include <float.h>
 #include <math.h>
@@ -19,19 +19,19 @@ struct values {
     int64_t n, cap;
 };
 
-struct assay_numerics {
+struct assay_divergence {
     struct values kld;      /* (positions with a top list) */
     struct values abs_diff; /* (values compared) */
     int64_t n_positions, n_top1;
 };
 
-enum assay_status assay_numerics_init(struct assay_numerics **out)
+enum assay_status assay_divergence_init(struct assay_divergence **out)
 {
     *out = assay_calloc(1, sizeof **out);
     return *out != NULL ? ASSAY_OK : ASSAY_ERR_NOMEM;
 }
 
-void assay_numerics_free(struct assay_numerics *acc)
+void assay_divergence_free(struct assay_divergence *acc)
 {
     if (acc == NULL) {
         return;
@@ -60,7 +60,7 @@ static enum assay_status values_reserve(struct values *a, int64_t more)
     return ASSAY_OK;
 }
 
-static enum assay_status check_top(int32_t vocab, const struct assay_numerics_top *top,
+static enum assay_status check_top(int32_t vocab, const struct assay_divergence_top *top,
                                    int32_t n_top)
 {
     if (vocab < 1 || n_top < 0 || (n_top > 0 && top == NULL)) {
@@ -76,7 +76,7 @@ static enum assay_status check_top(int32_t vocab, const struct assay_numerics_to
 }
 
 /* Whether top[j]'s token appeared earlier in the list. */
-static bool seen_before(const struct assay_numerics_top *top, int32_t j)
+static bool seen_before(const struct assay_divergence_top *top, int32_t j)
 {
     for (int32_t i = 0; i < j; i++) {
         if (top[i].token == top[j].token) {
@@ -86,8 +86,8 @@ static bool seen_before(const struct assay_numerics_top *top, int32_t j)
     return false;
 }
 
-enum assay_status assay_numerics_kld(const double *lsm, int32_t vocab,
-                                     const struct assay_numerics_top *top, int32_t n_top,
+enum assay_status assay_divergence_kld(const double *lsm, int32_t vocab,
+                                     const struct assay_divergence_top *top, int32_t n_top,
                                      double *kld)
 {
     enum assay_status st = check_top(vocab, top, n_top);
@@ -118,12 +118,12 @@ enum assay_status assay_numerics_kld(const double *lsm, int32_t vocab,
     return ASSAY_OK;
 }
 
-enum assay_status assay_numerics_add(struct assay_numerics *acc, const double *lsm, int32_t vocab,
-                                     const struct assay_numerics_top *top, int32_t n_top,
+enum assay_status assay_divergence_add(struct assay_divergence *acc, const double *lsm, int32_t vocab,
+                                     const struct assay_divergence_top *top, int32_t n_top,
                                      bool top1_agrees)
 {
     double kld = 0.0;
-    enum assay_status st = assay_numerics_kld(lsm, vocab, top, n_top, &kld);
+    enum assay_status st = assay_divergence_kld(lsm, vocab, top, n_top, &kld);
     if (st == ASSAY_OK) {
         st = values_reserve(&acc->kld, 1);
     }
@@ -151,12 +151,12 @@ static int cmp_asc(const void *x, const void *y)
     return a < b ? -1 : a > b ? 1 : 0;
 }
 
-static void summarise_values(struct values *a, struct assay_numerics_stats *s)
+static void summarise_values(struct values *a, struct assay_divergence_stats *s)
 {
     s->n = a->n;
     if (a->n == 0) {
         s->mean = s->median = s->p99 = s->max = NAN;
-        for (int k = 0; k < ASSAY_NUMERICS_CDF_POINTS; k++) {
+        for (int k = 0; k < ASSAY_DIVERGENCE_CDF_POINTS; k++) {
             s->cdf[k] = NAN;
         }
         return;
@@ -171,13 +171,13 @@ static void summarise_values(struct values *a, struct assay_numerics_stats *s)
     s->p99 = assay_percentile_nearest_rank(a->v, a->n, 9900);
     s->max = a->v[a->n - 1];
     s->cdf[0] = a->v[0];
-    for (int k = 1; k < ASSAY_NUMERICS_CDF_POINTS; k++) {
+    for (int k = 1; k < ASSAY_DIVERGENCE_CDF_POINTS; k++) {
         s->cdf[k] = assay_percentile_nearest_rank(a->v, a->n, 100 * k);
     }
 }
 
-void assay_numerics_summarise(struct assay_numerics *acc, const char *name,
-                              struct assay_numerics_summary *out)
+void assay_divergence_summarise(struct assay_divergence *acc, const char *name,
+                              struct assay_divergence_summary *out)
 {
     memset(out, 0, sizeof *out);
     snprintf(out->name, sizeof out->name, "%s", name != NULL ? name : "");

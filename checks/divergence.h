@@ -1,14 +1,14 @@
 /*
- * numerics.h - how far an implementation's top logprobs are from the
+ * divergence.h - how far an implementation's top logprobs are from the
  * oracle's, position by position: the KL divergence over the tokens it
  * returned, every |difference| of a logprob, and top-1 agreement, summed up
  * as a few quantiles and a CDF a report can draw without the raw data.
  *
- * Use: assay_numerics_init, then assay_numerics_add once per teacher-forced
+ * Use: assay_divergence_init, then assay_divergence_add once per teacher-forced
  * position with the oracle's log-softmax row and the implementation's top
- * list, then assay_numerics_summarise into a named series (a report holds up
- * to ASSAY_NUMERICS_MAX_SERIES of them: the server, a reference measured on
- * the same positions), and assay_numerics_free. Nothing here knows where the
+ * list, then assay_divergence_summarise into a named series (a report holds up
+ * to ASSAY_DIVERGENCE_MAX_SERIES of them: the server, a reference measured on
+ * the same positions), and assay_divergence_free. Nothing here knows where the
  * values came from.
  *
  * The KLD of a position. With T the distinct tokens returned, o_t the
@@ -39,8 +39,8 @@
  * infinite KLD: that is the measurement, not an error. NaN and +inf are
  * rejected. A position with no top list counts for top-1 agreement only.
  */
-#ifndef ASSAY_NUMERICS_H
-#define ASSAY_NUMERICS_H
+#ifndef ASSAY_DIVERGENCE_H
+#define ASSAY_DIVERGENCE_H
 
 #include <stdbool.h>
 #include <stdint.h>
@@ -48,45 +48,45 @@
 #include "../core/status.h"
 
 /* Quantiles at 0, 1, ..., 100 %. */
-#define ASSAY_NUMERICS_CDF_POINTS 101
+#define ASSAY_DIVERGENCE_CDF_POINTS 101
 /* Series a check result holds: the server, and a reference. */
-#define ASSAY_NUMERICS_MAX_SERIES 2
+#define ASSAY_DIVERGENCE_MAX_SERIES 2
 
 /* One value of a top list: a token and its natural-log probability. */
-struct assay_numerics_top {
+struct assay_divergence_top {
     int32_t token;
     double logprob;
 };
 
 /* The distribution of one figure. With n == 0 every number is NaN. */
-struct assay_numerics_stats {
+struct assay_divergence_stats {
     int64_t n;
     double mean, median, p99, max;
     /* cdf[k]: the nearest-rank k % quantile (cdf[0] the smallest value,
      * cdf[100] the largest); the share of values <= cdf[k] is >= k %. */
-    double cdf[ASSAY_NUMERICS_CDF_POINTS];
+    double cdf[ASSAY_DIVERGENCE_CDF_POINTS];
 };
 
 /* A named series: one implementation's figures over the positions added. */
-struct assay_numerics_summary {
+struct assay_divergence_summary {
     char name[32];
     int64_t n_positions;                  /* positions added (top-1's denominator) */
     int64_t n_values;                     /* logprobs compared (== abs_diff.n) */
-    struct assay_numerics_stats kld;      /* one per position with a top list */
-    struct assay_numerics_stats abs_diff; /* one per value compared */
+    struct assay_divergence_stats kld;      /* one per position with a top list */
+    struct assay_divergence_stats abs_diff; /* one per value compared */
     double top1_agreement;                /* share of positions; NaN when none */
 };
 
-struct assay_numerics; /* the accumulator (opaque) */
+struct assay_divergence; /* the accumulator (opaque) */
 
 /*
- * A new, empty accumulator in *out; free it with assay_numerics_free.
+ * A new, empty accumulator in *out; free it with assay_divergence_free.
  * Returns ASSAY_OK, or ASSAY_ERR_NOMEM with *out NULL.
  */
-enum assay_status assay_numerics_init(struct assay_numerics **out);
+enum assay_status assay_divergence_init(struct assay_divergence **out);
 
 /* Release an accumulator; NULL is a no-op. */
-void assay_numerics_free(struct assay_numerics *acc);
+void assay_divergence_free(struct assay_divergence *acc);
 
 /*
  * The coarsened KLD of one position (see the header comment) into *kld.
@@ -95,8 +95,8 @@ void assay_numerics_free(struct assay_numerics *acc);
  * ASSAY_ERR_INVALID (nothing written) when vocab < 1, n_top < 0, a token is
  * outside [0, vocab) or a logprob is NaN or +inf.
  */
-enum assay_status assay_numerics_kld(const double *lsm, int32_t vocab,
-                                     const struct assay_numerics_top *top, int32_t n_top,
+enum assay_status assay_divergence_kld(const double *lsm, int32_t vocab,
+                                     const struct assay_divergence_top *top, int32_t n_top,
                                      double *kld);
 
 /*
@@ -104,11 +104,11 @@ enum assay_status assay_numerics_kld(const double *lsm, int32_t vocab,
  * the n_top values, and whether the implementation's chosen token is the
  * oracle's (top1_agrees; the caller decides what "the oracle's" means, e.g.
  * the best token other than a banned EOS). Returns ASSAY_OK;
- * ASSAY_ERR_INVALID as assay_numerics_kld; ASSAY_ERR_NOMEM. On an error
+ * ASSAY_ERR_INVALID as assay_divergence_kld; ASSAY_ERR_NOMEM. On an error
  * nothing of the position is recorded.
  */
-enum assay_status assay_numerics_add(struct assay_numerics *acc, const double *lsm, int32_t vocab,
-                                     const struct assay_numerics_top *top, int32_t n_top,
+enum assay_status assay_divergence_add(struct assay_divergence *acc, const double *lsm, int32_t vocab,
+                                     const struct assay_divergence_top *top, int32_t n_top,
                                      bool top1_agrees);
 
 /*
@@ -117,7 +117,7 @@ enum assay_status assay_numerics_add(struct assay_numerics *acc, const double *l
  * the values in ascending order. Sorts the accumulator's values in place,
  * so more may be added afterwards and summarised again.
  */
-void assay_numerics_summarise(struct assay_numerics *acc, const char *name,
-                              struct assay_numerics_summary *out);
+void assay_divergence_summarise(struct assay_divergence *acc, const char *name,
+                              struct assay_divergence_summary *out);
 
 #endif
