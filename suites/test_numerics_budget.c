@@ -27,8 +27,10 @@
  * oracle's logits within 1e-3 (they differ by float order alone); the
  * emulation's figure is larger than EXACT's (the roundings happen) by a
  * factor of at least 4 and below 0.5 nats (a sane bound: a budget wider
- * than that would hide real bugs). With a mutant: its figure must exceed
- * the budget.
+ * than that would hide real bugs). The emulation's rows do not depend on
+ * how many rows share the pass, and the engine serving a request among
+ * others (paged, batched decode) gives the scorer's bits. With a mutant:
+ * its figure must exceed the budget.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -45,6 +47,7 @@
 #include "core/mutant.h"
 #include "core/rng.h"
 #include "core/status.h"
+#include "engine/engine.h"
 #include "engine/gguf.h"
 #include "engine/model.h"
 #include "engine/score.h"
@@ -303,6 +306,91 @@ static void test_ggml_rows_invariant(void **state)
     assay_score_free(sc);
 }
 
+enum { ENGINE_TOKENS = 24 };
+
+struct capture {
+    float *logits; /* (ENGINE_TOKENS, vocab) of request 1 */
+    int32_t vocab;
+    bool seen[ENGINE_TOKENS];
+};
+
+static void capture(void *ctx, uint64_t id, int32_t index, const float *logits, int32_t vocab)
+{
+    struct capture *c = ctx;
+    if (id == 1 && index >= 0 && index < ENGINE_TOKENS && vocab == c->vocab) {
+        memcpy(c->logits + (int64_t)index * vocab, logits, sizeof(float) * (size_t)vocab);
+        c->seen[index] = true;
+    }
+}
+
+/* The engine with act=ggml, kv_type=f16, fa=on and invariant=on, serving a
+ * request among others (paged KV, batched decode), computes the bits the
+ * scorer computes for the same tokens teacher-forced: the spec's keys
+ * reach the forward, and the emulation holds under batching and paging. */
+static void test_engine_matches_scorer(void **state)
+{
+    (void)state;
+    int32_t V = g_fx.model->cfg.vocab;
+    struct assay_engine_params p = assay_engine_default_params(g_fx.model);
+    p.max_seq_len = N_TOK;
+    p.batch_invariant = true;
+    p.act = ASSAY_ACT_MODE_GGML;
+    p.kv_type = ASSAY_KV_TYPE_F16;
+    p.flash_attn = true;
+    struct assay_engine *e = NULL;
+    struct assay_diag diag;
+    assert_int_equal(assay_engine_init(&e, &p, &diag), ASSAY_OK);
+    struct capture c = {malloc(sizeof(float) * ENGINE_TOKENS * (size_t)V), V, {false}};
+    assert_non_null(c.logits);
+    assay_engine_set_logits_sink(e, capture, &c);
+    const int32_t *prompt = g_fx.tokens[0];
+    struct assay_request r = {1, prompt, PROMPT, ENGINE_TOKENS, -1, assay_sampling_greedy()};
+    assert_int_equal(assay_engine_add_request(e, &r), ASSAY_OK);
+    for (uint64_t k = 0; k < 3; k++) {
+        const int32_t *other = g_fx.tokens[1 + k % 2];
+        int32_t len = 5 + 7 * (int32_t)k;
+        struct assay_request o = {10 + k, other, len, 30, -1, assay_sampling_greedy()};
+        assert_int_equal(assay_engine_add_request(e, &o), ASSAY_OK);
+    }
+    int32_t out[ENGINE_TOKENS];
+    while (assay_engine_has_work(e)) {
+        const struct assay_event *ev;
+        size_t n;
+        assert_int_equal(assay_engine_step(e, &ev, &n), ASSAY_OK);
+        for (size_t i = 0; i < n; i++) {
+            if (ev[i].kind == ASSAY_EVENT_TOKEN && ev[i].request_id == 1 &&
+                ev[i].index < ENGINE_TOKENS) {
+                out[ev[i].index] = ev[i].token;
+            }
+        }
+    }
+    assay_engine_free(e);
+    for (int t = 0; t < ENGINE_TOKENS; t++) {
+        assert_true(c.seen[t]);
+    }
+    struct assay_score_params sp = assay_score_default_params(g_fx.model, N_TOK);
+    sp.act = ASSAY_ACT_MODE_GGML;
+    sp.kv_type = ASSAY_KV_TYPE_F16;
+    sp.flash_attn = true;
+    struct assay_score *sc = NULL;
+    assert_int_equal(assay_score_init(&sc, &sp, NULL), ASSAY_OK);
+    const float *rows = NULL;
+    assert_int_equal(assay_score_rows(sc, prompt, PROMPT, out, ENGINE_TOKENS, &rows), ASSAY_OK);
+    int32_t first_diff = -1;
+    for (int t = 0; t < ENGINE_TOKENS && first_diff < 0; t++) {
+        if (memcmp(rows + (int64_t)t * V, c.logits + (int64_t)t * V, sizeof(float) * (size_t)V)) {
+            first_diff = t;
+        }
+    }
+    printf("engine (batched, paged) and scorer: %s\n",
+           first_diff < 0 ? "the same bits at every position" : "differ");
+    if (first_diff >= 0) {
+        fail_msg("engine and scorer logits differ first at output position %d", (int)first_diff);
+    }
+    assay_score_free(sc);
+    free(c.logits);
+}
+
 static void test_mutant_exceeds_budget(void **state)
 {
     (void)state;
@@ -331,8 +419,8 @@ int main(int argc, char **argv)
         const struct CMUnitTest tests[] = {cmocka_unit_test(test_mutant_exceeds_budget)};
         return cmocka_run_group_tests(tests, setup, teardown);
     }
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_exact_matches_oracle),
-                                       cmocka_unit_test(test_budget),
-                                       cmocka_unit_test(test_ggml_rows_invariant)};
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_exact_matches_oracle), cmocka_unit_test(test_budget),
+        cmocka_unit_test(test_ggml_rows_invariant), cmocka_unit_test(test_engine_matches_scorer)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }
