@@ -106,9 +106,12 @@ struct assay_forward_batch {
  *    the keys in order whose weighted sum of values is kept in fp16,
  *    rounded after every step (scaled by e^(old max - new max) on a new
  *    maximum, then value * e^(score - max) added); the sum of weights in
- *    fp32; the result that sum divides. ggml's tiled path for prefill
- *    batches (fp32 query and accumulator) is not emulated: its roundings
- *    are a subset of these, so the budget errs large.
+ *    fp32; the result that sum divides. Not emulated: ggml's tiled path
+ *    for prefill batches (fp32 query and accumulator: a subset of these
+ *    roundings, so the budget errs large) and its split-KV decode path
+ *    for caches of 512 positions or more (per-thread chunks of the cache,
+ *    each with its own fp16 accumulator, merged in fp32: the same values
+ *    while a sequence fits in the first chunk).
  *  - without: ggml's mul_mat(k, q) and mul_mat(v, softmax): the query
  *    rounded to fp16 for the scores, the softmax's probabilities rounded
  *    to fp16 before the sum of values.
