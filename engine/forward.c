@@ -976,8 +976,9 @@ static void attend_row(const struct assay_forward *f, const struct assay_forward
 /*
  * A key or value row just stored, rounded to fp16 in place (kv_type F16).
  * The kv-f16-overflow mutant scales by 2^13 before the conversion and back
- * after it, which changes nothing but sends elements above 65504 / 2^13
- * (about 8) to infinity.
+ * after it, which loses nothing in range (small values even stay out of
+ * fp16's subnormals) but sends elements above 65504 / 2^13 (about 8) to
+ * infinity.
  */
 static void kv_store_f16(const struct assay_forward *f, float *x)
 {
