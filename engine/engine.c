@@ -297,11 +297,11 @@ static void make_spec(struct assay_engine *e)
     }
     if (p->act != ASSAY_ACT_MODE_EXACT) {
         n += snprintf(e->spec + n, sizeof e->spec - (size_t)n, ",act=%s",
-                      assay_act_mode_name(p->act));
+                      assay_numerics_mode_name(p->act));
     }
     if (p->kv_type != ASSAY_KV_TYPE_F32) {
         n += snprintf(e->spec + n, sizeof e->spec - (size_t)n, ",kv_type=%s",
-                      assay_kv_type_name(p->kv_type));
+                      assay_numerics_kv_name(p->kv_type));
     }
     if (p->flash_attn) {
         n += snprintf(e->spec + n, sizeof e->spec - (size_t)n, ",fa=on");
@@ -1404,8 +1404,8 @@ void assay_engine_get_numerics(const struct assay_engine *e, struct assay_engine
     out->blas_rows = fn.blas_rows;
     out->isa = assay_isa_name(fn.isa);
     out->attention = fn.isa == ASSAY_ISA_GENERIC ? "generic" : "x86-64-v3";
-    out->act = assay_act_mode_name(fn.act);
-    out->kv_type = assay_kv_type_name(fn.kv_type);
+    out->act = assay_numerics_mode_name(fn.act);
+    out->kv_type = assay_numerics_kv_name(fn.kv_type);
     out->flash_attn = fn.flash_attn;
 }
 

@@ -231,10 +231,10 @@ static enum assay_status check_matrix(const char *name, int32_t layer, uint32_t 
                        "ggml type %u", (unsigned)type);
         return ASSAY_ERR_UNSUPPORTED;
     }
-    if (k % assay_act_format_block(*fmt) != 0) {
+    if (k % assay_numerics_format_block(*fmt) != 0) {
         assay_diag_set(diag, NULL, where, "an input length of whole activation blocks",
-                       "%d inputs, %s blocks of %d", (int)k, assay_act_format_name(*fmt),
-                       (int)assay_act_format_block(*fmt));
+                       "%d inputs, %s blocks of %d", (int)k, assay_numerics_format_name(*fmt),
+                       (int)assay_numerics_format_block(*fmt));
         return ASSAY_ERR_UNSUPPORTED;
     }
     return ASSAY_OK;
@@ -252,7 +252,7 @@ static enum assay_status check_same(int32_t layer, const char *a, enum assay_act
     snprintf(where, sizeof where, "blk.%d.%s.weight and blk.%d.%s.weight", (int)layer, a,
              (int)layer, b);
     assay_diag_set(diag, NULL, where, "one activation format for the parts of a fused product",
-                   "%s and %s", assay_act_format_name(fa), assay_act_format_name(fb));
+                   "%s and %s", assay_numerics_format_name(fa), assay_numerics_format_name(fb));
     return ASSAY_ERR_UNSUPPORTED;
 }
 

@@ -13,7 +13,7 @@ enum {
     GGML_ID_Q3_K = 11,
 };
 
-const char *assay_act_mode_name(enum assay_act_mode mode)
+const char *assay_numerics_mode_name(enum assay_act_mode mode)
 {
     switch (mode) {
     case ASSAY_ACT_MODE_EXACT:
@@ -24,7 +24,7 @@ const char *assay_act_mode_name(enum assay_act_mode mode)
     return "?";
 }
 
-const char *assay_kv_type_name(enum assay_kv_type type)
+const char *assay_numerics_kv_name(enum assay_kv_type type)
 {
     switch (type) {
     case ASSAY_KV_TYPE_F32:
@@ -35,7 +35,7 @@ const char *assay_kv_type_name(enum assay_kv_type type)
     return "?";
 }
 
-const char *assay_act_format_name(enum assay_act_format fmt)
+const char *assay_numerics_format_name(enum assay_act_format fmt)
 {
     switch (fmt) {
     case ASSAY_ACT_FORMAT_F32:
@@ -52,7 +52,7 @@ const char *assay_act_format_name(enum assay_act_format fmt)
     return "?";
 }
 
-int32_t assay_act_format_block(enum assay_act_format fmt)
+int32_t assay_numerics_format_block(enum assay_act_format fmt)
 {
     switch (fmt) {
     case ASSAY_ACT_FORMAT_Q8_0:
@@ -242,7 +242,7 @@ static void round_q8_k(float *x, int32_t n, int mutant)
 enum assay_status assay_numerics_round_row(enum assay_act_format fmt, float *x, int32_t n,
                                            int mutant)
 {
-    if (n < 0 || n % assay_act_format_block(fmt) != 0) {
+    if (n < 0 || n % assay_numerics_format_block(fmt) != 0) {
         return ASSAY_ERR_INVALID;
     }
     switch (fmt) {
@@ -273,13 +273,13 @@ enum assay_status assay_numerics_round_row(enum assay_act_format fmt, float *x, 
 enum assay_status assay_numerics_round_rows(enum assay_act_format fmt, float *x, int32_t n_rows,
                                             int32_t n, int64_t ld, int mutant)
 {
-    if (n < 0 || n_rows < 0 || n % assay_act_format_block(fmt) != 0 || ld < n) {
+    if (n < 0 || n_rows < 0 || n % assay_numerics_format_block(fmt) != 0 || ld < n) {
         return ASSAY_ERR_INVALID;
     }
     for (int32_t r = 0; r < n_rows; r++) {
         (void)assay_numerics_round_row(fmt, x + (int64_t)r * ld, n, mutant);
     }
-    int32_t blk = assay_act_format_block(fmt);
+    int32_t blk = assay_numerics_format_block(fmt);
     if (ASSAY_MUTANT_ON(mutant, ASSAY_MUTANT_Q8_BLOCK_OFFSET) && blk > 1 && n >= blk) {
         /* The planted bug: the quantized rows are written in order with a
          * row stride one block short, so each row's first block lands on

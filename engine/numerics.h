@@ -66,12 +66,12 @@ enum assay_act_format {
 #define ASSAY_NUMERICS_QK_K 256
 
 /* "exact"/"ggml", "f32"/"f16", "F32".."Q8_K": static names, "?" out of range. */
-const char *assay_act_mode_name(enum assay_act_mode mode);
-const char *assay_kv_type_name(enum assay_kv_type type);
-const char *assay_act_format_name(enum assay_act_format fmt);
+const char *assay_numerics_mode_name(enum assay_act_mode mode);
+const char *assay_numerics_kv_name(enum assay_kv_type type);
+const char *assay_numerics_format_name(enum assay_act_format fmt);
 
 /* Elements per block of a format (1 for F32, F16 and BF16). */
-int32_t assay_act_format_block(enum assay_act_format fmt);
+int32_t assay_numerics_format_block(enum assay_act_format fmt);
 
 /*
  * The activation format ggml's CPU backend converts a product's input to

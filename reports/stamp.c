@@ -332,8 +332,8 @@ static bool add_engine_params(cJSON *o, const struct assay_engine_params *p)
            assay_json_add_bool(ep, "batch_invariant", p->batch_invariant) &&
            assay_json_add_num(ep, "blas_rows", p->blas_rows) &&
            assay_json_add_str(ep, "isa", assay_isa_name(p->isa)) &&
-           assay_json_add_str(ep, "act", assay_act_mode_name(p->act)) &&
-           assay_json_add_str(ep, "kv_type", assay_kv_type_name(p->kv_type)) &&
+           assay_json_add_str(ep, "act", assay_numerics_mode_name(p->act)) &&
+           assay_json_add_str(ep, "kv_type", assay_numerics_kv_name(p->kv_type)) &&
            assay_json_add_bool(ep, "flash_attn", p->flash_attn) &&
            assay_json_add_num(ep, "threads", p->threads) &&
            assay_json_add_str(ep, "sampling_order",
