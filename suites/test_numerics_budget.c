@@ -306,6 +306,34 @@ static void test_ggml_rows_invariant(void **state)
     assay_score_free(sc);
 }
 
+/* Each allocation of assay_score_init failing in turn: ASSAY_ERR_NOMEM,
+ * *out NULL, nothing left allocated. */
+static void test_score_alloc_failures(void **state)
+{
+    (void)state;
+    struct assay_score_params sp = assay_score_default_params(g_fx.model, N_TOK);
+    sp.act = ASSAY_ACT_MODE_GGML;
+    sp.kv_type = ASSAY_KV_TYPE_F16;
+    int failures = 0;
+    for (long k = 1; k < 1000; k++) {
+        struct assay_score *sc = NULL;
+        assay_test_fail_alloc_at(k);
+        enum assay_status st = assay_score_init(&sc, &sp, NULL);
+        long live = assay_test_alloc_live();
+        assay_score_free(sc);
+        assay_test_fail_alloc_off();
+        if (st == ASSAY_OK) {
+            break;
+        }
+        assert_int_equal(st, ASSAY_ERR_NOMEM);
+        assert_null(sc);
+        assert_int_equal(live, 0);
+        failures++;
+    }
+    printf("assay_score_init: %d allocations failed in turn, each cleanly\n", failures);
+    assert_true(failures > 3);
+}
+
 enum { ENGINE_TOKENS = 24 };
 
 struct capture {
@@ -421,6 +449,7 @@ int main(int argc, char **argv)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exact_matches_oracle), cmocka_unit_test(test_budget),
-        cmocka_unit_test(test_ggml_rows_invariant), cmocka_unit_test(test_engine_matches_scorer)};
+        cmocka_unit_test(test_ggml_rows_invariant), cmocka_unit_test(test_engine_matches_scorer),
+        cmocka_unit_test(test_score_alloc_failures)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }
