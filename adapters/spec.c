@@ -84,6 +84,24 @@ static enum assay_status set_key(struct bundled_spec *b, const char *key, const 
         } else if (!assay_isa_supported(p->isa)) {
             st = assay_spec_bad(diag, key, "an instruction set this CPU runs (auto picks one)", v);
         }
+    } else if (strcmp(key, "act") == 0) {
+        if (strcmp(v, "exact") == 0) {
+            p->act = ASSAY_ACT_MODE_EXACT;
+        } else if (strcmp(v, "ggml") == 0) {
+            p->act = ASSAY_ACT_MODE_GGML;
+        } else {
+            st = assay_spec_bad(diag, key, "exact or ggml", v);
+        }
+    } else if (strcmp(key, "kv_type") == 0) {
+        if (strcmp(v, "f32") == 0) {
+            p->kv_type = ASSAY_KV_TYPE_F32;
+        } else if (strcmp(v, "f16") == 0) {
+            p->kv_type = ASSAY_KV_TYPE_F16;
+        } else {
+            st = assay_spec_bad(diag, key, "f32 or f16", v);
+        }
+    } else if (strcmp(key, "fa") == 0) {
+        st = assay_spec_onoff(diag, key, v, &p->flash_attn);
     } else if (strcmp(key, "order") == 0) {
         if (strcmp(v, "joint") == 0) {
             p->sampling_order = ASSAY_SAMPLING_JOINT;
@@ -108,11 +126,12 @@ static enum assay_status set_key(struct bundled_spec *b, const char *key, const 
         }
         p->mutant = (int)m;
     } else {
-        st = assay_spec_bad(diag, key,
-                 "one of model, seed, kv, block, blocks, prefix, chunk, batch, spec, draft, "
-                 "draft_seed, invariant, blas_rows, isa, threads, order, requests, max_seq_len, step_tokens, "
-                 "rng_seed, mutant",
-                 key);
+        st = assay_spec_bad(
+            diag, key,
+            "one of model, seed, kv, block, blocks, prefix, chunk, batch, spec, draft, "
+            "draft_seed, invariant, blas_rows, isa, act, kv_type, fa, threads, order, requests, "
+            "max_seq_len, step_tokens, rng_seed, mutant",
+            key);
     }
     return st;
 }

@@ -121,6 +121,37 @@ static const struct assay_mutant_info k_catalog[ASSAY_MUTANT_COUNT] = {
      "the batch size or the kernel the hardware picks (the nondeterminism batch-invariant "
      "kernels exist to remove; OpenBLAS's small-matrix path on some CPUs and not others)",
      "portability"},
+    {ASSAY_MUTANT_Q8_BLOCK_SCALE, "q8-block-scale",
+     "a Q8_K activation block after the first of a row is quantized with the scale of the block "
+     "before it (its signed maximum), values beyond that scale saturating at the int8 limits",
+     "a quantized activation block using the previous block's scale: the class of scale-indexing "
+     "bugs in block-quantized dot products (a per-block scale read at the wrong index while the "
+     "quants are right)",
+     "numerics.budget"},
+    {ASSAY_MUTANT_Q8_BLOCK_OFFSET, "q8-block-offset",
+     "a product's quantized activation rows are written in order with a row stride one block "
+     "short, so each row's last block is overwritten by the next row's first block; a single row "
+     "(decode) is right, prefill and scoring are not",
+     "activation blocks at the wrong offset: the class of row-stride bugs in quantized activation "
+     "buffers (a row size computed in blocks with an off-by-one), which single-token decode never "
+     "exercises",
+     "numerics.budget"},
+    {ASSAY_MUTANT_KV_F16_OVERFLOW, "kv-f16-overflow",
+     "the F16 KV store scales keys and values by 2^13 before the fp16 conversion (to keep small "
+     "values out of fp16's subnormals) and by 2^-13 when reading, so an element above 65504 / 8192 "
+     "(about 8) becomes infinite; smaller values are right. Keys of the test model (standard "
+     "deviation about 2) pass 8 in a few elements per sequence; real models' outlier key channels "
+     "reach tens to hundreds",
+     "fp16 overflow of activations in a half-precision KV cache or attention (models whose large "
+     "activations give inf and NaN in fp16 but not in bf16 or fp32: the reason several engines run "
+     "such models' attention in fp32 or bf16)",
+     "numerics.budget"},
+    {ASSAY_MUTANT_ROPE_POS_OFF_BY_ONE_LATE, "rope-pos-off-by-one-late",
+     "queries and keys at positions 64 and beyond are rotated one position too far (a RoPE table "
+     "of 64 positions extended with an index off by one); shorter sequences are right",
+     "a RoPE position wrong only past some length (the class of RoPE cache-extension and "
+     "context-shift bugs that short tests never reach)",
+     "numerics.budget"},
 };
 
 const struct assay_mutant_info *assay_mutant_info(enum assay_mutant id)

@@ -43,6 +43,11 @@ enum assay_mutant {
     ASSAY_MUTANT_SPEC_ROLLBACK_LEAK,
     /* portability: arithmetic that holds on one kernel path and not another */
     ASSAY_MUTANT_GEMM_TAIL_SPLIT_K,
+    /* numerics budget: the emulation of ggml's roundings (engine/numerics.h) */
+    ASSAY_MUTANT_Q8_BLOCK_SCALE,
+    ASSAY_MUTANT_Q8_BLOCK_OFFSET,
+    ASSAY_MUTANT_KV_F16_OVERFLOW,
+    ASSAY_MUTANT_ROPE_POS_OFF_BY_ONE_LATE,
     ASSAY_MUTANT_COUNT
 };
 

@@ -220,6 +220,21 @@ static enum assay_status validate_params(const struct assay_engine_params *p,
                        "%s", assay_isa_name(p->isa));
         return ASSAY_ERR_UNSUPPORTED;
     }
+    if (p->act != ASSAY_ACT_MODE_EXACT && p->act != ASSAY_ACT_MODE_GGML) {
+        return bad_param(diag, "act", "exact or ggml", (long long)p->act);
+    }
+    if (p->kv_type != ASSAY_KV_TYPE_F32 && p->kv_type != ASSAY_KV_TYPE_F16) {
+        return bad_param(diag, "kv_type", "f32 or f16", (long long)p->kv_type);
+    }
+    if (p->act == ASSAY_ACT_MODE_GGML) {
+        enum assay_status st = assay_forward_check_numerics(p->model, diag);
+        if (st == ASSAY_OK && p->spec_k > 0 && p->draft != NULL) {
+            st = assay_forward_check_numerics(p->draft, diag);
+        }
+        if (st != ASSAY_OK) {
+            return st;
+        }
+    }
     if (p->spec_k < 0 || p->spec_k > 32) {
         return bad_param(diag, "spec", "a draft length in 0..32", p->spec_k);
     }
@@ -280,6 +295,17 @@ static void make_spec(struct assay_engine *e)
     if (p->isa != ASSAY_ISA_AUTO) {
         n += snprintf(e->spec + n, sizeof e->spec - (size_t)n, ",isa=%s", assay_isa_name(p->isa));
     }
+    if (p->act != ASSAY_ACT_MODE_EXACT) {
+        n += snprintf(e->spec + n, sizeof e->spec - (size_t)n, ",act=%s",
+                      assay_numerics_mode_name(p->act));
+    }
+    if (p->kv_type != ASSAY_KV_TYPE_F32) {
+        n += snprintf(e->spec + n, sizeof e->spec - (size_t)n, ",kv_type=%s",
+                      assay_numerics_kv_name(p->kv_type));
+    }
+    if (p->flash_attn) {
+        n += snprintf(e->spec + n, sizeof e->spec - (size_t)n, ",fa=on");
+    }
     if (p->spec_k > 0) {
         n += snprintf(e->spec + n, sizeof e->spec - (size_t)n, ",draft=%s", p->draft->cfg.name);
     }
@@ -331,6 +357,9 @@ enum assay_status assay_engine_init(struct assay_engine **out, const struct assa
         .batch_invariant = p->batch_invariant,
         .blas_rows = p->blas_rows,
         .isa = p->isa,
+        .act = p->act,
+        .kv_type = p->kv_type,
+        .flash_attn = p->flash_attn,
         .mutant = p->mutant,
         .worker = e->worker,
     };
@@ -1375,6 +1404,9 @@ void assay_engine_get_numerics(const struct assay_engine *e, struct assay_engine
     out->blas_rows = fn.blas_rows;
     out->isa = assay_isa_name(fn.isa);
     out->attention = fn.isa == ASSAY_ISA_GENERIC ? "generic" : "x86-64-v3";
+    out->act = assay_numerics_mode_name(fn.act);
+    out->kv_type = assay_numerics_kv_name(fn.kv_type);
+    out->flash_attn = fn.flash_attn;
 }
 
 const struct assay_engine_params *assay_engine_params(const struct assay_engine *e)

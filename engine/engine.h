@@ -33,6 +33,7 @@
 #include "../core/status.h"
 #include "isa.h"
 #include "model.h"
+#include "numerics.h"
 
 struct assay_engine;
 
@@ -66,6 +67,12 @@ struct assay_engine_params {
                                OpenBLAS, fewer to the engine's own product; 0: never
                                OpenBLAS, 1: always [ASSAY_ENGINE_BLAS_ROWS: 0] */
     enum assay_isa isa;     /* the engine's own loops (engine/isa.h); AUTO: the CPU's best */
+    enum assay_act_mode act;    /* EXACT [default]; GGML: each product's inputs rounded as
+                                   llama.cpp's CPU backend rounds them for the weights' ggml
+                                   types (engine/forward.h, numerics.h) */
+    enum assay_kv_type kv_type; /* F32 [default]; F16: keys and values rounded to fp16 */
+    bool flash_attn;            /* with kv_type F16: ggml's flash-attention numerics, else its
+                                   mul_mat attention's [off] */
     int32_t threads;        /* 2: a helper thread takes a share of each product (OpenBLAS
                                held to one thread during a step), of attention and of
                                SwiGLU; 1: the caller's thread (OpenBLAS threads as it
@@ -86,8 +93,9 @@ struct assay_engine_params assay_engine_default_params(const struct assay_model 
  * and allocate everything the engine will ever use. Returns
  * ASSAY_ERR_INVALID for inconsistent parameters (for example prefix caching
  * without paging, a draft whose vocabulary differs, a mutant in a build
- * without mutants: ASSAY_ERR_UNSUPPORTED), ASSAY_ERR_NOMEM. On failure *out
- * is NULL.
+ * without mutants: ASSAY_ERR_UNSUPPORTED; act GGML with a model whose
+ * weight types it cannot emulate: ASSAY_ERR_UNSUPPORTED, diag naming the
+ * tensors), ASSAY_ERR_NOMEM. On failure *out is NULL.
  */
 enum assay_status assay_engine_init(struct assay_engine **out, const struct assay_engine_params *p,
                                     struct assay_diag *diag);
@@ -147,6 +155,9 @@ struct assay_engine_numerics {
     int32_t blas_rows;
     const char *isa;
     const char *attention;
+    const char *act;     /* "exact" or "ggml" */
+    const char *kv_type; /* "f32" or "f16" */
+    bool flash_attn;
 };
 void assay_engine_get_numerics(const struct assay_engine *engine, struct assay_engine_numerics *out);
 

@@ -4,6 +4,7 @@
 #include <math.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
 
@@ -48,6 +49,13 @@ struct assay_forward {
     bool batch_invariant; /* every product is the engine's own (gemm.h) */
     int32_t blas_rows;    /* else: products of this many rows or more go to OpenBLAS (0: none) */
     enum assay_isa isa;   /* resolved */
+    enum assay_act_mode act;
+    enum assay_kv_type kv_type;
+    bool flash_attn;
+    /* With act GGML: the format each product's input rows are rounded to,
+     * (n_layer + 1, P_COUNT): layer l's at l * P_COUNT + kind, the LM
+     * head's at n_layer * P_COUNT + P_HEAD. NULL in EXACT mode. */
+    enum assay_act_format *act_fmt;
     int mutant;
     struct assay_worker *worker; /* borrowed; may be NULL */
     /* Weights, (k, n) each: QKV (layer, d_model, q_dim + 2 kv_dim), output
@@ -71,7 +79,8 @@ struct assay_forward {
     float *hidden; /* (rows, d_ff) */
     float *on;     /* (out rows, d_model) normalised rows for the LM head */
     float *logits; /* (out rows, vocab) */
-    float *scores;  /* (n_head, scores_stride): the caller's thread */
+    float *scores;  /* (n_head, scores_stride) then (2, head_dim) for the F16 attention's
+                       query and accumulator: the caller's thread */
     float *scores2; /* the same for the worker's share of the rows */
     int64_t scores_stride; /* max_seq_len + 3 (a leaked key, the sum), rounded up to 8 */
     int32_t *row_pos; /* (rows) position of each row */
@@ -181,6 +190,106 @@ static void weights_put(struct weights *w, int32_t l, int32_t col0, int32_t cols
     }
 }
 
+/* The activation format of a weight's type; F32 for a type without one
+ * (assay_forward_check_numerics refuses those first). */
+static enum assay_act_format format_of(uint32_t type)
+{
+    enum assay_act_format fmt = ASSAY_ACT_FORMAT_F32;
+    (void)assay_numerics_act_format(type, &fmt);
+    return fmt;
+}
+
+/* The format of each product's input, laid out as assay_forward's act_fmt.
+ * The fused products take their first part's (the parts agree: checked). */
+static void fill_act_formats(const struct assay_model *m, enum assay_act_format *fmt)
+{
+    for (int32_t l = 0; l < m->cfg.n_layer; l++) {
+        const struct assay_layer_types *t = &m->layers[l].types;
+        fmt[l * P_COUNT + P_QKV] = format_of(t->wq);
+        fmt[l * P_COUNT + P_O] = format_of(t->wo);
+        fmt[l * P_COUNT + P_GU] = format_of(t->w_gate);
+        fmt[l * P_COUNT + P_DOWN] = format_of(t->w_down);
+    }
+    fmt[m->cfg.n_layer * P_COUNT + P_HEAD] = format_of(m->output_type);
+}
+
+/* One matrix's type: its format, and whether its input length k is whole
+ * blocks of it. */
+static enum assay_status check_matrix(const char *name, int32_t layer, uint32_t type, int32_t k,
+                                      enum assay_act_format *fmt, struct assay_diag *diag)
+{
+    char where[64];
+    if (layer >= 0) {
+        snprintf(where, sizeof where, "blk.%d.%s.weight", (int)layer, name);
+    } else {
+        snprintf(where, sizeof where, "%s.weight", name);
+    }
+    if (assay_numerics_act_format(type, fmt) != ASSAY_OK) {
+        assay_diag_set(diag, NULL, where,
+                       "a type whose activation format is emulated (F32, F16, BF16, Q4_0, Q5_0, "
+                       "Q8_0, Q2_K..Q6_K)",
+                       "ggml type %u", (unsigned)type);
+        return ASSAY_ERR_UNSUPPORTED;
+    }
+    if (k % assay_numerics_format_block(*fmt) != 0) {
+        assay_diag_set(diag, NULL, where, "an input length of whole activation blocks",
+                       "%d inputs, %s blocks of %d", (int)k, assay_numerics_format_name(*fmt),
+                       (int)assay_numerics_format_block(*fmt));
+        return ASSAY_ERR_UNSUPPORTED;
+    }
+    return ASSAY_OK;
+}
+
+/* The parts of a fused product must round their one input alike. */
+static enum assay_status check_same(int32_t layer, const char *a, enum assay_act_format fa,
+                                    const char *b, enum assay_act_format fb,
+                                    struct assay_diag *diag)
+{
+    if (fa == fb) {
+        return ASSAY_OK;
+    }
+    char where[96];
+    snprintf(where, sizeof where, "blk.%d.%s.weight and blk.%d.%s.weight", (int)layer, a,
+             (int)layer, b);
+    assay_diag_set(diag, NULL, where, "one activation format for the parts of a fused product",
+                   "%s and %s", assay_numerics_format_name(fa), assay_numerics_format_name(fb));
+    return ASSAY_ERR_UNSUPPORTED;
+}
+
+enum assay_status assay_forward_check_numerics(const struct assay_model *m, struct assay_diag *diag)
+{
+    const struct assay_model_config *c = &m->cfg;
+    int32_t q_dim = c->n_head * c->head_dim;
+    enum assay_act_format fq, fk, fv, fo, fg, fu, fd, fh;
+    for (int32_t l = 0; l < c->n_layer; l++) {
+        const struct assay_layer_types *t = &m->layers[l].types;
+        enum assay_status st = check_matrix("attn_q", l, t->wq, c->d_model, &fq, diag);
+        st = st == ASSAY_OK ? check_matrix("attn_k", l, t->wk, c->d_model, &fk, diag) : st;
+        st = st == ASSAY_OK ? check_matrix("attn_v", l, t->wv, c->d_model, &fv, diag) : st;
+        st = st == ASSAY_OK ? check_matrix("attn_output", l, t->wo, q_dim, &fo, diag) : st;
+        st = st == ASSAY_OK ? check_matrix("ffn_gate", l, t->w_gate, c->d_model, &fg, diag) : st;
+        st = st == ASSAY_OK ? check_matrix("ffn_up", l, t->w_up, c->d_model, &fu, diag) : st;
+        st = st == ASSAY_OK ? check_matrix("ffn_down", l, t->w_down, c->d_ff, &fd, diag) : st;
+        st = st == ASSAY_OK ? check_same(l, "attn_q", fq, "attn_k", fk, diag) : st;
+        st = st == ASSAY_OK ? check_same(l, "attn_q", fq, "attn_v", fv, diag) : st;
+        st = st == ASSAY_OK ? check_same(l, "ffn_gate", fg, "ffn_up", fu, diag) : st;
+        if (st != ASSAY_OK) {
+            return st;
+        }
+    }
+    return check_matrix(m->tied ? "token_embd" : "output", -1, m->output_type, c->d_model, &fh,
+                        diag);
+}
+
+/* Round a product's n input rows of k floats to its weights' activation
+ * format (act GGML only). */
+static void round_input(const struct assay_forward *f, int32_t layer, int kind, float *x, int32_t n,
+                        int32_t k)
+{
+    enum assay_act_format fmt = f->act_fmt[layer * P_COUNT + kind];
+    (void)assay_numerics_round_rows(fmt, x, n, k, k, f->mutant);
+}
+
 enum assay_status assay_forward_init(struct assay_forward **out,
                                      const struct assay_forward_params *p)
 {
@@ -189,6 +298,13 @@ enum assay_status assay_forward_init(struct assay_forward **out,
         p->max_out < 1 || p->max_seq_len < 1 || p->blas_rows < 0 ||
         !assay_isa_supported(p->isa)) {
         return ASSAY_ERR_INVALID;
+    }
+    if ((p->act != ASSAY_ACT_MODE_EXACT && p->act != ASSAY_ACT_MODE_GGML) ||
+        (p->kv_type != ASSAY_KV_TYPE_F32 && p->kv_type != ASSAY_KV_TYPE_F16)) {
+        return ASSAY_ERR_INVALID;
+    }
+    if (p->act == ASSAY_ACT_MODE_GGML && assay_forward_check_numerics(p->model, NULL) != ASSAY_OK) {
+        return ASSAY_ERR_UNSUPPORTED;
     }
     struct assay_forward *f = assay_calloc(1, sizeof *f);
     if (f == NULL) {
@@ -208,6 +324,9 @@ enum assay_status assay_forward_init(struct assay_forward **out,
     f->batch_invariant = p->batch_invariant;
     f->blas_rows = p->blas_rows;
     f->isa = assay_isa_resolve(p->isa);
+    f->act = p->act;
+    f->kv_type = p->kv_type;
+    f->flash_attn = p->flash_attn;
     f->split = 0.5;
     f->mutant = p->mutant;
     f->worker = p->worker;
@@ -236,8 +355,16 @@ enum assay_status assay_forward_init(struct assay_forward **out,
     f->on = alloc_floats(f, outs * d);
     f->logits = alloc_floats(f, outs * c->vocab);
     f->scores_stride = ((int64_t)p->max_seq_len + 3 + 7) / 8 * 8;
-    f->scores = alloc_floats(f, c->n_head * f->scores_stride);
-    f->scores2 = alloc_floats(f, c->n_head * f->scores_stride);
+    f->scores = alloc_floats(f, c->n_head * f->scores_stride + 2 * c->head_dim);
+    f->scores2 = alloc_floats(f, c->n_head * f->scores_stride + 2 * c->head_dim);
+    if (p->act == ASSAY_ACT_MODE_GGML) {
+        f->act_fmt = assay_calloc((size_t)(L + 1) * P_COUNT, sizeof *f->act_fmt);
+        if (f->act_fmt == NULL) {
+            assay_forward_free(f);
+            return ASSAY_ERR_NOMEM;
+        }
+        fill_act_formats(p->model, f->act_fmt);
+    }
     f->row_pos = assay_calloc((size_t)rows, sizeof(int32_t));
     f->row_seq = assay_calloc((size_t)rows, sizeof(int32_t));
     if (!weights_ok || f->k == NULL || f->v == NULL || f->rope_cos == NULL ||
@@ -302,6 +429,7 @@ void assay_forward_free(struct assay_forward *f)
     }
     assay_free(f->row_pos);
     assay_free(f->row_seq);
+    assay_free(f->act_fmt);
     assay_free(f);
 }
 
@@ -315,6 +443,9 @@ void assay_forward_get_numerics(const struct assay_forward *f, struct assay_forw
     out->batch_invariant = f->batch_invariant;
     out->blas_rows = uses_blas(f) ? f->blas_rows : 0;
     out->isa = f->isa;
+    out->act = f->act;
+    out->kv_type = f->kv_type;
+    out->flash_attn = f->flash_attn;
 }
 
 int64_t assay_forward_bytes(const struct assay_forward *f)
@@ -843,6 +974,118 @@ static void attend_row(const struct assay_forward *f, const struct assay_forward
 }
 
 /*
+ * A key or value row just stored, rounded to fp16 in place (kv_type F16).
+ * The kv-f16-overflow mutant scales by 2^13 before the conversion and back
+ * after it, which loses nothing in range (small values even stay out of
+ * fp16's subnormals) but sends elements above 65504 / 2^13 (about 8) to
+ * infinity.
+ */
+static void kv_store_f16(const struct assay_forward *f, float *x)
+{
+    if (ASSAY_MUTANT_ON(f->mutant, ASSAY_MUTANT_KV_F16_OVERFLOW)) {
+        for (int32_t i = 0; i < f->kv_dim; i++) {
+            x[i] = assay_numerics_round_f16(x[i] * 8192.0f) * (1.0f / 8192.0f);
+        }
+        return;
+    }
+    for (int32_t i = 0; i < f->kv_dim; i++) {
+        x[i] = assay_numerics_round_f16(x[i]);
+    }
+}
+
+/* An fp32 dot product of two head vectors, in index order. */
+static float dot_f32(const float *a, const float *b, int32_t n)
+{
+    float s = 0.0f;
+    for (int32_t i = 0; i < n; i++) {
+        s += a[i] * b[i];
+    }
+    return s;
+}
+
+/*
+ * Attention of one row for heads [h0, h1) over an F16 KV store, as ggml's
+ * CPU backend computes it (forward.h): flash attention's online softmax
+ * with an fp16 accumulator, or mul_mat attention with fp16 probabilities.
+ * Plain scalar loops, whose order depends on the row alone. `scores` holds
+ * n_head rows of scores_stride, then the head's fp16 query and
+ * accumulator.
+ */
+static void attend_row_f16(const struct assay_forward *f, const struct assay_forward_batch *b,
+                           int32_t layer, int32_t s, int32_t row, int32_t pos, int32_t h0,
+                           int32_t h1, float *scores)
+{
+    const struct assay_forward_seq *seq = &b->seqs[s];
+    const int32_t hd = f->cfg.head_dim;
+    const int32_t group = f->cfg.n_head / f->cfg.n_kv_head;
+    const float scale = 1.0f / sqrtf((float)hd);
+    const int32_t n_keys = pos + 1;
+    float *q16 = scores + f->cfg.n_head * f->scores_stride;
+    float *acc = q16 + hd;
+    float *sc = scores;
+    for (int32_t h = h0; h < h1; h++) {
+        const float *q = f->qkv + (int64_t)row * f->qkv_dim + (int64_t)h * hd;
+        float *o = f->att + (int64_t)row * f->q_dim + (int64_t)h * hd;
+        const int64_t head_off = (int64_t)(h / group) * hd;
+        for (int32_t i = 0; i < hd; i++) {
+            q16[i] = assay_numerics_round_f16(q[i]);
+        }
+        if (f->flash_attn) {
+            float sum = 0.0f, max = -INFINITY;
+            for (int32_t i = 0; i < hd; i++) {
+                acc[i] = 0.0f;
+            }
+            for (int32_t j = 0; j < n_keys; j++) {
+                const float *kj = kv_at(f, f->k, layer, seq->blocks, j) + head_off;
+                const float *vj = kv_at(f, f->v, layer, seq->blocks, j) + head_off;
+                float x = dot_f32(q16, kj, hd) * scale;
+                float ms = 1.0f, vs = 1.0f;
+                if (x > max) {
+                    ms = expf(max - x);
+                    max = x;
+                    for (int32_t i = 0; i < hd; i++) {
+                        acc[i] = assay_numerics_round_f16(acc[i] * ms);
+                    }
+                } else {
+                    vs = expf(x - max);
+                }
+                for (int32_t i = 0; i < hd; i++) {
+                    acc[i] = assay_numerics_round_f16(acc[i] + vj[i] * vs);
+                }
+                sum = sum * ms + vs;
+            }
+            float inv = 1.0f / sum;
+            for (int32_t i = 0; i < hd; i++) {
+                o[i] = acc[i] * inv;
+            }
+            continue;
+        }
+        float max = -INFINITY;
+        for (int32_t j = 0; j < n_keys; j++) {
+            const float *kj = kv_at(f, f->k, layer, seq->blocks, j) + head_off;
+            sc[j] = dot_f32(q16, kj, hd) * scale;
+            max = sc[j] > max ? sc[j] : max;
+        }
+        double sum = 0.0; /* ggml's softmax sums in double */
+        for (int32_t j = 0; j < n_keys; j++) {
+            sc[j] = expf(sc[j] - max);
+            sum += sc[j];
+        }
+        float inv = (float)(1.0 / sum);
+        for (int32_t i = 0; i < hd; i++) {
+            o[i] = 0.0f;
+        }
+        for (int32_t j = 0; j < n_keys; j++) {
+            const float *vj = kv_at(f, f->v, layer, seq->blocks, j) + head_off;
+            float p = assay_numerics_round_f16(sc[j] * inv);
+            for (int32_t i = 0; i < hd; i++) {
+                o[i] += p * vj[i];
+            }
+        }
+    }
+}
+
+/*
  * The padding-row-nan mutant: a padding row takes the slot after the last
  * row of the batch's last sequence (when that slot is in the same block), so
  * that sequence's masked tail keys hold the padding row's key and value.
@@ -900,6 +1143,11 @@ static void attend_range(const struct row_task *t, int32_t r0, int32_t r1)
     for (int32_t r = r0; r < r1; r++) {
         if (ASSAY_MUTANT_ON(f->mutant, ASSAY_MUTANT_PADDING_ROW_NAN) && f->row_seq[r] < 0) {
             padding_row_attend(f, r);
+            continue;
+        }
+        if (f->kv_type == ASSAY_KV_TYPE_F16) {
+            attend_row_f16(f, t->b, t->layer, f->row_seq[r], r, f->row_pos[r], t->h0, t->h1,
+                           t->scores);
             continue;
         }
         attend_row(f, t->b, t->layer, f->row_seq[r], r, f->row_pos[r], t->h0, t->h1, t->scores);
@@ -1054,6 +1302,9 @@ static void forward_layers(struct assay_forward *f, const struct assay_forward_b
         for (int32_t r = 0; r < n; r++) {
             rmsnorm(f->xn + (int64_t)r * d, f->x + (int64_t)r * d, w->attn_norm, d, c->norm_eps);
         }
+        if (f->act_fmt != NULL) {
+            round_input(f, l, P_QKV, f->xn, n, d);
+        }
         matmul(f, &f->w[P_QKV], l, f->xn, f->qkv, n, 0.0f);
         if (f->qkv_bias != NULL) {
             const float *bias = f->qkv_bias + (int64_t)l * f->qkv_dim;
@@ -1074,26 +1325,46 @@ static void forward_layers(struct assay_forward *f, const struct assay_forward_b
             const struct assay_forward_seq *seq = &b->seqs[f->row_seq[r]];
             int32_t pos = f->row_pos[r];
             float *row = f->qkv + (int64_t)r * f->qkv_dim;
-            rope(f, row, c->n_head, pos + seq->rope_offset);
-            rope(f, row + f->q_dim, c->n_kv_head, pos + seq->rope_offset);
+            int32_t rope_pos = pos + seq->rope_offset;
+            if (ASSAY_MUTANT_ON(f->mutant, ASSAY_MUTANT_ROPE_POS_OFF_BY_ONE_LATE) && pos >= 64) {
+                rope_pos++; /* the planted bug: one position too far from 64 on */
+            }
+            rope(f, row, c->n_head, rope_pos);
+            rope(f, row + f->q_dim, c->n_kv_head, rope_pos);
             int64_t off = kv_offset(f, l, seq->blocks[pos / f->block_size], pos % f->block_size);
             memcpy(f->k + off, row + f->q_dim, sizeof(float) * (size_t)f->kv_dim);
             memcpy(f->v + off, row + f->q_dim + f->kv_dim, sizeof(float) * (size_t)f->kv_dim);
+            if (f->kv_type == ASSAY_KV_TYPE_F16) {
+                kv_store_f16(f, f->k + off);
+                kv_store_f16(f, f->v + off);
+            }
         }
         split_rows(f, b, l, n, attend_rows);
+        if (f->act_fmt != NULL) {
+            round_input(f, l, P_O, f->att, n, f->q_dim);
+        }
         /* the residual: x += att * Wo, added by the product itself */
         matmul(f, &f->w[P_O], l, f->att, f->x, n, 1.0f);
         for (int32_t r = 0; r < n; r++) {
             rmsnorm(f->xn + (int64_t)r * d, f->x + (int64_t)r * d, w->ffn_norm, d, c->norm_eps);
         }
+        if (f->act_fmt != NULL) {
+            round_input(f, l, P_GU, f->xn, n, d);
+        }
         matmul(f, &f->w[P_GU], l, f->xn, f->gu, n, 0.0f);
         split_rows(f, b, l, n, swiglu_rows);
+        if (f->act_fmt != NULL) {
+            round_input(f, l, P_DOWN, f->hidden, n, c->d_ff);
+        }
         matmul(f, &f->w[P_DOWN], l, f->hidden, f->x, n, 1.0f);
     }
     if (b->n_out > 0) {
         for (int32_t o = 0; o < b->n_out; o++) {
             rmsnorm(f->on + (int64_t)o * d, f->x + (int64_t)b->out_rows[o] * d, m->out_norm, d,
                     c->norm_eps);
+        }
+        if (f->act_fmt != NULL) {
+            round_input(f, c->n_layer, P_HEAD, f->on, b->n_out, d);
         }
         matmul(f, &f->w[P_HEAD], 0, f->on, f->logits, b->n_out, 0.0f);
     }

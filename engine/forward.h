@@ -36,6 +36,7 @@
 #include "../core/status.h"
 #include "isa.h"
 #include "model.h"
+#include "numerics.h"
 #include "worker.h"
 
 struct assay_forward;
@@ -51,6 +52,12 @@ struct assay_forward_params {
     int32_t blas_rows;               /* else: products of this many rows or more go to
                                         OpenBLAS, fewer to gemm.h; 0: none to OpenBLAS */
     enum assay_isa isa;              /* the engine's own loops; AUTO: the CPU's best */
+    enum assay_act_mode act;         /* EXACT: the floats as computed; GGML: each product's
+                                        input rows rounded to the activation format of its
+                                        weights' ggml type first (numerics.h) */
+    enum assay_kv_type kv_type;      /* F16: keys and values rounded to fp16 when stored */
+    bool flash_attn;                 /* with kv_type F16: ggml's CPU flash attention (see
+                                        below); without: ggml's mul_mat attention */
     int mutant;
     struct assay_worker *worker; /* borrowed, may be NULL: a share of the
                                     columns of each product, attention rows (or a
@@ -79,12 +86,54 @@ struct assay_forward_batch {
     const int32_t *out_rows; /* (n_out) rows whose logits are wanted */
 };
 
+/*
+ * ggml's numerics. With act GGML, the input rows of each product are
+ * rounded (numerics.h) to the format ggml's CPU backend converts them to
+ * for the product's weights: the normalised rows before the QKV and
+ * gate/up products, the attention output before Wo, the SwiGLU output
+ * before the down projection, the final normalised rows before the LM
+ * head. A fused product (QKV; gate and up) has one input, so its parts'
+ * weights must round to the same format; a model whose parts differ is
+ * refused at init (ASSAY_ERR_UNSUPPORTED; assay_forward_check_numerics
+ * names the tensors). Rounding is per row, so batch invariance holds.
+ *
+ * With kv_type F16 (either act), keys and values are stored rounded to
+ * fp16 (as floats: the same values, not half the memory), and attention
+ * follows ggml's F16-cache paths, each in a scalar loop of its own:
+ *  - flash_attn: ggml_compute_forward_flash_attn_ext_f16_one_chunk, the
+ *    path of every decode row: the query rounded to fp16, each score an
+ *    fp32 dot of fp16 values times the scale, then an online softmax over
+ *    the keys in order whose weighted sum of values is kept in fp16,
+ *    rounded after every step (scaled by e^(old max - new max) on a new
+ *    maximum, then value * e^(score - max) added); the sum of weights in
+ *    fp32; the result that sum divides. Not emulated: ggml's tiled path
+ *    for prefill batches (fp32 query and accumulator: a subset of these
+ *    roundings, so the budget errs large) and its split-KV decode path
+ *    for caches of 512 positions or more (per-thread chunks of the cache,
+ *    each with its own fp16 accumulator, merged in fp32: the same values
+ *    while a sequence fits in the first chunk).
+ *  - without: ggml's mul_mat(k, q) and mul_mat(v, softmax): the query
+ *    rounded to fp16 for the scores, the softmax's probabilities rounded
+ *    to fp16 before the sum of values.
+ * With kv_type F32 attention is the engine's own, as in EXACT.
+ */
+
 /* Allocate and fill everything a pass uses (free with assay_forward_free).
  * ASSAY_ERR_INVALID for bad sizes or an instruction set this CPU lacks,
- * ASSAY_ERR_NOMEM; *out is then NULL. */
+ * ASSAY_ERR_UNSUPPORTED when act is GGML and assay_forward_check_numerics
+ * refuses the model, ASSAY_ERR_NOMEM; *out is then NULL. */
 enum assay_status assay_forward_init(struct assay_forward **out,
                                      const struct assay_forward_params *params);
 void assay_forward_free(struct assay_forward *fwd);
+
+/* Whether the forward can emulate ggml's activation roundings for model:
+ * ASSAY_OK; ASSAY_ERR_UNSUPPORTED when a weight's type has no emulated
+ * activation format, when the parts of a fused product (wq, wk, wv; w_gate,
+ * w_up) round to different formats, or when a product's input length is
+ * not a whole number of its format's blocks (diag names the tensors and
+ * the formats). diag may be NULL. */
+enum assay_status assay_forward_check_numerics(const struct assay_model *model,
+                                               struct assay_diag *diag);
 
 /* Run the pass: write every row's key and value into the store, then
  * compute the wanted logits. Returns ASSAY_ERR_INVALID (and changes
@@ -101,6 +150,9 @@ struct assay_forward_numerics {
     bool batch_invariant; /* every product through gemm.h */
     int32_t blas_rows;    /* products of this many rows or more go to OpenBLAS; 0: none */
     enum assay_isa isa;   /* resolved */
+    enum assay_act_mode act;
+    enum assay_kv_type kv_type;
+    bool flash_attn;
 };
 void assay_forward_get_numerics(const struct assay_forward *fwd, struct assay_forward_numerics *out);
 

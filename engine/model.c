@@ -389,6 +389,11 @@ enum assay_status assay_model_clone(const struct assay_model *model, struct assa
     }
     memcpy((*out)->data, model->data, sizeof(float) * (size_t)model->n_floats);
     memcpy((*out)->tensor_types, model->tensor_types, sizeof model->tensor_types);
+    (*out)->tok_embd_type = model->tok_embd_type;
+    (*out)->output_type = model->output_type;
+    for (int32_t l = 0; l < model->cfg.n_layer; l++) {
+        (*out)->layers[l].types = model->layers[l].types;
+    }
     (*out)->eos_token = model->eos_token;
     memcpy((*out)->sha256, model->sha256, sizeof model->sha256);
     return ASSAY_OK;

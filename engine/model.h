@@ -98,6 +98,14 @@ int64_t assay_model_config_n_params(const struct assay_model_config *cfg);
 enum assay_status assay_model_config_validate(const struct assay_model_config *cfg,
                                               struct assay_diag *diag);
 
+/* The ggml types (enum assay_ggml_type, engine/gguf.h) a layer's matrices
+ * were stored in: what llama.cpp's CPU backend would multiply with, and so
+ * the format it rounds their inputs to (engine/numerics.h). 0 (F32) for a
+ * random model. */
+struct assay_layer_types {
+    uint32_t wq, wk, wv, wo, w_gate, w_up, w_down;
+};
+
 struct assay_layer_weights {
     float *attn_norm; /* (d_model) */
     float *wq;        /* (n_head * head_dim, d_model) */
@@ -111,6 +119,7 @@ struct assay_layer_weights {
     float *bq;        /* (n_head * head_dim), or NULL without qkv_bias */
     float *bk;        /* (n_kv_head * head_dim), or NULL */
     float *bv;        /* (n_kv_head * head_dim), or NULL */
+    struct assay_layer_types types;
 };
 
 struct assay_model {
@@ -129,6 +138,9 @@ struct assay_model {
     int32_t eos_token;     /* the file's tokenizer.ggml.eos_token_id, or -1 when
                             * it has none; ASSAY_TOKEN_EOS for a random model
                             * whose vocabulary holds it */
+    uint32_t tok_embd_type; /* ggml type of token_embd.weight in the file (0, F32, for a
+                             * random model) */
+    uint32_t output_type;   /* of output.weight; tok_embd_type when tied */
     char tensor_types[48]; /* the ggml types the weights were stored in,
                             * '+'-joined in order of first appearance
                             * ("F32", "Q8_0+F32"); "F32" for a random model */

@@ -503,6 +503,38 @@ static enum assay_status decode_tensor(const struct assay_gguf_tensor *t,
     return ASSAY_OK;
 }
 
+/* Remember the ggml type of the matrix whose data is `data`, for the
+ * engine's emulation of ggml's numerics (engine/numerics.h). Norms, biases
+ * and RoPE divisors are no product's weights and are not recorded. */
+static void record_type(struct assay_model *m, const float *data, uint32_t type)
+{
+    if (data == m->tok_embd) {
+        m->tok_embd_type = type;
+        if (m->tied) {
+            m->output_type = type;
+        }
+    }
+    if (data == m->output) {
+        m->output_type = type;
+    }
+    for (int32_t l = 0; l < m->cfg.n_layer; l++) {
+        struct assay_layer_weights *w = &m->layers[l];
+        struct assay_layer_types *t = &w->types;
+        uint32_t *slot = data == w->wq       ? &t->wq
+                         : data == w->wk     ? &t->wk
+                         : data == w->wv     ? &t->wv
+                         : data == w->wo     ? &t->wo
+                         : data == w->w_gate ? &t->w_gate
+                         : data == w->w_up   ? &t->w_up
+                         : data == w->w_down ? &t->w_down
+                                             : NULL;
+        if (slot != NULL) {
+            *slot = type;
+            return;
+        }
+    }
+}
+
 /* Check every tensor's name, type and shape and, when copy is set, decode
  * it into m and check its values; then reject tensors the model does not
  * have. Without copy, m needs only its config, tied and a layers array (the
@@ -567,6 +599,7 @@ static enum assay_status read_tensors(const struct assay_gguf *g, const char *pa
             return st;
         }
         note_type(m, t->type);
+        record_type(m, e.data, t->type);
         for (int64_t i = 0; i < t->n_elements; i++) {
             if (!isfinite(e.data[i])) {
                 assay_diag_set(diag, path, e.name, "finite weights", "%s at element %" PRId64,

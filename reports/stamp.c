@@ -332,6 +332,9 @@ static bool add_engine_params(cJSON *o, const struct assay_engine_params *p)
            assay_json_add_bool(ep, "batch_invariant", p->batch_invariant) &&
            assay_json_add_num(ep, "blas_rows", p->blas_rows) &&
            assay_json_add_str(ep, "isa", assay_isa_name(p->isa)) &&
+           assay_json_add_str(ep, "act", assay_numerics_mode_name(p->act)) &&
+           assay_json_add_str(ep, "kv_type", assay_numerics_kv_name(p->kv_type)) &&
+           assay_json_add_bool(ep, "flash_attn", p->flash_attn) &&
            assay_json_add_num(ep, "threads", p->threads) &&
            assay_json_add_str(ep, "sampling_order",
                    p->sampling_order == ASSAY_SAMPLING_JOINT ? "joint" : "sequential") &&
@@ -373,7 +376,10 @@ static bool add_numerics(cJSON *o, const struct assay_engine *engine)
                      : cJSON_AddNullToObject(nu, "blas_rows") != NULL) &&
            (any_blas ? assay_json_add_str(nu, "openblas_core", bi.core)
                      : cJSON_AddNullToObject(nu, "openblas_core") != NULL) &&
-           assay_json_add_str(nu, "isa", n.isa) && assay_json_add_str(nu, "attention", n.attention);
+           assay_json_add_str(nu, "isa", n.isa) &&
+           assay_json_add_str(nu, "attention", n.attention) &&
+           assay_json_add_str(nu, "act", n.act) && assay_json_add_str(nu, "kv_type", n.kv_type) &&
+           assay_json_add_bool(nu, "flash_attn", n.flash_attn);
 }
 
 enum assay_status assay_stamp_engine(const struct assay_adapter *adapter, cJSON **out)

@@ -1929,6 +1929,8 @@ static void test_load_f16(void **state)
     struct assay_model *m = load_bytes(f16, n, "gguf-f16.gguf");
     want_stored_weights(m, orig, all_f16);
     assert_string_equal(m->tensor_types, "F16");
+    assert_int_equal(m->layers[cfg.n_layer - 1].types.w_down, ASSAY_GGML_TYPE_F16);
+    assert_int_equal(m->output_type, ASSAY_GGML_TYPE_F16);
     assert_false(m->tied);
     assert_string_not_equal(m->sha256, orig->sha256);
     /* The same file with F32 tensors is the original, bit for bit. */
@@ -1958,6 +1960,16 @@ static void test_load_q8_0(void **state)
     struct assay_model *m = load_bytes(q8, n, "gguf-q8.gguf");
     want_stored_weights(m, orig, matrices_q8_0);
     assert_string_equal(m->tensor_types, "Q8_0+F32");
+    /* every matrix is recorded with its own type */
+    assert_int_equal(m->tok_embd_type, ASSAY_GGML_TYPE_Q8_0);
+    assert_int_equal(m->output_type, ASSAY_GGML_TYPE_Q8_0);
+    for (int32_t l = 0; l < cfg.n_layer; l++) {
+        const struct assay_layer_types *t = &m->layers[l].types;
+        uint32_t got[7] = {t->wq, t->wk, t->wv, t->wo, t->w_gate, t->w_up, t->w_down};
+        for (int i = 0; i < 7; i++) {
+            assert_int_equal(got[i], ASSAY_GGML_TYPE_Q8_0);
+        }
+    }
     /* Within half a step of the original, plus what storing d as f16
      * (relative error 2^-11, times |q| <= 127) adds: a rounding, not some
      * other function of it. */

@@ -159,7 +159,8 @@ static void test_numerics(void **state)
      * and one more. */
     assert_int_equal(setenv("OPENBLAS_TEST_MARKER", "on", 1), 0);
     const char *specs[] = {"bundled:model=mini,blas_rows=64", "bundled:model=mini,invariant=on",
-                           "bundled:model=mini,blas_rows=1", "bundled:model=mini,isa=generic"};
+                           "bundled:model=mini,blas_rows=1", "bundled:model=mini,isa=generic",
+                           "bundled:model=mini,act=ggml,kv_type=f16,fa=on"};
     for (size_t i = 0; i < sizeof specs / sizeof specs[0]; i++) {
         struct assay_adapter a;
         struct assay_diag diag;
@@ -196,11 +197,23 @@ static void test_numerics(void **state)
             assert_non_null(strstr(products, "OpenBLAS"));
             assert_null(strstr(products, "assay-gemm"));
             break;
-        default: /* the generic instruction set, chosen by the spec */
+        case 3: /* the generic instruction set, chosen by the spec */
             assert_string_equal(str_at(s, "engine.numerics.isa"), "generic");
             assert_string_equal(str_at(s, "engine.numerics.attention"), "generic");
             assert_string_equal(str_at(s, "engine.params.isa"), "generic");
             break;
+        default: /* llama.cpp's CPU numerics, named in the spec and the stamp */
+            assert_string_equal(str_at(s, "engine.numerics.act"), "ggml");
+            assert_string_equal(str_at(s, "engine.numerics.kv_type"), "f16");
+            assert_int_equal(assay_json_bool(s, "engine.numerics.flash_attn"), 1);
+            assert_string_equal(str_at(s, "engine.params.act"), "ggml");
+            assert_non_null(strstr(str_at(s, "engine.spec"), ",act=ggml,kv_type=f16,fa=on"));
+            break;
+        }
+        if (i < 4) {
+            assert_string_equal(str_at(s, "engine.numerics.act"), "exact");
+            assert_string_equal(str_at(s, "engine.numerics.kv_type"), "f32");
+            assert_int_equal(assay_json_bool(s, "engine.numerics.flash_attn"), 0);
         }
         /* a numerics of the wrong type is refused */
         cJSON_ReplaceItemInObjectCaseSensitive((cJSON *)assay_json_path(s, "engine"), "numerics",
@@ -211,6 +224,17 @@ static void test_numerics(void **state)
         assay_adapter_close(&a);
     }
     unsetenv("OPENBLAS_TEST_MARKER");
+    /* the numerics keys' values are checked, naming the key */
+    const char *bad[] = {"bundled:model=mini,act=fast", "bundled:model=mini,kv_type=q8_0",
+                         "bundled:model=mini,fa=maybe"};
+    const char *keys[] = {"act", "kv_type", "fa"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        struct assay_adapter a;
+        struct assay_diag diag;
+        assay_diag_clear(&diag);
+        assert_int_not_equal(assay_adapter_open_spec(bad[i], &a, &diag), ASSAY_OK);
+        assert_non_null(strstr(diag.where, keys[i]));
+    }
 }
 
 static void test_no_engine_and_big_seed(void **state)

@@ -1,0 +1,293 @@
+#include "numerics.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "../core/mutant.h"
+#include "gguf.h"
+
+/* ggml type ids that gguf.h does not name (ggml.h's numbering). */
+enum {
+    GGML_ID_Q5_0 = 6,
+    GGML_ID_Q2_K = 10,
+    GGML_ID_Q3_K = 11,
+};
+
+const char *assay_numerics_mode_name(enum assay_act_mode mode)
+{
+    switch (mode) {
+    case ASSAY_ACT_MODE_EXACT:
+        return "exact";
+    case ASSAY_ACT_MODE_GGML:
+        return "ggml";
+    }
+    return "?";
+}
+
+const char *assay_numerics_kv_name(enum assay_kv_type type)
+{
+    switch (type) {
+    case ASSAY_KV_TYPE_F32:
+        return "f32";
+    case ASSAY_KV_TYPE_F16:
+        return "f16";
+    }
+    return "?";
+}
+
+const char *assay_numerics_format_name(enum assay_act_format fmt)
+{
+    switch (fmt) {
+    case ASSAY_ACT_FORMAT_F32:
+        return "F32";
+    case ASSAY_ACT_FORMAT_F16:
+        return "F16";
+    case ASSAY_ACT_FORMAT_BF16:
+        return "BF16";
+    case ASSAY_ACT_FORMAT_Q8_0:
+        return "Q8_0";
+    case ASSAY_ACT_FORMAT_Q8_K:
+        return "Q8_K";
+    }
+    return "?";
+}
+
+int32_t assay_numerics_format_block(enum assay_act_format fmt)
+{
+    switch (fmt) {
+    case ASSAY_ACT_FORMAT_Q8_0:
+        return ASSAY_NUMERICS_QK8_0;
+    case ASSAY_ACT_FORMAT_Q8_K:
+        return ASSAY_NUMERICS_QK_K;
+    default:
+        return 1;
+    }
+}
+
+enum assay_status assay_numerics_act_format(uint32_t ggml_type, enum assay_act_format *out)
+{
+    switch (ggml_type) {
+    case ASSAY_GGML_TYPE_F32:
+        *out = ASSAY_ACT_FORMAT_F32;
+        return ASSAY_OK;
+    case ASSAY_GGML_TYPE_F16:
+        *out = ASSAY_ACT_FORMAT_F16;
+        return ASSAY_OK;
+    case ASSAY_GGML_TYPE_BF16:
+        *out = ASSAY_ACT_FORMAT_BF16;
+        return ASSAY_OK;
+    case ASSAY_GGML_TYPE_Q4_0:
+    case GGML_ID_Q5_0:
+    case ASSAY_GGML_TYPE_Q8_0:
+        *out = ASSAY_ACT_FORMAT_Q8_0;
+        return ASSAY_OK;
+    case GGML_ID_Q2_K:
+    case GGML_ID_Q3_K:
+    case ASSAY_GGML_TYPE_Q4_K:
+    case ASSAY_GGML_TYPE_Q5_K:
+    case ASSAY_GGML_TYPE_Q6_K:
+        *out = ASSAY_ACT_FORMAT_Q8_K;
+        return ASSAY_OK;
+    default:
+        return ASSAY_ERR_UNSUPPORTED;
+    }
+}
+
+static uint32_t bits_of(float f)
+{
+    uint32_t u;
+    memcpy(&u, &f, sizeof u);
+    return u;
+}
+
+static float float_of(uint32_t u)
+{
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return f;
+}
+
+/* The binary16 bits nearest x, ties to even; overflow to infinity, NaN
+ * kept quiet with the top of its payload. */
+static uint16_t f16_bits(float x)
+{
+    uint32_t u = bits_of(x);
+    uint32_t sign = (u >> 16) & 0x8000u;
+    uint32_t a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) {
+        return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
+    }
+    if (a >= 0x477ff000u) {
+        /* 65520 and up: the tie between 65504 (odd mantissa) and 2^16
+         * goes to 2^16, which is infinity */
+        return (uint16_t)(sign | 0x7c00u);
+    }
+    if (a >= 0x38800000u) {
+        /* normal: rebias the exponent from 127 to 15, keep 10 of 23
+         * mantissa bits; a carry out of the mantissa bumps the exponent */
+        uint32_t h = ((a >> 23) - 112u) << 10 | ((a >> 13) & 0x3ffu);
+        uint32_t rest = a & 0x1fffu;
+        if (rest > 0x1000u || (rest == 0x1000u && (h & 1u))) {
+            h++;
+        }
+        return (uint16_t)(sign | h);
+    }
+    /* subnormal (or zero): the count of 2^-24 units, rounded to nearest
+     * even; 1024 units is the smallest normal, whose bits are the same */
+    float units = float_of(a) * 0x1p24f;
+    return (uint16_t)(sign | (uint32_t)rintf(units));
+}
+
+static float f16_value(uint16_t h)
+{
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t e = (h >> 10) & 0x1fu;
+    uint32_t m = h & 0x3ffu;
+    if (e == 0x1f) {
+        return float_of(sign | 0x7f800000u | (m << 13));
+    }
+    if (e != 0) {
+        return float_of(sign | ((e + 112u) << 23) | (m << 13));
+    }
+    float v = (float)m * 0x1p-24f;
+    return sign != 0 ? -v : v;
+}
+
+float assay_numerics_round_f16(float x)
+{
+    return f16_value(f16_bits(x));
+}
+
+float assay_numerics_round_bf16(float x)
+{
+    uint32_t u = bits_of(x);
+    if ((u & 0x7fffffffu) > 0x7f800000u) {
+        return float_of((u | 0x00400000u) & 0xffff0000u);
+    }
+    uint32_t h = (u + (0x7fffu + ((u >> 16) & 1u))) >> 16;
+    return float_of(h << 16);
+}
+
+/* Round to nearest even as ggml's nearest_int does (|x| below 2^22). */
+static float nearest_even(float x)
+{
+    float v = x + 12582912.0f;
+    return v - 12582912.0f;
+}
+
+static void round_q8_0(float *x, int32_t n)
+{
+    for (int32_t b = 0; b < n; b += ASSAY_NUMERICS_QK8_0) {
+        float *blk = x + b;
+        float amax = 0.0f;
+        for (int32_t j = 0; j < ASSAY_NUMERICS_QK8_0; j++) {
+            float a = fabsf(blk[j]);
+            amax = a > amax ? a : amax;
+        }
+        float d = assay_numerics_round_f16(amax / 127.0f);
+        float id = amax != 0.0f ? 127.0f / amax : 0.0f;
+        for (int32_t j = 0; j < ASSAY_NUMERICS_QK8_0; j++) {
+            blk[j] = d * nearest_even(blk[j] * id);
+        }
+    }
+}
+
+/* The signed element of largest magnitude of a Q8_K block (0 for zeros). */
+static float signed_max(const float *blk)
+{
+    float amax = 0.0f, max = 0.0f;
+    for (int32_t j = 0; j < ASSAY_NUMERICS_QK_K; j++) {
+        float a = fabsf(blk[j]);
+        if (a > amax) {
+            amax = a;
+            max = blk[j];
+        }
+    }
+    return max;
+}
+
+static void round_q8_k(float *x, int32_t n, int mutant)
+{
+    float prev_max = 0.0f;
+    for (int32_t b = 0; b < n; b += ASSAY_NUMERICS_QK_K) {
+        float *blk = x + b;
+        float max = signed_max(blk);
+        float use = max;
+        if (ASSAY_MUTANT_ON(mutant, ASSAY_MUTANT_Q8_BLOCK_SCALE) && b > 0) {
+            /* The planted bug: every block after the first takes the scale
+             * of the block before it. */
+            use = prev_max;
+        }
+        prev_max = max;
+        if (use == 0.0f) {
+            for (int32_t j = 0; j < ASSAY_NUMERICS_QK_K; j++) {
+                blk[j] = 0.0f;
+            }
+            continue;
+        }
+        float iscale = -127.0f / use;
+        float d = 1.0f / iscale;
+        for (int32_t j = 0; j < ASSAY_NUMERICS_QK_K; j++) {
+            float q = nearest_even(iscale * blk[j]);
+            q = q > 127.0f ? 127.0f : q;
+            if (ASSAY_MUTANT_ON(mutant, ASSAY_MUTANT_Q8_BLOCK_SCALE)) {
+                /* an int8 store saturates at -128 too */
+                q = q < -128.0f ? -128.0f : q;
+            }
+            blk[j] = d * q;
+        }
+    }
+}
+
+enum assay_status assay_numerics_round_row(enum assay_act_format fmt, float *x, int32_t n,
+                                           int mutant)
+{
+    if (n < 0 || n % assay_numerics_format_block(fmt) != 0) {
+        return ASSAY_ERR_INVALID;
+    }
+    switch (fmt) {
+    case ASSAY_ACT_FORMAT_F32:
+        break;
+    case ASSAY_ACT_FORMAT_F16:
+        for (int32_t i = 0; i < n; i++) {
+            x[i] = assay_numerics_round_f16(x[i]);
+        }
+        break;
+    case ASSAY_ACT_FORMAT_BF16:
+        for (int32_t i = 0; i < n; i++) {
+            x[i] = assay_numerics_round_bf16(x[i]);
+        }
+        break;
+    case ASSAY_ACT_FORMAT_Q8_0:
+        round_q8_0(x, n);
+        break;
+    case ASSAY_ACT_FORMAT_Q8_K:
+        round_q8_k(x, n, mutant);
+        break;
+    default:
+        return ASSAY_ERR_INVALID;
+    }
+    return ASSAY_OK;
+}
+
+enum assay_status assay_numerics_round_rows(enum assay_act_format fmt, float *x, int32_t n_rows,
+                                            int32_t n, int64_t ld, int mutant)
+{
+    if (n < 0 || n_rows < 0 || n % assay_numerics_format_block(fmt) != 0 || ld < n) {
+        return ASSAY_ERR_INVALID;
+    }
+    for (int32_t r = 0; r < n_rows; r++) {
+        (void)assay_numerics_round_row(fmt, x + (int64_t)r * ld, n, mutant);
+    }
+    int32_t blk = assay_numerics_format_block(fmt);
+    if (ASSAY_MUTANT_ON(mutant, ASSAY_MUTANT_Q8_BLOCK_OFFSET) && blk > 1 && n >= blk) {
+        /* The planted bug: the quantized rows are written in order with a
+         * row stride one block short, so each row's first block lands on
+         * the last block of the row before, which then reads it. */
+        for (int32_t r = 0; r + 1 < n_rows; r++) {
+            memcpy(x + (int64_t)r * ld + n - blk, x + (int64_t)(r + 1) * ld,
+                   sizeof(float) * (size_t)blk);
+        }
+    }
+    return ASSAY_OK;
+}

@@ -1,0 +1,79 @@
+/*
+ * score.h - teacher-forced logits of the bundled engine under a chosen
+ * arithmetic, for comparing a served model's log-probabilities with the
+ * oracle's.
+ *
+ * Given a prompt of P tokens and a continuation of G tokens, the scorer
+ * returns G rows of logits: row i is the engine's next-token logits after
+ * the prompt and continuation[0..i), the rows assay_oracle_memo_rows
+ * (checks/equivalence.h) gives for the oracle. It runs one forward pass of
+ * the P + G - 1 tokens over a contiguous KV buffer with every product the
+ * engine's own fixed-order one (batch invariant), so a row does not depend
+ * on how the tokens would have been batched.
+ *
+ *   struct assay_score_params sp = assay_score_default_params(model, 512);
+ *   sp.act = ASSAY_ACT_MODE_GGML;
+ *   sp.kv_type = ASSAY_KV_TYPE_F16;
+ *   sp.flash_attn = true;            // llama.cpp's CPU defaults
+ *   struct assay_score *sc;
+ *   if (assay_score_init(&sc, &sp, &diag) == ASSAY_OK) {
+ *       const float *rows;
+ *       assay_score_rows(sc, prompt, P, cont, G, &rows);   // (G, vocab)
+ *       assay_score_free(sc);
+ *   }
+ *
+ * Lifetime: assay_score_init allocates everything (free with
+ * assay_score_free); assay_score_rows allocates nothing. Not thread-safe.
+ */
+#ifndef ASSAY_SCORE_H
+#define ASSAY_SCORE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "../core/status.h"
+#include "isa.h"
+#include "model.h"
+#include "numerics.h"
+
+struct assay_score;
+
+struct assay_score_params {
+    const struct assay_model *model; /* borrowed; must outlive the scorer */
+    int32_t max_len;                 /* most tokens of prompt + continuation; <= n_ctx */
+    enum assay_act_mode act;         /* as engine/forward.h */
+    enum assay_kv_type kv_type;
+    bool flash_attn;
+    enum assay_isa isa;
+    int mutant; /* enum assay_mutant; mutant builds only */
+};
+
+/* EXACT arithmetic, an F32 KV buffer, the CPU's best instruction set, no
+ * mutant. */
+struct assay_score_params assay_score_default_params(const struct assay_model *model,
+                                                     int32_t max_len);
+
+/*
+ * Allocate a scorer (free with assay_score_free). ASSAY_ERR_INVALID for a
+ * bad max_len, act or kv_type (diag names it); ASSAY_ERR_UNSUPPORTED for
+ * act GGML with a model whose types cannot be emulated
+ * (assay_forward_check_numerics: diag names the tensors), an instruction
+ * set this CPU lacks, or a mutant in a build without mutants;
+ * ASSAY_ERR_NOMEM. On failure *out is NULL. diag may be NULL.
+ */
+enum assay_status assay_score_init(struct assay_score **out, const struct assay_score_params *p,
+                                   struct assay_diag *diag);
+void assay_score_free(struct assay_score *sc);
+
+/*
+ * Teacher-forced logits: *rows points at (n_cont, vocab) floats, row i the
+ * logits following prompt[0..prompt_len) and cont[0..i); borrowed until
+ * the next call or the scorer's free. ASSAY_ERR_INVALID (and *rows NULL)
+ * when prompt_len < 1, n_cont < 1, prompt_len + n_cont - 1 exceeds
+ * max_len, or a token is outside the vocabulary.
+ */
+enum assay_status assay_score_rows(struct assay_score *sc, const int32_t *prompt,
+                                   int32_t prompt_len, const int32_t *cont, int32_t n_cont,
+                                   const float **rows);
+
+#endif
