@@ -158,7 +158,17 @@ struct assay_audit_params assay_audit_default_params(void)
     p.stall_ms = 60000;
     p.order = ASSAY_SAMPLING_SEQUENTIAL;
     p.program = "assay";
+    p.kv_type = ASSAY_KV_TYPE_F16;
+    p.flash_attn = true;
     return p;
+}
+
+const char *assay_audit_numerics_spec(const struct assay_audit_params *p)
+{
+    if (p->kv_type == ASSAY_KV_TYPE_F16) {
+        return p->flash_attn ? "act=ggml,kv_type=f16,fa=on" : "act=ggml,kv_type=f16,fa=off";
+    }
+    return "act=ggml,kv_type=f32,fa=off";
 }
 
 /* One greedy 1-token request: the server answers token-id prompts. */
@@ -241,9 +251,13 @@ enum assay_status assay_audit_open(const struct assay_audit_params *p, struct as
     if (p->bundled_spec != NULL) {
         snprintf(a->bundled_spec, sizeof a->bundled_spec, "%s", p->bundled_spec);
     } else {
+        /* The bundled engine computes the server's formats (the
+         * reference's numerics: the two-sample test then compares like
+         * with like). */
         snprintf(a->bundled_spec, sizeof a->bundled_spec,
-                 "bundled:model=%s,order=%s,batch=%d", a->model_path,
-                 p->order == ASSAY_SAMPLING_JOINT ? "joint" : "sequential", (int)p->slots);
+                 "bundled:model=%s,order=%s,batch=%d,%s", a->model_path,
+                 p->order == ASSAY_SAMPLING_JOINT ? "joint" : "sequential", (int)p->slots,
+                 assay_audit_numerics_spec(p));
     }
     a->p.bundled_spec = a->bundled_spec;
     enum assay_status st = assay_model_load_gguf(&a->model, a->model_path, diag);
@@ -440,6 +454,7 @@ void assay_audit_close(struct assay_audit *a)
     assay_adapter_close(&a->bundled);
     assay_model_cache_free(a->models);
     assay_oracle_memo_free(a->memo);
+    assay_score_free(a->scorer);
     assay_model_free(a->model);
     assay_free(a);
 }

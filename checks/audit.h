@@ -72,12 +72,48 @@
 #include "../adapters/openai.h"
 #include "../core/status.h"
 #include "../engine/model.h"
+#include "../engine/numerics.h"
 #include "check.h"
+#include "divergence.h"
 #include "result.h"
 
-/* A top logprob may differ from the oracle's log-softmax by this much: the
- * tie tolerance, far above fp32 attention (about 1.4e-5 with llama.cpp's
- * f32 KV cache) and below f16 attention (about 1e-2). */
+/*
+ * The numerics budget. A server computes in its own formats: llama.cpp
+ * rounds a product's activations to the weights' vec_dot_type (F16, Q8_0,
+ * Q8_K), keeps keys and values in an F16 cache and accumulates flash
+ * attention in fp16 - by default. Its tokens and logprobs then differ from
+ * the oracle's by more than float order can explain, and a fixed tolerance
+ * either fails every correct server or hides real bugs. So the audit
+ * measures how far a correct implementation of those same numerics lands
+ * from the oracle: the reference, the bundled engine computing them
+ * (engine/score.h: act GGML, the server's KV type and attention path),
+ * teacher-forced through every position of the prompts of the logprobs
+ * check's workload (drawn with its own seed), beside the oracle. Over the
+ * oracle's top n_probs tokens at each position it takes the largest
+ * |logprob - the oracle's| and the largest change of a logit difference
+ * between two of them; the budgets are
+ *   logprob budget = max(ASSAY_AUDIT_LOGPROB_TOL,
+ *                        ASSAY_AUDIT_BUDGET_FACTOR x the largest |difference|)
+ *   tie budget     = max(ASSAY_EQUIV_TIE_TOL,
+ *                        ASSAY_AUDIT_BUDGET_FACTOR x the largest change of a gap)
+ * and every check uses them where it used the fixed tolerances: a greedy
+ * divergence is a tie when the oracle's gap is within the tie budget, a top
+ * logprob may differ by the logprob budget, the distributional checks'
+ * top-k/top-p boundaries take the tie budget. The factor allows for a
+ * different, equally correct order of the same roundings (the server's
+ * integer dot products, its threads and tiles); it is stated, never fitted
+ * to a server. The reference's total-variation distance from the oracle
+ * (temperature 1) is stated beside each distributional check's power: a
+ * check that detects less than that floor can reject a correct server.
+ * With an F32 file, an f32 KV cache and no flash attention the reference
+ * is the engine's exact arithmetic and the budgets are the fixed
+ * tolerances.
+ */
+#define ASSAY_AUDIT_BUDGET_FACTOR 2.0
+
+/* A top logprob may differ from the oracle's log-softmax by this much at
+ * least: the tie tolerance, far above fp32 attention (about 1.4e-5 with
+ * llama.cpp's f32 KV cache) and below f16 attention (about 1e-2). */
 #define ASSAY_AUDIT_LOGPROB_TOL 1e-3
 
 #define ASSAY_AUDIT_EOS_FROM_MODEL (-2)
@@ -106,10 +142,17 @@ struct assay_audit_params {
                                  llama.cpp with the adapter's sampler list,
                                  vLLM) */
     const char *program;      /* starts reproducer lines (default "assay") */
+    enum assay_kv_type kv_type; /* the server's KV cache (default F16: llama.cpp's) */
+    bool flash_attn;          /* the server runs flash attention (default true:
+                                 llama.cpp's "auto" turns it on on CPU) */
 };
 
 /* The defaults above, with url and model_path NULL. */
 struct assay_audit_params assay_audit_default_params(void);
+
+/* The bundled engine's spec keys for the server's numerics as p states
+ * them ("act=ggml,kv_type=f16,fa=on"); static. */
+const char *assay_audit_numerics_spec(const struct assay_audit_params *p);
 
 struct assay_audit;
 
@@ -151,6 +194,23 @@ const char *assay_audit_bundled_spec(const struct assay_audit *a);
 /* The parameters the audit runs with (defaults resolved; the strings are
  * the audit's copies). */
 const struct assay_audit_params *assay_audit_params(const struct assay_audit *a);
+
+/* The numerics budget (above), measured once, when a check first needs it. */
+struct assay_audit_budget {
+    bool measured;          /* false: not needed yet, or not measured (why) */
+    char why[400];          /* why it could not be measured ("" when it was) */
+    char formats[240];      /* the numerics the reference computed, in words */
+    int64_t n_positions;    /* teacher-forced positions */
+    int32_t n_top;          /* the oracle's top tokens compared at each */
+    double ref_max_abs;     /* the reference's largest |logprob - the oracle's| */
+    double ref_max_gap;     /* its largest change of a logit difference */
+    double tv_mean, tv_max; /* its total-variation distance from the oracle (T 1) */
+    double logprob;         /* the logprob budget */
+    double gap;             /* the tie budget (logits) */
+    struct assay_divergence_summary ref; /* the reference on those positions */
+    double seconds;         /* the measurement's wall time */
+};
+const struct assay_audit_budget *assay_audit_budget(const struct assay_audit *a);
 
 /* The oracle's model (loaded from the GGUF file). */
 const struct assay_model *assay_audit_model(const struct assay_audit *a);

@@ -38,6 +38,31 @@
 
 #include "audit_internal.h"
 
+/* ---- the numerics budget (audit.h) ------------------------------------------ */
+
+/* The budgets in force: measured on first use; where the reference could
+ * not be measured, the fixed tolerances (said once in the findings). */
+static const struct assay_audit_budget *budget(struct assay_audit *a)
+{
+    if (!a->budget_tried && assay_audit_need_budget(a) != ASSAY_OK) {
+        assay_audit_note(a,
+                         "Numerics budget: not measured (%s); the checks hold the server to the "
+                         "fixed tolerances of exact arithmetic (%g logits, %g in a logprob).",
+                         a->budget.why, a->budget.gap, a->budget.logprob);
+    }
+    return &a->budget;
+}
+
+static double tie_budget(struct assay_audit *a)
+{
+    return budget(a)->gap;
+}
+
+static double logprob_budget(struct assay_audit *a)
+{
+    return budget(a)->logprob;
+}
+
 /* ---- workloads ------------------------------------------------------------ */
 
 /*
@@ -124,7 +149,7 @@ static bool same_or_tie(struct assay_audit *a, const struct assay_workload_reque
         }
         const double *row = rows + (int64_t)t * a->model->cfg.vocab;
         double gap;
-        if (assay_tie(row, a->model->cfg.vocab, qa->tokens[t], qb->tokens[t], ASSAY_EQUIV_TIE_TOL,
+        if (assay_tie(row, a->model->cfg.vocab, qa->tokens[t], qb->tokens[t], tie_budget(a),
                       &gap)) {
             (*n_ties)++;
             *max_gap = gap > *max_gap ? gap : *max_gap;
@@ -134,7 +159,7 @@ static bool same_or_tie(struct assay_audit *a, const struct assay_workload_reque
                  "request %llu, output position %d: token %d %s, token %d %s; the oracle's logits "
                  "are %.6f and %.6f, the farther %.6f below its best: not a tie within %g",
                  (unsigned long long)wr->id, (int)t, (int)qa->tokens[t], what_a, (int)qb->tokens[t],
-                 what_b, row[qa->tokens[t]], row[qb->tokens[t]], gap, ASSAY_EQUIV_TIE_TOL);
+                 what_b, row[qa->tokens[t]], row[qb->tokens[t]], gap, tie_budget(a));
         return false;
     }
     if (qa->n_events != qb->n_events) {
@@ -181,7 +206,7 @@ static enum assay_status check_equiv(struct assay_audit *a, bool alone,
         }
         ad = &gate;
     }
-    res->tie_tol = ASSAY_EQUIV_TIE_TOL;
+    res->tie_tol = tie_budget(a);
     char names[256] = "";
     int64_t n_stop0 = 0, n_stop = 0;
     struct assay_openai_stats os;
@@ -202,7 +227,7 @@ static enum assay_status check_equiv(struct assay_audit *a, bool alone,
         assay_check_result_init(&r, res->name, ASSAY_FAMILY_EQUIVALENCE);
         struct assay_equiv_opts eo;
         memset(&eo, 0, sizeof eo);
-        eo.tie_tol = ASSAY_EQUIV_TIE_TOL;
+        eo.tie_tol = tie_budget(a);
         eo.max_steps = MAX_STEPS;
         st = assay_check_equivalence(ad, w, a->memo, &eo, &r);
         merge_equiv(res, &r, full[k]);
@@ -224,14 +249,14 @@ static enum assay_status check_equiv(struct assay_audit *a, bool alone,
              "%.2g); %lld requests stopped at EOS on both sides",
              (long long)res->n_requests,
              alone ? "one at a time" : "as the workloads arrive (joining a running batch)",
-             (long long)res->n_tokens, (int)res->n_ties, ASSAY_EQUIV_TIE_TOL,
+             (long long)res->n_tokens, (int)res->n_ties, tie_budget(a),
              isfinite(res->max_tie_gap) ? res->max_tie_gap : 0.0, (long long)n_stop);
     if (res->n_ties > 0) {
         assay_audit_note(
             a,
             "Greedy decoding: %d floating-point ties (oracle logit gap at most %.2g, within "
             "the tie tolerance %g) where the server took the other token.",
-            (int)res->n_ties, res->max_tie_gap, ASSAY_EQUIV_TIE_TOL);
+            (int)res->n_ties, res->max_tie_gap, tie_budget(a));
     }
     return st;
 }
@@ -345,11 +370,15 @@ static enum assay_status check_logprobs(struct assay_audit *a, const struct assa
              (int)w->n, (int)n_probes, (int)n_probs);
     struct lp_store s;
     memset(&s, 0, sizeof s);
-    struct assay_divergence *num = NULL;
+    struct assay_divergence *num = NULL, *ref_num = NULL;
+    double *ref_lsm = NULL;
+    int32_t n_ref_skipped = 0;
+    struct assay_divergence_top ref_top[ASSAY_OPENAI_MAX_TOP];
     struct assay_transcript *t = NULL;
     double *lsm = assay_malloc(sizeof(double) * (size_t)v);
     double *sorted = assay_malloc(sizeof(double) * (size_t)v);
-    if (lsm == NULL || sorted == NULL || assay_divergence_init(&num) != ASSAY_OK) {
+    if (lsm == NULL || sorted == NULL || assay_divergence_init(&num) != ASSAY_OK ||
+        assay_divergence_init(&ref_num) != ASSAY_OK) {
         st = ASSAY_ERR_NOMEM;
         goto out;
     }
@@ -369,7 +398,7 @@ static enum assay_status check_logprobs(struct assay_audit *a, const struct assa
         assay_check_fail(res, "%s", msg);
         goto out;
     }
-    res->tie_tol = ASSAY_EQUIV_TIE_TOL;
+    res->tie_tol = tie_budget(a);
     res->n_requests = w->n;
     double max_diff = 0.0;
     int64_t n_compared = 0;
@@ -387,6 +416,19 @@ static enum assay_status check_logprobs(struct assay_audit *a, const struct assa
                                     &rows);
         if (st != ASSAY_OK) {
             goto out;
+        }
+        /* The reference on the same positions, for the report. */
+        bool have_ref = false;
+        if (budget(a)->measured && q->n_events > 0) {
+            double *grown = assay_realloc(ref_lsm, sizeof(double) * (size_t)v * (size_t)q->n_events);
+            if (grown == NULL) {
+                st = ASSAY_ERR_NOMEM;
+                goto out;
+            }
+            ref_lsm = grown;
+            have_ref = assay_audit_reference_lsm(a, wr->prompt, wr->prompt_len, q->tokens,
+                                                 q->n_events, ref_lsm) == ASSAY_OK;
+            n_ref_skipped += !have_ref;
         }
         for (int32_t pos = 0; pos < q->n_events; pos++) {
             const double *row = rows + (int64_t)pos * v;
@@ -434,7 +476,7 @@ static enum assay_status check_logprobs(struct assay_audit *a, const struct assa
                     ref = sorted;
                 }
                 double gap;
-                if (assay_tie(ref, v, mine, best, ASSAY_EQUIV_TIE_TOL, &gap)) {
+                if (assay_tie(ref, v, mine, best, tie_budget(a), &gap)) {
                     res->n_ties++;
                     if (!isfinite(res->max_tie_gap) || gap > res->max_tie_gap) {
                         res->max_tie_gap = gap;
@@ -446,7 +488,7 @@ static enum assay_status check_logprobs(struct assay_audit *a, const struct assa
                         "request %llu, output position %d: server token %d (oracle logit "
                         "%.6f), oracle token %d (%.6f): gap %.6f > tie tolerance %g",
                         (unsigned long long)wr->id, (int)pos, (int)mine, row[mine], (int)best,
-                        row[best], gap, ASSAY_EQUIV_TIE_TOL);
+                        row[best], gap, tie_budget(a));
                 }
             }
             /* The logprobs of this position. */
@@ -494,21 +536,36 @@ static enum assay_status check_logprobs(struct assay_audit *a, const struct assa
                     worst_req = (int32_t)wr->id;
                     worst_pos = pos;
                 }
-                if (d > ASSAY_AUDIT_LOGPROB_TOL) {
+                if (d > logprob_budget(a)) {
                     assay_check_fail(
                         res,
                         "request %llu, position %d: token %d logprob %.6f, oracle %.6f: "
                         "|difference| %.2e > %g",
                         (unsigned long long)wr->id, (int)pos, (int)e->token, e->logprob,
-                        lsm[e->token], d, ASSAY_AUDIT_LOGPROB_TOL);
+                        lsm[e->token], d, logprob_budget(a));
                 }
-                if (lsm[e->token] < kth - ASSAY_EQUIV_TIE_TOL) {
+                if (lsm[e->token] < kth - tie_budget(a)) {
                     assay_check_fail(
                         res,
                         "request %llu, position %d: the server lists token %d (oracle "
                         "logprob %.6f) among its top %d, below the oracle's %d-th (%.6f)",
                         (unsigned long long)wr->id, (int)pos, (int)e->token, lsm[e->token],
                         (int)want, (int)want, kth);
+                }
+            }
+            if (have_ref) {
+                const double *rl = ref_lsm + (int64_t)pos * v;
+                int32_t ref_best = 0;
+                for (int32_t k = 1; k < v; k++) {
+                    ref_best = rl[k] > rl[ref_best] ? k : ref_best;
+                }
+                for (int32_t j = 0; j < n_top; j++) {
+                    ref_top[j].token = top[j].token;
+                    ref_top[j].logprob = rl[top[j].token];
+                }
+                st = assay_divergence_add(ref_num, lsm, v, ref_top, n_top, ref_best == best);
+                if (st != ASSAY_OK) {
+                    goto out;
                 }
             }
             st = assay_divergence_add(num, lsm, v, top, n_top, mine == best);
@@ -536,20 +593,35 @@ static enum assay_status check_logprobs(struct assay_audit *a, const struct assa
                          (int)n_probs);
     }
     summarise_numerics(num, res);
-    snprintf(res->summary, sizeof res->summary,
+    if (budget(a)->measured) {
+        assay_divergence_summarise(ref_num, "reference", &res->numerics[1]);
+        res->n_numerics = 2;
+    }
+    char line[1024];
+    snprintf(line, sizeof line,
              "%lld tokens, %d greedy requests; %lld top logprobs, |server - oracle| max %.3g "
-             "(request %d, position %d), median %.2g, p99 %.2g, tolerance %g; top-1 %lld/%lld "
-             "(%lld beyond the tie rule, %d ties); %d short of %d; EOS argmax %d",
+             "(request %d, position %d), median %.2g, p99 %.2g, budget %.3g; top-1 %lld/%lld "
+             "(%lld beyond the tie budget %.3g, %d ties); %d short of %d; EOS argmax %d",
              (long long)res->n_tokens, (int)w->n, (long long)n_compared, max_diff, (int)worst_req,
              (int)worst_pos, res->logprob_diff_median, res->logprob_diff_p99,
-             ASSAY_AUDIT_LOGPROB_TOL, (long long)n_top1, (long long)n_positions,
-             (long long)n_diverged, (int)res->n_ties, (int)n_short, (int)n_probs, (int)n_eos);
+             logprob_budget(a), (long long)n_top1, (long long)n_positions,
+             (long long)n_diverged, tie_budget(a), (int)res->n_ties, (int)n_short, (int)n_probs,
+             (int)n_eos);
+    if (res->n_numerics >= 2) {
+        size_t l = strlen(line);
+        snprintf(line + l, sizeof line - l,
+                 "; the reference (same numerics) here: |reference - oracle| max %.3g, "
+                 "median %.2g%s",
+                 res->numerics[1].abs_diff.max, res->numerics[1].abs_diff.median,
+                 n_ref_skipped > 0 ? " (some requests too long for it)" : "");
+    }
+    snprintf(res->summary, sizeof res->summary, "%.*s", (int)sizeof res->summary - 1, line);
     if (n_compared > 0) {
         assay_audit_note(
             a,
             "Top logprobs: the largest difference from the oracle's log-softmax (double "
-            "precision) was %.2g over %lld values (tolerance %g).",
-            max_diff, (long long)n_compared, ASSAY_AUDIT_LOGPROB_TOL);
+            "precision) was %.2g over %lld values (budget %.3g).",
+            max_diff, (long long)n_compared, logprob_budget(a));
     }
     if (n_eos_other > 0 && res->verdict == ASSAY_VERDICT_PASS) {
         assay_audit_note(
@@ -577,6 +649,8 @@ out:
     assay_free(lsm);
     assay_free(sorted);
     assay_divergence_free(num);
+    assay_divergence_free(ref_num);
+    assay_free(ref_lsm);
     return st;
 }
 
@@ -589,6 +663,13 @@ static enum assay_status check_dist(struct assay_audit *a, enum dist_kind kind, 
 {
     struct assay_dist_params dp = assay_dist_default_params();
     dp.order = a->p.order;
+    /* A top-k or top-p boundary the formats can move is a boundary
+     * decision, not a bug: the tie budget in logits, and in mass the most
+     * a probability can move when its logprob moves by the logprob
+     * budget. */
+    const struct assay_audit_budget *bud = budget(a);
+    dp.tol_logit = fmax(dp.tol_logit, bud->gap);
+    dp.tol_top_p = fmax(dp.tol_top_p, fmin(1.0, expm1(bud->logprob)));
     dp.seed = assay_seed_derive(a->p.seed, res->name);
     dp.window = 2 * a->p.slots;
     dp.sampling.seeded = true;
@@ -660,8 +741,9 @@ static enum assay_status check_dist(struct assay_audit *a, enum dist_kind kind, 
             char spec[1500];
             struct assay_diag diag;
             assay_diag_clear(&diag);
-            snprintf(spec, sizeof spec, "bundled:model=%s,order=%s,batch=%d", a->model_path,
-                     a->p.order == ASSAY_SAMPLING_JOINT ? "joint" : "sequential", (int)dp.window);
+            snprintf(spec, sizeof spec, "bundled:model=%s,order=%s,batch=%d,%s", a->model_path,
+                     a->p.order == ASSAY_SAMPLING_JOINT ? "joint" : "sequential", (int)dp.window,
+                     assay_audit_numerics_spec(&a->p));
             if (assay_adapter_open_spec_cached(spec, a->models, &wide, &diag) == ASSAY_OK) {
                 b = &wide;
                 snprintf(res->engine, sizeof res->engine, "%.150s vs %.160s", a->srv_spec, spec);
@@ -674,6 +756,20 @@ static enum assay_status check_dist(struct assay_audit *a, enum dist_kind kind, 
     struct assay_gate_stats gs;
     assay_gate_get_stats(&gate, &gs);
     assay_adapter_close(&gate);
+    if (bud->measured && st == ASSAY_OK) {
+        size_t l = strlen(res->summary);
+        snprintf(res->summary + l, sizeof res->summary - l,
+                 "; the formats' own distance from the oracle (the reference at T 1): TV mean "
+                 "%.3g, max %.3g, against the %.3g this check detects",
+                 bud->tv_mean, bud->tv_max, res->min_tv);
+        if (isfinite(res->min_tv) && bud->tv_mean >= 0.5 * res->min_tv) {
+            assay_audit_note(a,
+                             "Distributional power: %s detects a TV of %.3g, and the formats "
+                             "alone move the distribution by %.3g on average (the reference, "
+                             "T 1): a FAIL there may be the formats, not a bug.",
+                             res->name, res->min_tv, bud->tv_mean);
+        }
+    }
     if (gs.n_continued > 0) {
         size_t l = strlen(res->summary);
         snprintf(res->summary + l, sizeof res->summary - l,
@@ -762,7 +858,7 @@ static enum assay_status check_batch_invariance(struct assay_audit *a,
     snprintf(res->summary, sizeof res->summary,
              "%d greedy requests at concurrency %s (a gate in front of the server): %lld tokens "
              "compared with concurrency 1, %d ties within %g (largest gap %.2g)",
-             (int)w->n, levels_text, (long long)n_tokens, (int)n_ties, ASSAY_EQUIV_TIE_TOL,
+             (int)w->n, levels_text, (long long)n_tokens, (int)n_ties, tie_budget(a),
              max_gap);
     if (n_ties > 0) {
         assay_audit_note(
@@ -1055,7 +1151,7 @@ static enum assay_status check_stream(struct assay_audit *a, const struct assay_
     snprintf(res->summary, sizeof res->summary,
              "%d greedy requests streamed and non-streamed, one at a time: %lld tokens and every "
              "finish reason compared; %d ties within %g",
-             (int)w->n, (long long)n_tokens, (int)n_ties, ASSAY_EQUIV_TIE_TOL);
+             (int)w->n, (long long)n_tokens, (int)n_ties, tie_budget(a));
     assay_transcript_free(t[0]);
     assay_transcript_free(t[1]);
     assay_workload_free(w);

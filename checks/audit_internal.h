@@ -10,6 +10,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "../engine/score.h"
 #include "audit.h"
 #include "equivalence.h"
 
@@ -45,11 +46,31 @@ struct assay_audit {
     bool metrics_read;  /* the baseline was read */
     bool baseline_busy; /* requests were running at the baseline */
     char metrics_status[400];
+    struct assay_audit_budget budget; /* measured by assay_audit_need_budget */
+    bool budget_tried;                /* measured, or failed (budget.why) */
+    struct assay_score *scorer;       /* the reference (engine/score.h), or NULL */
+    int32_t scorer_len;               /* its longest sequence */
 };
 
 /* Add a sentence to the audit's findings (said once, at most MAX_FINDINGS). */
 void assay_audit_note(struct assay_audit *a, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* Measure the numerics budget (audit.h) unless it was: ASSAY_OK with
+ * a->budget filled, else the status, with a->budget.why saying why (the
+ * budgets are then the fixed tolerances, and the caller's check is ERROR). */
+enum assay_status assay_audit_need_budget(struct assay_audit *a);
+
+/* The reference's log-softmax (double, vocab each) at every position of a
+ * prompt + continuation: row i follows prompt and cont[0..i). Scratch out
+ * holds n_cont rows. ASSAY_ERR_INVALID when the sequence is longer than
+ * the reference takes. */
+enum assay_status assay_audit_reference_lsm(struct assay_audit *a, const int32_t *prompt,
+                                            int32_t prompt_len, const int32_t *cont,
+                                            int32_t n_cont, double *out);
+
+/* The log-softmax of a row of logits (out may not alias row). */
+void assay_audit_log_softmax(const double *row, int32_t v, double *out);
 
 /* Read the server's /metrics gauges: the idle state (baseline) or after
  * the run. False with metrics_status set when the page cannot be read. */

@@ -25,6 +25,7 @@ static void usage(FILE *out)
             "usage: assay audit --url URL --model FILE.gguf [--out DIR] [--api completion|v1]\n"
             "                   [--served-model NAME] [--quick] [--seed N] [--check NAME]...\n"
             "                   [--slots N] [--eos ID] [--order sequential|joint]\n"
+            "                   [--kv-type f16|f32] [--flash-attn on|off]\n"
             "                   [--bundled SPEC] [--workload FILE]\n"
             "                   [--slo FILE] [--runs N] [--rate R] [--stall-ms N] [--no-bench]\n"
             "                   [--json] [--list]\n"
@@ -51,8 +52,15 @@ static void usage(FILE *out)
             "                      tokenizer.ggml.eos_token_id; -1: none)\n"
             "  --order ORDER       how the server combines top-k and top-p: sequential\n"
             "                      (llama.cpp, vLLM; default) or joint (SGLang's FlashInfer)\n"
+            "  --kv-type TYPE      the server's KV cache: f16 (llama.cpp's default) or f32\n"
+            "  --flash-attn on|off whether the server runs flash attention (default on:\n"
+            "                      llama.cpp's auto on CPU). With these and the file's types\n"
+            "                      the audit measures its numerics budget: how far the\n"
+            "                      bundled engine computing the same formats lands from the\n"
+            "                      oracle (README \"Numerics budget\")\n"
             "  --bundled SPEC      the bundled engine to compare with (default\n"
-            "                      bundled:model=FILE.gguf,order=ORDER,batch=SLOTS)\n"
+            "                      bundled:model=FILE.gguf,order=ORDER,batch=SLOTS and the\n"
+            "                      server's numerics: act=ggml,kv_type=...,fa=...)\n"
             "  --workload FILE     benchmark workload (default fixtures/" ASSAY_CLI_BENCH_WORKLOAD
             ")\n"
             "  --slo FILE          SLO for goodput (default fixtures/" ASSAY_CLI_BENCH_SLO ")\n"
@@ -77,6 +85,8 @@ struct audit_opts {
     long eos;
     double rate;
     bool quick, no_bench, json, list;
+    enum assay_kv_type kv_type;
+    bool flash_attn;
 };
 
 static int parse(int argc, char **argv, struct audit_opts *o)
@@ -92,6 +102,7 @@ static int parse(int argc, char **argv, struct audit_opts *o)
         {"rate", required_argument, NULL, 'R'},     {"no-bench", no_argument, NULL, 'B'},
         {"json", no_argument, NULL, 'j'},           {"list", no_argument, NULL, 'l'},
         {"stall-ms", required_argument, NULL, 'T'}, {"order", required_argument, NULL, 'O'},
+        {"kv-type", required_argument, NULL, 'K'},  {"flash-attn", required_argument, NULL, 'F'},
         {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
     };
     int c;
@@ -116,6 +127,27 @@ static int parse(int argc, char **argv, struct audit_opts *o)
                 o->api = ASSAY_OPENAI_API_V1;
             } else {
                 fprintf(stderr, "assay audit: --api expects completion or v1, got '%s'\n", optarg);
+                return ASSAY_EXIT_USAGE;
+            }
+            break;
+        case 'K':
+            if (strcmp(optarg, "f16") == 0) {
+                o->kv_type = ASSAY_KV_TYPE_F16;
+            } else if (strcmp(optarg, "f32") == 0) {
+                o->kv_type = ASSAY_KV_TYPE_F32;
+            } else {
+                fprintf(stderr, "assay audit: --kv-type expects f16 or f32, got '%s'\n", optarg);
+                return ASSAY_EXIT_USAGE;
+            }
+            break;
+        case 'F':
+            if (strcmp(optarg, "on") == 0) {
+                o->flash_attn = true;
+            } else if (strcmp(optarg, "off") == 0) {
+                o->flash_attn = false;
+            } else {
+                fprintf(stderr, "assay audit: --flash-attn expects on or off, got '%s'\n",
+                        optarg);
                 return ASSAY_EXIT_USAGE;
             }
             break;
@@ -293,6 +325,8 @@ int assay_cmd_audit(int argc, char **argv)
         .slo = ASSAY_CLI_BENCH_SLO,
         .api = ASSAY_OPENAI_API_COMPLETION,
         .order = ASSAY_SAMPLING_SEQUENTIAL,
+        .kv_type = ASSAY_KV_TYPE_F16,
+        .flash_attn = true,
         .seed = 1,
         .slots = 4,
         .eos = ASSAY_AUDIT_EOS_FROM_MODEL,
@@ -328,6 +362,8 @@ int assay_cmd_audit(int argc, char **argv)
     ap.quick = o.quick;
     ap.eos_token = (int32_t)o.eos;
     ap.slots = (int32_t)o.slots;
+    ap.kv_type = o.kv_type;
+    ap.flash_attn = o.flash_attn;
     ap.stall_ms = (int32_t)o.stall_ms;
     ap.order = o.order;
     ap.program = assay_cli_program();

@@ -23,6 +23,8 @@ enum assay_status assay_report_audit_json(const struct assay_audit *a, cJSON *co
     bool v1 = p->api == ASSAY_OPENAI_API_V1;
     cJSON *o = cJSON_CreateObject();
     cJSON *server = NULL, *model = NULL, *findings = NULL, *metrics = NULL, *gauges = NULL;
+    cJSON *nb = NULL;
+    const struct assay_audit_budget *bud = assay_audit_budget(a);
     bool ok = o != NULL && cJSON_AddStringToObject(o, "format", "assay-audit") != NULL &&
               assay_json_add_num(o, "version", ASSAY_AUDIT_REPORT_VERSION) &&
               (server = cJSON_AddObjectToObject(o, "server")) != NULL &&
@@ -41,8 +43,23 @@ enum assay_status assay_report_audit_json(const struct assay_audit *a, cJSON *co
               cJSON_AddBoolToObject(o, "quick", p->quick) != NULL &&
               assay_json_add_num(o, "seed", (double)p->seed) &&
               assay_json_add_num(o, "eos_token", p->eos_token >= 0 ? (double)p->eos_token : NAN) &&
-              assay_json_add_num(o, "tie_tol", ASSAY_EQUIV_TIE_TOL) &&
-              assay_json_add_num(o, "logprob_tol", ASSAY_AUDIT_LOGPROB_TOL) &&
+              assay_json_add_num(o, "tie_tol", bud->gap) &&
+              assay_json_add_num(o, "logprob_tol", bud->logprob) &&
+              (nb = cJSON_AddObjectToObject(o, "numerics_budget")) != NULL &&
+              cJSON_AddBoolToObject(nb, "measured", bud->measured) != NULL &&
+              cJSON_AddStringToObject(nb, "why_not", bud->why) != NULL &&
+              cJSON_AddStringToObject(nb, "formats", bud->formats) != NULL &&
+              cJSON_AddStringToObject(nb, "kv_type", assay_numerics_kv_name(p->kv_type)) != NULL &&
+              cJSON_AddBoolToObject(nb, "flash_attn", p->flash_attn) != NULL &&
+              assay_json_add_num(nb, "factor", ASSAY_AUDIT_BUDGET_FACTOR) &&
+              assay_json_add_num(nb, "n_positions", (double)bud->n_positions) &&
+              assay_json_add_num(nb, "n_top", (double)bud->n_top) &&
+              assay_json_add_num(nb, "reference_max_abs_diff", bud->ref_max_abs) &&
+              assay_json_add_num(nb, "reference_max_gap_change", bud->ref_max_gap) &&
+              assay_json_add_num(nb, "reference_kld_mean", bud->ref.kld.mean) &&
+              assay_json_add_num(nb, "reference_tv_mean", bud->tv_mean) &&
+              assay_json_add_num(nb, "reference_tv_max", bud->tv_max) &&
+              assay_json_add_num(nb, "seconds", bud->seconds) &&
               cJSON_AddStringToObject(o, "sampling_order",
                                       p->order == ASSAY_SAMPLING_JOINT ? "joint" : "sequential") !=
                   NULL &&
@@ -100,6 +117,8 @@ enum assay_status assay_report_audit_validate(const cJSON *audit, struct assay_d
         {"server.api", S},    {"server.spec", S},   {"model", O},       {"model.path", S},
         {"model.name", S},    {"model.weights_sha256", S}, {"bundled_spec", S},
         {"tie_tol", N | Z},   {"logprob_tol", N | Z}, {"findings", A},  {"metrics", O},
+        {"numerics_budget", O}, {"numerics_budget.measured", B},
+        {"numerics_budget.formats", S}, {"numerics_budget.factor", N},
         {"metrics.status", S}, {"metrics.gauges", A}, {"comparison", O | Z},
     };
     static const struct assay_json_field engine[] = {
@@ -377,6 +396,50 @@ static void numerics_html(struct assay_text *t, const cJSON *au, const cJSON *ch
                       "difference of 0 is left out.");
 }
 
+/* The numerics budget in one paragraph: what the reference computed, what
+ * it measured, the budgets it gives (checks/audit.h). */
+static void budget_sentence(struct assay_text *t, const cJSON *au, bool html)
+{
+    const cJSON *nb = assay_json_path(au, "numerics_budget");
+    if (nb == NULL) {
+        return;
+    }
+    assay_text_puts(t, html ? "<p>Numerics budget: " : "Numerics budget: ");
+    if (!assay_json_bool(au, "numerics_budget.measured")) {
+        const char *why = assay_json_str(au, "numerics_budget.why_not", "");
+        assay_text_puts(t, "not measured");
+        if (why[0] != '\0') {
+            assay_text_puts(t, " (");
+            html ? assay_text_html(t, why) : assay_text_md(t, why);
+            assay_text_puts(t, ")");
+        }
+        assay_text_puts(t, "; the fixed tolerances of exact arithmetic hold.");
+        assay_text_puts(t, html ? "</p>\n" : "\n\n");
+        return;
+    }
+    assay_text_puts(t, "the reference (the bundled engine computing ");
+    const char *formats = assay_json_str(au, "numerics_budget.formats", "");
+    html ? assay_text_html(t, formats) : assay_text_md(t, formats);
+    char n[32], k[32], mx[32], gap[32], kld[32], tv[32], tvm[32];
+    assay_text_num(n, sizeof n, assay_json_num(au, "numerics_budget.n_positions"), 12);
+    assay_text_num(k, sizeof k, assay_json_num(au, "numerics_budget.n_top"), 4);
+    assay_text_num(mx, sizeof mx, assay_json_num(au, "numerics_budget.reference_max_abs_diff"), 3);
+    assay_text_num(gap, sizeof gap,
+                   assay_json_num(au, "numerics_budget.reference_max_gap_change"), 3);
+    assay_text_num(kld, sizeof kld, assay_json_num(au, "numerics_budget.reference_kld_mean"), 3);
+    assay_text_num(tv, sizeof tv, assay_json_num(au, "numerics_budget.reference_tv_mean"), 3);
+    assay_text_num(tvm, sizeof tvm, assay_json_num(au, "numerics_budget.reference_tv_max"), 3);
+    assay_text_printf(
+        t,
+        ") against the oracle over %s positions, the oracle's top %s tokens at each: "
+        "largest |logprob difference| %s, largest change of a logit difference %s, mean "
+        "KLD %s, total variation mean %s (max %s). Budgets: %g x these, at least the "
+        "fixed tolerances.",
+        n, k, mx, gap, kld, tv, tvm,
+        assay_json_num(au, "numerics_budget.factor"));
+    assay_text_puts(t, html ? "</p>\n" : "\n\n");
+}
+
 void assay_report_audit_markdown(struct assay_text *t, const cJSON *r)
 {
     const cJSON *au = cJSON_GetObjectItemCaseSensitive(r, "audit");
@@ -402,8 +465,9 @@ void assay_report_audit_markdown(struct assay_text *t, const cJSON *r)
                       assay_json_num(au, "model.n_params"),
                       assay_json_str(au, "model.weights_sha256", ""));
     assay_text_md(t, assay_json_str(au, "bundled_spec", ""));
-    assay_text_printf(t, "`; tie tolerance %g logits, logprob tolerance %g.\n\n",
+    assay_text_printf(t, "`; tie budget %.3g logits, logprob budget %.3g.\n\n",
                       assay_json_num(au, "tie_tol"), assay_json_num(au, "logprob_tol"));
+    budget_sentence(t, au, false);
     static const char *const verdicts[] = {"PASS", "FAIL", "ERROR", "SKIP"};
     static const char *const titles[] = {"Passed", "Failed", "Could not run",
                                          "Could not be checked"};
@@ -547,8 +611,9 @@ void assay_report_audit_html(struct assay_text *t, const cJSON *r)
     assay_text_puts(t, "</code>), checked against the oracle (the same weights in double "
                        "precision) and against the bundled engine <code>");
     assay_text_html(t, assay_json_str(au, "bundled_spec", ""));
-    assay_text_printf(t, "</code>; tie tolerance %g logits, logprob tolerance %g.</p>\n",
+    assay_text_printf(t, "</code>; tie budget %.3g logits, logprob budget %.3g.</p>\n",
                       assay_json_num(au, "tie_tol"), assay_json_num(au, "logprob_tol"));
+    budget_sentence(t, au, true);
     static const char *const verdicts[] = {"PASS", "FAIL", "ERROR", "SKIP"};
     static const char *const titles[] = {"Passed", "Failed", "Could not run",
                                          "Could not be checked"};

@@ -39,6 +39,7 @@
 #include "bench/null_engine.h"
 #include "bench/versus.h"
 #include "checks/audit.h"
+#include "checks/equivalence.h"
 #include "checks/plan.h"
 #include "core/alloc.h"
 #include "core/workload.h"
@@ -357,6 +358,10 @@ static cJSON *audit_object(void)
         "\"weights_sha256\":\"ab\"},\"bundled_spec\":\"bundled:model=m.gguf\",\"quick\":true,"
         "\"seed\":1,\"eos_token\":257,\"tie_tol\":0.001,\"logprob_tol\":0.001,"
         "\"sampling_order\":\"sequential\",\"findings\":[\"f\"],"
+        "\"numerics_budget\":{\"measured\":true,\"why_not\":\"\",\"formats\":\"weights F32\","
+        "\"factor\":2,\"n_positions\":10,\"n_top\":5,\"reference_max_abs_diff\":0.01,"
+        "\"reference_max_gap_change\":0.02,\"reference_kld_mean\":1e-5,"
+        "\"reference_tv_mean\":0.001,\"reference_tv_max\":0.002},"
         "\"metrics\":{\"status\":\"\",\"gauges\":[{\"name\":\"g\",\"kind\":\"requests\","
         "\"present\":true,\"idle\":0,\"after\":0}]},"
         "\"comparison\":{\"format\":\"assay-versus\",\"version\":1,\"engines\":[{\"name\":\"server\","
@@ -411,14 +416,21 @@ static void test_audit_member(void **state)
 /* ------------------------------------------------------------------ */
 
 /* figures.numerics of a logprobs check is consistent with its
- * figures.logprobs: one "server" series, its values those compared, its
+ * figures.logprobs: a "server" series (and the reference's on the same
+ * positions when the budget was measured), its values those compared, its
  * largest |difference| and top-1 agreement the same, every figure finite
  * and each CDF non-decreasing from its smallest value to its largest. */
 static void assert_numerics_consistent(const cJSON *c)
 {
     const cJSON *arr = assay_json_path(c, "figures.numerics");
     assert_true(cJSON_IsArray(arr));
-    assert_int_equal(cJSON_GetArraySize(arr), 1);
+    assert_true(cJSON_GetArraySize(arr) == 1 || cJSON_GetArraySize(arr) == 2);
+    if (cJSON_GetArraySize(arr) == 2) {
+        const cJSON *ref = cJSON_GetArrayItem(arr, 1);
+        assert_string_equal(assay_json_str(ref, "name", ""), "reference");
+        assert_true(assay_json_num(ref, "n_positions") ==
+                    assay_json_num(cJSON_GetArrayItem(arr, 0), "n_positions"));
+    }
     const cJSON *sv = cJSON_GetArrayItem(arr, 0);
     assert_string_equal(assay_json_str(sv, "name", ""), "server");
     double n_values = assay_json_num(sv, "n_values");
@@ -511,11 +523,48 @@ static void test_numerics_fake_server(void **state)
     assert_non_null(item);
     struct assay_check_result res;
     assert_int_equal(assay_audit_run_check(a, item, &res), ASSAY_OK);
+    /* The numerics budget, measured by the first check that needs it: the
+     * reference computed the audit's default formats (an F16 KV cache,
+     * flash attention) on an F32 file, so it moved the logprobs by more
+     * than exact arithmetic does, and by far less than the fake's own. */
+    const struct assay_audit_budget *bud = assay_audit_budget(a);
+    printf("# budget: %s; %lld positions, reference max |diff| %.3g, gap change %.3g, TV mean "
+           "%.3g; budgets %.3g (logprob), %.3g (tie)\n",
+           bud->formats, (long long)bud->n_positions, bud->ref_max_abs, bud->ref_max_gap,
+           bud->tv_mean, bud->logprob, bud->gap);
+    assert_true(bud->measured);
+    assert_true(bud->n_positions > 100);
+    assert_true(bud->ref_max_abs > 1e-5 && bud->ref_max_abs < 0.1);
+    assert_true(bud->gap >= ASSAY_EQUIV_TIE_TOL && bud->logprob >= ASSAY_AUDIT_LOGPROB_TOL);
+    assert_true(bud->logprob == fmax(ASSAY_AUDIT_LOGPROB_TOL,
+                                     ASSAY_AUDIT_BUDGET_FACTOR * bud->ref_max_abs));
+    assert_non_null(strstr(bud->formats, "KV cache f16"));
+    assay_audit_close(a);
+    /* Told the server computes exactly (f32 KV, no flash attention) on an
+     * F32 file, the reference is exact arithmetic: the budgets are the
+     * fixed tolerances. */
+    p.kv_type = ASSAY_KV_TYPE_F32;
+    p.flash_attn = false;
+    assert_int_equal(assay_audit_open(&p, &a, &diag), ASSAY_OK);
+    struct assay_check_result res_exact;
+    assert_int_equal(assay_audit_run_check(a, item, &res_exact), ASSAY_OK);
+    bud = assay_audit_budget(a);
+    printf("# exact: reference max |diff| %.3g; budgets %.3g, %.3g\n", bud->ref_max_abs,
+           bud->logprob, bud->gap);
+    assert_true(bud->measured);
+    assert_true(bud->ref_max_abs < 1e-4);
+    assert_true(bud->logprob == ASSAY_AUDIT_LOGPROB_TOL && bud->gap == ASSAY_EQUIV_TIE_TOL);
+    assert_non_null(strstr(bud->formats, "KV cache f32"));
     assay_audit_close(a);
     fake_server_stop(fs);
     printf("# %s %s: %.200s\n", res.name, assay_verdict_str(res.verdict), res.failure);
     assert_int_equal(res.verdict, ASSAY_VERDICT_FAIL);
-    assert_int_equal(res.n_numerics, 1);
+    /* The server's series and the reference's on the same positions. */
+    assert_int_equal(res.n_numerics, 2);
+    assert_string_equal(res.numerics[1].name, "reference");
+    assert_int_equal(res.numerics[1].n_positions, res.numerics[0].n_positions);
+    assert_true(res.numerics[1].abs_diff.max < 0.1);
+    assert_true(res.numerics[1].abs_diff.max < res.numerics[0].abs_diff.median);
     const struct assay_divergence_summary *sv = &res.numerics[0];
     printf("# numerics: %lld positions, %lld values; KLD median %.3g max %.3g; |diff| median "
            "%.3g max %.3g; top-1 %.3g\n",
