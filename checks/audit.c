@@ -296,6 +296,25 @@ enum assay_status assay_audit_open(const struct assay_audit_params *p, struct as
     }
     if (st == ASSAY_OK) {
         st = assay_adapter_open_spec_cached(a->bundled_spec, a->models, &a->bundled, diag);
+        if (st == ASSAY_ERR_UNSUPPORTED && a->bundled_default) {
+            /* The engine cannot compute these formats (a fused product
+             * whose parts round differently): it runs exactly, and the
+             * budget's reference will say why it could not. */
+            char numerics[300];
+            assay_diag_format(diag, numerics, sizeof numerics);
+            snprintf(a->bundled_spec, sizeof a->bundled_spec, "bundled:model=%s,order=%s,batch=%d",
+                     a->model_path, p->order == ASSAY_SAMPLING_JOINT ? "joint" : "sequential",
+                     (int)p->slots);
+            assay_diag_clear(diag);
+            st = assay_adapter_open_spec_cached(a->bundled_spec, a->models, &a->bundled, diag);
+            if (st == ASSAY_OK) {
+                assay_audit_note(a,
+                                 "Bundled engine: it cannot compute the server's formats (%s); "
+                                 "it runs in exact arithmetic, so the two-sample test compares "
+                                 "unlike numerics.",
+                                 numerics);
+            }
+        }
     }
     if (st == ASSAY_OK) {
         struct assay_adapter_info info;

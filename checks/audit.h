@@ -15,7 +15,7 @@
  *     audit.equiv.concurrent   the same over workloads as given: requests
  *                              joining a running batch, more than the slots
  *     audit.equiv.logprobs     the server's top logprobs against the oracle's
- *                              log-softmax, within ASSAY_AUDIT_LOGPROB_TOL
+ *                              log-softmax, within the logprob budget (below)
  *   distributional (the oracle's exact distributions, SEQUENTIAL order)
  *     audit.dist.gof.t1        first token at temperature 1: chi-squared
  *     audit.dist.gof.top-k-top-p   first token with top-k and top-p

@@ -688,7 +688,12 @@ static void test_live(void **state)
     (void)state;
     char out[1024], cmd[4096];
     assay_test_scratch("audit-live", out, sizeof out);
-    snprintf(cmd, sizeof cmd, "rm -rf '%s' && '%s' audit --url '%s' --model '%s' --out '%s' --quick",
+    /* The fixture's server computes exactly (ASSAY_LLAMA_SERVER_ARGS: an
+     * f32 KV cache, no flash attention), and the audit is told so: its
+     * budgets are then the fixed tolerances. */
+    snprintf(cmd, sizeof cmd,
+             "rm -rf '%s' && '%s' audit --url '%s' --model '%s' --out '%s' --quick "
+             "--kv-type f32 --flash-attn off",
              out, g_assay, g_url, g_gguf, out);
     int rc = run(cmd);
     cJSON *r = load_report(out);
@@ -716,6 +721,8 @@ static void test_live(void **state)
     const cJSON *lp = find_check(r, "audit.equiv.logprobs");
     assert_numerics_consistent(lp);
     assert_true(assay_json_num(lp, "figures.logprobs.max_diff") <= 1e-3);
+    assert_true(assay_json_num(r, "audit.logprob_tol") == ASSAY_AUDIT_LOGPROB_TOL);
+    assert_true(assay_json_bool(r, "audit.numerics_budget.measured"));
     const cJSON *sv = cJSON_GetArrayItem(assay_json_path(lp, "figures.numerics"), 0);
     assert_true(assay_json_num(sv, "kld.max") < 1e-2);
     /* The distributional checks state their power. */
@@ -769,7 +776,7 @@ static void test_mustfail(void **state)
                                        "audit.dist.gof.t1", "audit.dist.homogeneity"};
     snprintf(cmd, sizeof cmd,
              "rm -rf '%s' && '%s' audit --url '%s' --model '%s' --out '%s' --quick --check %s "
-             "--check %s --check %s --check %s",
+             "--check %s --check %s --check %s --kv-type f32 --flash-attn off",
              out, g_assay, g_url, other, out, seen[0], seen[1], seen[2], seen[3]);
     assert_int_equal(run(cmd), 1);
     cJSON *r = load_report(out);
