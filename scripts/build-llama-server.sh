@@ -22,7 +22,30 @@ set -euo pipefail
 
 version="${ASSAY_LLAMA_PKG:-3.21.1}"
 cache="${ASSAY_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/assay}"
-root="$cache/llama.cpp-node-llama-cpp-$version"
+
+# The configuration. GGML_NATIVE builds for this CPU, except its AMX units:
+# on a CPU with AMX (Intel Sapphire Rapids and later) ggml adds an AMX
+# buffer type that takes Q4_0, Q8_0 and the K-quant weights by default, and
+# this release's AMX matrix kernel crashed the server (SIGSEGV in
+# ggml_backend_amx_mul_mat) on its warm-up decode of every Q4_K_M file. An
+# explicit -mno-amx-* outlasts -march=native, so the build is the one every
+# CPU without AMX gets. The folder's name carries a hash of this list: a
+# build made with other flags is never reused.
+config=(
+    -DCMAKE_BUILD_TYPE=Release
+    -DBUILD_SHARED_LIBS=OFF
+    -DGGML_NATIVE=ON
+    "-DCMAKE_C_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+    "-DCMAKE_CXX_FLAGS=-mno-amx-tile -mno-amx-int8 -mno-amx-bf16"
+    -DLLAMA_OPENSSL=OFF
+    -DLLAMA_BUILD_TESTS=OFF
+    -DLLAMA_BUILD_EXAMPLES=OFF
+    -DLLAMA_BUILD_APP=OFF
+    -DLLAMA_BUILD_UI=OFF
+    -DLLAMA_USE_PREBUILT_UI=OFF
+)
+config_hash="$(printf '%s\n' "${config[@]}" | sha256sum | cut -c1-8)"
+root="$cache/llama.cpp-node-llama-cpp-$version-$config_hash"
 bin="$root/build/bin/llama-server"
 quantize_bin="$root/build/bin/llama-quantize"
 
@@ -93,16 +116,8 @@ fi
 echo "llama-server: building (about 7 minutes on 2 cores the first time)" >&2
 generator=()
 command -v ninja >/dev/null 2>&1 && generator=(-G Ninja)
-cmake -S "$root/src" -B "$root/build" "${generator[@]}" \
-    -DCMAKE_BUILD_TYPE=Release \
-    -DBUILD_SHARED_LIBS=OFF \
-    -DGGML_NATIVE=ON \
-    -DLLAMA_OPENSSL=OFF \
-    -DLLAMA_BUILD_TESTS=OFF \
-    -DLLAMA_BUILD_EXAMPLES=OFF \
-    -DLLAMA_BUILD_APP=OFF \
-    -DLLAMA_BUILD_UI=OFF \
-    -DLLAMA_USE_PREBUILT_UI=OFF >"$root/configure.log" 2>&1 || {
+cmake -S "$root/src" -B "$root/build" "${generator[@]}" "${config[@]}" \
+    >"$root/configure.log" 2>&1 || {
         echo "build-llama-server: cmake configure failed; see $root/configure.log" >&2
         tail -n 20 "$root/configure.log" >&2
         exit 1
