@@ -245,28 +245,51 @@ static void list_checks(void)
     assay_cli_list_checks(plan, n);
 }
 
-/* Run the selected checks of one phase; false when memory ran out. */
+/* The check is one of those the options select. */
+static bool selected(const struct audit_opts *o, const struct assay_plan_item *c)
+{
+    bool want = o->n_checks == 0;
+    for (size_t j = 0; j < o->n_checks; j++) {
+        want = want || strcmp(c->name, o->checks[j]) == 0;
+    }
+    return want;
+}
+
+/* How many checks the options select, in both phases. */
+static size_t n_selected(const struct audit_opts *o)
+{
+    size_t n_plan, n = 0;
+    const struct assay_plan_item *plan = assay_plan_for(ASSAY_COMMAND_AUDIT, &n_plan);
+    for (size_t i = 0; i < n_plan; i++) {
+        n += selected(o, &plan[i]) ? 1 : 0;
+    }
+    return n;
+}
+
+/* Run the selected checks of one phase; false when memory ran out. Each
+ * check is announced with its place among all selected ("[3/14]") and
+ * ends in a line with its verdict, its time and the audit's so far; on a
+ * terminal a ticker shows the running check's elapsed time. */
 static bool run_checks(struct assay_audit *a, const struct audit_opts *o, bool after_bench,
-                       struct assay_check_result *res, size_t *n_res)
+                       int64_t t0_ns, struct assay_check_result *res, size_t *n_res)
 {
     size_t n_plan;
     const struct assay_plan_item *plan = assay_plan_for(ASSAY_COMMAND_AUDIT, &n_plan);
+    size_t total = n_selected(o);
     for (size_t i = 0; i < n_plan; i++) {
-        if (plan[i].after_bench != after_bench) {
+        if (plan[i].after_bench != after_bench || !selected(o, &plan[i])) {
             continue;
         }
-        bool want = o->n_checks == 0;
-        for (size_t j = 0; j < o->n_checks; j++) {
-            want = want || strcmp(plan[i].name, o->checks[j]) == 0;
-        }
-        if (!want) {
-            continue;
-        }
-        fprintf(stderr, "assay audit: %-30s ...\n", plan[i].name);
+        char label[96];
+        snprintf(label, sizeof label, "[%zu/%zu] %s", *n_res + 1, total, plan[i].name);
+        fprintf(stderr, "assay audit: %-38s ...\n", label);
         struct assay_check_result *r = &res[(*n_res)++];
+        struct assay_cli_ticker *tick = assay_cli_ticker_start(label);
         enum assay_status st = assay_audit_run_check(a, &plan[i], r);
-        fprintf(stderr, "assay audit: %-30s %-5s %7.1f s  %s\n", plan[i].name,
+        assay_cli_ticker_stop(tick);
+        fprintf(stderr, "assay audit: %-38s %-5s %7.1f s (%.0f s in all)  %s\n", label,
                 assay_verdict_str(r->verdict), r->seconds,
+                (double)(assay_now_ns() - t0_ns) / 1e9,
                 r->verdict == ASSAY_VERDICT_PASS ? r->summary : r->failure);
         if (st == ASSAY_ERR_NOMEM) {
             return false;
@@ -395,7 +418,8 @@ int assay_cmd_audit(int argc, char **argv)
         return ASSAY_EXIT_USAGE;
     }
     size_t n = 0;
-    bool ok = run_checks(a, &o, false, res, &n);
+    int64_t t0_ns = assay_now_ns();
+    bool ok = run_checks(a, &o, false, t0_ns, res, &n);
     /* The benchmark: the server and the bundled engine, interleaved. */
     struct assay_versus cmp;
     memset(&cmp, 0, sizeof cmp);
@@ -423,7 +447,7 @@ int assay_cmd_audit(int argc, char **argv)
                                   assay_status_str(st));
         }
     }
-    ok = ok && run_checks(a, &o, true, res, &n);
+    ok = ok && run_checks(a, &o, true, t0_ns, res, &n);
     assay_audit_finalize(res, n);
     if (!ok) {
         fprintf(stderr, "assay audit: out of memory during the checks\n");
