@@ -45,8 +45,19 @@
 #   ASSAY_AUDIT_CHECKS_OTHER  on the other formats (default: the same)
 #   ASSAY_AUDIT_PERTURB_MODEL  the model of the perturbed files (llama-hd64)
 #   ASSAY_AUDIT_PERTURB_TYPES  their formats (default: F16 Q4_K_M; none: "")
-#   ASSAY_PERTURB_SCALE, ASSAY_PERTURB_ROPE_BASE  the perturbations' sizes
-#                       for every format (default: per format, as above)
+#   ASSAY_AUDIT_PARTS   which parts run (default: formats rope perturb):
+#                       the audits per format, the RoPE must-fail controls,
+#                       the perturbed files
+#   ASSAY_PERTURB_SCALE, ASSAY_PERTURB_ROPE, ASSAY_PERTURB_REQUANT  the
+#                       perturbations' sizes, a list each (a suffix _TYPE,
+#                       e.g. ASSAY_PERTURB_SCALE_Q4_K_M, for one format;
+#                       default: one per format, as above)
+#   ASSAY_PERTURB_LADDER=1  measure instead of require: a perturbation the
+#                       audit passes is reported as not caught (not a
+#                       failure), and the smallest size caught of each
+#                       format and kind is printed at the end, e.g.
+#                       ASSAY_AUDIT_PARTS=perturb ASSAY_PERTURB_LADDER=1
+#                       ASSAY_PERTURB_SCALE_F16="1.001 1.003 1.01"
 #   ASSAY_AUDIT_OUT     where reports go (default: $ASSAY_BUILD/scratch-audit-models)
 #   ASSAY_LLAMA_THREADS, ASSAY_LLAMA_NP as llama-server-ctl.sh's
 set -euo pipefail
@@ -59,13 +70,27 @@ checks_f32="${ASSAY_AUDIT_CHECKS:-audit.equiv.logprobs audit.equiv.alone audit.p
 checks_other="${ASSAY_AUDIT_CHECKS_OTHER:-$checks_f32}"
 perturb_model="${ASSAY_AUDIT_PERTURB_MODEL:-llama-hd64}"
 perturb_types="${ASSAY_AUDIT_PERTURB_TYPES-F16 Q4_K_M}"
-# perturb_size KIND TYPE: the scale factor or the RoPE base used on TYPE.
+parts="${ASSAY_AUDIT_PARTS:-formats rope perturb}"
+ladder="${ASSAY_PERTURB_LADDER:-0}"
+# perturb_size KIND TYPE: the sizes of perturbation KIND tried on TYPE, in
+# order (scale factors, RoPE bases, lower types of output.weight): from
+# ASSAY_PERTURB_<KIND>_<TYPE>, else ASSAY_PERTURB_<KIND>, else one default
+# that leaves the verdict a margin.
 perturb_size() {
-    case "$1" in
-    scale) [ "$2" = F16 ] && echo "${ASSAY_PERTURB_SCALE:-1.01}" || echo "${ASSAY_PERTURB_SCALE:-1.1}" ;;
-    rope) [ "$2" = F16 ] && echo "${ASSAY_PERTURB_ROPE_BASE:-10100}" || echo "${ASSAY_PERTURB_ROPE_BASE:-15000}" ;;
+    local var="ASSAY_PERTURB_${1^^}" default
+    case "$1:$2" in
+    scale:F16) default=1.01 ;;
+    scale:*) default=1.1 ;;
+    rope:F16) default=10100 ;;
+    rope:*) default=15000 ;;
+    requant:F16) default=Q8_0 ;;
+    requant:*) default=Q4_0 ;;
     esac
+    local typed="${var}_$2"
+    echo "${!typed:-${!var:-$default}}"
 }
+# has_part PART: PART is in ASSAY_AUDIT_PARTS.
+has_part() { case " $parts " in *" $1 "*) return 0 ;; esac; return 1; }
 reports="${ASSAY_AUDIT_OUT:-$build/scratch-audit-models}"
 assay="$build/assay"
 export ASSAY_OWNER_PID=$$
@@ -86,7 +111,13 @@ quantized=""
 for type in $types; do
     [ "$type" = F32 ] || quantized="$quantized $type"
 done
-ASSAY_MODEL_NAMES="$models" ASSAY_MODEL_TYPES="${quantized# }" \
+make_names="$models" make_types="${quantized# }"
+if has_part perturb && [ -n "$perturb_types" ]; then
+    make_names="$make_names $perturb_model"
+    make_types="$make_types $perturb_types"
+fi
+ASSAY_MODEL_NAMES="$(echo "$make_names" | tr ' ' '\n' | sort -u | xargs)" \
+    ASSAY_MODEL_TYPES="$(echo "$make_types" | tr ' ' '\n' | sort -u | xargs)" \
     "$here/make-test-models.sh" "$out" >&2
 manifest="$out/manifest.tsv"
 
@@ -127,184 +158,223 @@ audit() {
     echo "$rc"
 }
 
-# The figures of a report's logprob check, tab-separated:
-# verdict n max median p99 top1.
+# The figures of a report's logprob check, tab-separated: verdict n max
+# median p99 top1 (|server - oracle| over the top logprobs), the server's
+# per-position KLD mean p99 max, the logprob budget, the tie budget and the
+# reference's largest |difference| (0 when no reference was measured).
 logprob_figures() {
-    jq -r '.checks[] | select(.name == "audit.equiv.logprobs") |
+    jq -r '.audit as $a | .checks[] | select(.name == "audit.equiv.logprobs") |
+        (.figures.numerics // [] | map(select(.name == "server")) | .[0].kld // {}) as $k |
         [.verdict, (.figures.logprobs.n // "none"), (.figures.logprobs.max_diff // "none"),
          (.figures.logprobs.median_diff // "none"), (.figures.logprobs.p99_diff // "none"),
-         (.figures.logprobs.top1_agreement // "none")] | @tsv' "$1/report.json"
+         (.figures.logprobs.top1_agreement // "none"), ($k.mean // "none"), ($k.p99 // "none"),
+         ($k.max // "none"), ($a.logprob_tol // "none"), ($a.tie_tol // "none"),
+         (if $a.numerics_budget.measured then $a.numerics_budget.reference_max_abs_diff
+          else 0 end)] | @tsv' "$1/report.json"
 }
 
-echo "verdicts: one letter per check (P pass, F fail, S skip, E error), in the order:" \
-    "$checks_f32 on F32, $checks_other on the others"
-printf '%-11s %-7s %-4s %-8s %6s %9s %9s %9s %6s %6s\n' model format exit verdicts \
-    values max median p99 top-1 secs
-for name in $models; do
-    for type in $types; do
-        file="$(manifest_file "$name" "$type")"
-        [ -n "$file" ] || {
-            fail "$name $type: not in $manifest"
-            continue
-        }
-        dir="$reports/$name-$type"
-        checks="$checks_other"
-        config=default
-        if [ "$type" = F32 ]; then
-            checks="$checks_f32"
-            config=exact
-        fi
-        check_args=()
-        for c in $checks; do
-            check_args+=(--check "$c")
+if has_part formats; then
+    echo "verdicts: one letter per check (P pass, F fail, S skip, E error), in the order:" \
+        "$checks_f32 on F32, $checks_other on the others"
+    echo "max, median, p99: |server - oracle| over the top logprobs; kld: the server's" \
+        "per-position KLD; budget: logprob and tie budgets; ref: the reference's largest |difference|"
+    printf '%-11s %-7s %-4s %-8s %6s %9s %9s %9s %6s %9s %9s %9s %9s %9s %9s %6s\n' model \
+        format exit verdicts values max median p99 top-1 kld-mean kld-p99 kld-max \
+        budget-lp budget-tie ref secs
+    for name in $models; do
+        for type in $types; do
+            file="$(manifest_file "$name" "$type")"
+            [ -n "$file" ] || {
+                fail "$name $type: not in $manifest"
+                continue
+            }
+            dir="$reports/$name-$type"
+            checks="$checks_other"
+            config=default
+            if [ "$type" = F32 ]; then
+                checks="$checks_f32"
+                config=exact
+            fi
+            check_args=()
+            for c in $checks; do
+                check_args+=(--check "$c")
+            done
+            start=$(date +%s)
+            rc="$(audit "$config" "$file" "$file" "$dir" "${check_args[@]}")"
+            secs=$(($(date +%s) - start))
+            if [ "$rc" != 0 ] && [ "$rc" != 1 ]; then
+                fail "$name $type: assay audit exited $rc (see $dir.log)"
+                tail -n 5 "$dir.log" | sed 's/^/    /'
+                continue
+            fi
+            verdicts=""
+            for c in $checks; do
+                v="$(jq -r --arg c "$c" '.checks[] | select(.name == $c) | .verdict[0:1]' \
+                    "$dir/report.json")"
+                verdicts="$verdicts${v:-?}"
+            done
+            IFS=$'\t' read -r _ n max median p99 top1 kmean kp99 kmax blp btie ref \
+                <<<"$(logprob_figures "$dir")" || true
+            printf '%-11s %-7s %-4s %-8s %6s %9.3g %9.3g %9.3g %6.3f %9.3g %9.3g %9.3g %9.3g %9.3g %9.3g %6s\n' \
+                "$name" "$type" "$rc" "$verdicts" "$n" "$max" "$median" "$p99" "$top1" "$kmean" \
+                "$kp99" "$kmax" "$blp" "$btie" "$ref" "$secs" 2>/dev/null ||
+                echo "$name $type $rc $verdicts $n $max $median $p99 $top1 $kmean $kp99 $kmax" \
+                    "$blp $btie $ref $secs"
+            want_arch="${name%%-*}"
+            arch="$(jq -r '.audit.model.arch' "$dir/report.json")"
+            [ "$arch" = "$want_arch" ] || fail "$name $type: the report says architecture '$arch'"
+            tensor_types="$(jq -r '.audit.model.tensor_types' "$dir/report.json")"
+            want_type="${type%%_[SML]}" # Q4_K_M holds Q4_K (and Q6_K) tensors
+            case "+$tensor_types+" in
+            *"+$want_type+"*) ;;
+            *) fail "$name $type: the report says tensor types '$tensor_types'" ;;
+            esac
+            [ "$n" != none ] && [ "$n" -gt 0 ] 2>/dev/null ||
+                fail "$name $type: the logprob check measured nothing (n '$n')"
+            if [ "$rc" != 0 ]; then
+                fail "$name $type ($config configuration): a check did not pass (exit $rc)"
+                jq -r '.checks[] | select(.verdict != "PASS") | "    \(.name): \(.failure)"' \
+                    "$dir/report.json"
+            fi
         done
-        start=$(date +%s)
-        rc="$(audit "$config" "$file" "$file" "$dir" "${check_args[@]}")"
-        secs=$(($(date +%s) - start))
-        if [ "$rc" != 0 ] && [ "$rc" != 1 ]; then
-            fail "$name $type: assay audit exited $rc (see $dir.log)"
-            tail -n 5 "$dir.log" | sed 's/^/    /'
-            continue
-        fi
-        verdicts=""
-        for c in $checks; do
-            v="$(jq -r --arg c "$c" '.checks[] | select(.name == $c) | .verdict[0:1]' \
-                "$dir/report.json")"
-            verdicts="$verdicts${v:-?}"
-        done
-        IFS=$'\t' read -r _ n max median p99 top1 <<<"$(logprob_figures "$dir")" || true
-        printf '%-11s %-7s %-4s %-8s %6s %9.3g %9.3g %9.3g %6.3f %6s\n' "$name" "$type" "$rc" \
-            "$verdicts" "$n" "$max" "$median" "$p99" "$top1" "$secs" 2>/dev/null ||
-            echo "$name $type $rc $verdicts $n $max $median $p99 $top1 $secs"
-        want_arch="${name%%-*}"
-        arch="$(jq -r '.audit.model.arch' "$dir/report.json")"
-        [ "$arch" = "$want_arch" ] || fail "$name $type: the report says architecture '$arch'"
-        tensor_types="$(jq -r '.audit.model.tensor_types' "$dir/report.json")"
-        want_type="${type%%_[SML]}" # Q4_K_M holds Q4_K (and Q6_K) tensors
-        case "+$tensor_types+" in
-        *"+$want_type+"*) ;;
-        *) fail "$name $type: the report says tensor types '$tensor_types'" ;;
-        esac
-        [ "$n" != none ] && [ "$n" -gt 0 ] 2>/dev/null ||
-            fail "$name $type: the logprob check measured nothing (n '$n')"
-        if [ "$rc" != 0 ]; then
-            fail "$name $type ($config configuration): a check did not pass (exit $rc)"
-            jq -r '.checks[] | select(.verdict != "PASS") | "    \(.name): \(.failure)"' \
-                "$dir/report.json"
-        fi
     done
-done
+fi
 
-# Must-fail controls: the server serves the F32 file; the oracle is given
-# the same weights with another RoPE.
 shape_of() { "$here/make-test-models.sh" --shape "$1"; }
-for name in $models; do
-    file="$(manifest_file "$name" F32)"
-    [ -n "$file" ] || continue
-    shape="$(shape_of "$name")"
-    case "$name" in
-    qwen2-*)
-        what="qwen2's pair layout read as llama's"
-        perturbed="${shape/arch=qwen2/arch=llama}"
-        ;;
-    *)
-        what="RoPE base 10000 read as 11000"
-        perturbed="$shape,rope_theta=11000"
-        ;;
-    esac
-    other="$state/perturbed.gguf"
-    "$build/suites/export_gguf" "$other" --shape "$perturbed" --seed "${ASSAY_MODEL_SEED:-1}" \
-        >/dev/null || die "export_gguf could not write the perturbed $name"
-    dir="$reports/$name-mustfail"
-    rc="$(audit exact "$file" "$other" "$dir" --check audit.equiv.logprobs)"
-    rm -f "$other"
-    lp="$(logprob_figures "$dir" 2>/dev/null | cut -f1,3)" || lp=""
-    echo "must-fail $name ($what): exit $rc, logprobs ${lp:-no report}"
-    [ "$rc" = 1 ] && [ "${lp%%$'\t'*}" = FAIL ] ||
-        fail "must-fail $name ($what): the audit did not fail (exit $rc)"
-done
 
-# RoPE scaling (llama 3.1's frequency divisors and a linear factor): a
-# small llama model with both, audited in F32 - it must pass - and with the
-# oracle given the same weights without the divisors, then without the
-# factor - each must fail.
-small="d_model=256,layers=2,heads=4,kv_heads=2,d_ff=512,vocab=32000,ctx=2048"
-scaled="$state/rope-scaled.gguf"
-"$build/suites/export_gguf" "$scaled" --shape "$small,rope_freqs=1,rope_scale=2" --seed 1 \
-    >/dev/null || die "export_gguf could not write the RoPE-scaled model"
-dir="$reports/rope-scaled"
-rc="$(audit exact "$scaled" "$scaled" "$dir" --check audit.equiv.logprobs --check audit.equiv.alone)"
-lp="$(logprob_figures "$dir" 2>/dev/null | cut -f1,3)" || lp=""
-echo "rope-scaled (rope_freqs, linear factor 2), F32: exit $rc, logprobs ${lp:-no report}"
-[ "$rc" = 0 ] || fail "rope-scaled F32: a check did not pass (exit $rc)"
-for variant in "rope_scale=2:without the frequency divisors" "rope_freqs=1:without the linear factor"; do
-    other="$state/rope-other.gguf"
-    "$build/suites/export_gguf" "$other" --shape "$small,${variant%%:*}" --seed 1 >/dev/null ||
-        die "export_gguf could not write a RoPE variant"
-    dir="$reports/rope-scaled-mustfail-${variant%%=*}"
-    rc="$(audit exact "$scaled" "$other" "$dir" --check audit.equiv.logprobs)"
+if has_part rope; then
+    # Must-fail controls: the server serves the F32 file; the oracle is given
+    # the same weights with another RoPE.
+    for name in $models; do
+        file="$(manifest_file "$name" F32)"
+        [ -n "$file" ] || continue
+        shape="$(shape_of "$name")"
+        case "$name" in
+        qwen2-*)
+            what="qwen2's pair layout read as llama's"
+            perturbed="${shape/arch=qwen2/arch=llama}"
+            ;;
+        *)
+            what="RoPE base 10000 read as 11000"
+            perturbed="$shape,rope_theta=11000"
+            ;;
+        esac
+        other="$state/perturbed.gguf"
+        "$build/suites/export_gguf" "$other" --shape "$perturbed" --seed "${ASSAY_MODEL_SEED:-1}" \
+            >/dev/null || die "export_gguf could not write the perturbed $name"
+        dir="$reports/$name-mustfail"
+        rc="$(audit exact "$file" "$other" "$dir" --check audit.equiv.logprobs)"
+        rm -f "$other"
+        lp="$(logprob_figures "$dir" 2>/dev/null | cut -f1,3)" || lp=""
+        echo "must-fail $name ($what): exit $rc, logprobs ${lp:-no report}"
+        [ "$rc" = 1 ] && [ "${lp%%$'\t'*}" = FAIL ] ||
+            fail "must-fail $name ($what): the audit did not fail (exit $rc)"
+    done
+
+    # RoPE scaling (llama 3.1's frequency divisors and a linear factor): a
+    # small llama model with both, audited in F32 - it must pass - and with the
+    # oracle given the same weights without the divisors, then without the
+    # factor - each must fail.
+    small="d_model=256,layers=2,heads=4,kv_heads=2,d_ff=512,vocab=32000,ctx=2048"
+    scaled="$state/rope-scaled.gguf"
+    "$build/suites/export_gguf" "$scaled" --shape "$small,rope_freqs=1,rope_scale=2" --seed 1 \
+        >/dev/null || die "export_gguf could not write the RoPE-scaled model"
+    dir="$reports/rope-scaled"
+    rc="$(audit exact "$scaled" "$scaled" "$dir" --check audit.equiv.logprobs --check audit.equiv.alone)"
     lp="$(logprob_figures "$dir" 2>/dev/null | cut -f1,3)" || lp=""
-    echo "must-fail rope-scaled (the oracle ${variant#*:}): exit $rc, logprobs ${lp:-no report}"
-    [ "$rc" = 1 ] && [ "${lp%%$'\t'*}" = FAIL ] ||
-        fail "must-fail rope-scaled (${variant#*:}): the audit did not fail (exit $rc)"
-done
-rm -f "$scaled" "$state/rope-other.gguf"
+    echo "rope-scaled (rope_freqs, linear factor 2), F32: exit $rc, logprobs ${lp:-no report}"
+    [ "$rc" = 0 ] || fail "rope-scaled F32: a check did not pass (exit $rc)"
+    for variant in "rope_scale=2:without the frequency divisors" "rope_freqs=1:without the linear factor"; do
+        other="$state/rope-other.gguf"
+        "$build/suites/export_gguf" "$other" --shape "$small,${variant%%:*}" --seed 1 >/dev/null ||
+            die "export_gguf could not write a RoPE variant"
+        dir="$reports/rope-scaled-mustfail-${variant%%=*}"
+        rc="$(audit exact "$scaled" "$other" "$dir" --check audit.equiv.logprobs)"
+        lp="$(logprob_figures "$dir" 2>/dev/null | cut -f1,3)" || lp=""
+        echo "must-fail rope-scaled (the oracle ${variant#*:}): exit $rc, logprobs ${lp:-no report}"
+        [ "$rc" = 1 ] && [ "${lp%%$'\t'*}" = FAIL ] ||
+            fail "must-fail rope-scaled (${variant#*:}): the audit did not fail (exit $rc)"
+    done
+    rm -f "$scaled" "$state/rope-other.gguf"
+fi
 
 # Perturbed files in default configuration: the server serves a file that
 # differs from --model by little; the audit, within the budget of the
-# format's numerics, must fail.
-if [ -n "$perturb_types" ]; then
+# format's numerics, must fail - or, with ASSAY_PERTURB_LADDER=1, is told
+# every size of a ladder and reports which it catches.
+# perturbed_file KIND TYPE SIZE OUT: writes to OUT the perturb model's TYPE
+# file with the perturbation KIND of SIZE; prints what it did in words.
+perturbed_file() {
+    local kind="$1" type="$2" size="$3" dest="$4" qargs=()
+    case "$kind" in
+    scale)
+        "$build/suites/export_gguf" "$state/scaled-F32.gguf" --shape "$perturb_shape" \
+            --seed "${ASSAY_MODEL_SEED:-1}" --scale-layer "5:$size" --measure 0 \
+            >/dev/null || return 1
+        qargs=("$state/scaled-F32.gguf" "$dest.tmp" "$type")
+        echo "layer 5's matrices scaled by $size"
+        ;;
+    rope)
+        qargs=(--override-kv "$perturb_arch.rope.freq_base=float:$size" "$perturb_f32" "$dest.tmp"
+            "$type")
+        echo "RoPE base 10000 written as $size"
+        ;;
+    requant)
+        qargs=(--output-tensor-type "${size,,}" "$perturb_f32" "$dest.tmp" "$type")
+        echo "output.weight re-quantized to $size"
+        ;;
+    esac
+    "$quantize" "${qargs[@]}" 2 >"$state/quantize.log" 2>&1 || {
+        tail -n 5 "$state/quantize.log" >&2
+        rm -f "$state/scaled-F32.gguf" "$dest.tmp"
+        return 1
+    }
+    rm -f "$state/scaled-F32.gguf"
+    mv "$dest.tmp" "$dest"
+}
+
+if has_part perturb && [ -n "$perturb_types" ]; then
     quantize="$("$here/build-llama-server.sh" --quantize | tail -n 1)"
-    f32="$(manifest_file "$perturb_model" F32)"
-    [ -n "$f32" ] || die "no F32 file of $perturb_model in $manifest"
-    shape="$(shape_of "$perturb_model")"
-    arch="${perturb_model%%-*}"
+    perturb_f32="$(manifest_file "$perturb_model" F32)"
+    [ -n "$perturb_f32" ] || die "no F32 file of $perturb_model in $manifest"
+    perturb_shape="$(shape_of "$perturb_model")"
+    perturb_arch="${perturb_model%%-*}"
+    ladder_summary=""
     for type in $perturb_types; do
         file="$(manifest_file "$perturb_model" "$type")"
         [ -n "$file" ] || {
             fail "perturbed $type: no $perturb_model $type file in $manifest"
             continue
         }
-        lower=Q4_0
-        [ "$type" = F16 ] && lower=Q8_0
         for kind in scale rope requant; do
-            other="$state/perturbed-$kind-$type.gguf"
-            case "$kind" in
-            scale)
-                factor="$(perturb_size scale "$type")"
-                what="layer 5's matrices scaled by $factor"
-                scaled_f32="$state/scaled-F32.gguf"
-                "$build/suites/export_gguf" "$scaled_f32" --shape "$shape" \
-                    --seed "${ASSAY_MODEL_SEED:-1}" --scale-layer "5:$factor" --measure 0 \
-                    >/dev/null || die "export_gguf could not write the scaled $perturb_model"
-                qargs=("$scaled_f32" "$other.tmp" "$type")
-                ;;
-            rope)
-                base="$(perturb_size rope "$type")"
-                what="RoPE base 10000 written as $base"
-                qargs=(--override-kv "$arch.rope.freq_base=float:$base" "$f32" "$other.tmp" "$type")
-                ;;
-            requant)
-                what="output.weight re-quantized to $lower"
-                qargs=(--output-tensor-type "${lower,,}" "$f32" "$other.tmp" "$type")
-                ;;
-            esac
-            "$quantize" "${qargs[@]}" 2 >"$state/quantize.log" 2>&1 || {
-                tail -n 5 "$state/quantize.log" >&2
-                fail "perturbed $type $kind: llama-quantize failed"
-                continue
-            }
-            mv "$other.tmp" "$other"
-            rm -f "$state/scaled-F32.gguf"
-            dir="$reports/$perturb_model-$type-mustfail-$kind"
-            rc="$(audit default "$other" "$file" "$dir" --check audit.equiv.logprobs)"
-            rm -f "$other"
-            lp="$(logprob_figures "$dir" 2>/dev/null | cut -f1,3)" || lp=""
-            echo "must-fail $perturb_model $type ($what), default configuration: exit $rc, logprobs ${lp:-no report}"
-            [ "$rc" = 1 ] && [ "${lp%%$'\t'*}" = FAIL ] ||
-                fail "must-fail $perturb_model $type ($what): the audit did not fail (exit $rc)"
+            caught="" missed=""
+            for size in $(perturb_size "$kind" "$type"); do
+                other="$state/perturbed-$kind-$type.gguf"
+                what="$(perturbed_file "$kind" "$type" "$size" "$other")" || {
+                    fail "perturbed $type $kind $size: the file could not be made"
+                    continue
+                }
+                dir="$reports/$perturb_model-$type-mustfail-$kind-$size"
+                rc="$(audit default "$other" "$file" "$dir" --check audit.equiv.logprobs)"
+                rm -f "$other"
+                lp="$(logprob_figures "$dir" 2>/dev/null | cut -f1,3)" || lp=""
+                budget="$(jq -r '.audit.logprob_tol // "none"' "$dir/report.json" 2>/dev/null)" ||
+                    budget=none
+                echo "must-fail $perturb_model $type ($what), default configuration:" \
+                    "exit $rc, logprobs ${lp:-no report} (budget $budget)"
+                if [ "$rc" = 1 ] && [ "${lp%%$'\t'*}" = FAIL ]; then
+                    [ -n "$caught" ] || caught="$size"
+                elif [ "$ladder" = 1 ] && [ "$rc" = 0 ]; then
+                    missed="$missed $size"
+                else
+                    fail "must-fail $perturb_model $type ($what): the audit did not fail (exit $rc)"
+                fi
+            done
+            ladder_summary="$ladder_summary$type $kind: smallest caught ${caught:-none}"
+            ladder_summary="$ladder_summary; not caught:${missed:- none}"$'\n'
         done
     done
+    [ "$ladder" = 1 ] && printf 'perturbation ladder (%s):\n%s' "$perturb_model" "$ladder_summary"
 fi
 
 if [ "$failures" -gt 0 ]; then
