@@ -596,9 +596,14 @@ enum assay_status assay_dist_gof(const struct assay_adapter *a, const struct ass
     if (st != ASSAY_OK) {
         snprintf(why, sizeof why,
                  "no prompt among %d candidates keeps every top-k/top-p boundary beyond the "
-                 "tolerances (top-p %.0e, top-k %.0e)",
+                 "tolerances (top-p %.2g, top-k %.2g logits)",
                  (int)p->prompt_tries, p->tol_top_p, p->tol_logit);
-        set_error(res, st, why);
+        if (st == ASSAY_ERR_INVALID && p->no_prompt_skip != NULL) {
+            assay_check_skip(res, "%s: %s", why, p->no_prompt_skip);
+            st = ASSAY_OK;
+        } else {
+            set_error(res, st, why);
+        }
         goto out;
     }
     st = assay_gof_bins_make(prob, (int32_t)k, (double)p->n, 5.0, &bins);

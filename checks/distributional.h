@@ -98,6 +98,10 @@ struct assay_dist_params {
     double tol_top_p;     /* see ASSAY_DIST_TOL_TOP_P */
     double tol_logit;     /* see ASSAY_DIST_TOL_LOGIT */
     int32_t prompt_tries; /* gof: candidate prompts tried for comfortable margins */
+    const char *no_prompt_skip; /* gof: NULL: no candidate with comfortable margins
+                             is an ERROR; else it is a SKIP and this says why the
+                             tolerances are what they are (a stated budget that
+                             can leave no boundary safe); borrowed for the call */
     uint64_t seed;        /* everything random in the check derives from it */
     uint64_t prompt_seed; /* the prompts' seed; 0: derived from seed */
 };

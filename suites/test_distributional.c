@@ -264,6 +264,43 @@ static void test_gof_lost_token_is_hard_failure(void **state)
     fake_close(&f);
 }
 
+/* Tolerances no boundary can be kept from (a budget of a whole nat): no
+ * prompt qualifies. Without a stated reason that is an ERROR; with one
+ * (the audit's numerics budget) a SKIP naming the tolerances and the
+ * reason, and no sample is drawn. */
+static void test_gof_no_safe_prompt(void **state)
+{
+    (void)state;
+    struct fake f;
+    struct assay_adapter a;
+    fake_open(&f, &a, FAKE_EXACT, 0, 12);
+    struct assay_dist_params p = small_params();
+    p.tol_top_p = 1.0;
+    p.tol_logit = 3.0;
+    p.prompt_tries = 4;
+    struct assay_check_result r;
+    assay_check_result_init(&r, "fake", ASSAY_FAMILY_DISTRIBUTIONAL);
+    assert_int_not_equal(assay_dist_gof(&a, g_mini, &p, &r), ASSAY_OK);
+    assert_int_equal(r.verdict, ASSAY_VERDICT_ERROR);
+    assert_non_null(strstr(r.failure, "no prompt among 4 candidates"));
+    p.no_prompt_skip = "a stated budget";
+    assay_check_result_init(&r, "fake", ASSAY_FAMILY_DISTRIBUTIONAL);
+    assert_int_equal(assay_dist_gof(&a, g_mini, &p, &r), ASSAY_OK);
+    assert_int_equal(r.verdict, ASSAY_VERDICT_SKIP);
+    assert_non_null(strstr(r.failure, "no prompt among 4 candidates"));
+    assert_non_null(strstr(r.failure, "top-p 1, top-k 3 logits"));
+    assert_non_null(strstr(r.failure, "a stated budget"));
+    assert_int_equal(r.n, 0);
+    /* The same parameters with the library's tolerances find a prompt. */
+    p.tol_top_p = ASSAY_DIST_TOL_TOP_P;
+    p.tol_logit = ASSAY_DIST_TOL_LOGIT;
+    p.prompt_tries = 64;
+    assay_check_result_init(&r, "fake", ASSAY_FAMILY_DISTRIBUTIONAL);
+    assert_int_equal(assay_dist_gof(&a, g_mini, &p, &r), ASSAY_OK);
+    assert_int_equal(r.verdict, ASSAY_VERDICT_PASS);
+    fake_close(&f);
+}
+
 static void test_homogeneity_of_fakes(void **state)
 {
     (void)state;
@@ -365,6 +402,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_gof_fails_biased_sampler),
         cmocka_unit_test(test_gof_impossible_token_is_hard_failure),
         cmocka_unit_test(test_gof_lost_token_is_hard_failure),
+        cmocka_unit_test(test_gof_no_safe_prompt),
         cmocka_unit_test(test_homogeneity_of_fakes),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
