@@ -599,23 +599,32 @@ static enum assay_status check_logprobs(struct assay_audit *a, const struct assa
         assay_divergence_summarise(ref_num, "reference", &res->numerics[1]);
         res->n_numerics = 2;
     }
+    /* One line of at most sizeof res->summary: the figures first, the
+     * clauses that are usually zero only when they are not. */
     char line[1024];
     snprintf(line, sizeof line,
              "%lld tokens, %d greedy requests; %lld top logprobs, |server - oracle| max %.3g "
              "(request %d, position %d), median %.2g, p99 %.2g, budget %.3g; top-1 %lld/%lld "
-             "(%lld beyond the tie budget %.3g, %d ties); %d short of %d; EOS argmax %d",
+             "(%lld beyond the tie budget %.3g, %d ties)",
              (long long)res->n_tokens, (int)w->n, (long long)n_compared, max_diff, (int)worst_req,
              (int)worst_pos, res->logprob_diff_median, res->logprob_diff_p99,
              logprob_budget(a), (long long)n_top1, (long long)n_positions,
-             (long long)n_diverged, tie_budget(a), (int)res->n_ties, (int)n_short, (int)n_probs,
-             (int)n_eos);
+             (long long)n_diverged, tie_budget(a), (int)res->n_ties);
+    size_t l = strlen(line);
     if (res->n_numerics >= 2) {
-        size_t l = strlen(line);
         snprintf(line + l, sizeof line - l,
-                 "; the reference (same numerics) here: |reference - oracle| max %.3g, "
-                 "median %.2g, |server - reference| max %.3g%s",
-                 res->numerics[1].abs_diff.max, res->numerics[1].abs_diff.median, max_srv_ref,
-                 n_ref_skipped > 0 ? " (some requests too long for it)" : "");
+                 "; the reference (same numerics): |reference - oracle| max %.3g, "
+                 "|server - reference| max %.3g%s",
+                 res->numerics[1].abs_diff.max, max_srv_ref,
+                 n_ref_skipped > 0 ? " (not all requests)" : "");
+        l = strlen(line);
+    }
+    if (n_short > 0) {
+        snprintf(line + l, sizeof line - l, "; %d short of %d", (int)n_short, (int)n_probs);
+        l = strlen(line);
+    }
+    if (n_eos > 0) {
+        snprintf(line + l, sizeof line - l, "; EOS argmax %d", (int)n_eos);
     }
     snprintf(res->summary, sizeof res->summary, "%.*s", (int)sizeof res->summary - 1, line);
     if (n_compared > 0) {
