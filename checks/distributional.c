@@ -733,16 +733,50 @@ static int32_t logit_rank(const double *row, int32_t v, int32_t x)
     return r;
 }
 
-/* Whether a token of oracle probability 0 at this position is the first past
- * a top-k/top-p cut that fp32 rounding could move (boundary_safe). */
+/*
+ * Whether a token of oracle probability 0 at this position lies past a
+ * top-k/top-p cut that the tolerances could move (boundary_safe) and within
+ * the reach of that move: the first token past the cut, or any token the
+ * cuts keep once loosened by the tolerances - top-k to every token whose
+ * logit is within tol_logit of the k-th, top-p raised by tol_top_p. With
+ * fp32 rounding's tolerances that is the first token past the cut; with a
+ * numerics budget (the audit's) a cut can move by several tokens. A cut
+ * that the tolerances cannot move keeps its hard rule.
+ */
 static bool at_boundary(const struct assay_dist_params *p, const struct assay_oracle_dist_info *inf,
                         const double *row, int32_t v, int32_t x, double *scratch)
 {
     bool safe = true;
-    if (boundary_safe(row, v, p, inf, scratch, &safe) != ASSAY_OK) {
+    if (boundary_safe(row, v, p, inf, scratch, &safe) != ASSAY_OK || safe) {
         return false;
     }
-    return !safe && logit_rank(row, v, x) == inf->n_kept;
+    int32_t rank = logit_rank(row, v, x);
+    if (rank == inf->n_kept) {
+        return true;
+    }
+    struct assay_sampling loose = p->sampling;
+    struct assay_oracle_dist_info mi;
+    if (loose.top_k > 0 && loose.top_k < v) {
+        loose.top_p = 1.0f;
+        if (assay_oracle_distribution(row, v, &loose, p->order, scratch, &mi) != ASSAY_OK) {
+            return false;
+        }
+        double kth = INFINITY;
+        for (int32_t y = 0; y < v; y++) {
+            kth = scratch[y] > 0.0 && row[y] < kth ? row[y] : kth;
+        }
+        int32_t k = 0;
+        for (int32_t y = 0; y < v; y++) {
+            k += row[y] >= kth - p->tol_logit;
+        }
+        loose.top_k = k;
+    }
+    double tp = (double)p->sampling.top_p + p->tol_top_p;
+    loose.top_p = (float)(tp > 1.0 ? 1.0 : tp);
+    if (assay_oracle_distribution(row, v, &loose, p->order, scratch, &mi) != ASSAY_OK) {
+        return false;
+    }
+    return rank < mi.n_kept;
 }
 
 /* Test u[0..n) for uniformity: KS and chi-squared on `bins` equal bins,

@@ -24,7 +24,7 @@
 
 /* ---- a fake engine: every request's first token from a fixed table ----- */
 
-enum fake_mode { FAKE_EXACT, FAKE_BIASED, FAKE_IMPOSSIBLE, FAKE_DROPS };
+enum fake_mode { FAKE_EXACT, FAKE_BIASED, FAKE_IMPOSSIBLE, FAKE_DROPS, FAKE_PAST_CUT };
 
 struct fake {
     const struct assay_model *model;
@@ -93,6 +93,24 @@ static enum assay_status fake_add(void *self, const struct assay_request *r)
                 break;
             }
         }
+    }
+    if (f->mode == FAKE_PAST_CUT && f->served == 100) {
+        /* The third token past the cut, in the oracle's logit order. */
+        const double *row = f->logits + (int64_t)(r->prompt_len - 1) * v;
+        int32_t n_kept = 0;
+        for (int32_t x = 0; x < v; x++) {
+            n_kept += f->p[x] > 0.0;
+        }
+        for (int32_t x = 0; x < v; x++) {
+            int32_t rank = 0;
+            for (int32_t y = 0; y < v; y++) {
+                rank += row[y] > row[x] || (row[y] == row[x] && y < x);
+            }
+            if (rank == n_kept + 2) {
+                tok = x;
+            }
+        }
+        assert_true(f->p[tok] == 0.0);
     }
     f->served++;
     f->ids[f->n_live] = r->id;
@@ -301,6 +319,41 @@ static void test_gof_no_safe_prompt(void **state)
     fake_close(&f);
 }
 
+/* A token three past the top-k/top-p cut: a hard failure with fp32's
+ * tolerances; with tolerances that move the cut that far (a numerics
+ * budget) it is a boundary token, left out of the PIT values, and the
+ * check passes. */
+static void test_pit_cut_moved_by_tolerances(void **state)
+{
+    (void)state;
+    struct assay_dist_params p = assay_dist_default_params();
+    char why[200];
+    assert_int_equal(assay_dist_parse_params("n=400,len=1,prompt=3,prompts=1,t=0.7,top_k=20,top_p=0.9",
+                                             &p, why, sizeof why),
+                     ASSAY_OK);
+    p.seed = 5;
+    struct fake f;
+    struct assay_adapter a;
+    struct assay_check_result r;
+    fake_open(&f, &a, FAKE_PAST_CUT, 0, 13);
+    assay_check_result_init(&r, "fake", ASSAY_FAMILY_DISTRIBUTIONAL);
+    assert_int_equal(assay_dist_pit(&a, g_mini, &p, &r, NULL), ASSAY_OK);
+    printf("  fp32 tolerances: %s\n", r.failure);
+    assert_int_equal(r.verdict, ASSAY_VERDICT_FAIL);
+    assert_int_equal(r.n_impossible, 1);
+    fake_close(&f);
+    p.tol_top_p = 1.0;
+    p.tol_logit = 1e9;
+    fake_open(&f, &a, FAKE_PAST_CUT, 0, 13);
+    assay_check_result_init(&r, "fake", ASSAY_FAMILY_DISTRIBUTIONAL);
+    assert_int_equal(assay_dist_pit(&a, g_mini, &p, &r, NULL), ASSAY_OK);
+    printf("  wide tolerances: %s\n", r.summary);
+    assert_int_equal(r.verdict, ASSAY_VERDICT_PASS);
+    assert_int_equal(r.n_impossible, 0);
+    assert_non_null(strstr(r.summary, "1 at a boundary"));
+    fake_close(&f);
+}
+
 static void test_homogeneity_of_fakes(void **state)
 {
     (void)state;
@@ -403,6 +456,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_gof_impossible_token_is_hard_failure),
         cmocka_unit_test(test_gof_lost_token_is_hard_failure),
         cmocka_unit_test(test_gof_no_safe_prompt),
+        cmocka_unit_test(test_pit_cut_moved_by_tolerances),
         cmocka_unit_test(test_homogeneity_of_fakes),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
