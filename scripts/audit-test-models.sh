@@ -51,7 +51,8 @@
 #   ASSAY_PERTURB_SCALE, ASSAY_PERTURB_ROPE, ASSAY_PERTURB_REQUANT  the
 #                       perturbations' sizes, a list each (a suffix _TYPE,
 #                       e.g. ASSAY_PERTURB_SCALE_Q4_K_M, for one format;
-#                       default: one per format, as above)
+#                       default: one per format, as above; none: that kind
+#                       not at all)
 #   ASSAY_PERTURB_LADDER=1  measure instead of require: a perturbation the
 #                       audit passes is reported as not caught (not a
 #                       failure), and the smallest size caught of each
@@ -349,6 +350,7 @@ if has_part perturb && [ -n "$perturb_types" ]; then
         for kind in scale rope requant; do
             caught="" missed=""
             for size in $(perturb_size "$kind" "$type"); do
+                [ "$size" != none ] || continue
                 other="$state/perturbed-$kind-$type.gguf"
                 what="$(perturbed_file "$kind" "$type" "$size" "$other")" || {
                     fail "perturbed $type $kind $size: the file could not be made"
@@ -370,6 +372,7 @@ if has_part perturb && [ -n "$perturb_types" ]; then
                     fail "must-fail $perturb_model $type ($what): the audit did not fail (exit $rc)"
                 fi
             done
+            [ -n "$caught$missed" ] || continue
             ladder_summary="$ladder_summary$type $kind: smallest caught ${caught:-none}"
             ladder_summary="$ladder_summary; not caught:${missed:- none}"$'\n'
         done
@@ -381,4 +384,8 @@ if [ "$failures" -gt 0 ]; then
     echo "audit-test-models: $failures failure(s); reports in $reports"
     exit 1
 fi
-echo "audit-test-models: every audit ran, F32 passed, every must-fail control failed; reports in $reports"
+if [ "$ladder" = 1 ]; then
+    echo "audit-test-models: every audit ran, every check passed; perturbations measured above; reports in $reports"
+else
+    echo "audit-test-models: every audit ran, every check passed, every must-fail control failed; reports in $reports"
+fi
