@@ -23,8 +23,9 @@
 #     layer's matrices scaled (F16: by 1.01; the others: 1.1), the RoPE
 #     base in the metadata changed from 10000 (F16: to 10100; the others:
 #     to 15000), the output tensor re-quantized to a lower type (F16: Q8_0;
-#     the others: Q4_0). The smallest sizes caught are smaller (README
-#     "Numerics budget"); these leave the verdict a margin.
+#     the others: Q4_0). README "Numerics budget" gives the smallest sizes
+#     caught (ASSAY_PERTURB_LADDER below): on F16 these leave the verdict
+#     a margin; on Q4_K_M x 1.1, 15000 and Q4_0 are the smallest caught.
 #
 #   audit-test-models.sh [OUTDIR]      (OUTDIR as make-test-models.sh's)
 #
