@@ -5,6 +5,11 @@
 #include <stdbool.h>
 #include <stdlib.h>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define ORACLE_HAVE_AVX2 1
+#endif
+
 #include "../core/alloc.h"
 
 /* Positions taken through each product together: every weight row is dotted
@@ -14,10 +19,15 @@
  * test models' shapes. */
 #define ORACLE_BLOCK 32
 
+/* Positions dotted with one weight row at once by the AVX2 kernel: four
+ * independent chains of additions, where one position alone has one. */
+#define ORACLE_GROUP 4
+
 struct assay_oracle {
     const struct assay_model *model;
     int32_t max_len;
     int32_t n_threads; /* 1..ASSAY_ORACLE_MAX_THREADS */
+    enum assay_oracle_kernel kernel; /* resolved: never AUTO */
     double *x;         /* (max_len, d_model) residual stream */
     double *q;      /* (max_len, n_head * head_dim) */
     double *k;      /* (max_len, n_kv_head * head_dim) */
@@ -48,6 +58,8 @@ enum assay_status assay_oracle_init(struct assay_oracle **out, const struct assa
     o->model = model;
     o->max_len = max_len;
     o->n_threads = 1;
+    o->kernel = ASSAY_ORACLE_KERNEL_GENERIC;
+    (void)assay_oracle_set_kernel(o, ASSAY_ORACLE_KERNEL_AUTO);
     o->x = assay_calloc(n * d, sizeof(double));
     o->q = assay_calloc(n * qd, sizeof(double));
     o->k = assay_calloc(n * kvd, sizeof(double));
@@ -76,6 +88,57 @@ enum assay_status assay_oracle_set_threads(struct assay_oracle *o, int32_t n_thr
     }
     o->n_threads = n_threads;
     return ASSAY_OK;
+}
+
+bool assay_oracle_kernel_supported(enum assay_oracle_kernel kernel)
+{
+    switch (kernel) {
+    case ASSAY_ORACLE_KERNEL_AUTO:
+    case ASSAY_ORACLE_KERNEL_GENERIC:
+        return true;
+    case ASSAY_ORACLE_KERNEL_AVX2:
+#ifdef ORACLE_HAVE_AVX2
+        return __builtin_cpu_supports("avx2") != 0;
+#else
+        return false;
+#endif
+    }
+    return false;
+}
+
+const char *assay_oracle_kernel_name(enum assay_oracle_kernel kernel)
+{
+    switch (kernel) {
+    case ASSAY_ORACLE_KERNEL_AUTO:
+        return "auto";
+    case ASSAY_ORACLE_KERNEL_GENERIC:
+        return "generic";
+    case ASSAY_ORACLE_KERNEL_AVX2:
+        return "avx2";
+    }
+    return "?";
+}
+
+enum assay_status assay_oracle_set_kernel(struct assay_oracle *o, enum assay_oracle_kernel kernel)
+{
+    if (kernel == ASSAY_ORACLE_KERNEL_AUTO) {
+        kernel = assay_oracle_kernel_supported(ASSAY_ORACLE_KERNEL_AVX2)
+                     ? ASSAY_ORACLE_KERNEL_AVX2
+                     : ASSAY_ORACLE_KERNEL_GENERIC;
+    }
+    if (kernel != ASSAY_ORACLE_KERNEL_GENERIC && kernel != ASSAY_ORACLE_KERNEL_AVX2) {
+        return ASSAY_ERR_INVALID;
+    }
+    if (!assay_oracle_kernel_supported(kernel)) {
+        return ASSAY_ERR_UNSUPPORTED;
+    }
+    o->kernel = kernel;
+    return ASSAY_OK;
+}
+
+enum assay_oracle_kernel assay_oracle_get_kernel(const struct assay_oracle *o)
+{
+    return o->kernel;
 }
 
 size_t assay_oracle_scratch_bytes(const struct assay_oracle *o)
@@ -121,13 +184,59 @@ static double dot(const float *w, const double *x, int32_t n)
     return sum;
 }
 
+#ifdef ORACLE_HAVE_AVX2
+/*
+ * dot() of one weight row with ORACLE_GROUP positions at once (x holds them
+ * stride apart), each result the same double as dot() computes: lane k of a
+ * position's two 4-wide accumulators is dot()'s acc[k], fed the same
+ * products in the same order (an exact widening of w, then a multiply and
+ * an add, each rounded; no fused multiply-add), and the lanes are summed as
+ * dot() sums acc[]. What is faster is only that four positions' chains of
+ * additions run side by side and share each widening of w.
+ */
+__attribute__((target("avx2"))) static void dot_group_avx2(const float *w, const double *x,
+                                                          int64_t stride, int32_t n,
+                                                          double out[ORACLE_GROUP])
+{
+    __m256d lo[ORACLE_GROUP], hi[ORACLE_GROUP];
+    for (int32_t p = 0; p < ORACLE_GROUP; p++) {
+        lo[p] = _mm256_setzero_pd();
+        hi[p] = _mm256_setzero_pd();
+    }
+    int32_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        const __m256d wl = _mm256_cvtps_pd(_mm_loadu_ps(w + i));
+        const __m256d wh = _mm256_cvtps_pd(_mm_loadu_ps(w + i + 4));
+        for (int32_t p = 0; p < ORACLE_GROUP; p++) {
+            const double *xp = x + p * stride + i;
+            lo[p] = _mm256_add_pd(lo[p], _mm256_mul_pd(wl, _mm256_loadu_pd(xp)));
+            hi[p] = _mm256_add_pd(hi[p], _mm256_mul_pd(wh, _mm256_loadu_pd(xp + 4)));
+        }
+    }
+    for (int32_t p = 0; p < ORACLE_GROUP; p++) {
+        double acc[8];
+        _mm256_storeu_pd(acc, lo[p]);
+        _mm256_storeu_pd(acc + 4, hi[p]);
+        double sum = 0.0;
+        for (int32_t k = 0; k < 8; k++) {
+            sum += acc[k];
+        }
+        for (int32_t j = i; j < n; j++) {
+            sum += (double)w[j] * x[p * stride + j];
+        }
+        out[p] = sum;
+    }
+}
+#endif
+
 /*
  * Rows r0..r1 of Y (n, rows) = X (n, cols) W^T, for W stored [out][in] in
  * fp32: row t of Y is the matrix-vector product of W with row t of X. Each
  * element is one dot(), exactly as the product of one position alone
- * computes it; the loops run over W's rows outside and the positions
- * inside only so that a weight row is read from memory once for all n
- * positions.
+ * computes it (with the AVX2 kernel, dot_group_avx2() computing the same
+ * doubles four positions at a time); the loops run over W's rows outside
+ * and the positions inside only so that a weight row is read from memory
+ * once for all n positions.
  */
 struct matmul_part {
     double *y;
@@ -135,6 +244,7 @@ struct matmul_part {
     const double *x;
     int32_t n, rows, cols;
     int32_t r0, r1;
+    enum assay_oracle_kernel kernel;
 };
 
 static void *matmul_rows(void *arg)
@@ -142,7 +252,18 @@ static void *matmul_rows(void *arg)
     const struct matmul_part *p = arg;
     for (int32_t r = p->r0; r < p->r1; r++) {
         const float *wr = p->w + (int64_t)r * p->cols;
-        for (int32_t t = 0; t < p->n; t++) {
+        int32_t t = 0;
+#ifdef ORACLE_HAVE_AVX2
+        for (; p->kernel == ASSAY_ORACLE_KERNEL_AVX2 && t + ORACLE_GROUP <= p->n;
+             t += ORACLE_GROUP) {
+            double out[ORACLE_GROUP];
+            dot_group_avx2(wr, p->x + (int64_t)t * p->cols, p->cols, p->cols, out);
+            for (int32_t k = 0; k < ORACLE_GROUP; k++) {
+                p->y[(int64_t)(t + k) * p->rows + r] = out[k];
+            }
+        }
+#endif
+        for (; t < p->n; t++) {
             p->y[(int64_t)t * p->rows + r] = dot(wr, p->x + (int64_t)t * p->cols, p->cols);
         }
     }
@@ -170,7 +291,8 @@ static void matmul(const struct assay_oracle *o, double *y, const float *w, cons
                                        rows,
                                        cols,
                                        (int32_t)((int64_t)rows * i / n_parts),
-                                       (int32_t)((int64_t)rows * (i + 1) / n_parts)};
+                                       (int32_t)((int64_t)rows * (i + 1) / n_parts),
+                                       o->kernel};
     }
     for (int32_t i = 1; i < n_parts; i++) {
         started[i] = pthread_create(&thread[i], NULL, matmul_rows, &part[i]) == 0;

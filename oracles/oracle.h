@@ -24,6 +24,7 @@
 #ifndef ASSAY_ORACLE_H
 #define ASSAY_ORACLE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -45,6 +46,37 @@ void assay_oracle_free(struct assay_oracle *oracle);
  * count is then unchanged). */
 #define ASSAY_ORACLE_MAX_THREADS 64
 enum assay_status assay_oracle_set_threads(struct assay_oracle *oracle, int32_t n_threads);
+
+/*
+ * Which code computes the products' dot products. Every kernel computes the
+ * same doubles (each product rounded, then each of the eight partial sums
+ * in one order, then the partial sums in one order), so the logits do not
+ * depend on the kernel, the CPU or the instruction set: only the speed
+ * does. AVX2 takes four positions through a weight row at once (the
+ * chains of additions of one position bound the generic kernel), about
+ * twice as fast.
+ */
+enum assay_oracle_kernel {
+    ASSAY_ORACLE_KERNEL_AUTO = 0, /* AVX2 where the CPU runs it, else generic */
+    ASSAY_ORACLE_KERNEL_GENERIC,  /* plain C */
+    ASSAY_ORACLE_KERNEL_AVX2,     /* 4-wide double vectors, no fused multiply-add */
+};
+
+/* Whether this CPU and this build can run the kernel (AUTO and GENERIC:
+ * always). */
+bool assay_oracle_kernel_supported(enum assay_oracle_kernel kernel);
+
+/* "auto", "generic", "avx2"; "?" out of range. */
+const char *assay_oracle_kernel_name(enum assay_oracle_kernel kernel);
+
+/* Use the kernel (AUTO: the fastest supported, the default). Returns
+ * ASSAY_ERR_UNSUPPORTED when the CPU cannot run it and ASSAY_ERR_INVALID
+ * for a value out of range; the kernel is then unchanged. */
+enum assay_status assay_oracle_set_kernel(struct assay_oracle *oracle,
+                                          enum assay_oracle_kernel kernel);
+
+/* The kernel in use (never AUTO). */
+enum assay_oracle_kernel assay_oracle_get_kernel(const struct assay_oracle *oracle);
 
 /* The bytes of working memory the oracle allocated at init, beside the
  * model it borrows and the logits its caller passes in. */

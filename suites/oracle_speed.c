@@ -3,11 +3,13 @@
  * memory it takes, for the README's figures and by hand:
  *
  *   oracle_speed MODEL.gguf [--len N] [--reps R] [--seed S] [--threads T]
+ *                [--kernel auto|generic|avx2]
  *
  * Loads the file (dequantized to fp32 as every assay load is), makes an
  * oracle for N tokens (default 128) on T threads (default 1), and runs R
  * (default 3) teacher-forced passes (assay_oracle_logits) over random
- * prompts of N tokens drawn from S (default 1). Prints the load time, each
+ * prompts of N tokens drawn from S (default 1), with the dot-product kernel
+ * asked for (default auto: the fastest this CPU runs). Prints the load time, each
  * pass's tokens per second and their median, also per second of the
  * process's CPU time (all threads), which a busy machine disturbs less; the
  * oracle's scratch and the caller's logits buffer; the resident set after
@@ -43,11 +45,15 @@ struct speed_args {
     int32_t reps;
     uint64_t seed;
     int32_t threads;
+    enum assay_oracle_kernel kernel;
 };
 
 static void usage(const char *argv0)
 {
-    fprintf(stderr, "usage: %s MODEL.gguf [--len N] [--reps R] [--seed S] [--threads T]\n", argv0);
+    fprintf(stderr,
+            "usage: %s MODEL.gguf [--len N] [--reps R] [--seed S] [--threads T] "
+            "[--kernel auto|generic|avx2]\n",
+            argv0);
 }
 
 /* A decimal integer in lo..hi; 0, or -1 with the reason on stderr. */
@@ -67,7 +73,7 @@ static int parse_int(const char *what, const char *s, long long lo, long long hi
 
 static int parse_args(int argc, char **argv, struct speed_args *a)
 {
-    *a = (struct speed_args){NULL, 128, 3, 1, 1};
+    *a = (struct speed_args){NULL, 128, 3, 1, 1, ASSAY_ORACLE_KERNEL_AUTO};
     for (int i = 1; i < argc; i++) {
         long long v;
         if (strcmp(argv[i], "--len") == 0) {
@@ -91,6 +97,18 @@ static int parse_args(int argc, char **argv, struct speed_args *a)
                 return -1;
             }
             a->threads = (int32_t)v;
+        } else if (strcmp(argv[i], "--kernel") == 0) {
+            const char *name = i + 1 < argc ? argv[++i] : "(nothing)";
+            enum assay_oracle_kernel k = ASSAY_ORACLE_KERNEL_AUTO;
+            while (k <= ASSAY_ORACLE_KERNEL_AVX2 && strcmp(assay_oracle_kernel_name(k), name) != 0) {
+                k++;
+            }
+            if (k > ASSAY_ORACLE_KERNEL_AVX2) {
+                fprintf(stderr, "oracle_speed: --kernel: expected auto, generic or avx2, got \"%s\"\n",
+                        name);
+                return -1;
+            }
+            a->kernel = k;
         } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
             fprintf(stderr, "oracle_speed: unknown option \"%s\"\n", argv[i]);
             return -1;
@@ -193,9 +211,12 @@ int main(int argc, char **argv)
     if (st == ASSAY_OK) {
         st = assay_oracle_set_threads(o, a.threads);
     }
+    if (st == ASSAY_OK) {
+        st = assay_oracle_set_kernel(o, a.kernel);
+    }
     if (st != ASSAY_OK) {
-        fprintf(stderr, "oracle_speed: no oracle for %d tokens: %s\n", (int)a.len,
-                assay_status_str(st));
+        fprintf(stderr, "oracle_speed: no oracle for %d tokens with kernel %s: %s\n", (int)a.len,
+                assay_oracle_kernel_name(a.kernel), assay_status_str(st));
         assay_oracle_free(o);
         free(tokens);
         free(logits);
@@ -204,8 +225,10 @@ int main(int argc, char **argv)
         assay_model_free(m);
         return 2;
     }
-    printf("%d thread%s; oracle scratch %.1f MiB; logits buffer (len x vocab doubles) %.1f MiB\n",
-           (int)a.threads, a.threads == 1 ? "" : "s", mib((double)assay_oracle_scratch_bytes(o)),
+    printf("%d thread%s, kernel %s; oracle scratch %.1f MiB; logits buffer (len x vocab doubles) "
+           "%.1f MiB\n",
+           (int)a.threads, a.threads == 1 ? "" : "s",
+           assay_oracle_kernel_name(assay_oracle_get_kernel(o)), mib((double)assay_oracle_scratch_bytes(o)),
            mib((double)(n_logits * sizeof *logits)));
     fflush(stdout);
 

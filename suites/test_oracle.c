@@ -274,11 +274,15 @@ static struct assay_model *make_odd(enum assay_arch arch)
 }
 
 /* The oracle's logits and next_logits against the reference for prompts
- * of n tokens on 1, 2 and 3 threads. */
+ * of n tokens on 1, 2 and 3 threads, with every kernel this CPU runs (the
+ * lengths straddle the AVX2 kernel's groups of four positions and the
+ * blocks of 32). */
 static void check_model(const struct assay_model *m)
 {
     static const int32_t lengths[] = {1, 31, 32, 33, 70, MAX_LEN};
     static const int32_t threads[] = {1, 2, 3};
+    static const enum assay_oracle_kernel kernels[] = {ASSAY_ORACLE_KERNEL_GENERIC,
+                                                       ASSAY_ORACLE_KERNEL_AVX2};
     const int32_t vocab = m->cfg.vocab;
     int32_t tokens[MAX_LEN];
     double *want = calloc((size_t)MAX_LEN * vocab, sizeof *want);
@@ -291,11 +295,17 @@ static void check_model(const struct assay_model *m)
         const int32_t n = lengths[li];
         random_tokens(tokens, n, vocab, 1000 + (uint64_t)n);
         ref_logits(m, tokens, n, want);
-        for (size_t ti = 0; ti < sizeof threads / sizeof threads[0]; ti++) {
+        for (size_t run = 0; run < 6; run++) {
+            const enum assay_oracle_kernel kernel = kernels[run / 3];
+            const int32_t n_threads = threads[run % 3];
+            if (!assay_oracle_kernel_supported(kernel)) {
+                continue; /* said once, in test_kernel_choice */
+            }
             char what[96];
-            snprintf(what, sizeof what, "%s, %d tokens, %d threads", m->cfg.name, (int)n,
-                     (int)threads[ti]);
-            assert_int_equal(assay_oracle_set_threads(o, threads[ti]), ASSAY_OK);
+            snprintf(what, sizeof what, "%s, %d tokens, %d threads, kernel %s", m->cfg.name,
+                     (int)n, (int)n_threads, assay_oracle_kernel_name(kernel));
+            assert_int_equal(assay_oracle_set_kernel(o, kernel), ASSAY_OK);
+            assert_int_equal(assay_oracle_set_threads(o, n_threads), ASSAY_OK);
             memset(got, 0xff, sizeof *got * (size_t)n * vocab);
             assert_int_equal(assay_oracle_logits(o, tokens, n, got), ASSAY_OK);
             assert_same_bits(got, want, (size_t)n * vocab, what);
@@ -354,6 +364,38 @@ static void test_set_threads_bounds(void **state)
     assay_model_free(m);
 }
 
+/* AUTO resolves to the fastest kernel the CPU runs; an unsupported or
+ * unknown kernel is refused and leaves the kernel as it was. */
+static void test_kernel_choice(void **state)
+{
+    (void)state;
+    struct assay_model *m = make_mini();
+    struct assay_oracle *o = NULL;
+    assert_int_equal(assay_oracle_init(&o, m, 8), ASSAY_OK);
+    const bool avx2 = assay_oracle_kernel_supported(ASSAY_ORACLE_KERNEL_AVX2);
+    const enum assay_oracle_kernel best = avx2 ? ASSAY_ORACLE_KERNEL_AVX2
+                                               : ASSAY_ORACLE_KERNEL_GENERIC;
+    if (!avx2) {
+        print_message("this CPU does not run the oracle's AVX2 kernel: only the generic one is "
+                      "checked against the reference\n");
+    }
+    assert_int_equal(assay_oracle_get_kernel(o), best);
+    assert_int_equal(assay_oracle_set_kernel(o, ASSAY_ORACLE_KERNEL_GENERIC), ASSAY_OK);
+    assert_int_equal(assay_oracle_set_kernel(o, (enum assay_oracle_kernel)99), ASSAY_ERR_INVALID);
+    assert_int_equal(assay_oracle_get_kernel(o), ASSAY_ORACLE_KERNEL_GENERIC);
+    if (!avx2) {
+        assert_int_equal(assay_oracle_set_kernel(o, ASSAY_ORACLE_KERNEL_AVX2),
+                         ASSAY_ERR_UNSUPPORTED);
+        assert_int_equal(assay_oracle_get_kernel(o), ASSAY_ORACLE_KERNEL_GENERIC);
+    }
+    assert_int_equal(assay_oracle_set_kernel(o, ASSAY_ORACLE_KERNEL_AUTO), ASSAY_OK);
+    assert_int_equal(assay_oracle_get_kernel(o), best);
+    assert_string_equal(assay_oracle_kernel_name(ASSAY_ORACLE_KERNEL_AVX2), "avx2");
+    assert_string_equal(assay_oracle_kernel_name((enum assay_oracle_kernel)99), "?");
+    assay_oracle_free(o);
+    assay_model_free(m);
+}
+
 /* The scratch holds nothing of size max_len x vocab: a vocabulary 40 times
  * larger leaves it unchanged. */
 static void test_scratch_independent_of_vocab(void **state)
@@ -382,6 +424,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_mini_matches_reference),
         cmocka_unit_test(test_odd_shape_matches_reference),
         cmocka_unit_test(test_set_threads_bounds),
+        cmocka_unit_test(test_kernel_choice),
         cmocka_unit_test(test_scratch_independent_of_vocab),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
