@@ -52,6 +52,7 @@ struct assay_forward {
     enum assay_act_mode act;
     enum assay_kv_type kv_type;
     bool flash_attn;
+    bool f16_acc; /* fp16 accumulation as AVX512-FP16 builds of ggml (forward.h) */
     /* With act GGML: the format each product's input rows are rounded to,
      * (n_layer + 1, P_COUNT): layer l's at l * P_COUNT + kind, the LM
      * head's at n_layer * P_COUNT + P_HEAD. NULL in EXACT mode. */
@@ -327,6 +328,7 @@ enum assay_status assay_forward_init(struct assay_forward **out,
     f->act = p->act;
     f->kv_type = p->kv_type;
     f->flash_attn = p->flash_attn;
+    f->f16_acc = p->f16_acc;
     f->split = 0.5;
     f->mutant = p->mutant;
     f->worker = p->worker;
@@ -438,6 +440,29 @@ const float *assay_forward_logits(const struct assay_forward *f)
     return f->logits;
 }
 
+bool assay_forward_f16_acc_applies(const struct assay_model *m, enum assay_kv_type kv_type,
+                                   bool flash_attn)
+{
+    if (kv_type == ASSAY_KV_TYPE_F16 &&
+        (!flash_attn || m->cfg.head_dim >= ASSAY_NUMERICS_F16ACC_LANES)) {
+        return true;
+    }
+    bool f16 = format_of(m->output_type) == ASSAY_ACT_FORMAT_F16;
+    for (int32_t l = 0; l < m->cfg.n_layer && !f16; l++) {
+        const struct assay_layer_types *t = &m->layers[l].types;
+        f16 = format_of(t->wq) == ASSAY_ACT_FORMAT_F16 ||
+              format_of(t->wo) == ASSAY_ACT_FORMAT_F16 ||
+              format_of(t->w_gate) == ASSAY_ACT_FORMAT_F16 ||
+              format_of(t->w_down) == ASSAY_ACT_FORMAT_F16;
+    }
+    return f16;
+}
+
+void assay_forward_set_f16_acc(struct assay_forward *f, bool on)
+{
+    f->f16_acc = on;
+}
+
 void assay_forward_get_numerics(const struct assay_forward *f, struct assay_forward_numerics *out)
 {
     out->batch_invariant = f->batch_invariant;
@@ -533,6 +558,81 @@ static void matmul(struct assay_forward *f, const struct weights *w, int32_t l, 
         double s = 0.9 * f->split + 0.1 * rm / (rm + rw);
         f->split = s < 0.25 ? 0.25 : s > 0.75 ? 0.75 : s;
     }
+}
+
+/* Row j of the [out][in] model weights behind column j of a product
+ * (layer l's; the LM head's for P_HEAD). */
+static const float *weight_row(const struct assay_forward *f, int kind, int32_t l, int32_t j)
+{
+    const struct assay_model *m = f->model;
+    const struct assay_layer_weights *w = &m->layers[kind == P_HEAD ? 0 : l];
+    const int32_t d = f->cfg.d_model, ff = f->cfg.d_ff;
+    switch (kind) {
+    case P_QKV:
+        return j < f->q_dim                ? w->wq + (int64_t)j * d
+               : j < f->q_dim + f->kv_dim ? w->wk + (int64_t)(j - f->q_dim) * d
+                                          : w->wv + (int64_t)(j - f->q_dim - f->kv_dim) * d;
+    case P_O:
+        return w->wo + (int64_t)j * f->q_dim;
+    case P_GU:
+        return j < ff ? w->w_gate + (int64_t)j * d : w->w_up + (int64_t)(j - ff) * d;
+    case P_DOWN:
+        return w->w_down + (int64_t)j * ff;
+    default:
+        return m->output + (int64_t)j * d;
+    }
+}
+
+/* A share of an fp16-accumulating product: columns [c0, c1). */
+struct product_f16acc {
+    const struct assay_forward *f;
+    int kind;
+    int32_t l, m, k, n;
+    const float *a;
+    float *c;
+    bool add;
+    int32_t c0, c1;
+};
+
+static void run_product_f16acc(void *arg)
+{
+    const struct product_f16acc *p = arg;
+    for (int32_t j = p->c0; j < p->c1; j++) {
+        const float *w = weight_row(p->f, p->kind, p->l, j);
+        for (int32_t r = 0; r < p->m; r++) {
+            float y = assay_numerics_dot_f16acc(p->a + (int64_t)r * p->k, w, p->k);
+            float *out = p->c + (int64_t)r * p->n + j;
+            *out = p->add ? *out + y : y;
+        }
+    }
+}
+
+/*
+ * C (m, n) = A (m, k) * W (k, n) + beta C for product `kind` of layer l
+ * (l is ignored for the LM head). With f16_acc and F16 weights, every
+ * element is ggml_vec_dot_f16 as an AVX512-FP16 build computes it for one
+ * row (numerics.h; the rows were rounded to fp16 by round_input), split by
+ * columns with the worker; otherwise matmul() above.
+ */
+static void product(struct assay_forward *f, int kind, int32_t l, const float *a, float *c,
+                    int32_t m, float beta)
+{
+    const int32_t fmt_at = (kind == P_HEAD ? f->cfg.n_layer : l) * P_COUNT + kind;
+    if (!f->f16_acc || f->act_fmt == NULL || f->act_fmt[fmt_at] != ASSAY_ACT_FORMAT_F16) {
+        matmul(f, &f->w[kind], kind == P_HEAD ? 0 : l, a, c, m, beta);
+        return;
+    }
+    const struct weights *w = &f->w[kind];
+    struct product_f16acc all = {f, kind, l, m, w->k, w->n, a, c, beta != 0.0f, 0, w->n};
+    if (f->worker == NULL || w->n < 128) {
+        run_product_f16acc(&all);
+        return;
+    }
+    struct product_f16acc mine = all, other = all;
+    mine.c1 = other.c0 = w->n / 2;
+    assay_worker_post(f->worker, run_product_f16acc, &other);
+    run_product_f16acc(&mine);
+    assay_worker_wait(f->worker);
 }
 
 static void rmsnorm(float *out, const float *x, const float *w, int32_t d, float eps)
@@ -1003,6 +1103,14 @@ static float dot_f32(const float *a, const float *b, int32_t n)
     return s;
 }
 
+/* A score's dot product of the fp16 query with an F16 key: fp32 lanes, or
+ * ggml_vec_dot_f16's fp16 accumulators with f16_acc. */
+static float score_f16(const struct assay_forward *f, const float *q16, const float *k,
+                       int32_t hd)
+{
+    return f->f16_acc ? assay_numerics_dot_f16acc(q16, k, hd) : dot_f32(q16, k, hd);
+}
+
 /*
  * Attention of one row for heads [h0, h1) over an F16 KV store, as ggml's
  * CPU backend computes it (forward.h): flash attention's online softmax
@@ -1038,19 +1146,27 @@ static void attend_row_f16(const struct assay_forward *f, const struct assay_for
             for (int32_t j = 0; j < n_keys; j++) {
                 const float *kj = kv_at(f, f->k, layer, seq->blocks, j) + head_off;
                 const float *vj = kv_at(f, f->v, layer, seq->blocks, j) + head_off;
-                float x = dot_f32(q16, kj, hd) * scale;
+                float x = score_f16(f, q16, kj, hd) * scale;
                 float ms = 1.0f, vs = 1.0f;
                 if (x > max) {
                     ms = expf(max - x);
                     max = x;
-                    for (int32_t i = 0; i < hd; i++) {
-                        acc[i] = assay_numerics_round_f16(acc[i] * ms);
+                    if (f->f16_acc) {
+                        assay_numerics_scale_f16acc(acc, ms, hd);
+                    } else {
+                        for (int32_t i = 0; i < hd; i++) {
+                            acc[i] = assay_numerics_round_f16(acc[i] * ms);
+                        }
                     }
                 } else {
                     vs = expf(x - max);
                 }
-                for (int32_t i = 0; i < hd; i++) {
-                    acc[i] = assay_numerics_round_f16(acc[i] + vj[i] * vs);
+                if (f->f16_acc) {
+                    assay_numerics_mad_f16acc(acc, vj, vs, hd);
+                } else {
+                    for (int32_t i = 0; i < hd; i++) {
+                        acc[i] = assay_numerics_round_f16(acc[i] + vj[i] * vs);
+                    }
                 }
                 sum = sum * ms + vs;
             }
@@ -1063,7 +1179,7 @@ static void attend_row_f16(const struct assay_forward *f, const struct assay_for
         float max = -INFINITY;
         for (int32_t j = 0; j < n_keys; j++) {
             const float *kj = kv_at(f, f->k, layer, seq->blocks, j) + head_off;
-            sc[j] = dot_f32(q16, kj, hd) * scale;
+            sc[j] = score_f16(f, q16, kj, hd) * scale;
             max = sc[j] > max ? sc[j] : max;
         }
         double sum = 0.0; /* ggml's softmax sums in double */
@@ -1072,14 +1188,30 @@ static void attend_row_f16(const struct assay_forward *f, const struct assay_for
             sum += sc[j];
         }
         float inv = (float)(1.0 / sum);
+        for (int32_t j = 0; j < n_keys; j++) {
+            sc[j] = assay_numerics_round_f16(sc[j] * inv); /* the fp16 probabilities */
+        }
+        if (f->f16_acc) {
+            /* Each element is ggml_vec_dot_f16 over the keys, all of them
+             * in lanes (the cache view is padded with zero probabilities). */
+            for (int32_t i = 0; i < hd; i++) {
+                float lanes[ASSAY_NUMERICS_F16ACC_LANES] = {0.0f};
+                for (int32_t j = 0; j < n_keys; j++) {
+                    const float *vj = kv_at(f, f->v, layer, seq->blocks, j) + head_off;
+                    float *lane = &lanes[j % ASSAY_NUMERICS_F16ACC_LANES];
+                    *lane = assay_numerics_f16acc_fma(*lane, sc[j], vj[i]);
+                }
+                o[i] = assay_numerics_f16acc_reduce(lanes);
+            }
+            continue;
+        }
         for (int32_t i = 0; i < hd; i++) {
             o[i] = 0.0f;
         }
         for (int32_t j = 0; j < n_keys; j++) {
             const float *vj = kv_at(f, f->v, layer, seq->blocks, j) + head_off;
-            float p = assay_numerics_round_f16(sc[j] * inv);
             for (int32_t i = 0; i < hd; i++) {
-                o[i] += p * vj[i];
+                o[i] += sc[j] * vj[i];
             }
         }
     }
@@ -1305,7 +1437,7 @@ static void forward_layers(struct assay_forward *f, const struct assay_forward_b
         if (f->act_fmt != NULL) {
             round_input(f, l, P_QKV, f->xn, n, d);
         }
-        matmul(f, &f->w[P_QKV], l, f->xn, f->qkv, n, 0.0f);
+        product(f, P_QKV, l, f->xn, f->qkv, n, 0.0f);
         if (f->qkv_bias != NULL) {
             const float *bias = f->qkv_bias + (int64_t)l * f->qkv_dim;
             for (int32_t r = 0; r < n; r++) {
@@ -1344,19 +1476,19 @@ static void forward_layers(struct assay_forward *f, const struct assay_forward_b
             round_input(f, l, P_O, f->att, n, f->q_dim);
         }
         /* the residual: x += att * Wo, added by the product itself */
-        matmul(f, &f->w[P_O], l, f->att, f->x, n, 1.0f);
+        product(f, P_O, l, f->att, f->x, n, 1.0f);
         for (int32_t r = 0; r < n; r++) {
             rmsnorm(f->xn + (int64_t)r * d, f->x + (int64_t)r * d, w->ffn_norm, d, c->norm_eps);
         }
         if (f->act_fmt != NULL) {
             round_input(f, l, P_GU, f->xn, n, d);
         }
-        matmul(f, &f->w[P_GU], l, f->xn, f->gu, n, 0.0f);
+        product(f, P_GU, l, f->xn, f->gu, n, 0.0f);
         split_rows(f, b, l, n, swiglu_rows);
         if (f->act_fmt != NULL) {
             round_input(f, l, P_DOWN, f->hidden, n, c->d_ff);
         }
-        matmul(f, &f->w[P_DOWN], l, f->hidden, f->x, n, 1.0f);
+        product(f, P_DOWN, l, f->hidden, f->x, n, 1.0f);
     }
     if (b->n_out > 0) {
         for (int32_t o = 0; o < b->n_out; o++) {
@@ -1366,6 +1498,6 @@ static void forward_layers(struct assay_forward *f, const struct assay_forward_b
         if (f->act_fmt != NULL) {
             round_input(f, c->n_layer, P_HEAD, f->on, b->n_out, d);
         }
-        matmul(f, &f->w[P_HEAD], 0, f->on, f->logits, b->n_out, 0.0f);
+        product(f, P_HEAD, 0, f->on, f->logits, b->n_out, 0.0f);
     }
 }

@@ -58,6 +58,8 @@ struct assay_forward_params {
     enum assay_kv_type kv_type;      /* F16: keys and values rounded to fp16 when stored */
     bool flash_attn;                 /* with kv_type F16: ggml's CPU flash attention (see
                                         below); without: ggml's mul_mat attention */
+    bool f16_acc;                    /* with act GGML: fp16 accumulation as ggml built for
+                                        AVX512-FP16 computes it (see below) */
     int mutant;
     struct assay_worker *worker; /* borrowed, may be NULL: a share of the
                                     columns of each product, attention rows (or a
@@ -116,6 +118,19 @@ struct assay_forward_batch {
  *    rounded to fp16 for the scores, the softmax's probabilities rounded
  *    to fp16 before the sum of values.
  * With kv_type F32 attention is the engine's own, as in EXACT.
+ *
+ * With f16_acc (act GGML), the fp16 helpers of ggml's AVX512-FP16 builds
+ * (numerics.h) replace their fp32-lane forms wherever a single decode row
+ * would meet them, and every row takes them: each product with F16
+ * weights is ggml_vec_dot_f16 per element (128 fp16 accumulators); with
+ * an F16 KV store, each score is that dot of the fp16 query and key, flash
+ * attention's value accumulation and rescaling are ggml_vec_mad_f16 and
+ * ggml_vec_scale_f16 (fp16 arithmetic on the first head_dim - head_dim mod
+ * 128 elements), and without flash attention each element of the sum of
+ * values is that dot over the keys (ggml reads the transposed value cache
+ * padded with zero probabilities, so every key falls in a lane). These
+ * products are plain loops over the model's [out][in] weights, slower than
+ * the engine's own. assay_forward_set_f16_acc switches it between passes.
  */
 
 /* Allocate and fill everything a pass uses (free with assay_forward_free).
@@ -155,6 +170,15 @@ struct assay_forward_numerics {
     bool flash_attn;
 };
 void assay_forward_get_numerics(const struct assay_forward *fwd, struct assay_forward_numerics *out);
+
+/* Whether f16_acc changes anything for model with act GGML, this KV type
+ * and attention path: a product with F16 weights, or an F16 store with
+ * heads of 128 or more or without flash attention. */
+bool assay_forward_f16_acc_applies(const struct assay_model *model, enum assay_kv_type kv_type,
+                                   bool flash_attn);
+
+/* Switch f16_acc (above) for the passes that follow. */
+void assay_forward_set_f16_acc(struct assay_forward *fwd, bool on);
 
 /* Bytes held by the forward (weights copy, KV store, scratch). */
 int64_t assay_forward_bytes(const struct assay_forward *fwd);

@@ -291,3 +291,155 @@ enum assay_status assay_numerics_round_rows(enum assay_act_format fmt, float *x,
     }
     return ASSAY_OK;
 }
+
+/* ---- fp16 accumulation (AVX512-FP16 builds of ggml) ---------------------- */
+
+float assay_numerics_f16acc_fma(float acc, float x, float y)
+{
+    return assay_numerics_round_f16(fmaf(x, y, acc));
+}
+
+float assay_numerics_f16acc_reduce(float lanes[ASSAY_NUMERICS_F16ACC_LANES])
+{
+    /* GGML_F16x32_REDUCE: of its four 32-lane accumulators, 0 += 2 and
+     * 1 += 3, then 0 += 1 (lane by lane); then _mm512_reduce_add_ph halves
+     * the 32 lanes five times, lane i taking lane i + half. */
+    for (int32_t half = ASSAY_NUMERICS_F16ACC_LANES / 2; half >= 1; half /= 2) {
+        for (int32_t i = 0; i < half; i++) {
+            lanes[i] = assay_numerics_round_f16(lanes[i] + lanes[i + half]);
+        }
+    }
+    return lanes[0];
+}
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+
+/* The lanes of dot_f16acc below, eight at a time: a single-rounding fused
+ * multiply-add in fp32, then the rounding to fp16 and back (F16C), as the
+ * generic loop computes with fmaf and assay_numerics_round_f16. */
+__attribute__((target("avx2,fma,f16c"))) static void lanes_f16acc_avx2(
+    float lanes[ASSAY_NUMERICS_F16ACC_LANES], const float *x, const float *y, int32_t np)
+{
+    __m256 acc[ASSAY_NUMERICS_F16ACC_LANES / 8];
+    for (int32_t l = 0; l < ASSAY_NUMERICS_F16ACC_LANES / 8; l++) {
+        acc[l] = _mm256_setzero_ps();
+    }
+    for (int32_t i = 0; i < np; i += ASSAY_NUMERICS_F16ACC_LANES) {
+        for (int32_t l = 0; l < ASSAY_NUMERICS_F16ACC_LANES / 8; l++) {
+            __m256 s = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8 * l),
+                                       _mm256_loadu_ps(y + i + 8 * l), acc[l]);
+            acc[l] = _mm256_cvtph_ps(_mm256_cvtps_ph(s, _MM_FROUND_TO_NEAREST_INT));
+        }
+    }
+    for (int32_t l = 0; l < ASSAY_NUMERICS_F16ACC_LANES / 8; l++) {
+        _mm256_storeu_ps(lanes + 8 * l, acc[l]);
+    }
+}
+
+__attribute__((target("avx2,f16c"))) static __m256 round8_f16(__m256 x)
+{
+    return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+}
+
+__attribute__((target("avx2,f16c"))) static __m128 round4_f16(__m128 x)
+{
+    return _mm_cvtph_ps(_mm_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+}
+
+/* assay_numerics_f16acc_reduce with vectors: the same halvings, the same
+ * sums and roundings. */
+__attribute__((target("avx2,f16c"))) static float reduce_f16acc_avx2(
+    float lanes[ASSAY_NUMERICS_F16ACC_LANES])
+{
+    __m256 v[ASSAY_NUMERICS_F16ACC_LANES / 8];
+    for (int32_t l = 0; l < ASSAY_NUMERICS_F16ACC_LANES / 8; l++) {
+        v[l] = _mm256_loadu_ps(lanes + 8 * l);
+    }
+    for (int32_t half = ASSAY_NUMERICS_F16ACC_LANES / 16; half >= 1; half /= 2) {
+        for (int32_t l = 0; l < half; l++) {
+            v[l] = round8_f16(_mm256_add_ps(v[l], v[l + half]));
+        }
+    }
+    __m128 x = round4_f16(_mm_add_ps(_mm256_castps256_ps128(v[0]), _mm256_extractf128_ps(v[0], 1)));
+    x = round4_f16(_mm_add_ps(x, _mm_movehl_ps(x, x)));                  /* i + (i + 2) */
+    x = round4_f16(_mm_add_ps(x, _mm_shuffle_ps(x, x, _MM_SHUFFLE(1, 1, 1, 1)))); /* 0 + 1 */
+    return _mm_cvtss_f32(x);
+}
+
+static bool have_avx2_f16c(void)
+{
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c");
+}
+#endif
+
+/* The fp16 sum of the lanes of the first np elements (np a positive
+ * multiple of the lane count). */
+static float sum_f16acc(const float *x, const float *y, int32_t np, bool simd)
+{
+    float lanes[ASSAY_NUMERICS_F16ACC_LANES];
+#if defined(__x86_64__) || defined(__i386__)
+    if (simd && have_avx2_f16c()) {
+        lanes_f16acc_avx2(lanes, x, y, np);
+        return reduce_f16acc_avx2(lanes);
+    }
+#endif
+    (void)simd;
+    for (int32_t l = 0; l < ASSAY_NUMERICS_F16ACC_LANES; l++) {
+        lanes[l] = 0.0f;
+    }
+    for (int32_t i = 0; i < np; i += ASSAY_NUMERICS_F16ACC_LANES) {
+        for (int32_t l = 0; l < ASSAY_NUMERICS_F16ACC_LANES; l++) {
+            lanes[l] = assay_numerics_f16acc_fma(lanes[l], x[i + l], y[i + l]);
+        }
+    }
+    return assay_numerics_f16acc_reduce(lanes);
+}
+
+static float dot_f16acc(const float *x, const float *y, int32_t n, bool simd)
+{
+    const int32_t np = n & ~(ASSAY_NUMERICS_F16ACC_LANES - 1);
+    double sum = 0.0;
+    if (np > 0) {
+        sum = sum_f16acc(x, y, np, simd);
+    }
+    for (int32_t i = np; i < n; i++) {
+        sum += (double)(x[i] * y[i]);
+    }
+    return (float)sum;
+}
+
+float assay_numerics_dot_f16acc(const float *x, const float *y, int32_t n)
+{
+    return dot_f16acc(x, y, n, true);
+}
+
+float assay_numerics_dot_f16acc_generic(const float *x, const float *y, int32_t n)
+{
+    return dot_f16acc(x, y, n, false);
+}
+
+void assay_numerics_mad_f16acc(float *y, const float *x, float v, int32_t n)
+{
+    const int32_t np = n & ~(ASSAY_NUMERICS_F16ACC_LANES - 1);
+    const float v16 = assay_numerics_round_f16(v);
+    for (int32_t i = 0; i < np; i++) {
+        y[i] = assay_numerics_f16acc_fma(y[i], x[i], v16);
+    }
+    for (int32_t i = np; i < n; i++) {
+        y[i] = assay_numerics_round_f16(y[i] + x[i] * v);
+    }
+}
+
+void assay_numerics_scale_f16acc(float *y, float v, int32_t n)
+{
+    const int32_t np = n & ~(ASSAY_NUMERICS_F16ACC_LANES - 1);
+    const float v16 = assay_numerics_round_f16(v);
+    for (int32_t i = 0; i < np; i++) {
+        y[i] = assay_numerics_round_f16(y[i] * v16);
+    }
+    for (int32_t i = np; i < n; i++) {
+        y[i] = assay_numerics_round_f16(y[i] * v);
+    }
+}

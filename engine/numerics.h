@@ -105,4 +105,47 @@ enum assay_status assay_numerics_round_row(enum assay_act_format fmt, float *x, 
 enum assay_status assay_numerics_round_rows(enum assay_act_format fmt, float *x, int32_t n_rows,
                                             int32_t n, int64_t ld, int mutant);
 
+/*
+ * fp16 accumulation. ggml built for a CPU with AVX512-FP16 (Intel Sapphire
+ * Rapids and later, with GGML_NATIVE) computes its fp16 vector helpers in
+ * fp16 arithmetic, where other builds widen to fp32 lanes:
+ *   ggml_vec_dot_f16  128 fp16 accumulators (four vectors of 32 lanes),
+ *                     element i feeding lane i mod 128 with one fused
+ *                     multiply-add rounded to fp16; the lanes summed in
+ *                     fp16 as assay_numerics_f16acc_reduce says; the
+ *                     n mod 128 last elements added in double to that sum.
+ *                     It is the dot product of a product with F16 weights
+ *                     and one input row (a decode step of one sequence:
+ *                     with two rows or more ggml takes its tinyBLAS path,
+ *                     fp32 lanes), and of flash attention's query with an
+ *                     F16 key.
+ *   ggml_vec_mad_f16  y[i] += x[i] * v as one fused multiply-add rounded
+ *                     to fp16, with v first rounded to fp16, for the first
+ *                     n - n mod 128 elements; the rest in fp32 (flash
+ *                     attention's accumulation of F16 values).
+ *   ggml_vec_scale_f16  y[i] *= v likewise, v rounded to fp16.
+ * The emulation rounds each fused multiply-add to fp32 before fp16 (the
+ * products of fp16 values are exact in fp32; the two roundings differ
+ * from one only where the fp32 sum lands on an fp16 tie), and reduces the
+ * lanes in the order GCC's _mm512_reduce_add_ph does. Values are fp16
+ * values held in floats.
+ */
+#define ASSAY_NUMERICS_F16ACC_LANES 128
+
+/* One lane's step: round_f16(x * y + acc) (through fp32, as above). */
+float assay_numerics_f16acc_fma(float acc, float x, float y);
+
+/* The fp16 sum of 128 lanes (destroys lanes). */
+float assay_numerics_f16acc_reduce(float lanes[ASSAY_NUMERICS_F16ACC_LANES]);
+
+/* ggml_vec_dot_f16 of x[0..n) and y[0..n) as above; the _generic form
+ * never uses the CPU's vector units, the other does where it can (AVX2,
+ * FMA, F16C), with the same result bit for bit. */
+float assay_numerics_dot_f16acc(const float *x, const float *y, int32_t n);
+float assay_numerics_dot_f16acc_generic(const float *x, const float *y, int32_t n);
+
+/* ggml_vec_mad_f16 and ggml_vec_scale_f16 on y[0..n) in place, as above. */
+void assay_numerics_mad_f16acc(float *y, const float *x, float v, int32_t n);
+void assay_numerics_scale_f16acc(float *y, float v, int32_t n);
+
 #endif

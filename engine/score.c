@@ -3,9 +3,11 @@
 #include "../core/alloc.h"
 #include "../core/mutant.h"
 #include "forward.h"
+#include "worker.h"
 
 struct assay_score {
     struct assay_forward *fwd;
+    struct assay_worker *worker; /* NULL unless two_threads */
     int32_t max_len, vocab;
     int32_t *tokens;   /* (max_len) */
     int32_t *out_rows; /* (max_len) */
@@ -75,6 +77,13 @@ enum assay_status assay_score_init(struct assay_score **out, const struct assay_
     sc->vocab = p->model->cfg.vocab;
     sc->tokens = assay_calloc((size_t)p->max_len, sizeof(int32_t));
     sc->out_rows = assay_calloc((size_t)p->max_len, sizeof(int32_t));
+    if (p->two_threads) {
+        st = assay_worker_init(&sc->worker);
+        if (st != ASSAY_OK) {
+            assay_score_free(sc);
+            return st;
+        }
+    }
     /* One contiguous block of max_len positions; every product the
      * engine's own, so the rows are those of any batching. */
     struct assay_forward_params fp = {
@@ -90,8 +99,9 @@ enum assay_status assay_score_init(struct assay_score **out, const struct assay_
         .act = p->act,
         .kv_type = p->kv_type,
         .flash_attn = p->flash_attn,
+        .f16_acc = p->f16_acc,
         .mutant = p->mutant,
-        .worker = NULL,
+        .worker = sc->worker,
     };
     st = sc->tokens == NULL || sc->out_rows == NULL ? ASSAY_ERR_NOMEM
                                                     : assay_forward_init(&sc->fwd, &fp);
@@ -103,12 +113,18 @@ enum assay_status assay_score_init(struct assay_score **out, const struct assay_
     return ASSAY_OK;
 }
 
+void assay_score_set_f16_acc(struct assay_score *sc, bool on)
+{
+    assay_forward_set_f16_acc(sc->fwd, on);
+}
+
 void assay_score_free(struct assay_score *sc)
 {
     if (sc == NULL) {
         return;
     }
     assay_forward_free(sc->fwd);
+    assay_worker_free(sc->worker);
     assay_free(sc->tokens);
     assay_free(sc->out_rows);
     assay_free(sc);

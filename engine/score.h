@@ -44,7 +44,10 @@ struct assay_score_params {
     enum assay_act_mode act;         /* as engine/forward.h */
     enum assay_kv_type kv_type;
     bool flash_attn;
+    bool f16_acc; /* fp16 accumulation of AVX512-FP16 builds of ggml (engine/forward.h) */
     enum assay_isa isa;
+    bool two_threads; /* a worker thread takes a share of each pass (engine/worker.h);
+                         the rows are the same bits either way */
     int mutant; /* enum assay_mutant; mutant builds only */
 };
 
@@ -59,11 +62,15 @@ struct assay_score_params assay_score_default_params(const struct assay_model *m
  * act GGML with a model whose types cannot be emulated
  * (assay_forward_check_numerics: diag names the tensors), an instruction
  * set this CPU lacks, or a mutant in a build without mutants;
- * ASSAY_ERR_NOMEM. On failure *out is NULL. diag may be NULL.
+ * ASSAY_ERR_NOMEM; ASSAY_ERR_INTERNAL when two_threads and the thread
+ * could not start. On failure *out is NULL. diag may be NULL.
  */
 enum assay_status assay_score_init(struct assay_score **out, const struct assay_score_params *p,
                                    struct assay_diag *diag);
 void assay_score_free(struct assay_score *sc);
+
+/* Switch f16_acc for the calls that follow (the other arithmetic stays). */
+void assay_score_set_f16_acc(struct assay_score *sc, bool on);
 
 /*
  * Teacher-forced logits: *rows points at (n_cont, vocab) floats, row i the

@@ -231,6 +231,125 @@ static void test_fused_refused(void **state)
     assay_model_free(m);
 }
 
+/* ---- fp16 accumulation (AVX512-FP16 builds of ggml) ------------------- */
+
+/* Near 2048 the fp16 spacing is 2, so 2048 + 1 is a tie that rounds to the
+ * even 2048, while 2048 + 2 = 2050 is exact: a sum whose value depends on
+ * which lanes meet first, each outcome derivable by hand. */
+
+/* A lane keeps its own fp16 sum: 2048 then + 1 in the same lane (elements
+ * 0 and 128) stays 2048; fp32 lanes or a double sum would give 2049. The
+ * last n mod 128 elements are added in double: 2048 + 1 there is 2049. */
+static void test_f16acc_dot_lanes(void **state)
+{
+    (void)state;
+    float x[260], y[260];
+    for (int i = 0; i < 260; i++) {
+        x[i] = 1.0f;
+        y[i] = 0.0f;
+    }
+    y[0] = 2048.0f;
+    y[128] = 1.0f;
+    assert_true(assay_numerics_dot_f16acc(x, y, 256) == 2048.0f);
+    assert_true(assay_numerics_dot_f16acc_generic(x, y, 256) == 2048.0f);
+    y[256] = 1.0f; /* a leftover element: double */
+    assert_true(assay_numerics_dot_f16acc(x, y, 257) == 2049.0f);
+    /* fewer than 128 elements: all in double */
+    float a[3] = {1.0f, 1.0f, 1.0f}, b[3] = {2048.0f, 1.0f, 1.0f};
+    assert_true(assay_numerics_dot_f16acc(a, b, 3) == 2050.0f);
+}
+
+/* The reduction pairs lane i with lane i + 64, then i + 32, ..., i + 1:
+ * lanes 0 and 64 (1 + 1 = 2) meet before lane 32's 2048, so the sum is
+ * 2050; summed in lane order it would be 2048 (2048 + 1 + 1, each a tie). */
+static void test_f16acc_reduce_order(void **state)
+{
+    (void)state;
+    float lanes[ASSAY_NUMERICS_F16ACC_LANES] = {0.0f};
+    lanes[0] = 1.0f;
+    lanes[64] = 1.0f;
+    lanes[32] = 2048.0f;
+    assert_true(assay_numerics_f16acc_reduce(lanes) == 2050.0f);
+    /* a big lane absorbs each small one at its own step: 2048 every time */
+    float lanes2[ASSAY_NUMERICS_F16ACC_LANES] = {0.0f};
+    lanes2[0] = 2048.0f;
+    for (int half = 64; half >= 1; half /= 2) {
+        lanes2[half] = 1.0f;
+    }
+    assert_true(assay_numerics_f16acc_reduce(lanes2) == 2048.0f);
+    /* the same through the dot product (x all 1, y the lanes) */
+    float x[128], y[128];
+    for (int i = 0; i < 128; i++) {
+        x[i] = 1.0f;
+        y[i] = 0.0f;
+    }
+    y[0] = 1.0f;
+    y[64] = 1.0f;
+    y[32] = 2048.0f;
+    assert_true(assay_numerics_dot_f16acc(x, y, 128) == 2050.0f);
+    assert_true(assay_numerics_dot_f16acc_generic(x, y, 128) == 2050.0f);
+}
+
+/* The vector and generic forms agree bit for bit on random fp16 values at
+ * lengths around the lane count, and differ from an fp32 dot. */
+static void test_f16acc_dot_variants(void **state)
+{
+    (void)state;
+    static const int32_t lengths[] = {1, 64, 127, 128, 129, 255, 256, 384, 768, 1000, 2048};
+    float x[2048], y[2048];
+    uint64_t s = 12345;
+    int n_differ_f32 = 0;
+    for (size_t li = 0; li < sizeof lengths / sizeof lengths[0]; li++) {
+        const int32_t n = lengths[li];
+        for (int rep = 0; rep < 20; rep++) {
+            for (int32_t i = 0; i < n; i++) {
+                s = s * 6364136223846793005ull + 1442695040888963407ull;
+                x[i] = assay_numerics_round_f16((float)((int64_t)(s >> 40) - (1 << 23)) * 0x1p-22f);
+                s = s * 6364136223846793005ull + 1442695040888963407ull;
+                y[i] = assay_numerics_round_f16((float)((int64_t)(s >> 40) - (1 << 23)) * 0x1p-23f);
+            }
+            float v = assay_numerics_dot_f16acc(x, y, n);
+            float g = assay_numerics_dot_f16acc_generic(x, y, n);
+            if (memcmp(&v, &g, sizeof v) != 0) {
+                fail_msg("n %d: vector %.9g, generic %.9g", (int)n, (double)v, (double)g);
+            }
+            double d = 0.0;
+            for (int32_t i = 0; i < n; i++) {
+                d += (double)x[i] * y[i];
+            }
+            n_differ_f32 += n >= 128 && v != (float)d;
+        }
+    }
+    assert_true(n_differ_f32 > 50); /* the fp16 sums are not the exact ones */
+}
+
+/* ggml_vec_mad_f16 and ggml_vec_scale_f16: fp16 arithmetic with v rounded
+ * to fp16 on the first n - n mod 128 elements, fp32 on the rest. */
+static void test_f16acc_mad_scale(void **state)
+{
+    (void)state;
+    float y[192], x[192];
+    for (int i = 0; i < 192; i++) {
+        y[i] = 2048.0f;
+        x[i] = 1.0f;
+    }
+    /* v = 1 + 2^-12 rounds to 1 in fp16: 2048 + 1 ties to 2048; in fp32,
+     * 2049.0005 rounds to 2050 */
+    assay_numerics_mad_f16acc(y, x, 1.0f + 0x1p-12f, 192);
+    assert_true(y[0] == 2048.0f && y[127] == 2048.0f);
+    assert_true(y[128] == 2050.0f && y[191] == 2050.0f);
+    /* scale: y = 1.5, v = 1 + 2^-11 + 2^-14. In fp16, v is 1 + 2^-10 and
+     * 1.5 v = 1.5 + 2^-10 + 2^-11, a tie between 1.5 + 2^-10 (odd) and
+     * 1.5 + 2^-9 (even): 1.5 + 2^-9. In fp32, 1.5 v is 1.5 + 0.84375
+     * units of 2^-10: 1.5 + 2^-10. */
+    for (int i = 0; i < 192; i++) {
+        y[i] = 1.5f;
+    }
+    assay_numerics_scale_f16acc(y, 1.0f + 0x1p-11f + 0x1p-14f, 192);
+    assert_true(y[0] == 1.5f + 0x1p-9f && y[127] == 1.5f + 0x1p-9f);
+    assert_true(y[128] == 1.5f + 0x1p-10f && y[191] == 1.5f + 0x1p-10f);
+}
+
 int main(int argc, char **argv)
 {
     assay_test_init(argc, argv);
@@ -239,6 +358,10 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_bf16),          cmocka_unit_test(test_q8_0),
         cmocka_unit_test(test_q8_k),          cmocka_unit_test(test_formats),
         cmocka_unit_test(test_fused_refused),
+        cmocka_unit_test(test_f16acc_dot_lanes),
+        cmocka_unit_test(test_f16acc_reduce_order),
+        cmocka_unit_test(test_f16acc_dot_variants),
+        cmocka_unit_test(test_f16acc_mad_scale),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
