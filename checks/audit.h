@@ -96,7 +96,20 @@
  *                        ASSAY_AUDIT_BUDGET_FACTOR x the largest |difference|)
  *   tie budget     = max(ASSAY_EQUIV_TIE_TOL,
  *                        ASSAY_AUDIT_BUDGET_FACTOR x the largest change of a gap)
- * and every check uses them where it used the fixed tolerances: a greedy
+ * ggml's CPU builds differ in one rounding that matters: a build for a CPU
+ * with AVX512-FP16 accumulates its fp16 dot products (F16 weights with one
+ * input row, an F16 KV cache's scores and values for heads of 128 or more,
+ * or every value sum without flash attention) in fp16, where other builds
+ * widen to fp32 (engine/numerics.h). The audit cannot see how the server
+ * was built, so where that rounding applies the reference is measured
+ * both ways and every figure is the larger of the two.
+ * The logprobs check measures the reference on its own positions too (the
+ * server's continuations, teacher-forced, where contexts are longer than
+ * most of the prompts' positions) before it compares anything, and the
+ * logprob budget is the factor times the larger of the two maxima: the
+ * correct implementation's largest difference where the server is judged,
+ * computed from the same tokens.
+ * Every check uses the budgets where it used the fixed tolerances: a greedy
  * divergence is a tie when the oracle's gap is within the tie budget, a top
  * logprob may differ by the logprob budget, the distributional checks'
  * top-k/top-p boundaries take the tie budget. The factor allows for a
@@ -204,6 +217,16 @@ struct assay_audit_budget {
     int32_t n_top;          /* the oracle's top tokens compared at each */
     double ref_max_abs;     /* the reference's largest |logprob - the oracle's| */
     double ref_max_gap;     /* its largest change of a logit difference */
+    int64_t check_positions;   /* the logprobs check's positions it was also measured at */
+    double check_ref_max_abs;  /* its largest |logprob - the oracle's| there */
+    /* The reference computes the formats as ggml's CPU builds do: with
+     * fp32 lanes (variant 0), and, where that differs for this model and
+     * configuration, with the fp16 accumulation of builds for CPUs with
+     * AVX512-FP16 (variant 1; engine/numerics.h). The figures above are
+     * the larger of the variants'; these are each one's. */
+    int32_t n_variants;                       /* 1 or 2 */
+    double variant_max_abs[2];                /* largest |difference| on the prompts */
+    double variant_check_max_abs[2];          /* and at the logprobs check's positions */
     double tv_mean, tv_max; /* its total-variation distance from the oracle (T 1) */
     double logprob;         /* the logprob budget */
     double gap;             /* the tie budget (logits) */

@@ -12,6 +12,7 @@
 #include "../core/clock.h"
 #include "../core/rng.h"
 #include "../core/workload.h"
+#include "../engine/forward.h"
 #include "../engine/gguf.h"
 #include "check.h"
 #include "plan.h"
@@ -48,6 +49,7 @@ static enum assay_status open_scorer(struct assay_audit *a)
     sp.act = ASSAY_ACT_MODE_GGML;
     sp.kv_type = a->p.kv_type;
     sp.flash_attn = a->p.flash_attn;
+    sp.two_threads = true; /* the server is idle while the reference computes */
     struct assay_diag diag;
     assay_diag_clear(&diag);
     enum assay_status st = assay_score_init(&a->scorer, &sp, &diag);
@@ -62,9 +64,9 @@ static enum assay_status open_scorer(struct assay_audit *a)
     return ASSAY_OK;
 }
 
-enum assay_status assay_audit_reference_lsm(struct assay_audit *a, const int32_t *prompt,
-                                            int32_t prompt_len, const int32_t *cont,
-                                            int32_t n_cont, double *out)
+enum assay_status assay_audit_reference_lsm(struct assay_audit *a, int32_t variant,
+                                            const int32_t *prompt, int32_t prompt_len,
+                                            const int32_t *cont, int32_t n_cont, double *out)
 {
     enum assay_status st = open_scorer(a);
     if (st != ASSAY_OK) {
@@ -73,6 +75,7 @@ enum assay_status assay_audit_reference_lsm(struct assay_audit *a, const int32_t
     if (prompt_len + n_cont - 1 > a->scorer_len) {
         return ASSAY_ERR_INVALID;
     }
+    assay_score_set_f16_acc(a->scorer, variant == 1);
     const float *rows = NULL;
     st = assay_score_rows(a->scorer, prompt, prompt_len, cont, n_cont, &rows);
     if (st != ASSAY_OK) {
@@ -127,6 +130,49 @@ static void describe_formats(const struct assay_audit *a, char *out, size_t size
     }
 }
 
+void assay_audit_reference_position(const double *oracle_lsm, const double *ref_lsm, int32_t v,
+                                    int32_t n_top, int32_t *top, double *max_abs,
+                                    double *gap_change)
+{
+    /* The oracle's top n_top tokens, best first (ties: the lower id). */
+    int32_t n_in = 0;
+    for (int32_t k = 0; k < v; k++) {
+        if (n_in == n_top && oracle_lsm[k] <= oracle_lsm[top[n_in - 1]]) {
+            continue;
+        }
+        int32_t j = n_in < n_top ? n_in++ : n_top - 1;
+        while (j > 0 && oracle_lsm[k] > oracle_lsm[top[j - 1]]) {
+            top[j] = top[j - 1];
+            j--;
+        }
+        top[j] = k;
+    }
+    double lo = INFINITY, hi = -INFINITY, mx = 0.0;
+    for (int32_t j = 0; j < n_in; j++) {
+        double d = ref_lsm[top[j]] - oracle_lsm[top[j]];
+        lo = d < lo ? d : lo;
+        hi = d > hi ? d : hi;
+        mx = fabs(d) > mx ? fabs(d) : mx;
+    }
+    *max_abs = mx;
+    *gap_change = n_in > 0 ? hi - lo : 0.0;
+}
+
+void assay_audit_budget_at_check(struct assay_audit *a, int32_t variant, double ref_max_abs,
+                                 int64_t n_positions)
+{
+    struct assay_audit_budget *b = &a->budget;
+    if (!b->measured || variant < 0 || variant >= b->n_variants) {
+        return;
+    }
+    b->variant_check_max_abs[variant] = fmax(b->variant_check_max_abs[variant], ref_max_abs);
+    b->check_ref_max_abs = fmax(b->check_ref_max_abs, ref_max_abs);
+    if (variant == 0) {
+        b->check_positions += n_positions;
+    }
+    b->logprob = fmax(b->logprob, ASSAY_AUDIT_BUDGET_FACTOR * b->check_ref_max_abs);
+}
+
 enum assay_status assay_audit_need_budget(struct assay_audit *a)
 {
     if (a->budget_tried) {
@@ -168,78 +214,67 @@ enum assay_status assay_audit_need_budget(struct assay_audit *a)
     for (int32_t i = 0; i < w->n; i++) {
         longest = w->reqs[i].prompt_len > longest ? w->reqs[i].prompt_len : longest;
     }
+    b->n_variants = assay_forward_f16_acc_applies(a->model, a->p.kv_type, a->p.flash_attn) ? 2 : 1;
     double *ref = assay_malloc(sizeof(double) * (size_t)v * (size_t)(longest > 0 ? longest : 1));
     double *lsm = assay_malloc(sizeof(double) * (size_t)v);
     int32_t *top = assay_malloc(sizeof(int32_t) * (size_t)n_top);
     struct assay_divergence_top *list = assay_malloc(sizeof *list * (size_t)n_top);
-    struct assay_divergence *acc = NULL;
+    struct assay_divergence *acc[2] = {NULL, NULL};
     if (ref == NULL || lsm == NULL || top == NULL || list == NULL ||
-        assay_divergence_init(&acc) != ASSAY_OK) {
+        assay_divergence_init(&acc[0]) != ASSAY_OK || assay_divergence_init(&acc[1]) != ASSAY_OK) {
         st = ASSAY_ERR_NOMEM;
         snprintf(b->why, sizeof b->why, "out of memory");
         goto out;
     }
-    double tv_sum = 0.0;
-    for (int32_t i = 0; i < w->n; i++) {
-        const struct assay_workload_request *wr = &w->reqs[i];
-        if (wr->prompt_len < 2) {
-            continue;
-        }
-        const double *rows = NULL;
-        st = assay_oracle_memo_rows(a->memo, wr->prompt, 1, wr->prompt + 1, wr->prompt_len - 1,
-                                    &rows);
-        if (st == ASSAY_OK) {
-            st = assay_audit_reference_lsm(a, wr->prompt, 1, wr->prompt + 1, wr->prompt_len - 1,
-                                           ref);
-        }
-        if (st != ASSAY_OK) {
-            if (b->why[0] == '\0') {
-                snprintf(b->why, sizeof b->why, "request %d: %s", (int)i, assay_status_str(st));
+    double tv_sum[2] = {0.0, 0.0};
+    for (int32_t var = 0; var < b->n_variants; var++) {
+        for (int32_t i = 0; i < w->n; i++) {
+            const struct assay_workload_request *wr = &w->reqs[i];
+            if (wr->prompt_len < 2) {
+                continue;
             }
-            goto out;
-        }
-        for (int32_t pos = 0; pos + 1 < wr->prompt_len; pos++) {
-            assay_audit_log_softmax(rows + (int64_t)pos * v, v, lsm);
-            const double *r = ref + (int64_t)pos * v;
-            /* The oracle's top n_top tokens, best first (ties: the lower id). */
-            int32_t n_in = 0;
-            for (int32_t k = 0; k < v; k++) {
-                if (n_in == n_top && lsm[k] <= lsm[top[n_in - 1]]) {
-                    continue;
-                }
-                int32_t j = n_in < n_top ? n_in++ : n_top - 1;
-                while (j > 0 && lsm[k] > lsm[top[j - 1]]) {
-                    top[j] = top[j - 1];
-                    j--;
-                }
-                top[j] = k;
+            const double *rows = NULL;
+            st = assay_oracle_memo_rows(a->memo, wr->prompt, 1, wr->prompt + 1, wr->prompt_len - 1,
+                                        &rows);
+            if (st == ASSAY_OK) {
+                st = assay_audit_reference_lsm(a, var, wr->prompt, 1, wr->prompt + 1,
+                                               wr->prompt_len - 1, ref);
             }
-            double lo = INFINITY, hi = -INFINITY;
-            for (int32_t j = 0; j < n_top; j++) {
-                double d = r[top[j]] - lsm[top[j]];
-                lo = d < lo ? d : lo;
-                hi = d > hi ? d : hi;
-                b->ref_max_abs = fabs(d) > b->ref_max_abs ? fabs(d) : b->ref_max_abs;
-                list[j].token = top[j];
-                list[j].logprob = r[top[j]];
-            }
-            b->ref_max_gap = hi - lo > b->ref_max_gap ? hi - lo : b->ref_max_gap;
-            double tv = 0.0;
-            int32_t ref_best = 0;
-            for (int32_t k = 0; k < v; k++) {
-                tv += fabs(exp(r[k]) - exp(lsm[k]));
-                ref_best = r[k] > r[ref_best] ? k : ref_best;
-            }
-            tv *= 0.5;
-            tv_sum += tv;
-            b->tv_max = tv > b->tv_max ? tv : b->tv_max;
-            st = assay_divergence_add(acc, lsm, v, list, n_top, ref_best == top[0]);
             if (st != ASSAY_OK) {
-                snprintf(b->why, sizeof b->why, "the reference's logprobs: %s",
-                         assay_status_str(st));
+                if (b->why[0] == '\0') {
+                    snprintf(b->why, sizeof b->why, "request %d: %s", (int)i, assay_status_str(st));
+                }
                 goto out;
             }
-            b->n_positions++;
+            for (int32_t pos = 0; pos + 1 < wr->prompt_len; pos++) {
+                assay_audit_log_softmax(rows + (int64_t)pos * v, v, lsm);
+                const double *r = ref + (int64_t)pos * v;
+                double max_abs, gap_change;
+                assay_audit_reference_position(lsm, r, v, n_top, top, &max_abs, &gap_change);
+                b->variant_max_abs[var] = fmax(b->variant_max_abs[var], max_abs);
+                b->ref_max_abs = fmax(b->ref_max_abs, max_abs);
+                b->ref_max_gap = fmax(b->ref_max_gap, gap_change);
+                for (int32_t j = 0; j < n_top; j++) {
+                    list[j].token = top[j];
+                    list[j].logprob = r[top[j]];
+                }
+                double tv = 0.0;
+                int32_t ref_best = 0;
+                for (int32_t k = 0; k < v; k++) {
+                    tv += fabs(exp(r[k]) - exp(lsm[k]));
+                    ref_best = r[k] > r[ref_best] ? k : ref_best;
+                }
+                tv *= 0.5;
+                tv_sum[var] += tv;
+                b->tv_max = tv > b->tv_max ? tv : b->tv_max;
+                st = assay_divergence_add(acc[var], lsm, v, list, n_top, ref_best == top[0]);
+                if (st != ASSAY_OK) {
+                    snprintf(b->why, sizeof b->why, "the reference's logprobs: %s",
+                             assay_status_str(st));
+                    goto out;
+                }
+                b->n_positions += var == 0;
+            }
         }
     }
     if (b->n_positions == 0) {
@@ -247,14 +282,22 @@ enum assay_status assay_audit_need_budget(struct assay_audit *a)
         snprintf(b->why, sizeof b->why, "its workload has no prompt of two tokens or more");
         goto out;
     }
-    b->tv_mean = tv_sum / (double)b->n_positions;
-    assay_divergence_summarise(acc, "reference", &b->ref);
+    /* Each figure the larger of the variants': the summary of the one
+     * farther from the oracle on average. */
+    b->tv_mean = fmax(tv_sum[0], tv_sum[1]) / (double)b->n_positions;
+    struct assay_divergence_summary s1;
+    assay_divergence_summarise(acc[0], "reference", &b->ref);
+    if (b->n_variants == 2) {
+        assay_divergence_summarise(acc[1], "reference", &s1);
+        b->ref = s1.kld.mean > b->ref.kld.mean ? s1 : b->ref;
+    }
     b->logprob = fmax(ASSAY_AUDIT_LOGPROB_TOL, ASSAY_AUDIT_BUDGET_FACTOR * b->ref_max_abs);
     b->gap = fmax(ASSAY_EQUIV_TIE_TOL, ASSAY_AUDIT_BUDGET_FACTOR * b->ref_max_gap);
     b->measured = true;
 out:
     b->seconds = (double)(assay_now_ns() - t0) / 1e9;
-    assay_divergence_free(acc);
+    assay_divergence_free(acc[0]);
+    assay_divergence_free(acc[1]);
     assay_free(list);
     assay_free(top);
     assay_free(lsm);

@@ -261,11 +261,17 @@ static enum assay_status check_equiv(struct assay_audit *a, bool alone,
     return st;
 }
 
-/* The top logprobs the server sent, per request and position. */
+/* The top logprobs the server sent, per request and position, and the
+ * reference's log-softmax at the same tokens (reference_at_positions). */
 struct lp_rec {
     int32_t req, pos, n_top;
     double token_lp;
     struct assay_openai_logprob top[ASSAY_OPENAI_MAX_TOP];
+    /* per variant of the reference (audit.h: fp32 lanes, fp16 accumulation) */
+    bool have_ref[2];    /* the reference computed this position */
+    int32_t ref_best[2]; /* its argmax */
+    double ref_lp[2][ASSAY_OPENAI_MAX_TOP]; /* its logprob of top[j].token (NaN outside the
+                                               vocabulary) */
 };
 
 struct lp_store {
@@ -298,6 +304,110 @@ static void on_logprobs(void *ctx, uint64_t id, int32_t index, int32_t token, do
     r->token_lp = logprob;
     r->n_top = n_top < ASSAY_OPENAI_MAX_TOP ? n_top : ASSAY_OPENAI_MAX_TOP;
     memcpy(r->top, top, sizeof top[0] * (size_t)r->n_top);
+    r->have_ref[0] = r->have_ref[1] = false;
+}
+
+/* The server's record of (request id, position), or NULL. */
+static struct lp_rec *find_lp(const struct lp_store *s, int32_t req, int32_t pos)
+{
+    for (int64_t k = 0; k < s->n; k++) {
+        if (s->rec[k].req == req && s->rec[k].pos == pos) {
+            return &s->rec[k];
+        }
+    }
+    return NULL;
+}
+
+/* One variant of reference_at_positions below (ref, lsm and top its
+ * scratch). */
+static enum assay_status reference_variant_at_positions(struct assay_audit *a, int32_t var,
+                                                        const struct assay_workload *w,
+                                                        const struct assay_transcript *t,
+                                                        struct lp_store *s, double *ref,
+                                                        double *lsm, int32_t *top, int32_t n_top,
+                                                        int32_t *n_skipped)
+{
+    const int32_t v = a->model->cfg.vocab;
+    enum assay_status st = ASSAY_OK;
+    double max_abs = 0.0;
+    int64_t n_positions = 0;
+    for (int32_t i = 0; i < w->n && st == ASSAY_OK; i++) {
+        const struct assay_workload_request *wr = &w->reqs[i];
+        const struct assay_transcript_req *q = &t->reqs[i];
+        if (q->n_events == 0) {
+            continue;
+        }
+        if (assay_audit_reference_lsm(a, var, wr->prompt, wr->prompt_len, q->tokens,
+                                      q->n_events, ref) != ASSAY_OK) {
+            (*n_skipped)++;
+            continue;
+        }
+        const double *rows = NULL;
+        st = assay_oracle_memo_rows(a->memo, wr->prompt, wr->prompt_len, q->tokens, q->n_events,
+                                    &rows);
+        for (int32_t pos = 0; st == ASSAY_OK && pos < q->n_events; pos++) {
+            const double *rl = ref + (int64_t)pos * v;
+            assay_audit_log_softmax(rows + (int64_t)pos * v, v, lsm);
+            double d, gap_change;
+            assay_audit_reference_position(lsm, rl, v, n_top, top, &d, &gap_change);
+            max_abs = fmax(max_abs, d);
+            n_positions++;
+            struct lp_rec *lr = find_lp(s, (int32_t)wr->id, pos);
+            if (lr == NULL) {
+                continue;
+            }
+            lr->have_ref[var] = true;
+            lr->ref_best[var] = 0;
+            for (int32_t k = 1; k < v; k++) {
+                lr->ref_best[var] = rl[k] > rl[lr->ref_best[var]] ? k : lr->ref_best[var];
+            }
+            for (int32_t j = 0; j < lr->n_top; j++) {
+                int32_t tok = lr->top[j].token;
+                lr->ref_lp[var][j] = tok >= 0 && tok < v ? rl[tok] : NAN;
+            }
+        }
+    }
+    if (st == ASSAY_OK) {
+        assay_audit_budget_at_check(a, var, max_abs, n_positions);
+    }
+    return st;
+}
+
+/*
+ * The reference (the budget's correct implementation of the server's
+ * formats, each of its variants) teacher-forced through every request's
+ * prompt and the server's continuation, before anything is compared: its
+ * largest |logprob - the oracle's| over the oracle's top tokens at these
+ * positions joins the budget's (assay_audit_budget_at_check), and its
+ * logprobs at the tokens the server listed are kept in the records for the
+ * figures. A request longer than the reference takes is left out and
+ * counted in *n_skipped. ASSAY_OK, or the status of the oracle or of an
+ * allocation.
+ */
+static enum assay_status reference_at_positions(struct assay_audit *a,
+                                                const struct assay_workload *w,
+                                                const struct assay_transcript *t,
+                                                struct lp_store *s, int32_t *n_skipped)
+{
+    const int32_t v = a->model->cfg.vocab;
+    const int32_t n_top = a->p.n_probs < v ? a->p.n_probs : v;
+    int32_t longest = 1;
+    for (int32_t i = 0; i < w->n; i++) {
+        longest = t->reqs[i].n_events > longest ? t->reqs[i].n_events : longest;
+    }
+    double *ref = assay_malloc(sizeof(double) * (size_t)v * (size_t)longest);
+    double *lsm = assay_malloc(sizeof(double) * (size_t)v);
+    int32_t *top = assay_malloc(sizeof(int32_t) * (size_t)(n_top > 0 ? n_top : 1));
+    enum assay_status st = ref == NULL || lsm == NULL || top == NULL ? ASSAY_ERR_NOMEM : ASSAY_OK;
+    int32_t skipped_again = 0; /* the same requests, counted once */
+    for (int32_t var = 0; var < budget(a)->n_variants && st == ASSAY_OK; var++) {
+        st = reference_variant_at_positions(a, var, w, t, s, ref, lsm, top, n_top,
+                                            var == 0 ? n_skipped : &skipped_again);
+    }
+    assay_free(top);
+    assay_free(lsm);
+    assay_free(ref);
+    return st;
 }
 
 static int cmp_desc(const void *x, const void *y)
@@ -370,15 +480,15 @@ static enum assay_status check_logprobs(struct assay_audit *a, const struct assa
              (int)w->n, (int)n_probes, (int)n_probs);
     struct lp_store s;
     memset(&s, 0, sizeof s);
-    struct assay_divergence *num = NULL, *ref_num = NULL;
-    double *ref_lsm = NULL;
+    struct assay_divergence *num = NULL, *ref_num[2] = {NULL, NULL};
     int32_t n_ref_skipped = 0;
     struct assay_divergence_top ref_top[ASSAY_OPENAI_MAX_TOP];
     struct assay_transcript *t = NULL;
     double *lsm = assay_malloc(sizeof(double) * (size_t)v);
     double *sorted = assay_malloc(sizeof(double) * (size_t)v);
     if (lsm == NULL || sorted == NULL || assay_divergence_init(&num) != ASSAY_OK ||
-        assay_divergence_init(&ref_num) != ASSAY_OK) {
+        assay_divergence_init(&ref_num[0]) != ASSAY_OK ||
+        assay_divergence_init(&ref_num[1]) != ASSAY_OK) {
         st = ASSAY_ERR_NOMEM;
         goto out;
     }
@@ -400,8 +510,14 @@ static enum assay_status check_logprobs(struct assay_audit *a, const struct assa
     }
     res->tie_tol = tie_budget(a);
     res->n_requests = w->n;
+    if (budget(a)->measured) {
+        st = reference_at_positions(a, w, t, &s, &n_ref_skipped);
+        if (st != ASSAY_OK) {
+            goto out;
+        }
+    }
     double max_diff = 0.0;
-    double max_srv_ref = 0.0; /* |server - reference| where the reference ran */
+    double max_srv_ref[2] = {0.0, 0.0}; /* |server - reference| where each variant ran */
     int64_t n_compared = 0;
     int32_t n_eos = 0, n_eos_other = 0, n_short = 0;
     int32_t worst_req = -1, worst_pos = -1;
@@ -417,19 +533,6 @@ static enum assay_status check_logprobs(struct assay_audit *a, const struct assa
                                     &rows);
         if (st != ASSAY_OK) {
             goto out;
-        }
-        /* The reference on the same positions, for the report. */
-        bool have_ref = false;
-        if (budget(a)->measured && q->n_events > 0) {
-            double *grown = assay_realloc(ref_lsm, sizeof(double) * (size_t)v * (size_t)q->n_events);
-            if (grown == NULL) {
-                st = ASSAY_ERR_NOMEM;
-                goto out;
-            }
-            ref_lsm = grown;
-            have_ref = assay_audit_reference_lsm(a, wr->prompt, wr->prompt_len, q->tokens,
-                                                 q->n_events, ref_lsm) == ASSAY_OK;
-            n_ref_skipped += !have_ref;
         }
         for (int32_t pos = 0; pos < q->n_events; pos++) {
             const double *row = rows + (int64_t)pos * v;
@@ -493,13 +596,7 @@ static enum assay_status check_logprobs(struct assay_audit *a, const struct assa
                 }
             }
             /* The logprobs of this position. */
-            const struct lp_rec *lr = NULL;
-            for (int64_t k = 0; k < s.n; k++) {
-                if (s.rec[k].req == (int32_t)wr->id && s.rec[k].pos == pos) {
-                    lr = &s.rec[k];
-                    break;
-                }
-            }
+            const struct lp_rec *lr = find_lp(&s, (int32_t)wr->id, pos);
             struct assay_divergence_top top[ASSAY_OPENAI_MAX_TOP];
             int32_t n_top = 0; /* the values compared, up to a token outside the vocabulary */
             if (lr == NULL || lr->n_top == 0) {
@@ -554,18 +651,18 @@ static enum assay_status check_logprobs(struct assay_audit *a, const struct assa
                         (int)want, (int)want, kth);
                 }
             }
-            if (have_ref) {
-                const double *rl = ref_lsm + (int64_t)pos * v;
-                int32_t ref_best = 0;
-                for (int32_t k = 1; k < v; k++) {
-                    ref_best = rl[k] > rl[ref_best] ? k : ref_best;
+            for (int32_t var = 0; var < 2; var++) {
+                if (!lr->have_ref[var]) {
+                    continue;
                 }
                 for (int32_t j = 0; j < n_top; j++) {
                     ref_top[j].token = top[j].token;
-                    ref_top[j].logprob = rl[top[j].token];
-                    max_srv_ref = fmax(max_srv_ref, fabs(top[j].logprob - rl[top[j].token]));
+                    ref_top[j].logprob = lr->ref_lp[var][j];
+                    max_srv_ref[var] =
+                        fmax(max_srv_ref[var], fabs(top[j].logprob - lr->ref_lp[var][j]));
                 }
-                st = assay_divergence_add(ref_num, lsm, v, ref_top, n_top, ref_best == best);
+                st = assay_divergence_add(ref_num[var], lsm, v, ref_top, n_top,
+                                          lr->ref_best[var] == best);
                 if (st != ASSAY_OK) {
                     goto out;
                 }
@@ -596,8 +693,12 @@ static enum assay_status check_logprobs(struct assay_audit *a, const struct assa
     }
     summarise_numerics(num, res);
     if (budget(a)->measured) {
-        assay_divergence_summarise(ref_num, "reference", &res->numerics[1]);
+        assay_divergence_summarise(ref_num[0], "reference", &res->numerics[1]);
         res->n_numerics = 2;
+    }
+    if (budget(a)->measured && budget(a)->n_variants == 2) {
+        assay_divergence_summarise(ref_num[1], "reference-f16acc", &res->numerics[2]);
+        res->n_numerics = 3;
     }
     /* One line of at most sizeof res->summary: the figures first, the
      * clauses that are usually zero only when they are not. */
@@ -615,8 +716,13 @@ static enum assay_status check_logprobs(struct assay_audit *a, const struct assa
         snprintf(line + l, sizeof line - l,
                  "; the reference (same numerics): |reference - oracle| max %.3g, "
                  "|server - reference| max %.3g%s",
-                 res->numerics[1].abs_diff.max, max_srv_ref,
+                 res->numerics[1].abs_diff.max, max_srv_ref[0],
                  n_ref_skipped > 0 ? " (not all requests)" : "");
+        l = strlen(line);
+    }
+    if (res->n_numerics >= 3) {
+        snprintf(line + l, sizeof line - l, "; with fp16 accumulation %.3g and %.3g",
+                 res->numerics[2].abs_diff.max, max_srv_ref[1]);
         l = strlen(line);
     }
     if (n_short > 0) {
@@ -660,8 +766,8 @@ out:
     assay_free(lsm);
     assay_free(sorted);
     assay_divergence_free(num);
-    assay_divergence_free(ref_num);
-    assay_free(ref_lsm);
+    assay_divergence_free(ref_num[0]);
+    assay_divergence_free(ref_num[1]);
     return st;
 }
 

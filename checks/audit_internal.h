@@ -63,11 +63,27 @@ enum assay_status assay_audit_need_budget(struct assay_audit *a);
 
 /* The reference's log-softmax (double, vocab each) at every position of a
  * prompt + continuation: row i follows prompt and cont[0..i). Scratch out
- * holds n_cont rows. ASSAY_ERR_INVALID when the sequence is longer than
- * the reference takes. */
-enum assay_status assay_audit_reference_lsm(struct assay_audit *a, const int32_t *prompt,
-                                            int32_t prompt_len, const int32_t *cont,
-                                            int32_t n_cont, double *out);
+ * holds n_cont rows. `variant` 0 is ggml's fp32 lanes, 1 its fp16
+ * accumulation (a->budget.n_variants says whether that one differs).
+ * ASSAY_ERR_INVALID when the sequence is longer than the reference takes. */
+enum assay_status assay_audit_reference_lsm(struct assay_audit *a, int32_t variant,
+                                            const int32_t *prompt, int32_t prompt_len,
+                                            const int32_t *cont, int32_t n_cont, double *out);
+
+/* One position of the budget's measure: over the oracle's top n_top tokens
+ * (of oracle_lsm; ties to the lower id), the reference's largest
+ * |logprob - the oracle's| (*max_abs) and the largest change of a
+ * difference between two of them (*gap_change). top is scratch of n_top. */
+void assay_audit_reference_position(const double *oracle_lsm, const double *ref_lsm, int32_t v,
+                                    int32_t n_top, int32_t *top, double *max_abs,
+                                    double *gap_change);
+
+/* The reference measured on the logprobs check's own positions (the
+ * server's continuations, teacher-forced): the logprob budget becomes the
+ * factor times the larger of its largest |difference| there and on the
+ * budget's prompts (audit.h). No effect unless the budget was measured. */
+void assay_audit_budget_at_check(struct assay_audit *a, int32_t variant, double ref_max_abs,
+                                 int64_t n_positions);
 
 /* The log-softmax of a row of logits (out may not alias row). */
 void assay_audit_log_softmax(const double *row, int32_t v, double *out);

@@ -8,7 +8,8 @@
  * position with the oracle's log-softmax row and the implementation's top
  * list, then assay_divergence_summarise into a named series (a report holds up
  * to ASSAY_DIVERGENCE_MAX_SERIES of them: the server, a reference measured on
- * the same positions), and assay_divergence_free. Nothing here knows where the
+ * the same positions and its fp16-accumulating variant), and
+ * assay_divergence_free. Nothing here knows where the
  * values came from.
  *
  * The KLD of a position. With T the distinct tokens returned, o_t the
@@ -50,7 +51,7 @@
 /* Quantiles at 0, 1, ..., 100 %. */
 #define ASSAY_DIVERGENCE_CDF_POINTS 101
 /* Series a check result holds: the server, and a reference. */
-#define ASSAY_DIVERGENCE_MAX_SERIES 2
+#define ASSAY_DIVERGENCE_MAX_SERIES 3
 
 /* One value of a top list: a token and its natural-log probability. */
 struct assay_divergence_top {

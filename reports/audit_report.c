@@ -56,6 +56,13 @@ enum assay_status assay_report_audit_json(const struct assay_audit *a, cJSON *co
               assay_json_add_num(nb, "n_top", (double)bud->n_top) &&
               assay_json_add_num(nb, "reference_max_abs_diff", bud->ref_max_abs) &&
               assay_json_add_num(nb, "reference_max_gap_change", bud->ref_max_gap) &&
+              cJSON_AddBoolToObject(nb, "f16_accumulation", bud->n_variants == 2) != NULL &&
+              assay_json_add_num(nb, "reference_max_abs_diff_fp32_lanes",
+                                 bud->variant_max_abs[0]) &&
+              assay_json_add_num(nb, "reference_max_abs_diff_f16_accumulation",
+                                 bud->n_variants == 2 ? bud->variant_max_abs[1] : NAN) &&
+              assay_json_add_num(nb, "check_positions", (double)bud->check_positions) &&
+              assay_json_add_num(nb, "check_reference_max_abs_diff", bud->check_ref_max_abs) &&
               assay_json_add_num(nb, "reference_kld_mean", bud->ref.kld.mean) &&
               assay_json_add_num(nb, "reference_tv_mean", bud->tv_mean) &&
               assay_json_add_num(nb, "reference_tv_max", bud->tv_max) &&
@@ -433,10 +440,35 @@ static void budget_sentence(struct assay_text *t, const cJSON *au, bool html)
         t,
         ") against the oracle over %s positions, the oracle's top %s tokens at each: "
         "largest |logprob difference| %s, largest change of a logit difference %s, mean "
-        "KLD %s, total variation mean %s (max %s). Budgets: %g x these, at least the "
-        "fixed tolerances.",
-        n, k, mx, gap, kld, tv, tvm,
-        assay_json_num(au, "numerics_budget.factor"));
+        "KLD %s, total variation mean %s (max %s).",
+        n, k, mx, gap, kld, tv, tvm);
+    if (assay_json_bool(au, "numerics_budget.f16_accumulation")) {
+        char m32[32], m16[32];
+        const char *k32 = "numerics_budget.reference_max_abs_diff_fp32_lanes";
+        const char *k16 = "numerics_budget.reference_max_abs_diff_f16_accumulation";
+        assay_text_num(m32, sizeof m32, assay_json_num(au, k32), 3);
+        assay_text_num(m16, sizeof m16, assay_json_num(au, k16), 3);
+        assay_text_printf(t,
+                          " These numerics were computed both as ggml builds with fp32 lanes "
+                          "do (largest |logprob difference| %s) and as builds for CPUs with "
+                          "AVX512-FP16 do, accumulating fp16 dot products in fp16 (%s); each "
+                          "figure is the larger.",
+                          m32, m16);
+    }
+    double check_n = assay_json_num(au, "numerics_budget.check_positions");
+    if (check_n > 0) {
+        char cn[32], cmx[32];
+        assay_text_num(cn, sizeof cn, check_n, 12);
+        assay_text_num(cmx, sizeof cmx,
+                       assay_json_num(au, "numerics_budget.check_reference_max_abs_diff"), 3);
+        assay_text_printf(t,
+                          " At the logprobs check's own %s positions its largest |logprob "
+                          "difference| was %s.",
+                          cn, cmx);
+    }
+    assay_text_printf(t,
+                      " Budgets: %g x the largest of these, at least the fixed tolerances.",
+                      assay_json_num(au, "numerics_budget.factor"));
     assay_text_puts(t, html ? "</p>\n" : "\n\n");
 }
 

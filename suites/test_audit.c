@@ -529,15 +529,28 @@ static void test_numerics_fake_server(void **state)
      * than exact arithmetic does, and by far less than the fake's own. */
     const struct assay_audit_budget *bud = assay_audit_budget(a);
     printf("# budget: %s; %lld positions, reference max |diff| %.3g, gap change %.3g, TV mean "
-           "%.3g; budgets %.3g (logprob), %.3g (tie)\n",
+           "%.3g; at the check's %lld positions max |diff| %.3g; budgets %.3g (logprob), %.3g "
+           "(tie)\n",
            bud->formats, (long long)bud->n_positions, bud->ref_max_abs, bud->ref_max_gap,
-           bud->tv_mean, bud->logprob, bud->gap);
+           bud->tv_mean, (long long)bud->check_positions, bud->check_ref_max_abs, bud->logprob,
+           bud->gap);
     assert_true(bud->measured);
     assert_true(bud->n_positions > 100);
     assert_true(bud->ref_max_abs > 1e-5 && bud->ref_max_abs < 0.1);
+    /* The logprobs check measured the reference on its own positions too
+     * (every output token of its requests), and the logprob budget is the
+     * factor times the larger maximum; the tie budget is the prompts'. */
+    assert_int_equal(bud->check_positions, res.n_tokens);
+    assert_true(bud->check_ref_max_abs > 1e-5 && bud->check_ref_max_abs < 0.1);
     assert_true(bud->gap >= ASSAY_EQUIV_TIE_TOL && bud->logprob >= ASSAY_AUDIT_LOGPROB_TOL);
-    assert_true(bud->logprob == fmax(ASSAY_AUDIT_LOGPROB_TOL,
-                                     ASSAY_AUDIT_BUDGET_FACTOR * bud->ref_max_abs));
+    assert_true(bud->logprob ==
+                fmax(ASSAY_AUDIT_LOGPROB_TOL,
+                     ASSAY_AUDIT_BUDGET_FACTOR * fmax(bud->ref_max_abs, bud->check_ref_max_abs)));
+    assert_true(bud->gap == fmax(ASSAY_EQUIV_TIE_TOL, ASSAY_AUDIT_BUDGET_FACTOR * bud->ref_max_gap));
+    /* An F32 file with heads of 32 and flash attention meets no fp16 dot
+     * product: one variant of the reference, whose figures they are. */
+    assert_int_equal(bud->n_variants, 1);
+    assert_true(bud->variant_max_abs[0] == bud->ref_max_abs);
     assert_non_null(strstr(bud->formats, "KV cache f16"));
     assay_audit_close(a);
     /* Told the server computes exactly (f32 KV, no flash attention) on an
@@ -555,6 +568,31 @@ static void test_numerics_fake_server(void **state)
     assert_true(bud->ref_max_abs < 1e-4);
     assert_true(bud->logprob == ASSAY_AUDIT_LOGPROB_TOL && bud->gap == ASSAY_EQUIV_TIE_TOL);
     assert_non_null(strstr(bud->formats, "KV cache f32"));
+    assay_audit_close(a);
+    /* An F16 cache without flash attention sums the values in an fp16 dot
+     * product over the keys: the reference is measured with fp32 lanes and
+     * with fp16 accumulation, the budgets take the larger, and the check
+     * carries the second variant's series too. */
+    p.kv_type = ASSAY_KV_TYPE_F16;
+    assert_int_equal(assay_audit_open(&p, &a, &diag), ASSAY_OK);
+    struct assay_check_result res_two;
+    assert_int_equal(assay_audit_run_check(a, item, &res_two), ASSAY_OK);
+    bud = assay_audit_budget(a);
+    printf("# f16 kv, fa off: reference max |diff| %.3g (fp32 lanes), %.3g (fp16 accumulation); "
+           "at the check %.3g, %.3g; budget %.3g\n",
+           bud->variant_max_abs[0], bud->variant_max_abs[1], bud->variant_check_max_abs[0],
+           bud->variant_check_max_abs[1], bud->logprob);
+    assert_int_equal(bud->n_variants, 2);
+    assert_true(bud->variant_max_abs[0] > 1e-5 && bud->variant_max_abs[1] > 1e-5);
+    assert_true(bud->ref_max_abs == fmax(bud->variant_max_abs[0], bud->variant_max_abs[1]));
+    assert_true(bud->check_ref_max_abs ==
+                fmax(bud->variant_check_max_abs[0], bud->variant_check_max_abs[1]));
+    assert_true(bud->logprob ==
+                fmax(ASSAY_AUDIT_LOGPROB_TOL,
+                     ASSAY_AUDIT_BUDGET_FACTOR * fmax(bud->ref_max_abs, bud->check_ref_max_abs)));
+    assert_int_equal(res_two.n_numerics, 3);
+    assert_string_equal(res_two.numerics[2].name, "reference-f16acc");
+    assert_int_equal(res_two.numerics[2].n_positions, res_two.numerics[0].n_positions);
     assay_audit_close(a);
     fake_server_stop(fs);
     printf("# %s %s: %.200s\n", res.name, assay_verdict_str(res.verdict), res.failure);
