@@ -313,6 +313,7 @@ float assay_numerics_f16acc_reduce(float lanes[ASSAY_NUMERICS_F16ACC_LANES])
 }
 
 #if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
 #include <immintrin.h>
 
 /* The lanes of dot_f16acc below, eight at a time: a single-rounding fused
@@ -367,10 +368,14 @@ __attribute__((target("avx2,f16c"))) static float reduce_f16acc_avx2(
     return _mm_cvtss_f32(x);
 }
 
+/* AVX2 and FMA as the compiler's CPU model reports them (with the
+ * operating system's AVX state); F16C from CPUID leaf 1 itself, which
+ * clang before 16 cannot name in __builtin_cpu_supports. */
 static bool have_avx2_f16c(void)
 {
+    unsigned int eax = 0, ebx = 0, ecx = 0, edx = 0;
     return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
+           __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & bit_F16C) != 0;
 }
 #endif
 
