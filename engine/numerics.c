@@ -338,6 +338,26 @@ __attribute__((target("avx2,fma,f16c"))) static void lanes_f16acc_avx2(
     }
 }
 
+/* The same with sixteen lanes of AVX-512F at a time. */
+__attribute__((target("avx512f"))) static void lanes_f16acc_avx512(
+    float lanes[ASSAY_NUMERICS_F16ACC_LANES], const float *x, const float *y, int32_t np)
+{
+    __m512 acc[ASSAY_NUMERICS_F16ACC_LANES / 16];
+    for (int32_t l = 0; l < ASSAY_NUMERICS_F16ACC_LANES / 16; l++) {
+        acc[l] = _mm512_setzero_ps();
+    }
+    for (int32_t i = 0; i < np; i += ASSAY_NUMERICS_F16ACC_LANES) {
+        for (int32_t l = 0; l < ASSAY_NUMERICS_F16ACC_LANES / 16; l++) {
+            __m512 s = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16 * l),
+                                       _mm512_loadu_ps(y + i + 16 * l), acc[l]);
+            acc[l] = _mm512_cvtph_ps(_mm512_cvtps_ph(s, _MM_FROUND_TO_NEAREST_INT));
+        }
+    }
+    for (int32_t l = 0; l < ASSAY_NUMERICS_F16ACC_LANES / 16; l++) {
+        _mm512_storeu_ps(lanes + 16 * l, acc[l]);
+    }
+}
+
 __attribute__((target("avx2,f16c"))) static __m256 round8_f16(__m256 x)
 {
     return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
@@ -379,13 +399,51 @@ static bool have_avx2_f16c(void)
 }
 #endif
 
+bool assay_numerics_simd_supported(enum assay_numerics_simd simd)
+{
+    switch (simd) {
+    case ASSAY_NUMERICS_SIMD_BEST:
+    case ASSAY_NUMERICS_SIMD_GENERIC:
+        return true;
+#if defined(__x86_64__) || defined(__i386__)
+    case ASSAY_NUMERICS_SIMD_AVX2:
+        return have_avx2_f16c();
+    case ASSAY_NUMERICS_SIMD_AVX512:
+        return have_avx2_f16c() && __builtin_cpu_supports("avx512f");
+#endif
+    default:
+        return false;
+    }
+}
+
 /* The fp16 sum of the lanes of the first np elements (np a positive
- * multiple of the lane count). */
-static float sum_f16acc(const float *x, const float *y, int32_t np, bool simd)
+ * multiple of the lane count), with the vector units asked for (BEST: the
+ * widest supported; an unsupported one: generic). */
+static float sum_f16acc(const float *x, const float *y, int32_t np, enum assay_numerics_simd simd)
 {
     float lanes[ASSAY_NUMERICS_F16ACC_LANES];
 #if defined(__x86_64__) || defined(__i386__)
-    if (simd && have_avx2_f16c()) {
+    /* The CPU's answer, asked once (CPUID traps to the hypervisor in a
+     * virtual machine: too slow for every dot product); every thread
+     * computes the same value, so a race only repeats the question. */
+    static _Atomic int best = -1;
+    int b = best;
+    if (b < 0) {
+        b = assay_numerics_simd_supported(ASSAY_NUMERICS_SIMD_AVX512)
+                ? ASSAY_NUMERICS_SIMD_AVX512
+            : assay_numerics_simd_supported(ASSAY_NUMERICS_SIMD_AVX2) ? ASSAY_NUMERICS_SIMD_AVX2
+                                                                      : ASSAY_NUMERICS_SIMD_GENERIC;
+        best = b;
+    }
+    if (simd == ASSAY_NUMERICS_SIMD_BEST || (int)simd > b) {
+        simd = simd == ASSAY_NUMERICS_SIMD_BEST ? (enum assay_numerics_simd)b
+                                                : ASSAY_NUMERICS_SIMD_GENERIC;
+    }
+    if (simd == ASSAY_NUMERICS_SIMD_AVX512) {
+        lanes_f16acc_avx512(lanes, x, y, np);
+        return reduce_f16acc_avx2(lanes);
+    }
+    if (simd == ASSAY_NUMERICS_SIMD_AVX2) {
         lanes_f16acc_avx2(lanes, x, y, np);
         return reduce_f16acc_avx2(lanes);
     }
@@ -402,7 +460,7 @@ static float sum_f16acc(const float *x, const float *y, int32_t np, bool simd)
     return assay_numerics_f16acc_reduce(lanes);
 }
 
-static float dot_f16acc(const float *x, const float *y, int32_t n, bool simd)
+static float dot_f16acc(const float *x, const float *y, int32_t n, enum assay_numerics_simd simd)
 {
     const int32_t np = n & ~(ASSAY_NUMERICS_F16ACC_LANES - 1);
     double sum = 0.0;
@@ -417,12 +475,13 @@ static float dot_f16acc(const float *x, const float *y, int32_t n, bool simd)
 
 float assay_numerics_dot_f16acc(const float *x, const float *y, int32_t n)
 {
-    return dot_f16acc(x, y, n, true);
+    return dot_f16acc(x, y, n, ASSAY_NUMERICS_SIMD_BEST);
 }
 
-float assay_numerics_dot_f16acc_generic(const float *x, const float *y, int32_t n)
+float assay_numerics_dot_f16acc_as(const float *x, const float *y, int32_t n,
+                                   enum assay_numerics_simd simd)
 {
-    return dot_f16acc(x, y, n, false);
+    return dot_f16acc(x, y, n, simd);
 }
 
 void assay_numerics_mad_f16acc(float *y, const float *x, float v, int32_t n)

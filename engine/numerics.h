@@ -138,11 +138,23 @@ float assay_numerics_f16acc_fma(float acc, float x, float y);
 /* The fp16 sum of 128 lanes (destroys lanes). */
 float assay_numerics_f16acc_reduce(float lanes[ASSAY_NUMERICS_F16ACC_LANES]);
 
-/* ggml_vec_dot_f16 of x[0..n) and y[0..n) as above; the _generic form
- * never uses the CPU's vector units, the other does where it can (AVX2,
- * FMA, F16C), with the same result bit for bit. */
+/* Which vector units compute the lanes; every choice gives the same bits. */
+enum assay_numerics_simd {
+    ASSAY_NUMERICS_SIMD_BEST = 0, /* the widest this CPU runs */
+    ASSAY_NUMERICS_SIMD_GENERIC,  /* plain C */
+    ASSAY_NUMERICS_SIMD_AVX2,     /* AVX2, FMA and F16C: 8 lanes at a time */
+    ASSAY_NUMERICS_SIMD_AVX512,   /* AVX-512F: 16 lanes at a time */
+};
+
+/* Whether this CPU runs simd (BEST and GENERIC: always). */
+bool assay_numerics_simd_supported(enum assay_numerics_simd simd);
+
+/* ggml_vec_dot_f16 of x[0..n) and y[0..n) as above, with the widest vector
+ * units the CPU has; the _as form with those asked for (generic where the
+ * CPU lacks them), for tests. */
 float assay_numerics_dot_f16acc(const float *x, const float *y, int32_t n);
-float assay_numerics_dot_f16acc_generic(const float *x, const float *y, int32_t n);
+float assay_numerics_dot_f16acc_as(const float *x, const float *y, int32_t n,
+                                   enum assay_numerics_simd simd);
 
 /* ggml_vec_mad_f16 and ggml_vec_scale_f16 on y[0..n) in place, as above. */
 void assay_numerics_mad_f16acc(float *y, const float *x, float v, int32_t n);

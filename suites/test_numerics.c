@@ -251,7 +251,9 @@ static void test_f16acc_dot_lanes(void **state)
     y[0] = 2048.0f;
     y[128] = 1.0f;
     assert_true(assay_numerics_dot_f16acc(x, y, 256) == 2048.0f);
-    assert_true(assay_numerics_dot_f16acc_generic(x, y, 256) == 2048.0f);
+    for (int k = ASSAY_NUMERICS_SIMD_GENERIC; k <= ASSAY_NUMERICS_SIMD_AVX512; k++) {
+        assert_true(assay_numerics_dot_f16acc_as(x, y, 256, (enum assay_numerics_simd)k) == 2048.0f);
+    }
     y[256] = 1.0f; /* a leftover element: double */
     assert_true(assay_numerics_dot_f16acc(x, y, 257) == 2049.0f);
     /* fewer than 128 elements: all in double */
@@ -287,11 +289,14 @@ static void test_f16acc_reduce_order(void **state)
     y[64] = 1.0f;
     y[32] = 2048.0f;
     assert_true(assay_numerics_dot_f16acc(x, y, 128) == 2050.0f);
-    assert_true(assay_numerics_dot_f16acc_generic(x, y, 128) == 2050.0f);
+    for (int k = ASSAY_NUMERICS_SIMD_GENERIC; k <= ASSAY_NUMERICS_SIMD_AVX512; k++) {
+        assert_true(assay_numerics_dot_f16acc_as(x, y, 128, (enum assay_numerics_simd)k) == 2050.0f);
+    }
 }
 
-/* The vector and generic forms agree bit for bit on random fp16 values at
- * lengths around the lane count, and differ from an fp32 dot. */
+/* Every vector form this CPU runs agrees with the generic one bit for bit
+ * on random fp16 values at lengths around the lane count, and the sums
+ * differ from exact ones. */
 static void test_f16acc_dot_variants(void **state)
 {
     (void)state;
@@ -308,10 +313,14 @@ static void test_f16acc_dot_variants(void **state)
                 s = s * 6364136223846793005ull + 1442695040888963407ull;
                 y[i] = assay_numerics_round_f16((float)((int64_t)(s >> 40) - (1 << 23)) * 0x1p-23f);
             }
+            float g = assay_numerics_dot_f16acc_as(x, y, n, ASSAY_NUMERICS_SIMD_GENERIC);
             float v = assay_numerics_dot_f16acc(x, y, n);
-            float g = assay_numerics_dot_f16acc_generic(x, y, n);
-            if (memcmp(&v, &g, sizeof v) != 0) {
-                fail_msg("n %d: vector %.9g, generic %.9g", (int)n, (double)v, (double)g);
+            for (int k = ASSAY_NUMERICS_SIMD_AVX2; k <= ASSAY_NUMERICS_SIMD_AVX512; k++) {
+                float vk = assay_numerics_dot_f16acc_as(x, y, n, (enum assay_numerics_simd)k);
+                if (memcmp(&vk, &g, sizeof vk) != 0 || memcmp(&v, &g, sizeof v) != 0) {
+                    fail_msg("n %d: vector form %d %.9g, the widest form %.9g, generic %.9g",
+                             (int)n, k, (double)vk, (double)v, (double)g);
+                }
             }
             double d = 0.0;
             for (int32_t i = 0; i < n; i++) {
@@ -321,6 +330,12 @@ static void test_f16acc_dot_variants(void **state)
         }
     }
     assert_true(n_differ_f32 > 50); /* the fp16 sums are not the exact ones */
+    for (int k = ASSAY_NUMERICS_SIMD_AVX2; k <= ASSAY_NUMERICS_SIMD_AVX512; k++) {
+        if (!assay_numerics_simd_supported((enum assay_numerics_simd)k)) {
+            print_message("this CPU lacks vector form %d of the fp16 dot: compared as generic\n",
+                          k);
+        }
+    }
 }
 
 /* ggml_vec_mad_f16 and ggml_vec_scale_f16: fp16 arithmetic with v rounded
