@@ -46,9 +46,15 @@
 #   ASSAY_AUDIT_CHECKS_OTHER  on the other formats (default: the same)
 #   ASSAY_AUDIT_PERTURB_MODEL  the model of the perturbed files (llama-hd64)
 #   ASSAY_AUDIT_PERTURB_TYPES  their formats (default: F16 Q4_K_M; none: "")
-#   ASSAY_AUDIT_PARTS   which parts run (default: formats rope perturb):
-#                       the audits per format, the RoPE must-fail controls,
-#                       the perturbed files
+#   ASSAY_AUDIT_PARTS   which parts run (default: formats rope rope-scaled
+#                       perturb): the audits per format, the RoPE must-fail
+#                       controls on the F32 files, the small RoPE-scaled
+#                       model and its controls, the perturbed files
+#
+# ctest runs it twice (suites/CMakeLists.txt): `audit.test_models` (label
+# audit, in CI) on llama-hd64 in F16 and Q4_K_M with the parts formats,
+# rope-scaled and perturb; `models.audit` (label models, by
+# hand) with every default above.
 #   ASSAY_PERTURB_SCALE, ASSAY_PERTURB_ROPE, ASSAY_PERTURB_REQUANT  the
 #                       perturbations' sizes, a list each (a suffix _TYPE,
 #                       e.g. ASSAY_PERTURB_SCALE_Q4_K_M, for one format;
@@ -72,7 +78,7 @@ checks_f32="${ASSAY_AUDIT_CHECKS:-audit.equiv.logprobs audit.equiv.alone audit.p
 checks_other="${ASSAY_AUDIT_CHECKS_OTHER:-$checks_f32}"
 perturb_model="${ASSAY_AUDIT_PERTURB_MODEL:-llama-hd64}"
 perturb_types="${ASSAY_AUDIT_PERTURB_TYPES-F16 Q4_K_M}"
-parts="${ASSAY_AUDIT_PARTS:-formats rope perturb}"
+parts="${ASSAY_AUDIT_PARTS:-formats rope rope-scaled perturb}"
 ladder="${ASSAY_PERTURB_LADDER:-0}"
 # perturb_size KIND TYPE: the sizes of perturbation KIND tried on TYPE, in
 # order (scale factors, RoPE bases, lower types of output.weight): from
@@ -272,7 +278,9 @@ if has_part rope; then
         [ "$rc" = 1 ] && [ "${lp%%$'\t'*}" = FAIL ] ||
             fail "must-fail $name ($what): the audit did not fail (exit $rc)"
     done
+fi
 
+if has_part rope-scaled; then
     # RoPE scaling (llama 3.1's frequency divisors and a linear factor): a
     # small llama model with both, audited in F32 - it must pass - and with the
     # oracle given the same weights without the divisors, then without the
@@ -297,7 +305,7 @@ if has_part rope; then
         [ "$rc" = 1 ] && [ "${lp%%$'\t'*}" = FAIL ] ||
             fail "must-fail rope-scaled (${variant#*:}): the audit did not fail (exit $rc)"
     done
-    rm -f "$scaled" "$state/rope-other.gguf"
+    rm -f "$scaled" "$other"
 fi
 
 # Perturbed files in default configuration: the server serves a file that
