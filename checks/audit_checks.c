@@ -712,17 +712,19 @@ static enum assay_status check_logprobs(struct assay_audit *a, const struct assa
              logprob_budget(a), (long long)n_top1, (long long)n_positions,
              (long long)n_diverged, tie_budget(a), (int)res->n_ties);
     size_t l = strlen(line);
-    if (res->n_numerics >= 2) {
+    if (res->n_numerics == 2) {
         snprintf(line + l, sizeof line - l,
                  "; the reference (same numerics): |reference - oracle| max %.3g, "
                  "|server - reference| max %.3g%s",
                  res->numerics[1].abs_diff.max, max_srv_ref[0],
                  n_ref_skipped > 0 ? " (not all requests)" : "");
         l = strlen(line);
-    }
-    if (res->n_numerics >= 3) {
-        snprintf(line + l, sizeof line - l, "; with fp16 accumulation %.3g and %.3g",
-                 res->numerics[2].abs_diff.max, max_srv_ref[1]);
+    } else if (res->n_numerics == 3) {
+        snprintf(line + l, sizeof line - l,
+                 "; reference (fp32 lanes / fp16 accumulation): max %.3g / %.3g, |server - "
+                 "reference| max %.3g / %.3g%s",
+                 res->numerics[1].abs_diff.max, res->numerics[2].abs_diff.max, max_srv_ref[0],
+                 max_srv_ref[1], n_ref_skipped > 0 ? " (not all requests)" : "");
         l = strlen(line);
     }
     if (n_short > 0) {

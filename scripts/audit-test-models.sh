@@ -21,11 +21,12 @@
 #   - in default configuration, for each format of ASSAY_AUDIT_PERTURB_TYPES,
 #     llama-server serving a file that differs from --model by little: one
 #     layer's matrices scaled (F16: by 1.01; the others: 1.1), the RoPE
-#     base in the metadata changed from 10000 (F16: to 10100; the others:
-#     to 15000), the output tensor re-quantized to a lower type (F16: Q8_0;
-#     the others: Q4_0). README "Numerics budget" gives the smallest sizes
-#     caught (ASSAY_PERTURB_LADDER below): on F16 these leave the verdict
-#     a margin; on Q4_K_M x 1.1, 15000 and Q4_0 are the smallest caught.
+#     base in the metadata changed from 10000 (F16: to 11000; the others:
+#     to 15000), the output tensor re-quantized to a lower type (F16: Q6_K;
+#     the others: Q3_K). README "Numerics budget" gives the smallest sizes
+#     caught (ASSAY_PERTURB_LADDER below); each of these was caught at 1.9
+#     times its budget or more, and each is the smallest caught of its
+#     ladder but F16's RoPE base (10300 was caught by a margin of 1.2).
 #
 #   audit-test-models.sh [OUTDIR]      (OUTDIR as make-test-models.sh's)
 #
@@ -37,6 +38,11 @@
 #     others within the budget of their numerics;
 #   - the RoPE-scaled model passes in F32;
 #   - each must-fail control fails its logprob check.
+#
+# ctest runs it twice (suites/CMakeLists.txt): `audit.test_models` (label
+# audit, in CI) on llama-hd64 in F16 and Q4_K_M with the logprobs and
+# batch-invariance checks and the parts formats, rope-scaled and perturb;
+# `models.audit` (label models, by hand) with every default below.
 #
 # Environment: as make-test-models.sh, and
 #   ASSAY_AUDIT_MODELS  models (default: llama-hd64 qwen2-hd64)
@@ -50,11 +56,6 @@
 #                       perturb): the audits per format, the RoPE must-fail
 #                       controls on the F32 files, the small RoPE-scaled
 #                       model and its controls, the perturbed files
-#
-# ctest runs it twice (suites/CMakeLists.txt): `audit.test_models` (label
-# audit, in CI) on llama-hd64 in F16 and Q4_K_M with the parts formats,
-# rope-scaled and perturb; `models.audit` (label models, by
-# hand) with every default above.
 #   ASSAY_PERTURB_SCALE, ASSAY_PERTURB_ROPE, ASSAY_PERTURB_REQUANT  the
 #                       perturbations' sizes, a list each (a suffix _TYPE,
 #                       e.g. ASSAY_PERTURB_SCALE_Q4_K_M, for one format;
@@ -89,10 +90,10 @@ perturb_size() {
     case "$1:$2" in
     scale:F16) default=1.01 ;;
     scale:*) default=1.1 ;;
-    rope:F16) default=10100 ;;
+    rope:F16) default=11000 ;;
     rope:*) default=15000 ;;
-    requant:F16) default=Q8_0 ;;
-    requant:*) default=Q4_0 ;;
+    requant:F16) default=Q6_K ;;
+    requant:*) default=Q3_K ;;
     esac
     local typed="${var}_$2"
     echo "${!typed:-${!var:-$default}}"
