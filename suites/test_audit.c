@@ -785,6 +785,17 @@ static void test_live(void **state)
         }
         printf("\n");
     }
+    /* --quick: the benchmark ran the default workload's first 24 of its 48
+     * requests, and a note says so. */
+    assert_int_equal((int)assay_json_num(r, "benchmark.workload.n_requests"), 24);
+    bool said = false;
+    const cJSON *note;
+    cJSON_ArrayForEach(note, assay_json_path(r, "notes"))
+    {
+        said = said || (cJSON_IsString(note) &&
+                        strstr(note->valuestring, "first 24 of its 48 requests") != NULL);
+    }
+    assert_true(said);
     assert_string_equal(assay_json_str(r, "audit.server.url", ""), g_url);
     assert_true(cJSON_GetArraySize(assay_json_path(r, "audit.findings")) >= 1);
     char md[2600];
