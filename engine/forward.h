@@ -58,8 +58,8 @@ struct assay_forward_params {
     enum assay_kv_type kv_type;      /* F16: keys and values rounded to fp16 when stored */
     bool flash_attn;                 /* with kv_type F16: ggml's CPU flash attention (see
                                         below); without: ggml's mul_mat attention */
-    bool f16_acc;                    /* with act GGML: fp16 accumulation as ggml built for
-                                        AVX512-FP16 computes it (see below) */
+    bool f16_acc;                    /* fp16 accumulation as ggml built for AVX512-FP16
+                                        computes it (see below) */
     int mutant;
     struct assay_worker *worker; /* borrowed, may be NULL: a share of the
                                     columns of each product, attention rows (or a
@@ -119,11 +119,11 @@ struct assay_forward_batch {
  *    to fp16 before the sum of values.
  * With kv_type F32 attention is the engine's own, as in EXACT.
  *
- * With f16_acc (act GGML), the fp16 helpers of ggml's AVX512-FP16 builds
+ * With f16_acc, the fp16 helpers of ggml's AVX512-FP16 builds
  * (numerics.h) replace their fp32-lane forms wherever a single decode row
- * would meet them, and every row takes them: each product with F16
- * weights is ggml_vec_dot_f16 per element (128 fp16 accumulators); with
- * an F16 KV store, each score is that dot of the fp16 query and key, flash
+ * would meet them, and every row takes them: with act GGML, each product
+ * with F16 weights is ggml_vec_dot_f16 per element (128 fp16
+ * accumulators); with an F16 KV store (either act), each score is that dot of the fp16 query and key, flash
  * attention's value accumulation and rescaling are ggml_vec_mad_f16 and
  * ggml_vec_scale_f16 (fp16 arithmetic on the first head_dim - head_dim mod
  * 128 elements), and without flash attention each element of the sum of
@@ -173,7 +173,8 @@ void assay_forward_get_numerics(const struct assay_forward *fwd, struct assay_fo
 
 /* Whether f16_acc changes anything for model with act GGML, this KV type
  * and attention path: a product with F16 weights, or an F16 store with
- * heads of 128 or more or without flash attention. */
+ * heads of 128 or more or without flash attention (the store's part holds
+ * with act EXACT too). */
 bool assay_forward_f16_acc_applies(const struct assay_model *model, enum assay_kv_type kv_type,
                                    bool flash_attn);
 
