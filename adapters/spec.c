@@ -257,6 +257,52 @@ static enum assay_status get_model(struct assay_model_cache *c, const char *what
     return st;
 }
 
+/* The model and draft of a parsed bundled spec, from (or into) cache. On
+ * failure with a NULL cache, nothing is left to free. */
+static enum assay_status bundled_models(const struct bundled_spec *b,
+                                        struct assay_model_cache *cache, struct assay_model **model,
+                                        struct assay_model **draft, struct assay_diag *diag)
+{
+    *model = NULL;
+    *draft = NULL;
+    enum assay_status st = get_model(cache, b->model, b->seed, model, diag);
+    if (st == ASSAY_OK && b->p.spec_k > 0) {
+        /* Without draft=: a built-in model's own draft, and a model file
+         * drafts for itself (no built-in draft shares its vocabulary). */
+        const char *dname = b->draft[0] != '\0'             ? b->draft
+                            : is_path(b->model)             ? b->model
+                            : strcmp(b->model, "mini") == 0 ? "mini-draft"
+                                                            : "draft";
+        st = get_model(cache, dname, b->draft_seed, draft, diag);
+    }
+    if (st != ASSAY_OK && cache == NULL) {
+        assay_model_free(*model);
+        *model = NULL;
+    }
+    return st;
+}
+
+enum assay_status assay_model_cache_warm(struct assay_model_cache *cache, const char *spec,
+                                         const struct assay_model **model_out,
+                                         struct assay_diag *diag)
+{
+    *model_out = NULL;
+    const char *args = spec != NULL && strcmp(spec, "bundled") == 0         ? ""
+                       : spec != NULL && strncmp(spec, "bundled:", 8) == 0 ? spec + 8
+                                                                             : NULL;
+    if (cache == NULL || args == NULL) {
+        return ASSAY_OK;
+    }
+    struct bundled_spec b;
+    enum assay_status st = parse_bundled(args, &b, diag);
+    struct assay_model *model = NULL, *draft = NULL;
+    if (st == ASSAY_OK) {
+        st = bundled_models(&b, cache, &model, &draft, diag);
+        *model_out = st == ASSAY_OK ? model : NULL;
+    }
+    return st;
+}
+
 static enum assay_status open_bundled(const char *args, struct assay_model_cache *cache,
                                       struct assay_adapter *out, struct assay_diag *diag)
 {
@@ -266,20 +312,8 @@ static enum assay_status open_bundled(const char *args, struct assay_model_cache
         return st;
     }
     struct assay_model *model = NULL, *draft = NULL;
-    st = get_model(cache, b.model, b.seed, &model, diag);
-    if (st == ASSAY_OK && b.p.spec_k > 0) {
-        /* Without draft=: a built-in model's own draft, and a model file
-         * drafts for itself (no built-in draft shares its vocabulary). */
-        const char *dname = b.draft[0] != '\0'             ? b.draft
-                            : is_path(b.model)             ? b.model
-                            : strcmp(b.model, "mini") == 0 ? "mini-draft"
-                                                           : "draft";
-        st = get_model(cache, dname, b.draft_seed, &draft, diag);
-    }
+    st = bundled_models(&b, cache, &model, &draft, diag);
     if (st != ASSAY_OK) {
-        if (cache == NULL) {
-            assay_model_free(model);
-        }
         return st;
     }
     b.p.model = model;

@@ -42,6 +42,15 @@ enum assay_status assay_adapter_open_spec_cached(const char *spec, struct assay_
                                                  struct assay_adapter *out,
                                                  struct assay_diag *diag);
 
+/* Load the models a bundled spec names into cache, without opening an
+ * engine, so that engines opened later (in child processes too) find them
+ * there; *model_out is the target model (borrowed from cache), NULL for
+ * other specs and a NULL cache, which do nothing. Returns ASSAY_OK, or why
+ * a model could not be loaded (diag says which). */
+enum assay_status assay_model_cache_warm(struct assay_model_cache *cache, const char *spec,
+                                         const struct assay_model **model_out,
+                                         struct assay_diag *diag);
+
 /* Check a spec's syntax and values without opening anything (no model is
  * loaded, no connection made). diag says what is wrong. */
 enum assay_status assay_spec_check(const char *spec, struct assay_diag *diag);

@@ -12,6 +12,7 @@
 #include "../engine/engine.h"
 #include "distributional.h"
 #include "equivalence.h"
+#include "isolate.h"
 
 /* ---- context: one oracle (and its memo) per weights hash ---------------- */
 
@@ -34,6 +35,7 @@ struct assay_verify_ctx {
     void *owner;
     const struct assay_model *weights;
     char baseline[1024];
+    struct assay_isolation iso; /* how each check runs (checks/isolate.h) */
 };
 
 enum assay_status assay_verify_ctx_init(struct assay_verify_ctx **out, const char *fixtures,
@@ -52,6 +54,7 @@ enum assay_status assay_verify_ctx_init(struct assay_verify_ctx **out, const cha
     snprintf((*out)->program, sizeof(*out)->program, "%s",
              assay_mutants_compiled() ? "assay-mutants" : "assay");
     (*out)->master_seed = master_seed;
+    (*out)->iso = assay_isolation_default();
     return ASSAY_OK;
 }
 
@@ -232,6 +235,116 @@ char *assay_repro_line(char *buf, size_t size, const char *program, const char *
     return buf;
 }
 
+/* What a check's process runs: open the engine, load the workload, build
+ * the target, and call the check's runner. */
+struct item_run {
+    struct assay_verify_ctx *ctx;
+    const struct assay_plan_item *item;
+    const char *workload_override;
+    const char *path;
+    int32_t memo_n[8]; /* each memo slot's size when the check began */
+};
+
+/* In the check's process: the oracle rows it added to the memos, by the
+ * weights' hash. */
+static enum assay_status send_memos(void *arg, FILE *f)
+{
+    const struct item_run *ir = arg;
+    const struct assay_verify_ctx *ctx = ir->ctx;
+    int32_t n = ctx->n_slots;
+    if (fwrite(&n, sizeof n, 1, f) != 1) {
+        return ASSAY_ERR_IO;
+    }
+    for (int32_t i = 0; i < n; i++) {
+        /* A slot the check made itself has no rows the parent can place. */
+        int32_t from = i < (int32_t)(sizeof ir->memo_n / sizeof ir->memo_n[0]) ? ir->memo_n[i] : 0;
+        if (fwrite(ctx->slots[i].sha256, sizeof ctx->slots[i].sha256, 1, f) != 1) {
+            return ASSAY_ERR_IO;
+        }
+        enum assay_status st = assay_oracle_memo_write(ctx->slots[i].memo, from, f);
+        if (st != ASSAY_OK) {
+            return st;
+        }
+    }
+    return ASSAY_OK;
+}
+
+/* In the parent: those rows, into its own memos. */
+static enum assay_status receive_memos(void *arg, FILE *f)
+{
+    struct item_run *ir = arg;
+    struct assay_verify_ctx *ctx = ir->ctx;
+    int32_t n = 0;
+    if (fread(&n, sizeof n, 1, f) != 1) {
+        return ASSAY_ERR_IO;
+    }
+    for (int32_t i = 0; i < n; i++) {
+        char sha[sizeof ctx->slots[0].sha256];
+        if (fread(sha, sizeof sha, 1, f) != 1) {
+            return ASSAY_ERR_IO;
+        }
+        sha[sizeof sha - 1] = '\0';
+        struct memo_slot *slot = NULL;
+        for (int32_t j = 0; j < ctx->n_slots; j++) {
+            slot = strcmp(ctx->slots[j].sha256, sha) == 0 ? &ctx->slots[j] : slot;
+        }
+        if (slot == NULL) {
+            return ASSAY_OK; /* weights the parent has no memo for: the rest is lost */
+        }
+        enum assay_status st = assay_oracle_memo_read(slot->memo, f);
+        if (st != ASSAY_OK) {
+            return st;
+        }
+    }
+    return ASSAY_OK;
+}
+
+static enum assay_status run_item(void *arg, struct assay_check_result *res)
+{
+    const struct item_run *ir = arg;
+    struct assay_verify_ctx *ctx = ir->ctx;
+    const struct assay_plan_item *item = ir->item;
+    const char *workload_override = ir->workload_override;
+    const char *path = ir->path;
+    struct assay_diag diag;
+    assay_diag_clear(&diag);
+    char why[700];
+    struct assay_adapter a;
+    enum assay_status st = assay_adapter_open_spec_cached(res->engine, ctx->models, &a, &diag);
+    if (st != ASSAY_OK) {
+        assay_check_error(res, "engine: %s: %s", assay_status_str(st),
+                          assay_diag_format(&diag, why, sizeof why));
+        return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+    }
+    struct assay_engine *engine = assay_bundled_engine(&a);
+    struct assay_workload_limits lim = {1 << 30, 0, 0}; /* another adapter: what it states */
+    if (engine != NULL) {
+        const struct assay_engine_params *p = assay_engine_params(engine);
+        lim = (struct assay_workload_limits){p->model->cfg.vocab, p->max_seq_len, p->max_requests};
+    } else {
+        struct assay_adapter_info info;
+        assay_adapter_get_info(&a, &info);
+        lim.vocab = info.vocab > 0 ? info.vocab : lim.vocab;
+        lim.max_seq_len = info.n_ctx;
+    }
+    struct assay_workload *w = NULL;
+    if (item->workload != NULL || workload_override != NULL) {
+        st = assay_workload_load(path, &lim, &w, &diag);
+    }
+    if (st != ASSAY_OK) {
+        assay_check_error(res, "workload: %s", assay_diag_format(&diag, why, sizeof why));
+        assay_adapter_close(&a);
+        return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+    }
+    struct assay_target t = assay_target_of(ctx, &a, res->engine);
+    if (assay_target_meets(&t, item, res)) {
+        st = item->run(ctx, item, &t, w, res);
+    }
+    assay_workload_free(w);
+    assay_adapter_close(&a);
+    return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+}
+
 enum assay_status assay_run_plan_item(struct assay_verify_ctx *ctx,
                                       const struct assay_plan_item *item, const char *base_spec,
                                       const char *workload_override, struct assay_check_result *res)
@@ -279,43 +392,36 @@ enum assay_status assay_run_plan_item(struct assay_verify_ctx *ctx,
         ctx->ran[ctx->n_ran++] = item;
     }
 
+    /* The models, and the oracle's memo slot for them, are made here so
+     * that the check's process finds them (what it adds to the memo is its
+     * own). */
     struct assay_diag diag;
     assay_diag_clear(&diag);
     char why[700];
-    struct assay_adapter a;
-    enum assay_status st = assay_adapter_open_spec_cached(res->engine, ctx->models, &a, &diag);
+    const struct assay_model *model = NULL;
+    enum assay_status st = assay_model_cache_warm(ctx->models, res->engine, &model, &diag);
     if (st != ASSAY_OK) {
         assay_check_error(res, "engine: %s: %s", assay_status_str(st),
                           assay_diag_format(&diag, why, sizeof why));
         return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
     }
-    struct assay_engine *engine = assay_bundled_engine(&a);
-    struct assay_workload_limits lim = {1 << 30, 0, 0}; /* another adapter: what it states */
-    if (engine != NULL) {
-        const struct assay_engine_params *p = assay_engine_params(engine);
-        lim = (struct assay_workload_limits){p->model->cfg.vocab, p->max_seq_len, p->max_requests};
-    } else {
-        struct assay_adapter_info info;
-        assay_adapter_get_info(&a, &info);
-        lim.vocab = info.vocab > 0 ? info.vocab : lim.vocab;
-        lim.max_seq_len = info.n_ctx;
+    struct assay_oracle_memo *memo = NULL;
+    const struct assay_model *oracle_model = ctx->weights != NULL ? ctx->weights : model;
+    if (oracle_model != NULL && assay_verify_memo(ctx, oracle_model, &memo) == ASSAY_ERR_NOMEM) {
+        return ASSAY_ERR_NOMEM;
     }
-    struct assay_workload *w = NULL;
-    if (item->workload != NULL || workload_override != NULL) {
-        st = assay_workload_load(path, &lim, &w, &diag);
+    struct item_run ir = {ctx, item, workload_override, path, {0}};
+    for (int32_t i = 0; i < ctx->n_slots; i++) {
+        ir.memo_n[i] = assay_oracle_memo_count(ctx->slots[i].memo);
     }
-    if (st != ASSAY_OK) {
-        assay_check_error(res, "workload: %s", assay_diag_format(&diag, why, sizeof why));
-        assay_adapter_close(&a);
-        return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
-    }
-    struct assay_target t = assay_target_of(ctx, &a, res->engine);
-    if (assay_target_meets(&t, item, res)) {
-        st = item->run(ctx, item, &t, w, res);
-    }
-    assay_workload_free(w);
-    assay_adapter_close(&a);
+    static const struct assay_isolated_work work = {run_item, send_memos, receive_memos};
+    st = assay_isolate_run(&ctx->iso, &work, &ir, res);
     return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+}
+
+void assay_verify_set_isolation(struct assay_verify_ctx *ctx, const struct assay_isolation *iso)
+{
+    ctx->iso = *iso;
 }
 
 void assay_verify_set_program(struct assay_verify_ctx *ctx, const char *program)

@@ -47,6 +47,11 @@ enum assay_status assay_run_plan_item(struct assay_verify_ctx *ctx,
  */
 void assay_verify_finalize(struct assay_check_result *results, size_t n);
 
+/* How each check of ctx runs (checks/isolate.h): by default in a child
+ * process with a time limit, so a crash or a hang is that check's FAIL. */
+struct assay_isolation;
+void assay_verify_set_isolation(struct assay_verify_ctx *ctx, const struct assay_isolation *iso);
+
 /* The command that reproducer lines start with ("assay" by default; the
  * CLI sets its own path, tests the path of the built binary). Copied. */
 void assay_verify_set_program(struct assay_verify_ctx *ctx, const char *program);

@@ -135,6 +135,71 @@ enum assay_status assay_oracle_memo_rows(struct assay_oracle_memo *m, const int3
     return ASSAY_OK;
 }
 
+int32_t assay_oracle_memo_count(const struct assay_oracle_memo *m)
+{
+    return m->n;
+}
+
+enum assay_status assay_oracle_memo_write(const struct assay_oracle_memo *m, int32_t from, FILE *f)
+{
+    int32_t n = from >= 0 && from < m->n ? m->n - from : 0;
+    bool ok = fwrite(&m->vocab, sizeof m->vocab, 1, f) == 1 && fwrite(&n, sizeof n, 1, f) == 1;
+    for (int32_t i = m->n - n; ok && i < m->n; i++) {
+        const struct memo_entry *e = &m->entries[i];
+        size_t len = (size_t)(e->prompt_len + e->n_out);
+        size_t n_rows = (size_t)e->n_out * (size_t)m->vocab;
+        ok = fwrite(&e->hash, sizeof e->hash, 1, f) == 1 &&
+             fwrite(&e->prompt_len, sizeof e->prompt_len, 1, f) == 1 &&
+             fwrite(&e->n_out, sizeof e->n_out, 1, f) == 1 &&
+             fwrite(e->seq, sizeof(int32_t), len, f) == len &&
+             fwrite(e->rows, sizeof(double), n_rows, f) == n_rows;
+    }
+    return ok ? ASSAY_OK : ASSAY_ERR_IO;
+}
+
+enum assay_status assay_oracle_memo_read(struct assay_oracle_memo *m, FILE *f)
+{
+    int32_t vocab = 0, n = 0;
+    if (fread(&vocab, sizeof vocab, 1, f) != 1 || fread(&n, sizeof n, 1, f) != 1 ||
+        vocab != m->vocab || n < 0) {
+        return ASSAY_ERR_IO;
+    }
+    for (int32_t i = 0; i < n; i++) {
+        struct memo_entry e = {0, NULL, 0, 0, NULL};
+        if (fread(&e.hash, sizeof e.hash, 1, f) != 1 ||
+            fread(&e.prompt_len, sizeof e.prompt_len, 1, f) != 1 ||
+            fread(&e.n_out, sizeof e.n_out, 1, f) != 1 || e.prompt_len < 1 || e.n_out < 1 ||
+            e.prompt_len + e.n_out - 1 > m->max_len) {
+            return ASSAY_ERR_IO;
+        }
+        if (m->n == m->cap) {
+            int32_t cap = m->cap > 0 ? 2 * m->cap : 64;
+            struct memo_entry *grown = assay_realloc(m->entries, sizeof *grown * (size_t)cap);
+            if (grown == NULL) {
+                return ASSAY_ERR_NOMEM;
+            }
+            m->entries = grown;
+            m->cap = cap;
+        }
+        size_t len = (size_t)(e.prompt_len + e.n_out);
+        size_t n_rows = (size_t)e.n_out * (size_t)m->vocab;
+        e.seq = assay_malloc(sizeof(int32_t) * len);
+        e.rows = assay_malloc(sizeof(double) * n_rows);
+        enum assay_status st = e.seq != NULL && e.rows != NULL ? ASSAY_OK : ASSAY_ERR_NOMEM;
+        if (st == ASSAY_OK && (fread(e.seq, sizeof(int32_t), len, f) != len ||
+                               fread(e.rows, sizeof(double), n_rows, f) != n_rows)) {
+            st = ASSAY_ERR_IO;
+        }
+        if (st != ASSAY_OK) {
+            assay_free(e.seq);
+            assay_free(e.rows);
+            return st;
+        }
+        m->entries[m->n++] = e;
+    }
+    return ASSAY_OK;
+}
+
 int32_t assay_check_delivery(const struct assay_workload *w, const struct assay_transcript *t,
                              char *msg, size_t size)
 {

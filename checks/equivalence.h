@@ -18,6 +18,7 @@
 #define ASSAY_EQUIVALENCE_H
 
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdint.h>
 
 #include "../adapters/adapter.h"
@@ -73,6 +74,21 @@ enum assay_status assay_oracle_memo_set_threads(struct assay_oracle_memo *memo, 
 enum assay_status assay_oracle_memo_rows(struct assay_oracle_memo *memo, const int32_t *prompt,
                                          int32_t prompt_len, const int32_t *out, int32_t n_out,
                                          const double **rows);
+
+/* How many sequences the memo holds. */
+int32_t assay_oracle_memo_count(const struct assay_oracle_memo *memo);
+
+/*
+ * Carry what a check's child process added to its copy of the memo back to
+ * the parent's (checks/isolate.h): assay_oracle_memo_write writes the
+ * entries from index `from` on to f; assay_oracle_memo_read adds those
+ * written to f (by a memo of the same weights) to memo. Returns ASSAY_OK,
+ * ASSAY_ERR_IO (write: f failed; read: f ended early or holds rows of
+ * another vocabulary; the entries read before stay), ASSAY_ERR_NOMEM.
+ */
+enum assay_status assay_oracle_memo_write(const struct assay_oracle_memo *memo, int32_t from,
+                                          FILE *f);
+enum assay_status assay_oracle_memo_read(struct assay_oracle_memo *memo, FILE *f);
 
 struct assay_equiv_opts {
     double tie_tol;  /* logits; ASSAY_EQUIV_TIE_TOL by default */

@@ -8,6 +8,21 @@
 #include "../core/clock.h"
 #include "../core/rng.h"
 
+/* Set only in a check's child process (assay_harness_set_crumb). */
+static volatile struct assay_crumb *g_crumb;
+
+void assay_harness_set_crumb(volatile struct assay_crumb *c)
+{
+    g_crumb = c;
+}
+
+static void crumb_engine(int32_t in_engine)
+{
+    if (g_crumb != NULL) {
+        g_crumb->in_engine = in_engine;
+    }
+}
+
 struct run {
     struct assay_transcript *t;
     const struct assay_workload *w;
@@ -155,7 +170,9 @@ static void record(struct run *r, const struct assay_adapter *a, const struct as
                 /* Aborted only if the adapter took the abort: a request that
                  * finished in this same step is not live any more, and is
                  * then judged as one that ran to its end. */
+                crumb_engine(1);
                 q->aborted = a->vt->abort(a->self, q->id) == ASSAY_OK;
+                crumb_engine(0);
             }
         }
         break;
@@ -230,6 +247,13 @@ enum assay_status assay_harness_run(const struct assay_adapter *a, const struct 
     int32_t next = 0;
     int64_t step = 0;
     t->status = ASSAY_OK;
+    if (g_crumb != NULL) {
+        g_crumb->runs++;
+        g_crumb->step = 0;
+        g_crumb->n_requests = w->n;
+        g_crumb->submitted = 0;
+        g_crumb->finished = 0;
+    }
     for (;;) {
         while (next < w->n && w->reqs[next].arrival_step <= step) {
             const struct assay_workload_request *wr = &w->reqs[next];
@@ -237,9 +261,14 @@ enum assay_status assay_harness_run(const struct assay_adapter *a, const struct 
                                         wr->max_tokens, wr->stop_token, wr->sampling};
             struct assay_transcript_req *q = &t->reqs[next];
             q->t_submit_ns = assay_now_ns();
+            crumb_engine(1);
             q->submit_status = a->vt->add_request(a->self, &req);
+            crumb_engine(0);
             q->submitted = true;
             next++;
+            if (g_crumb != NULL) {
+                g_crumb->submitted = next;
+            }
         }
         if (!a->vt->has_work(a->self)) {
             if (next >= w->n) {
@@ -250,9 +279,17 @@ enum assay_status assay_harness_run(const struct assay_adapter *a, const struct 
         }
         const struct assay_event *ev;
         size_t n_ev = 0;
+        if (g_crumb != NULL) {
+            g_crumb->step = step;
+        }
+        crumb_engine(1);
         enum assay_status sst = a->vt->step(a->self, &ev, &n_ev);
+        crumb_engine(0);
         for (size_t i = 0; i < n_ev; i++) {
             record(&r, a, &ev[i], hist);
+            if (g_crumb != NULL && ev[i].kind == ASSAY_EVENT_FINISH) {
+                g_crumb->finished++;
+            }
         }
         if (sst != ASSAY_OK) {
             t->status = sst;

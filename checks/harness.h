@@ -84,4 +84,26 @@ enum assay_status assay_harness_run(const struct assay_adapter *a, const struct 
 
 void assay_transcript_free(struct assay_transcript *t);
 
+/*
+ * Breadcrumbs: where the harness is, written as it goes, so that a check
+ * run in a child process (checks/isolate.h) that dies or hangs can say
+ * where. runs counts the workload runs begun in this process; the others
+ * describe the latest. in_engine is 1 while a call into the adapter
+ * (add_request, step, abort) is under way.
+ */
+struct assay_crumb {
+    int32_t runs;
+    int64_t step;
+    int32_t n_requests;
+    int32_t submitted;
+    int32_t finished;
+    int32_t in_engine;
+};
+
+/* Where this process's harness leaves its breadcrumbs (NULL: nowhere, the
+ * default). The one process-wide setting of the harness: the isolation
+ * sets it in a check's child process only, before the check runs; c must
+ * outlive every run after. */
+void assay_harness_set_crumb(volatile struct assay_crumb *c);
+
 #endif

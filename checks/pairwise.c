@@ -1,5 +1,7 @@
 #include "pairwise.h"
 
+#include "isolate.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -13,6 +15,7 @@
 #include "distributional.h"
 #include "equivalence.h"
 #include "harness.h"
+#include "isolate.h"
 #include "property.h"
 #include "context.h"
 
@@ -44,6 +47,7 @@ struct assay_pairwise_params assay_pairwise_default_params(void)
     struct assay_pairwise_params p;
     memset(&p, 0, sizeof p);
     p.seed = 1;
+    p.timeout_s = ASSAY_ISOLATION_TIMEOUT_S;
     return p;
 }
 
@@ -114,6 +118,8 @@ enum assay_status assay_pairwise_init(struct assay_pairwise **out,
     enum assay_status st = assay_verify_ctx_init(&c->vctx, c->fixtures, c->seed);
     if (st == ASSAY_OK) {
         assay_verify_set_program(c->vctx, c->program);
+        struct assay_isolation iso = {!p->no_fork, p->timeout_s};
+        assay_verify_set_isolation(c->vctx, &iso);
         st = assay_model_cache_init(&c->models);
     }
     if (st == ASSAY_OK && c->model_path[0] != '\0') {

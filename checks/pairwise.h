@@ -88,6 +88,9 @@ struct assay_pairwise_params {
                                 distributional check's own (NULL: none) */
     double tie_tol;        /* 0: ASSAY_EQUIV_TIE_TOL */
     const char *program;   /* what reproducer lines start with (NULL: "assay") */
+    bool no_fork;          /* run the checks in this process (checks/isolate.h) */
+    double timeout_s;      /* a check's time limit; 0: none (default
+                              ASSAY_ISOLATION_TIMEOUT_S) */
 };
 
 /* The fixtures folder and seed are required; everything else as stated. */

@@ -6,6 +6,7 @@
 #ifndef ASSAY_RESULT_H
 #define ASSAY_RESULT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "divergence.h"
@@ -36,6 +37,10 @@ struct assay_check_result {
     char failure[640];  /* FAIL/SKIP/ERROR: what, where */
     char repro[768];    /* FAIL: a one-line command that reruns it */
     double seconds;
+    /* how the check's process ended (checks/isolate.h): the signal that
+     * killed it (0: none), and whether it was killed for its time limit */
+    int32_t died_signal;
+    bool timed_out;
     /* equivalence */
     int64_t n_requests;
     int64_t n_tokens;

@@ -15,6 +15,7 @@
 
 #include "checks/result.h"
 #include "checks/context.h"
+#include "checks/isolate.h"
 #include "checks/plan.h"
 #include "reports/report.h"
 #include "reports/write.h"
@@ -80,6 +81,19 @@ void assay_cli_list_checks(const struct assay_plan_item *checks, size_t n);
 
 /* Parse an unsigned integer option; false (and a message) when malformed. */
 bool assay_cli_parse_u64(const char *option, const char *text, uint64_t *out);
+
+/* --timeout SECONDS of the commands that run checks in child processes
+ * (checks/isolate.h): a non-negative number, 0 for no limit; false (and a
+ * message) when malformed. */
+bool assay_cli_parse_timeout(const char *text, double *out);
+
+/* The lines of usage text about --no-fork and --timeout. */
+#define ASSAY_CLI_ISOLATION_HELP                                                                   \
+    "  --timeout SECONDS   a check still running after this long is killed and FAILs\n"            \
+    "                      (default 600; 0: no limit)\n"                                          \
+    "  --no-fork           run the checks in this process (for a debugger); by default\n"          \
+    "                      each runs in a child process, so a crash, an abort or a hang\n"         \
+    "                      of the engine is that check's FAIL and the others still run\n"
 
 /* A progress line on stderr, only when stderr is a terminal. */
 struct assay_progress {

@@ -34,7 +34,8 @@ static void usage(FILE *out)
             "                     [--gate FIGURES] [--confidence C] [--bootstrap N] [--seed N]\n"
             "                     [--check NAME]... [--check-workload NAME=FILE]... [--model FILE]\n"
             "                     [--samples N] [--dist-params P] [--tie-tol X] [--no-bench]\n"
-            "                     [--no-checks] [--no-shrink] [--shrink-seconds S] [--list] [--json]\n"
+            "                     [--no-checks] [--no-shrink] [--shrink-seconds S] [--timeout S]\n"
+            "                     [--no-fork] [--list] [--json]\n"
             "\n"
             "Validate an optimisation before merging: is CANDIDATE still right, and is it\n"
             "really faster than BASELINE? Both are engine specs (bundled:..., openai:URL,\n"
@@ -73,6 +74,11 @@ static void usage(FILE *out)
             "  --no-bench            correctness only;   --no-checks  speed only\n"
             "  --no-shrink           report failures without shrinking them\n"
             "  --shrink-seconds S    shrinking budget per failure (default %g)\n"
+            "  --timeout S           a check still running after S seconds is killed and\n"
+            "                        FAILs (default 600; 0: no limit)\n"
+            "  --no-fork             run the checks in this process (for a debugger); by\n"
+            "                        default each runs in a child process, so a crash, an\n"
+            "                        abort or a hang of the candidate is that check's FAIL\n"
             "  --list                list the correctness checks and exit\n"
             "  --json                print the report's JSON instead of the tables\n"
             "\n"
@@ -113,7 +119,8 @@ struct opts {
     size_t n_checks;
     struct check_workload cw[COMPARE_MAX_CHECK_WORKLOADS];
     size_t n_cw;
-    bool no_bench, no_checks, no_shrink, list, json;
+    bool no_bench, no_checks, no_shrink, list, json, no_fork;
+    double timeout_s;
 };
 
 static bool parse_double(const char *option, const char *text, double lo, double hi, double *out)
@@ -158,6 +165,7 @@ static int parse(int argc, char **argv, struct opts *o)
         {"no-bench", no_argument, NULL, 'N'},         {"no-checks", no_argument, NULL, 'K'},
         {"no-shrink", no_argument, NULL, 'X'},        {"shrink-seconds", required_argument, NULL, 'x'},
         {"list", no_argument, NULL, 'l'},             {"json", no_argument, NULL, 'j'},
+        {"timeout", required_argument, NULL, 'L'},    {"no-fork", no_argument, NULL, 'F'},
         {"help", no_argument, NULL, 'h'},             {NULL, 0, NULL, 0},
     };
     int c;
@@ -228,6 +236,8 @@ static int parse(int argc, char **argv, struct opts *o)
         case 'x': ok = parse_double("--shrink-seconds", optarg, 1, 86400, &o->shrink_seconds); break;
         case 'l': o->list = true; break;
         case 'j': o->json = true; break;
+        case 'L': ok = assay_cli_parse_timeout(optarg, &o->timeout_s); break;
+        case 'F': o->no_fork = true; break;
         case 'h': usage(stdout); return -1;
         default: usage(stderr); return ASSAY_EXIT_USAGE;
         }
@@ -529,6 +539,7 @@ int assay_cmd_compare(int argc, char **argv)
         .threshold = ASSAY_SPEEDUP_DEFAULT_THRESHOLD,
         .confidence = ASSAY_SPEEDUP_DEFAULT_CONFIDENCE,
         .shrink_seconds = ASSAY_SHRINK_MAX_SECONDS,
+        .timeout_s = ASSAY_ISOLATION_TIMEOUT_S,
         .arrival = ASSAY_ARRIVAL_POISSON,
     };
     int rc = parse(argc, argv, &o);
@@ -562,6 +573,8 @@ int assay_cmd_compare(int argc, char **argv)
     pp.samples = (int64_t)o.samples;
     pp.dist_params = o.dist_params;
     pp.tie_tol = o.tie_tol;
+    pp.no_fork = o.no_fork;
+    pp.timeout_s = o.timeout_s;
     pp.program = assay_cli_program();
     struct assay_pairwise *pw = NULL;
     struct assay_diag diag;

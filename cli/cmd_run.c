@@ -22,7 +22,7 @@ static void usage(FILE *out)
             "usage: assay run [--out DIR] [--engine SPEC] [--bench-engine SPEC]\n"
             "                 [--workload FILE] [--slo FILE] [--seed N] [--runs N] [--rate R]\n"
             "                 [--quick] [--check NAME]... [--family FAMILY] [--no-bench]\n"
-            "                 [--no-shrink] [--json]\n"
+            "                 [--no-shrink] [--timeout SECONDS] [--no-fork] [--json]\n"
             "\n"
             "Verify an engine with the whole plan, benchmark the bundled engine the way the\n"
             "seed chapter says benchmarks must be done, and write the report: DIR/report.json\n"
@@ -47,6 +47,7 @@ static void usage(FILE *out)
             "                      default it is shrunk (fewer requests, shorter prompts, a\n"
             "                      smaller pool) while it still fails, written into DIR and\n"
             "                      confirmed by a rerun\n"
+            ASSAY_CLI_ISOLATION_HELP
             "  --json              print the report's JSON on stdout instead of the tables\n"
             "\n"
             "About 2 minutes on 2 idle cores, up to 5 on a busy machine; verification is\n"
@@ -64,6 +65,7 @@ struct run_opts {
     uint64_t runs;
     double rate;
     bool quick, no_bench, no_shrink, json;
+    struct assay_isolation iso;
 };
 
 static int parse(int argc, char **argv, struct run_opts *o)
@@ -75,7 +77,8 @@ static int parse(int argc, char **argv, struct run_opts *o)
         {"runs", required_argument, NULL, 'r'},     {"rate", required_argument, NULL, 'R'},
         {"quick", no_argument, NULL, 'q'},          {"check", required_argument, NULL, 'c'},
         {"family", required_argument, NULL, 'f'},   {"no-bench", no_argument, NULL, 'n'},
-        {"no-shrink", no_argument, NULL, 'N'},
+        {"no-shrink", no_argument, NULL, 'N'},      {"timeout", required_argument, NULL, 't'},
+        {"no-fork", no_argument, NULL, 'F'},
         {"json", no_argument, NULL, 'j'},           {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -121,6 +124,12 @@ static int parse(int argc, char **argv, struct run_opts *o)
         case 'n': o->no_bench = true; break;
         case 'N': o->no_shrink = true; break;
         case 'j': o->json = true; break;
+        case 't':
+            if (!assay_cli_parse_timeout(optarg, &o->iso.timeout_s)) {
+                return ASSAY_EXIT_USAGE;
+            }
+            break;
+        case 'F': o->iso.fork = false; break;
         case 'h': usage(stdout); return -1;
         default: usage(stderr); return ASSAY_EXIT_USAGE;
         }
@@ -185,6 +194,7 @@ static bool verify(const struct run_opts *o, struct assay_check_result **res_out
         }
     }
     assay_verify_set_program(ctx, assay_cli_program());
+    assay_verify_set_isolation(ctx, &o->iso);
     struct assay_progress prog;
     assay_progress_begin(&prog, n);
     bool ok = true;
@@ -361,6 +371,7 @@ int assay_cmd_run(int argc, char **argv)
         .workload = ASSAY_CLI_BENCH_WORKLOAD,
         .slo = ASSAY_CLI_BENCH_SLO,
         .seed = 1,
+        .iso = {true, ASSAY_ISOLATION_TIMEOUT_S},
     };
     int rc = parse(argc, argv, &o);
     if (rc != ASSAY_EXIT_OK) {

@@ -12,7 +12,8 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: assay verify [--engine SPEC] [--check NAME]... [--family FAMILY]\n"
-            "                    [--workload FILE] [--seed N] [--repro-dir DIR] [--no-shrink] [--list]\n"
+            "                    [--workload FILE] [--seed N] [--repro-dir DIR] [--no-shrink]\n"
+            "                    [--timeout SECONDS] [--no-fork] [--list]\n"
             "\n"
             "Run the checks of the verification plan against an engine and print a\n"
             "pass/fail table; every failure comes with a command that reproduces it.\n"
@@ -32,6 +33,11 @@ static void usage(FILE *out)
             "                   once from the file, and its command printed; not with\n"
             "                   --workload, which reruns such a file\n"
             "  --no-shrink      print the full failing case's command instead\n"
+            "  --timeout SECONDS  a check still running after this long is killed and FAILs\n"
+            "                   (default 600; 0: no limit)\n"
+            "  --no-fork        run the checks in this process (for a debugger); by default\n"
+            "                   each runs in a child process, so a crash, an abort or a hang\n"
+            "                   of the engine is that check's FAIL and the others still run\n"
             "  --list           list the plan and exit\n"
             "\n"
             "Exit status: 0 all passed (skips are listed, not failed), 1 a check failed,\n"
@@ -45,10 +51,12 @@ int assay_cmd_verify(int argc, char **argv)
         {"family", required_argument, NULL, 'f'}, {"workload", required_argument, NULL, 'w'},
         {"seed", required_argument, NULL, 's'},   {"list", no_argument, NULL, 'l'},
         {"help", no_argument, NULL, 'h'},         {"repro-dir", required_argument, NULL, 'r'},
-        {"no-shrink", no_argument, NULL, 'n'},    {NULL, 0, NULL, 0},
+        {"no-shrink", no_argument, NULL, 'n'},    {"timeout", required_argument, NULL, 't'},
+        {"no-fork", no_argument, NULL, 'F'},      {NULL, 0, NULL, 0},
     };
     const char *engine = "bundled", *family = NULL, *workload = NULL, *repro_dir = "assay-repro";
     bool shrink = true;
+    struct assay_isolation iso = assay_isolation_default();
     const char *checks[64];
     size_t n_checks = 0;
     uint64_t seed = 1;
@@ -75,6 +83,12 @@ int assay_cmd_verify(int argc, char **argv)
         case 'l': list = true; break;
         case 'r': repro_dir = optarg; break;
         case 'n': shrink = false; break;
+        case 't':
+            if (!assay_cli_parse_timeout(optarg, &iso.timeout_s)) {
+                return ASSAY_EXIT_USAGE;
+            }
+            break;
+        case 'F': iso.fork = false; break;
         case 'h': usage(stdout); return ASSAY_EXIT_OK;
         default: usage(stderr); return ASSAY_EXIT_USAGE;
         }
@@ -142,6 +156,7 @@ int assay_cmd_verify(int argc, char **argv)
         return ASSAY_EXIT_USAGE;
     }
     assay_verify_set_program(ctx, assay_cli_program());
+    assay_verify_set_isolation(ctx, &iso);
     struct assay_progress prog;
     assay_progress_begin(&prog, n);
     int status = ASSAY_EXIT_OK;

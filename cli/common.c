@@ -1,4 +1,5 @@
 #include <errno.h>
+#include <math.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +69,18 @@ bool assay_cli_parse_u64(const char *option, const char *text, uint64_t *out)
     unsigned long long v = strtoull(text, &end, 10);
     if (errno != 0 || end == text || *end != '\0' || text[0] == '-') {
         fprintf(stderr, "assay: %s expects a non-negative integer, got '%s'\n", option, text);
+        return false;
+    }
+    *out = v;
+    return true;
+}
+
+bool assay_cli_parse_timeout(const char *text, double *out)
+{
+    char *end = NULL;
+    double v = strtod(text, &end);
+    if (end == text || *end != '\0' || !isfinite(v) || v < 0) {
+        fprintf(stderr, "assay: --timeout expects a number of seconds >= 0, got '%s'\n", text);
         return false;
     }
     *out = v;
@@ -185,6 +198,13 @@ bool assay_cli_shrink_failures(const char *cmd, struct assay_verify_ctx *ctx,
     }
     for (size_t i = 0; i < n; i++) {
         if (res[i].verdict != ASSAY_VERDICT_FAIL || (items[i]->workload == NULL && workload == NULL)) {
+            continue;
+        }
+        if (res[i].timed_out) {
+            /* Every rerun of a hanging case lasts the whole time limit. */
+            fprintf(stderr, "assay %s: %s not shrunk (it was killed at its time limit, and each "
+                            "rerun would be too); its reproducer is the full case\n",
+                    cmd, res[i].name);
             continue;
         }
         fprintf(stderr, "assay %s: shrinking the failure of %s (at most %d reruns, about %.0f s)\n",

@@ -140,6 +140,12 @@ enum assay_status assay_report_check_json(const struct assay_check_result *r, cJ
               assay_json_add_str(c, "workload", r->workload) && assay_json_add_str(c, "summary", r->summary) &&
               assay_json_add_str(c, "failure", r->failure) && assay_json_add_str(c, "repro", r->repro) &&
               assay_json_add_num(c, "seconds", r->seconds) && (f = cJSON_AddObjectToObject(c, "figures")) != NULL;
+    if (ok && (r->died_signal != 0 || r->timed_out)) {
+        /* The check's process died or was killed (checks/isolate.h). */
+        cJSON *p = cJSON_AddObjectToObject(c, "process");
+        ok = p != NULL && assay_json_add_num(p, "signal", r->died_signal) &&
+             cJSON_AddBoolToObject(p, "timed_out", r->timed_out) != NULL;
+    }
     if (ok) {
         switch (r->family) {
         case ASSAY_FAMILY_EQUIVALENCE:

@@ -1,0 +1,208 @@
+#include "isolate.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <sys/mman.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "../core/clock.h"
+#include "harness.h"
+
+struct assay_isolation assay_isolation_default(void)
+{
+    return (struct assay_isolation){true, ASSAY_ISOLATION_TIMEOUT_S};
+}
+
+/* What parent and child share: the result, the breadcrumbs, and whether
+ * (and how) fn returned. */
+struct shared {
+    struct assay_check_result res;
+    struct assay_crumb crumb;
+    int32_t done;
+    int32_t status;
+    int32_t carried; /* the child wrote its findings to the carry file */
+};
+
+static const char *ordinal_suffix(int32_t n)
+{
+    if (n % 100 >= 11 && n % 100 <= 13) {
+        return "th";
+    }
+    switch (n % 10) {
+    case 1: return "st";
+    case 2: return "nd";
+    case 3: return "rd";
+    default: return "th";
+    }
+}
+
+/* Where the harness was, from the breadcrumbs, into buf. */
+static void where(const volatile struct assay_crumb *c, char *buf, size_t size)
+{
+    if (c->runs == 0) {
+        snprintf(buf, size, "before the check ran its first workload");
+        return;
+    }
+    snprintf(buf, size,
+             "%s step %lld of the check's %d%s run of a workload (%d of its %d requests "
+             "submitted, %d finished)",
+             c->in_engine ? "inside the engine, at" : "outside the engine (in the check), after",
+             (long long)c->step, c->runs, ordinal_suffix(c->runs), c->submitted, c->n_requests,
+             c->finished);
+}
+
+/* res becomes FAIL (or ERROR) with how the child ended; what the child had
+ * found before is kept after it. */
+static void ended_badly(struct assay_check_result *res, enum assay_verdict v, const char *how,
+                        const char *summary, const char *at)
+{
+    char before[sizeof res->failure];
+    snprintf(before, sizeof before, "%s", res->verdict != ASSAY_VERDICT_PASS ? res->failure : "");
+    res->verdict = v;
+    snprintf(res->failure, sizeof res->failure, "%.200s, %.250s%s%.160s", how, at,
+             before[0] != '\0' ? "; before that: " : "", before);
+    snprintf(res->summary, sizeof res->summary, "%s", summary);
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
+    }
+}
+
+enum assay_status assay_isolate_run(const struct assay_isolation *iso,
+                                    const struct assay_isolated_work *work, void *arg,
+                                    struct assay_check_result *res)
+{
+    if (iso == NULL || !iso->fork) {
+        return work->run(arg, res);
+    }
+    struct shared *sh = mmap(NULL, sizeof *sh, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS,
+                             -1, 0);
+    if (sh == MAP_FAILED) {
+        assay_check_error(res, "could not map memory to share with the check's process: %s",
+                          strerror(errno));
+        return ASSAY_ERR_IO;
+    }
+    /* The child's findings for later checks: an unlinked file whose offset
+     * parent and child share. Without one they are not carried back. */
+    FILE *carry = work->send != NULL && work->receive != NULL ? tmpfile() : NULL;
+    memcpy(&sh->res, res, sizeof *res);
+    memset((void *)&sh->crumb, 0, sizeof sh->crumb);
+    sh->done = 0;
+    sh->status = ASSAY_OK;
+    sh->carried = 0;
+    /* Buffered output would otherwise be written twice, once by each. */
+    fflush(stdout);
+    fflush(stderr);
+    int64_t t0 = assay_now_ns();
+    pid_t pid = fork();
+    if (pid < 0) {
+        int e = errno;
+        munmap(sh, sizeof *sh);
+        if (carry != NULL) {
+            fclose(carry);
+        }
+        assay_check_error(res, "could not start the check's process: %s", strerror(e));
+        return ASSAY_ERR_IO;
+    }
+    if (pid == 0) {
+        /* Die of the signal itself, whatever handler the host program has
+         * (a test framework's turns a crash into an exit), so the verdict
+         * can name it. */
+        static const int crash_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+        for (size_t i = 0; i < sizeof crash_signals / sizeof crash_signals[0]; i++) {
+            signal(crash_signals[i], SIG_DFL);
+        }
+        assay_harness_set_crumb(&sh->crumb);
+        sh->status = work->run(arg, &sh->res);
+        if (carry != NULL && work->send(arg, carry) == ASSAY_OK && fflush(carry) == 0) {
+            sh->carried = 1;
+        }
+        __atomic_store_n(&sh->done, 1, __ATOMIC_SEQ_CST);
+        /* exit, not _exit: a sanitizer's leak check runs at exit and says so
+         * in the status. */
+        exit(0);
+    }
+    int wstatus = 0;
+    bool timed_out = false;
+    long nap = 1;
+    for (;;) {
+        pid_t r = waitpid(pid, &wstatus, WNOHANG);
+        if (r == pid) {
+            break;
+        }
+        if (r < 0 && errno != EINTR) {
+            kill(pid, SIGKILL);
+            (void)waitpid(pid, &wstatus, 0);
+            break;
+        }
+        double s = (double)(assay_now_ns() - t0) / 1e9;
+        if (!timed_out && iso->timeout_s > 0 && s > iso->timeout_s) {
+            timed_out = true;
+            kill(pid, SIGKILL);
+        }
+        sleep_ms(nap);
+        nap = nap < 20 ? 2 * nap : 20;
+    }
+    memcpy(res, &sh->res, sizeof *res);
+    bool done = __atomic_load_n(&sh->done, __ATOMIC_SEQ_CST) != 0;
+    enum assay_status st = (enum assay_status)sh->status;
+    char at[300], how[300], summary[200];
+    where(&sh->crumb, at, sizeof at);
+    double seconds = (double)(assay_now_ns() - t0) / 1e9;
+    if (res->seconds <= 0 || timed_out || WIFSIGNALED(wstatus) || !done) {
+        res->seconds = seconds; /* the check's own figure when it gave one */
+    }
+    if (timed_out) {
+        res->timed_out = true;
+        res->died_signal = SIGKILL;
+        snprintf(how, sizeof how,
+                 "the check did not end within its time limit of %g s and was killed (the engine "
+                 "or the check loops or waits forever)",
+                 iso->timeout_s);
+        snprintf(summary, sizeof summary, "killed after %g s: no end", iso->timeout_s);
+        ended_badly(res, ASSAY_VERDICT_FAIL, how, summary, at);
+        st = ASSAY_OK;
+    } else if (WIFSIGNALED(wstatus)) {
+        int sig = WTERMSIG(wstatus);
+        res->died_signal = sig;
+        snprintf(how, sizeof how, "the check's process died of signal %d (%s)", sig,
+                 strsignal(sig));
+        snprintf(summary, sizeof summary, "died of signal %d (%s)", sig, strsignal(sig));
+        ended_badly(res, ASSAY_VERDICT_FAIL, how, summary, at);
+        st = ASSAY_OK;
+    } else if (!done) {
+        snprintf(how, sizeof how,
+                 "the check's process exited with status %d before the check ended (a "
+                 "sanitizer's report on stderr, or exit called in the engine)",
+                 WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1);
+        snprintf(summary, sizeof summary, "exited with status %d before the end",
+                 WIFEXITED(wstatus) ? WEXITSTATUS(wstatus) : -1);
+        ended_badly(res, ASSAY_VERDICT_FAIL, how, summary, at);
+        st = ASSAY_OK;
+    } else if (WIFEXITED(wstatus) && WEXITSTATUS(wstatus) != 0) {
+        assay_check_error(res,
+                          "the check ended but its process then exited with status %d (a "
+                          "sanitizer's report at exit, such as a leak, on stderr)",
+                          WEXITSTATUS(wstatus));
+    }
+    if (carry != NULL && done && sh->carried && WIFEXITED(wstatus) &&
+        WEXITSTATUS(wstatus) == 0 && fseek(carry, 0, SEEK_SET) == 0) {
+        enum assay_status rst = work->receive(arg, carry);
+        st = rst == ASSAY_ERR_NOMEM ? rst : st;
+    }
+    if (carry != NULL) {
+        fclose(carry);
+    }
+    munmap(sh, sizeof *sh);
+    return st;
+}
