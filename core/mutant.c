@@ -113,6 +113,23 @@ static const struct assay_mutant_info k_catalog[ASSAY_MUTANT_COUNT] = {
      "speculative decoding's rejected tokens leaving their KV blocks allocated (sglang-jax #1147, "
      "sglang #13826: over-allocated draft KV never released)",
      "property"},
+    {ASSAY_MUTANT_PREEMPT_PAD_SLOT, "preempt-pad-slot",
+     "a recompute-preemption leaves a padding entry (block -2^30) at the head of the emptied "
+     "block table, and the resumed prefill writes its KV through it, far outside the pool: the "
+     "process dies of SIGSEGV",
+     "a -1 padding slot reaching the KV write through the block table (vllm #54296: slot mapping "
+     "loads an unguarded block table entry, an illegal memory access)",
+     "property"},
+    {ASSAY_MUTANT_POOL_DRY_ASSERT, "pool-dry-assert",
+     "the scheduler asserts that a free block is always there and aborts the process when the "
+     "pool runs dry, where it should preempt",
+     "llama-server dying on an assertion once the KV cache has no free space under concurrent "
+     "requests (llama.cpp #6685, #9928)",
+     "property"},
+    {ASSAY_MUTANT_POOL_DRY_SPIN, "pool-dry-spin",
+     "when the pool runs dry the scheduler waits, inside the step, for a block that no one will "
+     "free, instead of preempting: the step never returns",
+     "a scheduler that deadlocks under KV-cache pressure (vllm #45388)", "property"},
     {ASSAY_MUTANT_GEMM_TAIL_SPLIT_K, "gemm-tail-split-k",
      "the engine's own AVX2 matrix product, in a tail tile of two rows (batches of 3j + 2 rows), "
      "sums even and odd k in two chains and adds them at the end, so those rows' bits depend on "

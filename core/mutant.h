@@ -41,6 +41,10 @@ enum assay_mutant {
     ASSAY_MUTANT_ADMIT_IGNORES_PROMISED,
     ASSAY_MUTANT_PADDING_ROW_NAN,
     ASSAY_MUTANT_SPEC_ROLLBACK_LEAK,
+    /* the engine dies or hangs (checks/isolate.h) */
+    ASSAY_MUTANT_PREEMPT_PAD_SLOT,
+    ASSAY_MUTANT_POOL_DRY_ASSERT,
+    ASSAY_MUTANT_POOL_DRY_SPIN,
     /* portability: arithmetic that holds on one kernel path and not another */
     ASSAY_MUTANT_GEMM_TAIL_SPLIT_K,
     /* numerics budget: the emulation of ggml's roundings (engine/numerics.h) */

@@ -3,6 +3,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../core/alloc.h"
@@ -737,6 +738,12 @@ static void preempt(struct assay_engine *e, int32_t s)
         q->max_tokens -= q->n_tokens - q->n_prompt;
         q->n_prompt = q->n_tokens;
     }
+    if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_PREEMPT_PAD_SLOT)) {
+        /* The planted bug: the emptied table keeps a padding entry, and the
+         * resumed prefill writes its KV through it, far outside the pool. */
+        q->blocks[0] = -(1 << 30);
+        q->n_blocks = 1;
+    }
     waiting_push_front(e, s);
 }
 
@@ -747,9 +754,17 @@ static bool ensure_blocks(struct assay_engine *e, int32_t s, int32_t n_pos, bool
 {
     struct seq *q = &e->seqs[s];
     int32_t need = (n_pos + e->block_size - 1) / e->block_size - q->n_blocks;
+    volatile int64_t spins = 0;
     while (need > assay_block_available(e->bm)) {
         if (!may_preempt) {
             return false;
+        }
+        if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_POOL_DRY_ASSERT)) {
+            abort(); /* the planted bug: asserts that a block is always free */
+        }
+        if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_POOL_DRY_SPIN)) {
+            spins++; /* the planted bug: waits for a block that no one will free */
+            continue;
         }
         int32_t victim = e->running[e->n_running - 1];
         preempt(e, victim);

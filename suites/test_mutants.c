@@ -4,6 +4,12 @@
  *   test_mutants NAME        the plan must FAIL on bundled:mutant=NAME, and a
  *                            check of the family the catalog names must be
  *                            among those that fail
+ *   test_mutants NAME --dies SIGSEGV|SIGABRT|timeout [--timeout SECONDS]
+ *                            a bug that kills or hangs the engine: the check
+ *                            it hits must FAIL because its process died of
+ *                            that signal (or was killed at the time limit)
+ *                            inside the engine, and the family's other
+ *                            checks must all still run and report
  *   test_mutants --catalog NAME...
  *                            the names CMake registers are exactly the catalog
  *
@@ -27,10 +33,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <signal.h>
 #include <sys/stat.h>
 
 #include "checks/shrink.h"
 #include "checks/context.h"
+#include "checks/isolate.h"
 #include "checks/plan.h"
 #include "core/mutant.h"
 #include "support.h"
@@ -39,8 +47,14 @@ static const char *g_name;
 static int g_argc;
 static char **g_argv;
 
+/* How the planted bug is to end a check's process (--dies), or NULL. */
+static const char *g_dies;
+/* The checks' time limit (--timeout), 0: the default. */
+static double g_timeout;
+
 static bool run_family(struct assay_verify_ctx *ctx, enum assay_family family, const char *base,
-                       char *caught, size_t size, const struct assay_plan_item **first_fail)
+                       char *caught, size_t size, const struct assay_plan_item **first_fail,
+                       struct assay_check_result *first_res)
 {
     size_t n_plan;
     const struct assay_plan_item *plan = assay_verify_plan(&n_plan);
@@ -56,7 +70,10 @@ static bool run_family(struct assay_verify_ctx *ctx, enum assay_family family, c
         }
         assert_int_equal(assay_run_plan_item(ctx, &plan[i], base, NULL, &res[n]), ASSAY_OK);
         item_of[n] = i;
-        bool stop = res[n].verdict == ASSAY_VERDICT_FAIL && family != ASSAY_FAMILY_DISTRIBUTIONAL;
+        /* A bug that kills a check's process runs the whole family: every
+         * check after the one that died must still run. */
+        bool stop = res[n].verdict == ASSAY_VERDICT_FAIL && family != ASSAY_FAMILY_DISTRIBUTIONAL &&
+                    g_dies == NULL;
         n++;
         if (stop) {
             break;
@@ -70,11 +87,16 @@ static bool run_family(struct assay_verify_ctx *ctx, enum assay_family family, c
                    assay_verdict_str(res[i].verdict), res[i].p_value, res[i].p_adjusted,
                    res[i].min_tv);
         }
+        if (g_dies != NULL) {
+            printf("  %-32s %-5s %s\n", res[i].name, assay_verdict_str(res[i].verdict),
+                   res[i].summary);
+        }
         if (res[i].verdict == ASSAY_VERDICT_FAIL) {
             if (!failed) {
                 snprintf(caught, size, "%s: %s\n    reproduce: %s", res[i].name, res[i].failure,
                          res[i].repro);
                 *first_fail = &plan[item_of[i]];
+                *first_res = res[i];
             }
             failed = true;
         } else if (res[i].verdict == ASSAY_VERDICT_ERROR) {
@@ -133,21 +155,43 @@ static void test_mutant_is_caught(void **state)
     assert_int_equal(assay_verify_ctx_init(&ctx, fixtures, 1), ASSAY_OK);
     printf("mutant %s\n  mechanism: %s\n  modelled on: %s\n", info->name, info->mechanism,
            info->modelled_on);
+    if (g_timeout > 0) {
+        struct assay_isolation iso = {true, g_timeout};
+        assay_verify_set_isolation(ctx, &iso);
+    }
     const struct assay_plan_item *failing = NULL;
-    bool by_expected = run_family(ctx, expected, base, caught, sizeof caught, &failing);
+    struct assay_check_result first;
+    bool by_expected = run_family(ctx, expected, base, caught, sizeof caught, &failing, &first);
     if (by_expected) {
         printf("  CAUGHT by %s\n", caught);
     } else {
         for (int f = 0; f < 3; f++) {
             if ((enum assay_family)f != expected &&
-                run_family(ctx, (enum assay_family)f, base, caught, sizeof caught, &failing)) {
+                run_family(ctx, (enum assay_family)f, base, caught, sizeof caught, &failing,
+                           &first)) {
                 printf("  caught only by another family: %s\n", caught);
                 break;
             }
         }
     }
-    if (failing != NULL) {
+    if (failing != NULL && g_dies != NULL) {
+        /* The check's process ended as the bug makes it end, and said where. */
+        if (strcmp(g_dies, "timeout") == 0) {
+            assert_true(first.timed_out);
+        } else {
+            int sig = strcmp(g_dies, "SIGSEGV") == 0 ? SIGSEGV : SIGABRT;
+            if (first.died_signal != sig) {
+                fail_msg("%s: the check's process ended with signal %d, not %s: %s", g_name,
+                         (int)first.died_signal, g_dies, first.failure);
+            }
+        }
+        assert_non_null(strstr(first.failure, "inside the engine, at step"));
+        assert_true(first.repro[0] != '\0');
+    }
+    if (failing != NULL && (g_dies == NULL || strcmp(g_dies, "timeout") != 0)) {
         shrink_failure(ctx, failing, base);
+    } else if (failing != NULL) {
+        printf("  not shrunk: each run of a hanging case lasts the whole time limit\n");
     }
     fflush(stdout);
     assay_verify_ctx_free(ctx);
@@ -201,8 +245,18 @@ int main(int argc, char **argv)
         const struct CMUnitTest tests[] = {cmocka_unit_test(test_catalog_matches)};
         return cmocka_run_group_tests(tests, NULL, NULL);
     }
-    if (argc != 2) {
-        fprintf(stderr, "usage: test_mutants NAME | --catalog NAME...\n");
+    for (int i = 2; i + 1 < argc; i += 2) {
+        if (strcmp(argv[i], "--dies") == 0) {
+            g_dies = argv[i + 1];
+        } else if (strcmp(argv[i], "--timeout") == 0) {
+            g_timeout = atof(argv[i + 1]);
+        } else {
+            argc = 0;
+        }
+    }
+    if (argc < 2 || argc % 2 != 0) {
+        fprintf(stderr, "usage: test_mutants NAME [--dies SIGSEGV|SIGABRT|timeout] "
+                        "[--timeout SECONDS] | --catalog NAME...\n");
         return 2;
     }
     g_name = argv[1];

@@ -898,6 +898,76 @@ static void test_run_failing_check(void **state)
     assert_int_equal(run(cmd, out, sizeof out), 1);
 }
 
+/* A planted bug that kills or hangs the engine: the check it hits is a FAIL
+ * that says how its process ended and where, the next check still runs and
+ * passes, and the report is written in full (checks/isolate.h). */
+static void test_run_dying_engine(void **state)
+{
+    (void)state;
+    if (g_assay_mutants == NULL) {
+        printf("SKIP: assay-mutants is not built (ASSAY_BUILD_MUTANTS=OFF)\n");
+        skip();
+    }
+    static const struct {
+        const char *mutant;
+        int signal;
+        bool timed_out;
+        const char *words;
+    } cases[] = {
+        {"preempt-pad-slot", 11, false, "died of signal 11"},
+        {"pool-dry-assert", 6, false, "died of signal 6"},
+        {"pool-dry-spin", 9, true, "did not end within its time limit of 5 s"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char dir[512], cmd[2048], path[700], name[96];
+        static char out[65536];
+        snprintf(name, sizeof name, "report-run-%s", cases[i].mutant);
+        scratch_dir(name, dir, sizeof dir);
+        snprintf(cmd, sizeof cmd,
+                 "'%s' run --check prop.trace --check prop.isolation-blackbox "
+                 "--engine bundled:mutant=%s --no-bench --no-shrink --timeout 5 --out '%s'",
+                 g_assay_mutants, cases[i].mutant, dir);
+        int rc = run(cmd, out, sizeof out);
+        if (rc != 1) {
+            fail_msg("%s: assay-mutants run exited %d, not 1: %s", cases[i].mutant, rc, out);
+        }
+        snprintf(path, sizeof path, "%s/report.json", dir);
+        cJSON *r = NULL;
+        struct assay_diag d;
+        assert_int_equal(assay_report_load(path, &r, &d), ASSAY_OK);
+        assert_string_equal(assay_report_verdict(r), "FAIL");
+        const cJSON *checks = cJSON_GetObjectItemCaseSensitive(r, "checks");
+        assert_int_equal(cJSON_GetArraySize(checks), 2);
+        const cJSON *c0 = cJSON_GetArrayItem(checks, 0), *c1 = cJSON_GetArrayItem(checks, 1);
+        assert_string_equal(assay_json_str(c0, "name", ""), "prop.trace");
+        assert_string_equal(assay_json_str(c0, "verdict", ""), "FAIL");
+        const char *why = assay_json_str(c0, "failure", "");
+        if (strstr(why, cases[i].words) == NULL || strstr(why, "inside the engine, at step") == NULL) {
+            fail_msg("%s: the failure does not say how and where: %s", cases[i].mutant, why);
+        }
+        assert_int_equal((int)assay_json_num(c0, "process.signal"), cases[i].signal);
+        assert_true(cJSON_IsTrue(assay_json_path(c0, "process.timed_out")) == cases[i].timed_out);
+        assert_non_null(strstr(assay_json_str(c0, "repro", ""), "--check prop.trace"));
+        assert_string_equal(assay_json_str(c1, "verdict", ""), "PASS");
+        char *md = NULL;
+        size_t len;
+        assert_int_equal(assay_report_render_markdown(r, &md, &len), ASSAY_OK);
+        assert_non_null(strstr(md, cases[i].words));
+        assay_free(md);
+        cJSON_Delete(r);
+        snprintf(path, sizeof path, "%s/report.html", dir);
+        assert_int_equal(access(path, R_OK), 0);
+    }
+    /* --no-fork runs the same checks in the command's own process. */
+    char cmd[1024];
+    static char out[65536];
+    snprintf(cmd, sizeof cmd, "'%s' verify --check prop.trace --no-fork", g_assay);
+    assert_int_equal(run(cmd, out, sizeof out), 0);
+    snprintf(cmd, sizeof cmd, "'%s' verify --check prop.trace --timeout -1", g_assay);
+    assert_int_equal(run(cmd, out, sizeof out), 2);
+    assert_non_null(strstr(out, "--timeout expects"));
+}
+
 int main(int argc, char **argv)
 {
     assay_test_init(argc, argv);
@@ -919,6 +989,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_sample_fixture),
         cmocka_unit_test(test_run_command),
         cmocka_unit_test(test_run_failing_check),
+        cmocka_unit_test(test_run_dying_engine),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
