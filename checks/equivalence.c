@@ -70,6 +70,22 @@ void assay_oracle_memo_free(struct assay_oracle_memo *m)
     assay_free(m);
 }
 
+/* Room for one more entry; false when memory ran out. */
+static bool room_for_one(struct assay_oracle_memo *m)
+{
+    if (m->n < m->cap) {
+        return true;
+    }
+    int32_t cap = m->cap > 0 ? 2 * m->cap : 64;
+    struct memo_entry *grown = assay_realloc(m->entries, sizeof *grown * (size_t)cap);
+    if (grown == NULL) {
+        return false;
+    }
+    m->entries = grown;
+    m->cap = cap;
+    return true;
+}
+
 static uint64_t hash_seq(const int32_t *a, int32_t na, const int32_t *b, int32_t nb)
 {
     uint64_t h = assay_mix64((uint64_t)na * 0x9e3779b97f4a7c15ULL + (uint64_t)nb);
@@ -100,14 +116,8 @@ enum assay_status assay_oracle_memo_rows(struct assay_oracle_memo *m, const int3
             return ASSAY_OK;
         }
     }
-    if (m->n == m->cap) {
-        int32_t cap = m->cap > 0 ? 2 * m->cap : 64;
-        struct memo_entry *grown = assay_realloc(m->entries, sizeof *grown * (size_t)cap);
-        if (grown == NULL) {
-            return ASSAY_ERR_NOMEM;
-        }
-        m->entries = grown;
-        m->cap = cap;
+    if (!room_for_one(m)) {
+        return ASSAY_ERR_NOMEM;
     }
     struct memo_entry e = {h, NULL, prompt_len, n_out, NULL};
     int32_t len = prompt_len + n_out;
@@ -172,14 +182,8 @@ enum assay_status assay_oracle_memo_read(struct assay_oracle_memo *m, FILE *f)
             e.prompt_len + e.n_out - 1 > m->max_len) {
             return ASSAY_ERR_IO;
         }
-        if (m->n == m->cap) {
-            int32_t cap = m->cap > 0 ? 2 * m->cap : 64;
-            struct memo_entry *grown = assay_realloc(m->entries, sizeof *grown * (size_t)cap);
-            if (grown == NULL) {
-                return ASSAY_ERR_NOMEM;
-            }
-            m->entries = grown;
-            m->cap = cap;
+        if (!room_for_one(m)) {
+            return ASSAY_ERR_NOMEM;
         }
         size_t len = (size_t)(e.prompt_len + e.n_out);
         size_t n_rows = (size_t)e.n_out * (size_t)m->vocab;

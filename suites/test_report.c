@@ -942,17 +942,28 @@ static void test_run_dying_engine(void **state)
         assert_string_equal(assay_json_str(c0, "name", ""), "prop.trace");
         assert_string_equal(assay_json_str(c0, "verdict", ""), "FAIL");
         const char *why = assay_json_str(c0, "failure", "");
-        if (strstr(why, cases[i].words) == NULL || strstr(why, "inside the engine, at step") == NULL) {
+        const char *words = cases[i].words;
+        int signal = cases[i].signal;
+#ifdef __SANITIZE_ADDRESS__
+        if (signal == 11 && strstr(why, words) == NULL) {
+            /* AddressSanitizer may report the wild write and exit instead. */
+            words = "exited with status 1 before the check ended";
+            signal = -1;
+        }
+#endif
+        if (strstr(why, words) == NULL || strstr(why, "inside the engine, at step") == NULL) {
             fail_msg("%s: the failure does not say how and where: %s", cases[i].mutant, why);
         }
-        assert_int_equal((int)assay_json_num(c0, "process.signal"), cases[i].signal);
+        if (signal >= 0) {
+            assert_int_equal((int)assay_json_num(c0, "process.signal"), signal);
+        }
         assert_true(cJSON_IsTrue(assay_json_path(c0, "process.timed_out")) == cases[i].timed_out);
         assert_non_null(strstr(assay_json_str(c0, "repro", ""), "--check prop.trace"));
         assert_string_equal(assay_json_str(c1, "verdict", ""), "PASS");
         char *md = NULL;
         size_t len;
         assert_int_equal(assay_report_render_markdown(r, &md, &len), ASSAY_OK);
-        assert_non_null(strstr(md, cases[i].words));
+        assert_non_null(strstr(md, words));
         assay_free(md);
         cJSON_Delete(r);
         snprintf(path, sizeof path, "%s/report.html", dir);
