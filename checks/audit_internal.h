@@ -23,6 +23,8 @@
 
 struct assay_audit {
     struct assay_audit_params p;
+    double *gof_prob; /* (vocab) scratch of the goodness of fit's floor */
+    double *gof_ref;  /* (vocab) */
     char url[1024];
     char model_path[1024];
     char served[256];

@@ -840,6 +840,24 @@ static void test_mustfail(void **state)
     }
     cJSON_Delete(r);
 
+    /* The same other weights with the audit told the server's default
+     * formats (an F16 KV cache, flash attention): the goodness of fit's
+     * sample is held to twice the reference's distance at its prompt,
+     * and other weights are still far beyond that. */
+    assay_test_scratch("audit-mustfail-weights-f16", out, sizeof out);
+    snprintf(cmd, sizeof cmd,
+             "rm -rf '%s' && '%s' audit --url '%s' --model '%s' --out '%s' --quick --check "
+             "audit.dist.gof.t1",
+             out, g_assay, g_url, other, out);
+    assert_int_equal(run(cmd), 1);
+    r = load_report(out);
+    const cJSON *gf = find_check(r, "audit.dist.gof.t1");
+    assert_string_equal(assay_json_str(gf, "verdict", ""), "FAIL");
+    assert_non_null(strstr(assay_json_str(gf, "summary", ""), "the reference is a TV of"));
+    printf("# audit.dist.gof.t1 (default formats) FAIL: %.300s\n",
+           assay_json_str(gf, "summary", ""));
+    cJSON_Delete(r);
+
     /* A server that misbehaves on some requests (suites/fake_server.c: the
      * first prompt token picks the behaviour, and about one request in ten
      * of the audit's generated prompts picks a misbehaviour: too many
