@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include <sys/mman.h>
+#include <sys/prctl.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -104,6 +105,7 @@ enum assay_status assay_isolate_run(const struct assay_isolation *iso,
     fflush(stdout);
     fflush(stderr);
     int64_t t0 = assay_now_ns();
+    pid_t parent = getpid();
     pid_t pid = fork();
     if (pid < 0) {
         int e = errno;
@@ -121,6 +123,12 @@ enum assay_status assay_isolate_run(const struct assay_isolation *iso,
         static const int crash_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
         for (size_t i = 0; i < sizeof crash_signals / sizeof crash_signals[0]; i++) {
             signal(crash_signals[i], SIG_DFL);
+        }
+        /* A parent killed meanwhile takes its check with it: no hanging
+         * engine is left behind. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) {
+            _exit(1);
         }
         assay_harness_set_crumb(&sh->crumb);
         sh->status = work->run(arg, &sh->res);
