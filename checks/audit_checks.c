@@ -780,8 +780,9 @@ enum dist_kind { D_GOF, D_PIT, D_HOMOGENEITY };
 /*
  * The reference's total-variation distance from the oracle at the prompt
  * the goodness of fit under dp will test (assay_dist_choose_prompt; the
- * oracle's distribution is left in a->gof_prob; NaN when no prompt
- * qualifies, which the check reports itself): the reference's
+ * oracle's distribution is left in a->gof_prob; NaN, no floor, when no
+ * prompt qualifies, which the check reports itself, or for a distribution
+ * of more than one token): the reference's
  * distribution at the same temperature, on the tokens the oracle's cut
  * keeps, renormalised; the larger of the builds measured.
  */
@@ -792,7 +793,7 @@ static enum assay_status gof_floor(struct assay_audit *a, const struct assay_dis
     int32_t prompt[64];
     *tv = NAN;
     if (dp->positions != 1 || dp->prompt_len > (int32_t)(sizeof prompt / sizeof prompt[0])) {
-        return ASSAY_ERR_INVALID;
+        return ASSAY_OK; /* a distribution this floor does not measure: none (*tv NaN) */
     }
     if (a->gof_prob == NULL) {
         a->gof_prob = assay_malloc(sizeof(double) * (size_t)v);
@@ -922,14 +923,12 @@ static enum assay_status check_dist(struct assay_audit *a, enum dist_kind kind, 
                               assay_status_str(st));
             return st;
         }
-        if (!isfinite(ref_tv)) {
-            floor_note[0] = '\0';
-        } else if (dp.n < n_req) {
+        if (isfinite(ref_tv) && dp.n < n_req) {
             snprintf(floor_note, sizeof floor_note,
                      "; n cut from %lld: the reference is a TV of %.3g from the oracle at this "
                      "prompt, half the %.3g detected",
                      (long long)n_req, ref_tv, min_tv);
-        } else {
+        } else if (isfinite(ref_tv)) {
             snprintf(floor_note, sizeof floor_note,
                      "; the reference is a TV of %.3g from the oracle at this prompt", ref_tv);
         }
