@@ -198,6 +198,8 @@ struct sample_set {
     int64_t n_rounds, cap_rounds;
     int64_t n_bad;    /* requests delivered other than exactly out_len tokens once */
     char bad[300];    /* the first of them */
+    bool engine_fault; /* after a failed draw: the engine under test failed (a step, its
+                        * progress), not the suite */
 };
 
 struct request_source {
@@ -247,6 +249,7 @@ static enum assay_status draw_samples(const struct assay_adapter *a,
         out->tokens[i] = -1;
     }
     enum assay_status st = ASSAY_OK;
+    bool fault = false;
     int64_t next = 0, done = 0, idle = 0;
     while (done < n && st == ASSAY_OK) {
         while (next < n && next - done < window) {
@@ -284,6 +287,7 @@ static enum assay_status draw_samples(const struct assay_adapter *a,
             snprintf(why, size, "a step failed: %s%s%s", assay_status_str(sst),
                      le[0] != '\0' ? ": " : "", le);
             st = sst;
+            fault = sst != ASSAY_ERR_NOMEM;
             break;
         }
         idle = n_ev == 0 ? idle + 1 : 0;
@@ -291,6 +295,7 @@ static enum assay_status draw_samples(const struct assay_adapter *a,
             snprintf(why, size, "%lld steps without an event with %lld requests unfinished",
                      (long long)idle, (long long)(next - done));
             st = ASSAY_ERR_TIMEOUT;
+            fault = true;
             break;
         }
         for (size_t e = 0; e < n_ev; e++) {
@@ -352,6 +357,7 @@ static enum assay_status draw_samples(const struct assay_adapter *a,
             snprintf(why, size, "the engine has no work left but %lld requests never finished",
                      (long long)(n - done));
             st = ASSAY_ERR_INTERNAL;
+            fault = true;
         }
     }
     if (st != ASSAY_OK) {
@@ -369,10 +375,39 @@ static enum assay_status draw_samples(const struct assay_adapter *a,
             }
         }
         sample_set_free(out);
+        out->engine_fault = fault;
     }
     assay_free(finished);
     assay_free(got);
     return st;
+}
+
+/*
+ * A failed draw's verdict: FAIL when the engine under test failed (a step
+ * returned an error, e.g. on NaN or infinite logits; it stopped making
+ * progress), ERROR when the suite could not run (out of memory, a refused
+ * request the engine may legitimately not serve).
+ */
+static void draw_failed(struct assay_check_result *res, const struct sample_set *ss,
+                        enum assay_status st, const char *why)
+{
+    if (ss->engine_fault) {
+        assay_check_fail(res, "the engine failed while sampling: %s", why);
+    } else {
+        set_error(res, st, why);
+    }
+}
+
+/* Requests delivered wrongly are the engine's fault whatever the statistic
+ * can still say: the FAIL is stated before any later ERROR (too few
+ * samples left to test) could be. */
+static void judge_delivery(struct assay_check_result *res, const struct sample_set *ss,
+                           const char *what)
+{
+    if (ss->n_bad > 0) {
+        assay_check_fail(res, "%lld %s delivered wrongly; first: %s", (long long)ss->n_bad, what,
+                         ss->bad);
+    }
 }
 
 /* ---- exact distributions from the oracle -------------------------------- */
@@ -656,9 +691,10 @@ enum assay_status assay_dist_gof(const struct assay_adapter *a, const struct ass
                                  assay_seed_derive(p->seed, "requests")};
     st = draw_samples(a, &src, p->n, p->out_len, p->window, false, &ss, why, sizeof why);
     if (st != ASSAY_OK) {
-        set_error(res, st, why);
+        draw_failed(res, &ss, st, why);
         goto out;
     }
+    judge_delivery(res, &ss, "requests");
     int64_t first_bad = -1, first_req = -1;
     for (int64_t i = 0; i < p->n; i++) {
         const int32_t *t = ss.tokens + i * p->out_len;
@@ -921,9 +957,10 @@ enum assay_status assay_dist_pit(const struct assay_adapter *a, const struct ass
                                  assay_seed_derive(p->seed, "requests")};
     st = draw_samples(a, &src, p->n, len, p->window, false, &ss, why, sizeof why);
     if (st != ASSAY_OK) {
-        set_error(res, st, why);
+        draw_failed(res, &ss, st, why);
         goto out;
     }
+    judge_delivery(res, &ss, "sequences");
     int64_t n_u = 0, n_boundary = 0, n_impossible = 0;
     char first[300] = "";
     for (int64_t i = 0; i < p->n && st == ASSAY_OK; i++) {
@@ -1098,9 +1135,10 @@ enum assay_status assay_dist_acceptance(const struct assay_adapter *a,
                                  assay_seed_derive(p->seed, "requests")};
     st = draw_samples(a, &src, p->n, len, p->window, true, &ss, why, sizeof why);
     if (st != ASSAY_OK) {
-        set_error(res, st, why);
+        draw_failed(res, &ss, st, why);
         goto out;
     }
+    judge_delivery(res, &ss, "sequences");
     if (ss.n_rounds == 0) {
         assay_check_skip(
             res, "the engine reported no speculative round (SPEC_ROUND events): nothing to test");
@@ -1290,12 +1328,14 @@ static enum assay_status count_first_tokens(const struct assay_adapter *a,
                                             const struct assay_dist_params *p,
                                             const int32_t *prompt, uint64_t seed0, int32_t v,
                                             int64_t *counts, int64_t *n_bad, char *bad,
-                                            size_t bad_size, char *why, size_t size)
+                                            size_t bad_size, bool *engine_fault, char *why,
+                                            size_t size)
 {
     struct request_source src = {prompt, 1, p->prompt_len, p->sampling, seed0};
     struct sample_set ss;
     enum assay_status st =
         draw_samples(a, &src, p->n, p->out_len, p->window, false, &ss, why, size);
+    *engine_fault = ss.engine_fault;
     if (st != ASSAY_OK) {
         return st;
     }
@@ -1346,15 +1386,28 @@ enum assay_status assay_dist_homogeneity(const struct assay_adapter *a,
     int64_t bad_a = 0, bad_b = 0;
     char msg_a[300], msg_b[300];
     /* Disjoint seeds: the two samples must be independent. */
+    bool fault = false;
+    const char *failing = "A";
     st = count_first_tokens(a, p, prompt, assay_seed_derive(p->seed, "requests-a"), v, ca, &bad_a,
-                            msg_a, sizeof msg_a, why, sizeof why);
+                            msg_a, sizeof msg_a, &fault, why, sizeof why);
     if (st == ASSAY_OK) {
+        failing = "B";
         st = count_first_tokens(b, p, prompt, assay_seed_derive(p->seed, "requests-b"), v, cb,
-                                &bad_b, msg_b, sizeof msg_b, why, sizeof why);
+                                &bad_b, msg_b, sizeof msg_b, &fault, why, sizeof why);
+    }
+    if (st != ASSAY_OK && fault) {
+        assay_check_fail(res, "engine %s failed while sampling: %s (%s)", failing, why,
+                         assay_status_str(st));
+        goto out;
     }
     if (st != ASSAY_OK) {
         set_error(res, st, why);
         goto out;
+    }
+    if (bad_a > 0 || bad_b > 0) {
+        assay_check_fail(res, "engine %s delivered %lld requests wrongly: %s",
+                         bad_a > 0 ? "A" : "B", (long long)(bad_a > 0 ? bad_a : bad_b),
+                         bad_a > 0 ? msg_a : msg_b);
     }
     struct assay_test_result tr;
     st = assay_homogeneity_test(ca, cb, (int32_t)k, p->alpha, p->power, 5.0, &tr);
@@ -1367,9 +1420,7 @@ enum assay_status assay_dist_homogeneity(const struct assay_adapter *a,
     res->n_requests = 2 * p->n;
     res->n_tokens = 2 * p->n * p->out_len;
     if (bad_a > 0 || bad_b > 0) {
-        assay_check_fail(res, "engine %s delivered %lld requests wrongly: %s",
-                         bad_a > 0 ? "A" : "B", (long long)(bad_a > 0 ? bad_a : bad_b),
-                         bad_a > 0 ? msg_a : msg_b);
+        /* the FAIL is stated above */
     } else if (tr.degenerate) {
         assay_check_error(res, "no homogeneity test possible (%d bins)", (int)tr.n_bins);
         st = ASSAY_ERR_INVALID;

@@ -24,7 +24,15 @@
 
 /* ---- a fake engine: every request's first token from a fixed table ----- */
 
-enum fake_mode { FAKE_EXACT, FAKE_BIASED, FAKE_IMPOSSIBLE, FAKE_DROPS, FAKE_PAST_CUT };
+enum fake_mode {
+    FAKE_EXACT,
+    FAKE_BIASED,
+    FAKE_IMPOSSIBLE,
+    FAKE_DROPS,
+    FAKE_PAST_CUT,
+    FAKE_DROPS_ALL, /* no request gets its token */
+    FAKE_NAN_STEP,  /* the 3rd step fails as an engine does on NaN logits */
+};
 
 struct fake {
     const struct assay_model *model;
@@ -42,6 +50,7 @@ struct fake {
     int64_t served;
     int32_t last_prompt[64]; /* the prompt p belongs to (requests share one) */
     int32_t last_len;
+    int32_t steps;
 };
 
 static enum assay_status fake_add(void *self, const struct assay_request *r)
@@ -127,13 +136,18 @@ static enum assay_status fake_step(void *self, const struct assay_event **ev, si
 {
     struct fake *f = self;
     size_t k = 0;
+    if (f->mode == FAKE_NAN_STEP && ++f->steps == 3) {
+        *ev = f->events;
+        *n = 0;
+        return ASSAY_ERR_NUMERIC;
+    }
     for (int32_t i = 0; i < f->n_live; i++) {
         struct assay_event *e = &f->events[k++];
         memset(e, 0, sizeof *e);
         e->kind = ASSAY_EVENT_TOKEN;
         e->request_id = f->ids[i];
         e->token = f->toks[i];
-        if (f->mode == FAKE_DROPS && f->ids[i] == 7) {
+        if ((f->mode == FAKE_DROPS && f->ids[i] == 7) || f->mode == FAKE_DROPS_ALL) {
             k--; /* the planted bug: request 7 loses its token */
         }
         e = &f->events[k++];
@@ -279,6 +293,34 @@ static void test_gof_lost_token_is_hard_failure(void **state)
     assert_int_equal(assay_dist_gof(&a, g_mini, &p, &r), ASSAY_OK);
     assert_int_equal(r.verdict, ASSAY_VERDICT_FAIL);
     assert_non_null(strstr(r.failure, "request 7"));
+    fake_close(&f);
+}
+
+/* What the engine did wrong is a FAIL, never an ERROR ("the suite could
+ * not run"): a step that fails (as an engine does on NaN logits), and a
+ * sample so broken that no statistic is left to compute. */
+static void test_engine_failure_is_fail(void **state)
+{
+    (void)state;
+    struct fake f;
+    struct assay_adapter a;
+    struct assay_dist_params p = small_params();
+    struct assay_check_result r;
+    fake_open(&f, &a, FAKE_NAN_STEP, 0, 11);
+    assay_check_result_init(&r, "fake", ASSAY_FAMILY_DISTRIBUTIONAL);
+    assay_dist_gof(&a, g_mini, &p, &r);
+    printf("  failing step: %s\n", r.failure);
+    assert_int_equal(r.verdict, ASSAY_VERDICT_FAIL);
+    assert_non_null(strstr(r.failure, "the engine failed while sampling"));
+    assert_non_null(strstr(r.failure, "a step failed: numeric failure"));
+    fake_close(&f);
+
+    fake_open(&f, &a, FAKE_DROPS_ALL, 0, 12);
+    assay_check_result_init(&r, "fake", ASSAY_FAMILY_DISTRIBUTIONAL);
+    assay_dist_gof(&a, g_mini, &p, &r);
+    printf("  nothing delivered: %s\n", r.failure);
+    assert_int_equal(r.verdict, ASSAY_VERDICT_FAIL);
+    assert_non_null(strstr(r.failure, "20000 requests delivered wrongly"));
     fake_close(&f);
 }
 
@@ -497,6 +539,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_gof_fails_biased_sampler),
         cmocka_unit_test(test_gof_impossible_token_is_hard_failure),
         cmocka_unit_test(test_gof_lost_token_is_hard_failure),
+        cmocka_unit_test(test_engine_failure_is_fail),
         cmocka_unit_test(test_gof_no_safe_prompt),
         cmocka_unit_test(test_pit_cut_moved_by_tolerances),
         cmocka_unit_test(test_homogeneity_of_fakes),
