@@ -636,6 +636,49 @@ static bool run_ok(const struct assay_transcript *t, int32_t i, const char *wher
     return true;
 }
 
+/*
+ * A probe differed among neighbours from its run alone. Which variable
+ * made the difference? The probe runs alone once more, now that the
+ * neighbours' run has finished: nothing is in flight beside it, but the
+ * engine keeps whatever state that run left (its prefix cache, its pools).
+ * Differing again, the cause is that state or nondeterminism, not a
+ * neighbour in flight; matching, the difference needs neighbours in
+ * flight. Only then is cross-sequence interference named.
+ */
+static enum assay_status isolate_cause(const struct assay_adapter *a,
+                                       const struct assay_workload *aw,
+                                       const struct assay_transcript *alone, uint64_t id,
+                                       bool invariant, const struct assay_property_opts *o,
+                                       const struct iso_stats *s, char *cause, size_t size)
+{
+    struct assay_transcript *again = NULL;
+    enum assay_status st = run(a, aw, true, NULL, &again);
+    if (st != ASSAY_OK) {
+        snprintf(cause, size, "the cause was not isolated (the probe's second run alone could "
+                              "not run: %s)", assay_status_str(st));
+        return st;
+    }
+    struct iso_stats s2 = *s;
+    char msg[600];
+    const char *where = "alone again, after the neighbours' run had finished";
+    if (!run_ok(again, 0, where, msg, sizeof msg)) {
+        snprintf(cause, size, "the cause was not isolated: %.300s", msg);
+    } else if (!compare_probe(alone, &alone->reqs[0], again, &again->reqs[0], id, invariant, o,
+                              where, &s2, msg, sizeof msg)) {
+        snprintf(cause, size,
+                 "it differs alone too, with no neighbour in flight (%.200s): the cause is state "
+                 "the engine keeps between runs (its cache warmth) or nondeterminism, not "
+                 "attention to a neighbour",
+                 msg);
+    } else {
+        snprintf(cause, size,
+                 "alone again after the neighbours' run it matches its first run alone, so the "
+                 "difference needs neighbours in flight: cross-sequence interference");
+    }
+    assay_transcript_free(again);
+    return ASSAY_OK;
+}
+
 /* Up to n probes, spread over the workload: requests that are not aborted
  * and whose tokens the engine may not vary. */
 static int32_t choose_probes(const struct assay_workload *w, int32_t n, int32_t *probe)
@@ -744,11 +787,15 @@ enum assay_status assay_check_isolation(const struct assay_adapter *a,
                 uint64_t id = w->reqs[probe[k]].id;
                 int32_t j = find_request(vw, id);
                 res->n_checks++;
-                if (!run_ok(tv, j, variant_name(v), msg, sizeof msg) ||
-                    !compare_probe(alone[k], &alone[k]->reqs[0], tv, &tv->reqs[j], id,
-                                   info.batch_invariant, &o, variant_name(v), &s, msg,
-                                   sizeof msg)) {
+                if (!run_ok(tv, j, variant_name(v), msg, sizeof msg)) {
                     assay_check_fail(res, "%s", msg);
+                } else if (!compare_probe(alone[k], &alone[k]->reqs[0], tv, &tv->reqs[j], id,
+                                          info.batch_invariant, &o, variant_name(v), &s, msg,
+                                          sizeof msg)) {
+                    char cause[520];
+                    st = isolate_cause(a, aw[k], alone[k], id, info.batch_invariant, &o, &s,
+                                       cause, sizeof cause);
+                    assay_check_fail(res, "%.300s; %s", msg, cause);
                 }
             }
         }

@@ -436,6 +436,7 @@ enum lie {
     LIE_REPEAT_TOKEN,    /* every request's first token is delivered twice */
     LIE_REFCOUNT,        /* the audit reports block 0's reference count one too high */
     LIE_NEIGHBOUR,       /* a token depends on how many requests share the step */
+    LIE_RUN_STATE,       /* a request's tokens change once the engine has served its id */
 };
 
 struct liar {
@@ -443,6 +444,7 @@ struct liar {
     enum lie lie;
     struct assay_event ev[4096];
     int32_t ref[4096];
+    int32_t seen[4096]; /* LIE_RUN_STATE: how often each id (mod 4096) was added */
 };
 
 static struct liar *g_liar;
@@ -450,6 +452,7 @@ static struct liar *g_liar;
 static enum assay_status l_add(void *self, const struct assay_request *r)
 {
     struct liar *l = self;
+    l->seen[r->id % 4096]++;
     return l->inner.vt->add_request(l->inner.self, r);
 }
 static bool l_has_work(void *self)
@@ -461,7 +464,7 @@ static enum assay_status l_step(void *self, const struct assay_event **events, s
 {
     struct liar *l = self;
     enum assay_status st = l->inner.vt->step(l->inner.self, events, n);
-    if (l->lie != LIE_REPEAT_TOKEN && l->lie != LIE_NEIGHBOUR) {
+    if (l->lie != LIE_REPEAT_TOKEN && l->lie != LIE_NEIGHBOUR && l->lie != LIE_RUN_STATE) {
         return st;
     }
     size_t m = 0, n_tok = 0;
@@ -471,6 +474,10 @@ static enum assay_status l_step(void *self, const struct assay_event **events, s
     for (size_t i = 0; i < *n && m + 2 < 4096; i++) {
         l->ev[m] = (*events)[i];
         if (l->lie == LIE_NEIGHBOUR && l->ev[m].kind == ASSAY_EVENT_TOKEN && n_tok > 1) {
+            l->ev[m].token = (l->ev[m].token + 1) % 256;
+        }
+        if (l->lie == LIE_RUN_STATE && l->ev[m].kind == ASSAY_EVENT_TOKEN &&
+            l->seen[l->ev[m].request_id % 4096] > 1) {
             l->ev[m].token = (l->ev[m].token + 1) % 256;
         }
         m++;
@@ -539,6 +546,7 @@ static struct assay_adapter liar_open(enum lie lie)
                          ASSAY_OK);
     }
     g_liar->lie = lie;
+    memset(g_liar->seen, 0, sizeof g_liar->seen);
     struct assay_adapter a = {lie == LIE_NO_CAPABILITIES ? &k_bare : &k_full, g_liar};
     return a;
 }
@@ -603,7 +611,12 @@ static void test_checks_fail_on_lies(void **state)
     expect_verdict(LIE_REPEAT_TOKEN, assay_check_trace, ASSAY_VERDICT_FAIL, "delivered before");
     expect_verdict(LIE_REFCOUNT, assay_check_blocks, ASSAY_VERDICT_FAIL, "R4 refcount");
     expect_verdict(LIE_REFCOUNT, assay_check_soak, ASSAY_VERDICT_FAIL, "R4 refcount");
-    expect_verdict(LIE_NEIGHBOUR, assay_check_isolation, ASSAY_VERDICT_FAIL, "alone");
+    /* The isolation check names a cause only when it isolated it: a
+     * neighbour in flight, or state the engine keeps between runs. */
+    expect_verdict(LIE_NEIGHBOUR, assay_check_isolation, ASSAY_VERDICT_FAIL,
+                   "needs neighbours in flight: cross-sequence interference");
+    expect_verdict(LIE_RUN_STATE, assay_check_isolation, ASSAY_VERDICT_FAIL,
+                   "not attention to a neighbour");
     expect_verdict(LIE_NEIGHBOUR, assay_check_isolation_blackbox, ASSAY_VERDICT_FAIL,
                    "concurrency 1");
     expect_verdict(LIE_NEIGHBOUR, assay_check_soak, ASSAY_VERDICT_FAIL, "concurrency 1");
