@@ -246,6 +246,10 @@ enum assay_status assay_harness_run(const struct assay_adapter *a, const struct 
     int32_t hist = o.spec_k > 0 ? o.spec_k + 2 : 0;
     int32_t next = 0;
     int64_t step = 0;
+    bool by_step = false; /* some request is aborted after a number of steps */
+    for (int32_t i = 0; i < w->n; i++) {
+        by_step |= w->reqs[i].abort_step >= 0;
+    }
     t->status = ASSAY_OK;
     if (g_crumb != NULL) {
         g_crumb->runs++;
@@ -265,6 +269,7 @@ enum assay_status assay_harness_run(const struct assay_adapter *a, const struct 
             q->submit_status = a->vt->add_request(a->self, &req);
             crumb_engine(0);
             q->submitted = true;
+            q->submit_step = step;
             next++;
             if (g_crumb != NULL) {
                 g_crumb->submitted = next;
@@ -276,6 +281,18 @@ enum assay_status assay_harness_run(const struct assay_adapter *a, const struct 
             }
             step = w->reqs[next].arrival_step;
             continue;
+        }
+        for (int32_t i = 0; by_step && i < next; i++) {
+            /* abort_step: in whatever phase the request is now (queued,
+             * prefilling, mid-chunk, decoding, preempted) */
+            struct assay_transcript_req *q = &t->reqs[i];
+            int32_t after = w->reqs[i].abort_step;
+            if (after >= 0 && step - q->submit_step >= after && !q->aborted &&
+                q->n_finish == 0 && q->submit_status == ASSAY_OK) {
+                crumb_engine(1);
+                q->aborted = a->vt->abort(a->self, q->id) == ASSAY_OK;
+                crumb_engine(0);
+            }
         }
         const struct assay_event *ev;
         size_t n_ev = 0;

@@ -25,8 +25,9 @@ struct assay_transcript_req {
     uint64_t id;
     bool submitted;
     int32_t submit_status;   /* enum assay_status of add_request */
-    bool aborted;            /* the harness aborted it (abort_after) and the
-                                adapter accepted the abort */
+    bool aborted;            /* the harness aborted it (abort_after, abort_step) and
+                                the adapter accepted the abort */
+    int64_t submit_step;     /* the engine step before which it was submitted */
     int32_t n_events;        /* TOKEN events received (all of them) */
     int32_t cap;             /* capacity of the arrays below */
     int32_t *tokens;         /* (cap) in arrival order */

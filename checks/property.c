@@ -263,7 +263,7 @@ static int32_t count_aborting(const struct assay_workload *w)
 {
     int32_t n = 0;
     for (int32_t i = 0; i < w->n; i++) {
-        n += w->reqs[i].abort_after >= 0;
+        n += assay_workload_request_aborts(&w->reqs[i]);
     }
     return n;
 }
@@ -685,11 +685,11 @@ static int32_t choose_probes(const struct assay_workload *w, int32_t n, int32_t 
 {
     int32_t n_ok = 0;
     for (int32_t i = 0; i < w->n; i++) {
-        n_ok += w->reqs[i].abort_after < 0 && comparable(&w->reqs[i]);
+        n_ok += !assay_workload_request_aborts(&w->reqs[i]) && comparable(&w->reqs[i]);
     }
     int32_t want = n < n_ok ? n : n_ok, got = 0, seen = 0;
     for (int32_t i = 0; i < w->n && got < want; i++) {
-        if (w->reqs[i].abort_after >= 0 || !comparable(&w->reqs[i])) {
+        if (assay_workload_request_aborts(&w->reqs[i]) || !comparable(&w->reqs[i])) {
             continue;
         }
         /* take the (k + 1/2) n_ok / want -th eligible request */

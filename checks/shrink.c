@@ -147,7 +147,7 @@ static enum assay_status edit_all(struct shrinker *s, enum whole_edit what, bool
     for (int32_t i = 0; i < s->w->n; i++) {
         const struct assay_workload_request *r = &s->w->reqs[i];
         needed |= what == EDIT_ARRIVALS ? (r->arrival_step != 0 || r->arrival_s != 0.0)
-                                        : r->abort_after >= 0;
+                                        : assay_workload_request_aborts(r);
     }
     if (!needed || !budget_left(s)) {
         return ASSAY_OK;
@@ -163,6 +163,7 @@ static enum assay_status edit_all(struct shrinker *s, enum whole_edit what, bool
             cand->reqs[i].arrival_s = 0.0;
         } else {
             cand->reqs[i].abort_after = -1;
+            cand->reqs[i].abort_step = -1;
         }
     }
     bool kept = false;

@@ -65,6 +65,8 @@ enum assay_status assay_trace_check_workload(const struct assay_workload *w, int
             snprintf(msg, size, "trace in: request %llu has stop token %d", id, (int)r->stop_token);
         } else if (r->abort_after < -1) {
             snprintf(msg, size, "trace in: request %llu has abort_after %d", id, (int)r->abort_after);
+        } else if (r->abort_step < -1) {
+            snprintf(msg, size, "trace in: request %llu has abort_step %d", id, (int)r->abort_step);
         } else if (i > 0 && r->arrival_s < w->reqs[i - 1].arrival_s) {
             snprintf(msg, size, "trace in: request %llu arrives at %.9g s, before request %llu "
                                 "(%.9g s): arrivals are not sorted", id, r->arrival_s,

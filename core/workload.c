@@ -121,6 +121,29 @@ static enum assay_status get_int(struct parser *ps, const cJSON *obj, const char
     return ASSAY_OK;
 }
 
+/* A seed written as decimal text: every 64-bit value, where a JSON number
+ * holds integers exactly only up to 2^53. */
+static enum assay_status get_seed_text(struct parser *ps, const cJSON *j, const char *path,
+                                       uint64_t *out)
+{
+    char where[160];
+    snprintf(where, sizeof where, "%s.seed", path);
+    const char *s = j->valuestring;
+    bool digits = s[0] != '\0' && strlen(s) <= 20;
+    for (const char *c = s; digits && *c != '\0'; c++) {
+        digits = *c >= '0' && *c <= '9';
+    }
+    errno = 0;
+    unsigned long long v = digits ? strtoull(s, NULL, 10) : 0;
+    if (!digits || errno == ERANGE) {
+        char got[48];
+        snprintf(got, sizeof got, "\"%.40s\"", s);
+        return fail(ps, where, "a decimal integer in 0..18446744073709551615", got);
+    }
+    *out = (uint64_t)v;
+    return ASSAY_OK;
+}
+
 static enum assay_status get_num(struct parser *ps, const cJSON *obj, const char *key,
                                  const char *path, bool required, double dflt, double lo,
                                  double hi, double *out)
@@ -213,7 +236,11 @@ static enum assay_status parse_sampling(struct parser *ps, const cJSON *j, const
     if (st == ASSAY_OK) {
         st = get_num(ps, j, "top_p", path, false, 1.0, 1e-9, 1.0, &tp);
     }
-    if (st == ASSAY_OK) {
+    uint64_t big = 0;
+    bool as_text = cJSON_IsString(cJSON_GetObjectItemCaseSensitive(j, "seed"));
+    if (st == ASSAY_OK && as_text) {
+        st = get_seed_text(ps, cJSON_GetObjectItemCaseSensitive(j, "seed"), path, &big);
+    } else if (st == ASSAY_OK) {
         st = get_int(ps, j, "seed", path, false, -1, 0, (int64_t)1 << 53, &seed);
     }
     if (st != ASSAY_OK) {
@@ -222,9 +249,20 @@ static enum assay_status parse_sampling(struct parser *ps, const cJSON *j, const
     s->temperature = (float)t;
     s->top_k = (int32_t)tk;
     s->top_p = (float)tp;
-    s->seeded = seed >= 0;
-    s->seed = seed >= 0 ? (uint64_t)seed : 0;
+    s->seeded = as_text || seed >= 0;
+    s->seed = as_text ? big : seed >= 0 ? (uint64_t)seed : 0;
     return ASSAY_OK;
+}
+
+/* A seed as a number while a double holds it exactly, else as text. */
+static bool add_seed(cJSON *o, uint64_t seed)
+{
+    if (seed <= (uint64_t)1 << 53) {
+        return cJSON_AddNumberToObject(o, "seed", (double)seed) != NULL;
+    }
+    char text[24];
+    snprintf(text, sizeof text, "%llu", (unsigned long long)seed);
+    return cJSON_AddStringToObject(o, "seed", text) != NULL;
 }
 
 static struct assay_workload *workload_new(int32_t n, int64_t n_tokens)
@@ -381,7 +419,7 @@ static enum assay_status parse_requests(struct parser *ps, const cJSON *arr,
         return ASSAY_ERR_NOMEM;
     }
     static const char *const keys[] = {"id", "arrival_s", "arrival_step", "prompt", "prompt_len",
-                                       "max_tokens", "stop_token", "abort_after", "sampling",
+                                       "max_tokens", "stop_token", "abort_after", "abort_step", "sampling",
                                        NULL};
     int32_t *tok = w->token_store;
     i = 0;
@@ -390,7 +428,7 @@ static enum assay_status parse_requests(struct parser *ps, const cJSON *arr,
         struct assay_workload_request *q = &w->reqs[i];
         char path[64];
         snprintf(path, sizeof path, "requests[%d]", (int)i);
-        int64_t id, step, plen, max_tokens, stop, abort_after;
+        int64_t id, step, plen, max_tokens, stop, abort_after, abort_step;
         double arrival;
         st = check_keys(ps, r, path, keys);
         if (st == ASSAY_OK) {
@@ -410,6 +448,9 @@ static enum assay_status parse_requests(struct parser *ps, const cJSON *arr,
         }
         if (st == ASSAY_OK) {
             st = get_int(ps, r, "abort_after", path, false, -1, -1, 1 << 24, &abort_after);
+        }
+        if (st == ASSAY_OK) {
+            st = get_int(ps, r, "abort_step", path, false, -1, -1, 1 << 24, &abort_step);
         }
         if (st == ASSAY_OK) {
             char where[96];
@@ -461,6 +502,7 @@ static enum assay_status parse_requests(struct parser *ps, const cJSON *arr,
         q->max_tokens = (int32_t)max_tokens;
         q->stop_token = (int32_t)stop;
         q->abort_after = (int32_t)abort_after;
+        q->abort_step = (int32_t)abort_step;
         tok += actual;
     }
     if (st == ASSAY_OK) {
@@ -808,6 +850,7 @@ static enum assay_status generate(struct parser *ps, const struct shape *sh,
         q->max_tokens = olen[i];
         q->stop_token = -1;
         q->abort_after = -1;
+        q->abort_step = -1;
         q->sampling = sh->sampling;
         if (sh->sampling.seeded) {
             q->sampling.seed = sh->sampling.seed + (uint64_t)i;
@@ -1080,14 +1123,15 @@ enum assay_status assay_workload_save(const struct assay_workload *w, const char
              cJSON_AddNumberToObject(o, "prompt_len", r->prompt_len) != NULL &&
              cJSON_AddNumberToObject(o, "max_tokens", r->max_tokens) != NULL &&
              cJSON_AddNumberToObject(o, "stop_token", r->stop_token) != NULL &&
-             cJSON_AddNumberToObject(o, "abort_after", r->abort_after) != NULL;
+             cJSON_AddNumberToObject(o, "abort_after", r->abort_after) != NULL &&
+             (r->abort_step < 0 || cJSON_AddNumberToObject(o, "abort_step", r->abort_step) != NULL);
         const struct assay_sampling *s = &r->sampling;
         if (ok && (s->temperature > 0 || s->top_k > 0 || s->top_p < 1 || s->seeded)) {
             cJSON *js = cJSON_AddObjectToObject(o, "sampling");
             ok = js != NULL && cJSON_AddNumberToObject(js, "temperature", s->temperature) != NULL &&
                  cJSON_AddNumberToObject(js, "top_k", s->top_k) != NULL &&
                  cJSON_AddNumberToObject(js, "top_p", s->top_p) != NULL &&
-                 (!s->seeded || cJSON_AddNumberToObject(js, "seed", (double)s->seed) != NULL);
+                 (!s->seeded || add_seed(js, s->seed));
         }
     }
     char *text = ok ? cJSON_PrintUnformatted(root) : NULL;

@@ -41,8 +41,17 @@ struct assay_workload_request {
     int32_t max_tokens;
     int32_t stop_token;    /* -1: none */
     int32_t abort_after;   /* -1: never; else abort once this many tokens arrived */
+    int32_t abort_step;    /* -1: never; else abort once this many engine steps have run
+                              since its submission (0: before its first step, queued);
+                              stepwise harnesses only: the load generator has no steps */
     struct assay_sampling sampling;
 };
+
+/* Whether the workload aborts r (by tokens or by steps). */
+static inline int assay_workload_request_aborts(const struct assay_workload_request *r)
+{
+    return r->abort_after >= 0 || r->abort_step >= 0;
+}
 
 struct assay_workload {
     char name[64];

@@ -49,6 +49,7 @@ static struct assay_workload *make_workload(int32_t n)
         q->max_tokens = 1;
         q->stop_token = -1;
         q->abort_after = -1;
+        q->abort_step = -1;
         q->sampling = assay_sampling_greedy();
     }
     return w;

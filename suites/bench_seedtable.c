@@ -74,6 +74,7 @@ static struct assay_workload *make_workload(void)
         w->n_tokens += q->prompt_len;
         q->stop_token = -1;
         q->abort_after = -1;
+        q->abort_step = -1;
         q->sampling = assay_sampling_greedy();
     }
     gsl_rng_free(rng);

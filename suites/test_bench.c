@@ -70,6 +70,7 @@ static struct assay_workload *make_workload(int32_t n, const int32_t *max_tokens
         q->max_tokens = max_tokens != NULL ? max_tokens[i] : mt;
         q->stop_token = -1;
         q->abort_after = -1;
+        q->abort_step = -1;
         q->sampling = assay_sampling_greedy();
     }
     return w;

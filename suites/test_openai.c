@@ -691,6 +691,7 @@ static void test_harness_counts_failures(void **state)
         wr[i].max_tokens = 5;
         wr[i].stop_token = -1;
         wr[i].abort_after = -1;
+        wr[i].abort_step = -1;
         wr[i].sampling = assay_sampling_greedy();
     }
     w.reqs = wr;

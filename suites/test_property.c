@@ -23,6 +23,7 @@
 #include "checks/property.h"
 #include "checks/shrink.h"
 #include "checks/context.h"
+#include "checks/equivalence.h"
 #include "checks/plan.h"
 #include "checks/trace.h"
 #include "core/alloc.h"
@@ -698,6 +699,74 @@ static void write_needle(const char *dir)
     assay_workload_free(w);
 }
 
+/* abort_step aborts a request in whatever phase it is after that many
+ * steps (0: still queued); a seed beyond 2^53 is written as text and reads
+ * back whole; a seed text that is not a 64-bit integer is refused. */
+static void test_abort_step_and_big_seeds(void **state)
+{
+    (void)state;
+    struct assay_workload *w = parse(
+        "{\"format\":\"assay-workload\",\"version\":1,\"requests\":["
+        "{\"id\":1,\"prompt\":[5,6,7,8,9,10,11,12,13,14,15,16],\"max_tokens\":8,"
+        "\"abort_step\":0},"
+        "{\"id\":2,\"prompt\":[5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22],"
+        "\"max_tokens\":8,\"abort_step\":1},"
+        "{\"id\":3,\"prompt\":[9,8,7],\"max_tokens\":8,\"abort_step\":4},"
+        "{\"id\":4,\"prompt\":[9,8,7],\"max_tokens\":6,"
+        "\"sampling\":{\"temperature\":0.9,\"seed\":\"18446744073709551615\"}}]}");
+    assert_int_equal(w->reqs[0].abort_step, 0);
+    assert_int_equal(w->reqs[3].abort_step, -1);
+    assert_true(w->reqs[3].sampling.seeded);
+    assert_true(w->reqs[3].sampling.seed == UINT64_MAX);
+    char dir[1024], path[1100];
+    assay_test_scratch("abort-step", dir, sizeof dir);
+    mkdir(dir, 0777);
+    snprintf(path, sizeof path, "%s/w.json", dir);
+    struct assay_diag d;
+    assay_diag_clear(&d);
+    assert_int_equal(assay_workload_save(w, path, &d), ASSAY_OK);
+    struct assay_workload_limits lim = {260, 256, 0};
+    struct assay_workload *back = NULL;
+    assert_int_equal(assay_workload_load(path, &lim, &back, &d), ASSAY_OK);
+    assert_true(back->reqs[3].sampling.seed == UINT64_MAX);
+    assert_int_equal(back->reqs[1].abort_step, 1);
+    assay_workload_free(back);
+
+    struct assay_adapter a;
+    assert_int_equal(assay_adapter_open_spec("bundled:model=mini,kv=paged,block=4,blocks=40,"
+                                             "prefix=on,chunk=4,batch=4",
+                                             &a, &d),
+                     ASSAY_OK);
+    struct assay_transcript *t = NULL;
+    assert_int_equal(assay_harness_run(&a, w, NULL, &t), ASSAY_OK);
+    assert_int_equal(t->status, ASSAY_OK);
+    /* queued: no token; mid-prefill (18 tokens in chunks of 4): no token;
+     * decoding: some tokens, fewer than asked */
+    assert_true(t->reqs[0].aborted && t->reqs[0].n_events == 0 && t->reqs[0].n_finish == 1);
+    assert_true(t->reqs[1].aborted && t->reqs[1].n_events == 0 && t->reqs[1].n_finish == 1);
+    assert_true(t->reqs[2].aborted && t->reqs[2].n_events > 0 && t->reqs[2].n_events < 8);
+    assert_int_equal(t->reqs[3].n_events, 6);
+    char msg[512];
+    assert_int_equal(assay_check_delivery(w, t, msg, sizeof msg), -1);
+    assay_transcript_free(t);
+    assay_adapter_close(&a);
+    assay_workload_free(w);
+
+    static const char *const bad[] = {"\"-1\"", "\"18446744073709551616\"", "\"12a\"", "\"\""};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char json[400];
+        snprintf(json, sizeof json,
+                 "{\"format\":\"assay-workload\",\"version\":1,\"requests\":[{\"id\":1,"
+                 "\"prompt\":[1],\"max_tokens\":1,\"sampling\":{\"temperature\":1,"
+                 "\"seed\":%s}}]}",
+                 bad[i]);
+        struct assay_workload *x = NULL;
+        assert_int_equal(assay_workload_parse(json, strlen(json), "t", &lim, &x, &d),
+                         ASSAY_ERR_PARSE);
+        assert_non_null(strstr(d.expected, "decimal integer"));
+    }
+}
+
 static void test_plan_spec_defaults(void **state)
 {
     (void)state;
@@ -787,6 +856,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_checks_pass_on_the_engine),
         cmocka_unit_test(test_checks_fail_on_lies),
         cmocka_unit_test(test_missing_capabilities_skip),
+        cmocka_unit_test(test_abort_step_and_big_seeds),
         cmocka_unit_test(test_plan_spec_defaults),
         cmocka_unit_test(test_shrink_finds_the_smallest_case),
     };
