@@ -331,7 +331,7 @@ enum assay_status assay_check_blocks(const struct assay_adapter *a, const struct
     if (st == ASSAY_ERR_UNSUPPORTED) {
         assay_check_skip(res,
                          "the engine has no block accounting to audit (%s: "
-                         "its KV cache is not paged)",
+                         "it keeps no paged KV cache)",
                          msg);
         st = ASSAY_OK;
     } else if (st == ASSAY_ERR_INTERNAL) {
@@ -995,7 +995,8 @@ enum assay_status assay_check_soak(const struct assay_adapter *a, const struct a
         st = watch_audit(&bw, a, !a->vt->has_work(a->self), msg, sizeof msg);
         if (st == ASSAY_ERR_UNSUPPORTED) {
             watching = false;
-            why_unwatched = "the engine has no block accounting to audit (its KV cache is not paged)";
+            why_unwatched = "the engine has no block accounting to audit (it keeps no paged KV "
+                            "cache)";
             st = ASSAY_OK;
         } else if (st == ASSAY_ERR_INTERNAL) {
             assay_check_fail(res, "before the run: %s", msg);

@@ -1429,9 +1429,12 @@ const struct assay_engine_params *assay_engine_params(const struct assay_engine 
     return &e->p;
 }
 
+/* Without a KV cache (kv=off) the blocks hold one step's scratch KV, which
+ * the next step recomputes: there is no cache whose accounting means
+ * anything to audit. */
 enum assay_status assay_engine_block_stats(struct assay_engine *e, struct assay_block_stats *out)
 {
-    if (!e->p.paged) {
+    if (!e->p.paged || !e->p.kv_cache) {
         return ASSAY_ERR_UNSUPPORTED;
     }
     assay_block_get_stats(e->bm, out);
@@ -1440,7 +1443,7 @@ enum assay_status assay_engine_block_stats(struct assay_engine *e, struct assay_
 
 enum assay_status assay_engine_block_audit(struct assay_engine *e, struct assay_block_audit *out)
 {
-    if (!e->p.paged) {
+    if (!e->p.paged || !e->p.kv_cache) {
         return ASSAY_ERR_UNSUPPORTED;
     }
     assay_block_get_audit(e->bm, out);
