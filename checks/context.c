@@ -36,6 +36,7 @@ struct assay_verify_ctx {
     const struct assay_model *weights;
     char baseline[1024];
     struct assay_isolation iso; /* how each check runs (checks/isolate.h) */
+    char repro_dir[1024];
 };
 
 enum assay_status assay_verify_ctx_init(struct assay_verify_ctx **out, const char *fixtures,
@@ -432,6 +433,21 @@ void assay_verify_set_program(struct assay_verify_ctx *ctx, const char *program)
 uint64_t assay_verify_seed(const struct assay_verify_ctx *ctx, const char *name)
 {
     return assay_seed_derive(ctx->master_seed, name);
+}
+
+const char *assay_verify_program(const struct assay_verify_ctx *ctx)
+{
+    return ctx->program;
+}
+
+void assay_verify_set_repro_dir(struct assay_verify_ctx *ctx, const char *dir)
+{
+    snprintf(ctx->repro_dir, sizeof ctx->repro_dir, "%s", dir);
+}
+
+const char *assay_verify_repro_dir(const struct assay_verify_ctx *ctx)
+{
+    return ctx->repro_dir[0] != '\0' ? ctx->repro_dir : "assay-repro";
 }
 
 const char *assay_verify_fixtures(const struct assay_verify_ctx *ctx)

@@ -62,6 +62,14 @@ uint64_t assay_verify_seed(const struct assay_verify_ctx *ctx, const char *name)
 /* The fixtures folder of the run. */
 const char *assay_verify_fixtures(const struct assay_verify_ctx *ctx);
 
+/* The command reproducer lines start with (assay_verify_set_program). */
+const char *assay_verify_program(const struct assay_verify_ctx *ctx);
+
+/* Where a check that generates its own cases writes a failing one (the
+ * CLI's --repro-dir; by default "assay-repro"). Copied. */
+void assay_verify_set_repro_dir(struct assay_verify_ctx *ctx, const char *dir);
+const char *assay_verify_repro_dir(const struct assay_verify_ctx *ctx);
+
 /* The oracle memo for the weights of model (created on first use; the
  * oracle gets its own copy of the weights). Borrowed until ctx is freed. */
 struct assay_model;

@@ -352,8 +352,8 @@ enum assay_status assay_check_equivalence(const struct assay_adapter *a,
         if (n > q->cap) {
             n = q->cap;
         }
-        if (n == 0) {
-            continue;
+        if (n == 0 || wr->sampling.temperature > 0.0f) {
+            continue; /* a sampled request is not the argmax: the distributional family's */
         }
         const double *rows;
         st = assay_oracle_memo_rows(memo, wr->prompt, wr->prompt_len, q->tokens, n, &rows);

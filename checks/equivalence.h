@@ -2,7 +2,9 @@
  * equivalence.h - the equivalence family: an engine's greedy tokens must be
  * the oracle's, token for token.
  *
- * The engine runs the workload (any adapter); then for every request the
+ * The engine runs the workload (any adapter); then for every greedy request
+ * (a sampled one is the distributional family's; it is still delivered
+ * whole, and it is still a neighbour of the others) the
  * oracle computes, in one teacher-forced pass over the prompt and the
  * engine's own tokens, the logits at every output position. Position t
  * agrees when the engine's token is the oracle's argmax. Floating-point

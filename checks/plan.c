@@ -1,7 +1,10 @@
 #include "plan.h"
 
+#include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "../adapters/adapter.h"
 #include "../adapters/spec.h"
@@ -9,6 +12,7 @@
 #include "context.h"
 #include "distributional.h"
 #include "equivalence.h"
+#include "fuzz.h"
 #include "pairwise.h"
 #include "property.h"
 #include "seeded.h"
@@ -33,6 +37,65 @@ static enum assay_status run_equivalence(struct assay_verify_ctx *ctx,
         return st;
     }
     return assay_check_equivalence(t->adapter, w, memo, NULL, res);
+}
+
+/* Differential fuzzing (checks/fuzz.h): `cases` random cases, within
+ * about `seconds`; with a workload (a failing case written by an earlier
+ * run), that one case on the target as given. */
+static enum assay_status run_fuzz(struct assay_verify_ctx *ctx, const struct assay_plan_item *item,
+                                  const struct assay_target *t, const struct assay_workload *w,
+                                  struct assay_check_result *res)
+{
+    struct assay_oracle_memo *memo = NULL;
+    enum assay_status st = assay_verify_memo(ctx, t->model, &memo);
+    if (st != ASSAY_OK) {
+        return st;
+    }
+    if (w != NULL) {
+        st = assay_fuzz_judge(t->spec, w, memo, res);
+        snprintf(res->summary, sizeof res->summary,
+                 "one case: %d requests, %lld tokens (greedy ones against the oracle, %d ties), "
+                 "%lld steps audited",
+                 (int)w->n, (long long)res->n_tokens, (int)res->n_ties, (long long)res->n_steps);
+        return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+    }
+    char buf[32];
+    long cases = atol(assay_plan_param(item->params, "cases", buf, sizeof buf));
+    double seconds = atof(assay_plan_param(item->params, "seconds", buf, sizeof buf));
+    uint64_t seed = assay_verify_seed(ctx, item->name);
+    struct assay_fuzz_tally tally;
+    struct assay_fuzz_case failed;
+    st = assay_fuzz_run(t->spec, t->model->cfg.vocab, t->model->cfg.n_ctx, memo, seed, 0,
+                        cases > 0 ? (int32_t)cases : 1, seconds, NULL, NULL, &tally, &failed,
+                        res);
+    if (failed.w != NULL) {
+        /* The failing case as a file: the reproducer reruns it alone, and
+         * the shrinker cuts it down. */
+        const char *dir = assay_verify_repro_dir(ctx);
+        char path[sizeof res->workload];
+        int len = snprintf(path, sizeof path, "%s/fuzz-case-%d.json", dir, (int)failed.index);
+        struct assay_diag diag;
+        assay_diag_clear(&diag);
+        if (len > 0 && (size_t)len < sizeof path && (mkdir(dir, 0777) == 0 || errno == EEXIST) &&
+            assay_workload_save(failed.w, path, &diag) == ASSAY_OK) {
+            snprintf(res->workload, sizeof res->workload, "%s", path);
+            char engine_arg[400], tail[1300];
+            snprintf(engine_arg, sizeof engine_arg, "--engine '%.380s'", res->engine);
+            snprintf(tail, sizeof tail, " --workload %s", path);
+            assay_repro_line(res->repro, sizeof res->repro, assay_verify_program(ctx), "verify",
+                             engine_arg, item->name, 0, tail);
+        }
+        assay_fuzz_case_free(&failed);
+    }
+    snprintf(res->summary, sizeof res->summary,
+             "%d cases (%d paged, %d with prefix caching, %d chunked, %d speculating, %d under "
+             "pool pressure): %lld requests (%lld greedy against the oracle, %lld seeded, %lld "
+             "aborted by step, %lld by tokens), %lld tokens, %d ties; every step audited",
+             (int)tally.cases, (int)tally.paged, (int)tally.prefix, (int)tally.chunked,
+             (int)tally.speculating, (int)tally.pressed, (long long)tally.requests,
+             (long long)tally.greedy, (long long)tally.seeded, (long long)tally.aborted_by_step,
+             (long long)tally.aborted_by_tokens, (long long)res->n_tokens, (int)res->n_ties);
+    return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
 }
 
 static enum assay_status run_seeded_sameness(struct assay_verify_ctx *ctx,
@@ -296,6 +359,12 @@ static const struct assay_plan_item k_plan[] = {
      "the same seeds give the same sampled tokens alone, batched, without KV cache, paged, "
      "preempted",
      run_seeded_sameness, NULL, ASSAY_COMMAND_VERIFY, ASSAY_NEED_BUNDLED | ASSAY_NEED_SEEDS, false},
+    {"equiv.fuzz", ASSAY_FAMILY_EQUIVALENCE, "model=mini,draft=mini-draft", NULL,
+     "differential fuzzing: random configurations and workloads (block multiples, cached "
+     "prompts, equal lengths together, aborts in every phase, pool pressure, speculation, edge "
+     "seeds) against the oracle, every step audited",
+     run_fuzz, "cases=150,seconds=60", ASSAY_COMMAND_VERIFY,
+     ASSAY_NEED_WEIGHTS | ASSAY_NEED_BUNDLED, false},
     /* Distributional: the mini config (model.h) and its draft mini-draft, so
      * that tens of thousands of samples fit in seconds; the sampling and
      * speculation code under test is the same. */

@@ -194,6 +194,7 @@ static bool verify(const struct run_opts *o, struct assay_check_result **res_out
         }
     }
     assay_verify_set_program(ctx, assay_cli_program());
+    assay_verify_set_repro_dir(ctx, o->out);
     assay_verify_set_isolation(ctx, &o->iso);
     struct assay_progress prog;
     assay_progress_begin(&prog, n);

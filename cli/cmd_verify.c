@@ -156,6 +156,7 @@ int assay_cmd_verify(int argc, char **argv)
         return ASSAY_EXIT_USAGE;
     }
     assay_verify_set_program(ctx, assay_cli_program());
+    assay_verify_set_repro_dir(ctx, repro_dir);
     assay_verify_set_isolation(ctx, &iso);
     struct assay_progress prog;
     assay_progress_begin(&prog, n);

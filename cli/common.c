@@ -179,6 +179,16 @@ void assay_cli_print_json(cJSON *report)
     assay_free(text);
 }
 
+/* A check without a fixture that wrote its failing case to a file (the
+ * differential fuzzing does) names it as its workload; its engine is the
+ * case's. */
+static bool generated_case(const struct assay_plan_item *item, const struct assay_check_result *r)
+{
+    size_t n = strlen(r->workload);
+    return item->workload == NULL && n > 5 && strcmp(r->workload + n - 5, ".json") == 0 &&
+           access(r->workload, R_OK) == 0;
+}
+
 bool assay_cli_shrink_failures(const char *cmd, struct assay_verify_ctx *ctx,
                                const struct assay_plan_item *const *items,
                                struct assay_check_result *res, size_t n, const char *base_spec,
@@ -186,7 +196,8 @@ bool assay_cli_shrink_failures(const char *cmd, struct assay_verify_ctx *ctx,
 {
     size_t n_fail = 0;
     for (size_t i = 0; i < n; i++) {
-        n_fail += res[i].verdict == ASSAY_VERDICT_FAIL && (items[i]->workload != NULL || workload != NULL);
+        n_fail += res[i].verdict == ASSAY_VERDICT_FAIL &&
+                  (items[i]->workload != NULL || workload != NULL || generated_case(items[i], &res[i]));
     }
     if (n_fail == 0) {
         return true;
@@ -197,7 +208,9 @@ bool assay_cli_shrink_failures(const char *cmd, struct assay_verify_ctx *ctx,
         return false;
     }
     for (size_t i = 0; i < n; i++) {
-        if (res[i].verdict != ASSAY_VERDICT_FAIL || (items[i]->workload == NULL && workload == NULL)) {
+        bool generated = workload == NULL && generated_case(items[i], &res[i]);
+        if (res[i].verdict != ASSAY_VERDICT_FAIL ||
+            (items[i]->workload == NULL && workload == NULL && !generated)) {
             continue;
         }
         if (res[i].timed_out) {
@@ -214,7 +227,11 @@ bool assay_cli_shrink_failures(const char *cmd, struct assay_verify_ctx *ctx,
         if (r == NULL) {
             return true; /* out of memory: the full command stays */
         }
-        enum assay_status st = assay_shrink(ctx, items[i], base_spec, workload, &o, r);
+        char case_spec[sizeof res[i].engine], case_file[sizeof res[i].workload];
+        snprintf(case_spec, sizeof case_spec, "%s", res[i].engine);
+        snprintf(case_file, sizeof case_file, "%s", res[i].workload);
+        enum assay_status st = assay_shrink(ctx, items[i], generated ? case_spec : base_spec,
+                                            generated ? case_file : workload, &o, r);
         char sizes[320];
         size_t len = strlen(r->command); /* a check's own repro: it fits */
         if (st == ASSAY_OK && r->reproduced && r->shrinkable && r->confirmed &&
