@@ -1,7 +1,6 @@
 #include "fuzz.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -9,6 +8,7 @@
 #include "../core/alloc.h"
 #include "../core/clock.h"
 #include "../core/rng.h"
+#include "../core/text.h"
 #include "property.h"
 
 /* ---- drawing a case ------------------------------------------------------ */
@@ -35,47 +35,6 @@ static int32_t pick(struct draw *d, int32_t lo, int32_t hi)
 static bool chance(struct draw *d, double p)
 {
     return u01(d) < p;
-}
-
-/* A growing text buffer; on overflow of memory it remembers the failure. */
-struct text {
-    char *s;
-    size_t len, cap;
-    bool failed;
-};
-
-static void put(struct text *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void put(struct text *t, const char *fmt, ...)
-{
-    if (t->failed) {
-        return;
-    }
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(t->s != NULL ? t->s + t->len : NULL, t->s != NULL ? t->cap - t->len : 0,
-                          fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            t->failed = true;
-            return;
-        }
-        if (t->s != NULL && t->len + (size_t)n < t->cap) {
-            t->len += (size_t)n;
-            return;
-        }
-        size_t cap = t->cap > 0 ? t->cap : 4096;
-        while (cap <= t->len + (size_t)n) {
-            cap *= 2;
-        }
-        char *s = assay_realloc(t->s, cap);
-        if (s == NULL) {
-            t->failed = true;
-            return;
-        }
-        t->s = s;
-        t->cap = cap;
-    }
 }
 
 /* The seeds a request's stream must survive: the ends of 32 and 64 bits,
@@ -234,42 +193,42 @@ enum assay_status assay_fuzz_case_draw(uint64_t seed, int32_t index, int32_t voc
     }
     (void)len;
 
-    struct text t = {NULL, 0, 0, false};
-    put(&t,
+    struct assay_text t = {NULL, 0, 0, false};
+    assay_text_put(&t,
         "{\"format\":\"assay-workload\",\"version\":1,\"name\":\"fuzz-%llu-%d\","
         "\"description\":\"differential fuzzing case %d of seed %llu on %s\",\"requests\":[",
         (unsigned long long)seed, (int)index, (int)index, (unsigned long long)seed, c->options);
     for (int32_t i = 0; i < n; i++) {
         const struct drawn_request *x = &q[i];
-        put(&t, "%s{\"id\":%d,\"arrival_step\":%d,\"max_tokens\":%d,\"stop_token\":%d,"
+        assay_text_put(&t, "%s{\"id\":%d,\"arrival_step\":%d,\"max_tokens\":%d,\"stop_token\":%d,"
                 "\"abort_after\":%d,\"abort_step\":%d,\"prompt\":[",
             i > 0 ? "," : "", (int)i, (int)x->arrival, (int)x->max_tokens, (int)x->stop,
             (int)x->abort_after, (int)x->abort_step);
         for (int32_t k = 0; k < x->len; k++) {
-            put(&t, "%s%d", k > 0 ? "," : "", (int)x->prompt[k]);
+            assay_text_put(&t, "%s%d", k > 0 ? "," : "", (int)x->prompt[k]);
         }
-        put(&t, "]");
+        assay_text_put(&t, "]");
         if (x->kind != 0) {
-            put(&t, ",\"sampling\":{\"temperature\":%.4f,\"top_k\":%d,\"top_p\":%.4f",
+            assay_text_put(&t, ",\"sampling\":{\"temperature\":%.4f,\"top_k\":%d,\"top_p\":%.4f",
                 x->temperature, (int)x->top_k, x->top_p);
             if (x->kind == 1) {
-                put(&t, ",\"seed\":\"%llu\"", (unsigned long long)x->seed);
+                assay_text_put(&t, ",\"seed\":\"%llu\"", (unsigned long long)x->seed);
             }
-            put(&t, "}");
+            assay_text_put(&t, "}");
         }
-        put(&t, "}");
+        assay_text_put(&t, "}");
     }
-    put(&t, "]}");
+    assay_text_put(&t, "]}");
     assay_free(q);
     if (t.failed) {
-        assay_free(t.s);
+        assay_text_free(&t);
         return ASSAY_ERR_NOMEM;
     }
     struct assay_workload_limits lim = {vocab, n_ctx, 0};
     struct assay_diag diag;
     assay_diag_clear(&diag);
     enum assay_status st = assay_workload_parse(t.s, t.len, "fuzz case", &lim, &c->w, &diag);
-    assay_free(t.s);
+    assay_text_free(&t);
     /* The generator writes only what the parser takes: anything else is a
      * bug of this file. */
     return st == ASSAY_OK || st == ASSAY_ERR_NOMEM ? st : ASSAY_ERR_INTERNAL;

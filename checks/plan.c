@@ -98,6 +98,48 @@ static enum assay_status run_fuzz(struct assay_verify_ctx *ctx, const struct ass
     return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
 }
 
+/* The seeded family's own checks: seeds drawn from the item's seed. */
+static enum assay_status run_seed_positions(struct assay_verify_ctx *ctx,
+                                            const struct assay_plan_item *item,
+                                            const struct assay_target *t,
+                                            const struct assay_workload *w,
+                                            struct assay_check_result *res)
+{
+    (void)w;
+    struct assay_adapter_info info;
+    assay_adapter_get_info(t->adapter, &info);
+    if (info.vocab <= 0 || info.n_ctx < 64) {
+        assay_check_skip(res, "needs the engine's vocabulary and a context of at least 64");
+        return ASSAY_OK;
+    }
+    return assay_check_seed_positions(t->adapter, info.vocab, info.n_ctx,
+                                      assay_verify_seed(ctx, item->name), res);
+}
+
+static enum assay_status run_seed_unseeded(struct assay_verify_ctx *ctx,
+                                           const struct assay_plan_item *item,
+                                           const struct assay_target *t,
+                                           const struct assay_workload *w,
+                                           struct assay_check_result *res)
+{
+    (void)w;
+    return assay_check_seed_unseeded(t->adapter, t->model, assay_verify_seed(ctx, item->name),
+                                     res);
+}
+
+static enum assay_status run_seed_pairs(struct assay_verify_ctx *ctx,
+                                        const struct assay_plan_item *item,
+                                        const struct assay_target *t,
+                                        const struct assay_workload *w,
+                                        struct assay_check_result *res)
+{
+    (void)w;
+    char buf[32];
+    long n = atol(assay_plan_param(item->params, "pairs", buf, sizeof buf));
+    return assay_check_seed_pairs(t->adapter, t->model, assay_verify_seed(ctx, item->name),
+                                  n > 0 ? n : 2000, 1e-6, 0.99, res);
+}
+
 static enum assay_status run_seeded_sameness(struct assay_verify_ctx *ctx,
                                              const struct assay_plan_item *item,
                                              const struct assay_target *t,
@@ -353,12 +395,25 @@ static const struct assay_plan_item k_plan[] = {
      "spec=8,kv=paged,block=16,prefix=on,chunk=32,batch=8", "workloads/equiv-shared-prefix.json",
      "greedy speculative decoding, k = 8, with prefix caching and chunked prefill", run_equivalence,
      NULL, ASSAY_COMMAND_VERIFY, ASSAY_NEED_WEIGHTS, false},
-    {"equiv.seeded-sameness", ASSAY_FAMILY_EQUIVALENCE,
+    {"seed.configurations", ASSAY_FAMILY_SEEDED,
      "model=mini,draft=mini-draft,kv=paged,block=8,blocks=40,prefix=on,chunk=16,batch=16",
      "workloads/seeded-sampling.json",
      "the same seeds give the same sampled tokens alone, batched, without KV cache, paged, "
      "preempted",
      run_seeded_sameness, NULL, ASSAY_COMMAND_VERIFY, ASSAY_NEED_BUNDLED | ASSAY_NEED_SEEDS, false},
+    {"seed.positions", ASSAY_FAMILY_SEEDED,
+     "model=mini,kv=paged,block=4,prefix=on,chunk=8,batch=8;blocks=40", NULL,
+     "seeds 0, 1, 2^31-1, 2^32-1, 2^32, 2^53, 2^63, 2^64-1: alone, alone again, twice in one "
+     "batch, first, last, interleaved, joining a running batch, in a pool that preempts",
+     run_seed_positions, NULL, ASSAY_COMMAND_VERIFY, ASSAY_NEED_SEEDS, false},
+    {"seed.unseeded", ASSAY_FAMILY_SEEDED, "model=mini,kv=paged,block=4,prefix=on,batch=8", NULL,
+     "unseeded requests with one prompt are not one stream", run_seed_unseeded, NULL,
+     ASSAY_COMMAND_VERIFY, ASSAY_NEED_WEIGHTS, false},
+    {"seed.pairs", ASSAY_FAMILY_SEEDED, "model=mini,batch=256,requests=8192", NULL,
+     "distinct seeds are independent streams: adjacent seeds and seeds apart only in bit 32, "
+     "a chi-squared test of independence of pairs",
+     run_seed_pairs, "pairs=3000", ASSAY_COMMAND_VERIFY, ASSAY_NEED_WEIGHTS | ASSAY_NEED_SEEDS,
+     false},
     {"equiv.fuzz", ASSAY_FAMILY_EQUIVALENCE, "model=mini,draft=mini-draft", NULL,
      "differential fuzzing: random configurations and workloads (block multiples, cached "
      "prompts, equal lengths together, aborts in every phase, pool pressure, speculation, edge "

@@ -22,6 +22,7 @@ const char *assay_family_str(enum assay_family f)
     case ASSAY_FAMILY_EQUIVALENCE: return "equivalence";
     case ASSAY_FAMILY_DISTRIBUTIONAL: return "distributional";
     case ASSAY_FAMILY_PROPERTY: return "property";
+    case ASSAY_FAMILY_SEEDED: return "seeded";
     }
     return "?";
 }

@@ -22,6 +22,7 @@ enum assay_family {
     ASSAY_FAMILY_EQUIVALENCE = 0,
     ASSAY_FAMILY_DISTRIBUTIONAL = 1,
     ASSAY_FAMILY_PROPERTY = 2,
+    ASSAY_FAMILY_SEEDED = 3, /* seeded determinism: a seed is a stream of its own */
 };
 
 const char *assay_verdict_str(enum assay_verdict v);

@@ -1,12 +1,19 @@
 #include "seeded.h"
 
+#include <gsl/gsl_cdf.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "../adapters/spec.h"
+#include "../core/alloc.h"
 #include "../core/clock.h"
+#include "../core/rng.h"
+#include "../core/text.h"
+#include "../oracles/oracle.h"
 #include "equivalence.h"
 #include "harness.h"
+#include "stats.h"
 
 enum assay_status assay_check_seeded_sameness(const struct assay_adapter *const *adapters,
                                               const char *const *names, int32_t n,
@@ -143,5 +150,463 @@ enum assay_status assay_check_seeded_configurations(const struct assay_adapter *
     for (int32_t v = 0; v < opened; v++) {
         assay_adapter_close(&others[v]);
     }
+    return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+}
+
+/* ---- seeded determinism: edge seeds, positions, unseeded, pairs ----------- */
+
+const uint64_t assay_edge_seeds[ASSAY_N_EDGE_SEEDS] = {
+    0, 1, 2147483647ULL, 4294967295ULL, 4294967296ULL, 9007199254740992ULL,
+    9223372036854775808ULL, 18446744073709551615ULL};
+
+#define SEED_PURPOSE 0x73656564u /* "seed" */
+
+/* A request as the seeded checks write it into a workload. */
+struct sreq {
+    const int32_t *prompt;
+    int32_t len, max_tokens, arrival;
+    int kind; /* 0 greedy, 1 seeded, 2 unseeded */
+    uint64_t seed;
+    double temperature, top_p;
+    int32_t top_k;
+};
+
+static void put_sreq(struct assay_text *t, int32_t id, const struct sreq *r)
+{
+    assay_text_put(t, "%s{\"id\":%d,\"arrival_step\":%d,\"max_tokens\":%d,\"prompt\":[",
+                   id > 0 ? "," : "", (int)id, (int)r->arrival, (int)r->max_tokens);
+    for (int32_t k = 0; k < r->len; k++) {
+        assay_text_put(t, "%s%d", k > 0 ? "," : "", (int)r->prompt[k]);
+    }
+    assay_text_put(t, "]");
+    if (r->kind != 0) {
+        assay_text_put(t, ",\"sampling\":{\"temperature\":%.4f,\"top_k\":%d,\"top_p\":%.4f",
+                       r->temperature, (int)r->top_k, r->top_p);
+        if (r->kind == 1) {
+            assay_text_put(t, ",\"seed\":\"%llu\"", (unsigned long long)r->seed);
+        }
+        assay_text_put(t, "}");
+    }
+    assay_text_put(t, "}");
+}
+
+/* Run the requests r[0..n) (in that order) on a: the transcript in *t. */
+static enum assay_status run_sreqs(const struct assay_adapter *a, int32_t vocab, int32_t n_ctx,
+                                   const struct sreq *r, int32_t n,
+                                   struct assay_workload **w, struct assay_transcript **t)
+{
+    struct assay_text x = {NULL, 0, 0, false};
+    assay_text_put(&x, "{\"format\":\"assay-workload\",\"version\":1,\"requests\":[");
+    for (int32_t i = 0; i < n; i++) {
+        put_sreq(&x, i, &r[i]);
+    }
+    assay_text_put(&x, "]}");
+    if (x.failed) {
+        assay_text_free(&x);
+        return ASSAY_ERR_NOMEM;
+    }
+    struct assay_workload_limits lim = {vocab, n_ctx, 0};
+    struct assay_diag diag;
+    assay_diag_clear(&diag);
+    enum assay_status st = assay_workload_parse(x.s, x.len, "seeded check", &lim, w, &diag);
+    assay_text_free(&x);
+    if (st != ASSAY_OK) {
+        return st == ASSAY_ERR_NOMEM ? st : ASSAY_ERR_INTERNAL;
+    }
+    st = assay_harness_run(a, *w, NULL, t);
+    if (st != ASSAY_OK) {
+        assay_workload_free(*w);
+        *w = NULL;
+    }
+    return st;
+}
+
+static void draw_prompt(uint64_t seed, uint64_t which, int32_t vocab, int32_t len, int32_t *out)
+{
+    for (int32_t k = 0; k < len; k++) {
+        out[k] = (int32_t)(assay_rng_u01(seed, which * 4096 + (uint64_t)k, SEED_PURPOSE) *
+                           (double)vocab);
+    }
+}
+
+/* Request j of t against reference tokens ref[0..n_ref): false with msg. */
+static bool same_stream(const struct assay_transcript *t, int32_t j, const int32_t *ref,
+                        int32_t n_ref, const struct sreq *r, const char *where, char *msg,
+                        size_t size)
+{
+    const struct assay_transcript_req *q = &t->reqs[j];
+    if (t->status != ASSAY_OK || q->submit_status != ASSAY_OK || q->n_finish != 1) {
+        snprintf(msg, size, "seed %llu %s: the request did not run to its end (%s)",
+                 (unsigned long long)r->seed, where,
+                 t->status != ASSAY_OK ? t->error : "refused or not finished once");
+        return false;
+    }
+    int32_t n = q->n_events < q->cap ? q->n_events : q->cap;
+    for (int32_t k = 0; k < n && k < n_ref; k++) {
+        if (q->tokens[k] != ref[k]) {
+            snprintf(msg, size,
+                     "seed %llu (prompt of %d tokens, T %.2g, top-k %d, top-p %.2g): output "
+                     "position %d is token %d alone but %d %s",
+                     (unsigned long long)r->seed, (int)r->len, r->temperature, (int)r->top_k,
+                     r->top_p, (int)k, (int)ref[k], (int)q->tokens[k], where);
+            return false;
+        }
+    }
+    if (n != n_ref) {
+        snprintf(msg, size, "seed %llu: %d tokens alone but %d %s", (unsigned long long)r->seed,
+                 (int)n_ref, (int)n, where);
+        return false;
+    }
+    return true;
+}
+
+#define N_PROBES ASSAY_N_EDGE_SEEDS
+#define N_NEIGHBOURS 7
+#define PROBE_TOKENS 12
+
+enum assay_status assay_check_seed_positions(const struct assay_adapter *a, int32_t vocab,
+                                             int32_t n_ctx, uint64_t seed,
+                                             struct assay_check_result *res)
+{
+    int64_t t0 = assay_now_ns();
+    int32_t prompts[N_PROBES + N_NEIGHBOURS][32];
+    struct sreq probe[N_PROBES], nb[N_NEIGHBOURS];
+    static const int32_t probe_len[3] = {7, 16, 23};
+    for (int32_t i = 0; i < N_PROBES; i++) {
+        draw_prompt(seed, (uint64_t)(i % 3), vocab, probe_len[i % 3], prompts[i]);
+        probe[i] = (struct sreq){prompts[i], probe_len[i % 3], PROBE_TOKENS, 0, 1,
+                                 assay_edge_seeds[i], 0.9, 0.95, 40};
+    }
+    for (int32_t j = 0; j < N_NEIGHBOURS; j++) {
+        int32_t len = 3 + (int32_t)(assay_rng_u01(seed, 100000 + (uint64_t)j, SEED_PURPOSE) * 28);
+        draw_prompt(seed, 10 + (uint64_t)j, vocab, len, prompts[N_PROBES + j]);
+        nb[j] = (struct sreq){prompts[N_PROBES + j], len, 4 + 2 * j, 0, j % 3,
+                              assay_mix64(seed + (uint64_t)j), 1.0, 1.0, 0};
+    }
+    int32_t ref[N_PROBES][PROBE_TOKENS];
+    int32_t n_ref[N_PROBES];
+    enum assay_status st = ASSAY_OK;
+    char msg[600];
+    int64_t runs = 0, compared = 0;
+    /* Alone, then alone again, then twice within one batch. */
+    for (int32_t pass = 0; pass < 3 && st == ASSAY_OK; pass++) {
+        for (int32_t i = 0; i < N_PROBES && st == ASSAY_OK && res->verdict == ASSAY_VERDICT_PASS;
+             i++) {
+            struct sreq two[2] = {probe[i], probe[i]};
+            struct assay_workload *w = NULL;
+            struct assay_transcript *t = NULL;
+            st = run_sreqs(a, vocab, n_ctx, two, pass == 2 ? 2 : 1, &w, &t);
+            if (st != ASSAY_OK) {
+                break;
+            }
+            runs++;
+            res->n_steps += t->n_steps;
+            if (pass == 0) {
+                const struct assay_transcript_req *q = &t->reqs[0];
+                n_ref[i] = q->n_events < q->cap ? q->n_events : q->cap;
+                n_ref[i] = n_ref[i] < PROBE_TOKENS ? n_ref[i] : PROBE_TOKENS;
+                memcpy(ref[i], q->tokens, sizeof(int32_t) * (size_t)n_ref[i]);
+                if (t->status != ASSAY_OK || q->n_finish != 1 || n_ref[i] != PROBE_TOKENS) {
+                    assay_check_fail(res, "seed %llu alone: %d of %d tokens (%s)",
+                                     (unsigned long long)probe[i].seed, (int)n_ref[i],
+                                     PROBE_TOKENS, t->status != ASSAY_OK ? t->error : "");
+                }
+            } else {
+                for (int32_t k = 0; k < (pass == 2 ? 2 : 1); k++) {
+                    compared += PROBE_TOKENS;
+                    const char *where = pass == 1 ? "when run alone again (the variable: what "
+                                                    "earlier runs left in the engine)"
+                                        : k == 0 ? "as the first of two copies in one batch "
+                                                   "(the variable: its twin)"
+                                                 : "as the second of two copies in one batch "
+                                                   "(the variable: its twin)";
+                    if (!same_stream(t, k, ref[i], n_ref[i], &probe[i], where, msg, sizeof msg)) {
+                        assay_check_fail(res, "%s", msg);
+                        break;
+                    }
+                }
+            }
+            assay_transcript_free(t);
+            assay_workload_free(w);
+        }
+    }
+    /* Among neighbours, at every arrival position and order. */
+    static const char *const arrangement[4] = {
+        "first in a batch of neighbours (the variable: arrival position)",
+        "last in a batch of neighbours (the variable: arrival position)",
+        "interleaved with neighbours in reverse order (the variable: order)",
+        "joining a running batch, one arrival per step (the variable: arrival step)"};
+    for (int32_t v = 0; v < 4 && st == ASSAY_OK && res->verdict == ASSAY_VERDICT_PASS; v++) {
+        struct sreq all[N_PROBES + N_NEIGHBOURS];
+        int32_t at[N_PROBES]; /* where probe i is in all[] */
+        int32_t n = 0;
+        /* order[]: indices into probes (0..7) and neighbours (8..14) */
+        int32_t order[N_PROBES + N_NEIGHBOURS];
+        for (int32_t k = 0; k < N_PROBES + N_NEIGHBOURS; k++) {
+            int32_t probes_first = k, neighbours_first = (k + N_PROBES) % (N_PROBES + N_NEIGHBOURS);
+            /* interleaved: p0 n0 p1 n1 ... n6 p7, then reversed */
+            int32_t r = N_PROBES + N_NEIGHBOURS - 1 - k;
+            int32_t interleaved = r % 2 == 0 ? r / 2 : N_PROBES + r / 2;
+            order[k] = v == 0 ? probes_first : v == 2 ? interleaved : neighbours_first;
+        }
+        for (int32_t k = 0; k < N_PROBES + N_NEIGHBOURS; k++) {
+            int32_t src = order[k];
+            all[n] = src < N_PROBES ? probe[src] : nb[src - N_PROBES];
+            all[n].arrival = v == 3 ? n : 0;
+            if (src < N_PROBES) {
+                at[src] = n;
+            }
+            n++;
+        }
+        struct assay_workload *w = NULL;
+        struct assay_transcript *t = NULL;
+        st = run_sreqs(a, vocab, n_ctx, all, n, &w, &t);
+        if (st != ASSAY_OK) {
+            break;
+        }
+        runs++;
+        res->n_steps += t->n_steps;
+        for (int32_t i = 0; i < N_PROBES && res->verdict == ASSAY_VERDICT_PASS; i++) {
+            compared += PROBE_TOKENS;
+            if (!same_stream(t, at[i], ref[i], n_ref[i], &probe[i], arrangement[v], msg,
+                             sizeof msg)) {
+                assay_check_fail(res, "%s", msg);
+            }
+        }
+        char dmsg[512];
+        if (res->verdict == ASSAY_VERDICT_PASS && assay_check_delivery(w, t, dmsg, sizeof dmsg) >= 0) {
+            assay_check_fail(res, "%s: %s", arrangement[v], dmsg);
+        }
+        assay_transcript_free(t);
+        assay_workload_free(w);
+    }
+    if (st != ASSAY_OK) {
+        assay_check_error(res, "could not run: %s", assay_status_str(st));
+    }
+    res->n_requests = N_PROBES;
+    res->n_tokens = compared;
+    res->n_checks = compared;
+    snprintf(res->summary, sizeof res->summary,
+             "%d seeds (0, 1, 2^31-1, 2^32-1, 2^32, 2^53, 2^63, 2^64-1), each alone, alone again, "
+             "twice in one batch and among %d neighbours in 4 arrangements: %lld tokens compared "
+             "in %lld runs",
+             N_PROBES, N_NEIGHBOURS, (long long)compared, (long long)runs);
+    res->seconds = (double)(assay_now_ns() - t0) / 1e9;
+    return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+}
+
+/* The oracle's first-token distribution of prompt under sampling s. */
+static enum assay_status first_token_distribution(const struct assay_model *model,
+                                                  const int32_t *prompt, int32_t len,
+                                                  const struct assay_sampling *s, double *p)
+{
+    struct assay_oracle *o = NULL;
+    double *row = assay_malloc(sizeof(double) * (size_t)model->cfg.vocab);
+    enum assay_status st = row != NULL ? assay_oracle_init(&o, model, len + 1) : ASSAY_ERR_NOMEM;
+    if (st == ASSAY_OK) {
+        st = assay_oracle_next_logits(o, prompt, len, row);
+    }
+    if (st == ASSAY_OK) {
+        st = assay_oracle_distribution(row, model->cfg.vocab, s, ASSAY_SAMPLING_JOINT, p, NULL);
+    }
+    assay_oracle_free(o);
+    assay_free(row);
+    return st;
+}
+
+#define N_UNSEEDED 8
+#define UNSEEDED_TOKENS 16
+
+enum assay_status assay_check_seed_unseeded(const struct assay_adapter *a,
+                                            const struct assay_model *model, uint64_t seed,
+                                            struct assay_check_result *res)
+{
+    int64_t t0 = assay_now_ns();
+    const int32_t v = model->cfg.vocab;
+    int32_t prompt[8];
+    draw_prompt(seed, 7, v, 8, prompt);
+    struct sreq r[N_UNSEEDED];
+    for (int32_t i = 0; i < N_UNSEEDED; i++) {
+        r[i] = (struct sreq){prompt, 8, UNSEEDED_TOKENS, 0, 2, 0, 1.0, 1.0, 0};
+    }
+    double *p = assay_malloc(sizeof(double) * (size_t)v);
+    if (p == NULL) {
+        assay_check_error(res, "out of memory");
+        return ASSAY_ERR_NOMEM;
+    }
+    struct assay_sampling s = assay_sampling_greedy();
+    s.temperature = 1.0f;
+    enum assay_status st = first_token_distribution(model, prompt, 8, &s, p);
+    double bound = 0.0;
+    for (int32_t x = 0; x < v && st == ASSAY_OK; x++) {
+        bound += pow(p[x], N_UNSEEDED);
+    }
+    assay_free(p);
+    struct assay_workload *w = NULL;
+    struct assay_transcript *t = NULL;
+    if (st == ASSAY_OK) {
+        st = run_sreqs(a, v, model->cfg.n_ctx, r, N_UNSEEDED, &w, &t);
+    }
+    if (st != ASSAY_OK) {
+        assay_check_error(res, "could not run: %s", assay_status_str(st));
+        res->seconds = (double)(assay_now_ns() - t0) / 1e9;
+        return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+    }
+    char msg[512];
+    int32_t distinct = 0, same_pairs = 0;
+    if (assay_check_delivery(w, t, msg, sizeof msg) >= 0) {
+        assay_check_fail(res, "%s", msg);
+    } else {
+        for (int32_t i = 0; i < N_UNSEEDED; i++) {
+            bool seen = false;
+            for (int32_t j = 0; j < i; j++) {
+                bool same = memcmp(t->reqs[i].tokens, t->reqs[j].tokens,
+                                   sizeof(int32_t) * UNSEEDED_TOKENS) == 0;
+                same_pairs += same;
+                seen |= same;
+            }
+            distinct += !seen;
+        }
+        if (distinct == 1) {
+            assay_check_fail(res,
+                             "%d unseeded requests with one prompt gave one and the same %d "
+                             "tokens: they share one random stream (a correct engine does this "
+                             "with probability at most %.1e, the chance that all %d first tokens "
+                             "agree)",
+                             N_UNSEEDED, UNSEEDED_TOKENS, bound, N_UNSEEDED);
+        }
+    }
+    res->n_requests = N_UNSEEDED;
+    res->n_tokens = N_UNSEEDED * UNSEEDED_TOKENS;
+    res->n_steps = t->n_steps;
+    res->n_checks = N_UNSEEDED * (N_UNSEEDED - 1) / 2;
+    snprintf(res->summary, sizeof res->summary,
+             "%d unseeded requests with one prompt, %d tokens each at T 1: %d distinct outputs, "
+             "%d identical pairs; all %d identical on a correct engine: p <= %.1e",
+             N_UNSEEDED, UNSEEDED_TOKENS, (int)distinct, (int)same_pairs, N_UNSEEDED, bound);
+    assay_transcript_free(t);
+    assay_workload_free(w);
+    res->seconds = (double)(assay_now_ns() - t0) / 1e9;
+    return ASSAY_OK;
+}
+
+#define PAIR_BINS 4
+
+enum assay_status assay_check_seed_pairs(const struct assay_adapter *a,
+                                         const struct assay_model *model, uint64_t seed,
+                                         int64_t n_pairs, double alpha, double power,
+                                         struct assay_check_result *res)
+{
+    int64_t t0 = assay_now_ns();
+    const int32_t v = model->cfg.vocab;
+    int32_t prompt[6];
+    draw_prompt(seed, 9, v, 6, prompt);
+    struct assay_sampling s = assay_sampling_greedy();
+    s.temperature = 1.0f;
+    double *p = assay_malloc(sizeof(double) * (size_t)v);
+    int32_t *bin = assay_malloc(sizeof(int32_t) * (size_t)v);
+    struct sreq *r = assay_malloc(sizeof *r * (size_t)(2 * n_pairs));
+    enum assay_status st = p != NULL && bin != NULL && r != NULL ? ASSAY_OK : ASSAY_ERR_NOMEM;
+    if (st == ASSAY_OK) {
+        st = first_token_distribution(model, prompt, 6, &s, p);
+    }
+    if (st == ASSAY_OK) {
+        /* Bins of about equal mass: tokens by falling probability. */
+        double cum = 0.0;
+        for (int32_t done = 0; done < v; done++) {
+            int32_t best = -1;
+            for (int32_t x = 0; x < v; x++) {
+                if (p[x] >= 0.0 && (best < 0 || p[x] > p[best])) {
+                    best = x;
+                }
+            }
+            int32_t b = (int32_t)(cum * PAIR_BINS);
+            bin[best] = b < PAIR_BINS ? b : PAIR_BINS - 1;
+            cum += p[best];
+            p[best] = -1.0; /* taken */
+        }
+    }
+    uint64_t base = assay_seed_derive(seed, "pairs") & ~(((uint64_t)1 << 33) - 1);
+    for (int64_t i = 0; i < n_pairs && st == ASSAY_OK; i++) {
+        uint64_t s0 = base + 4 * (uint64_t)i;
+        uint64_t s1 = i % 2 == 0 ? s0 + 1 : s0 ^ ((uint64_t)1 << 32);
+        int32_t arrival = (int32_t)(i / 64);
+        r[2 * i] = (struct sreq){prompt, 6, 1, arrival, 1, s0, 1.0, 1.0, 0};
+        r[2 * i + 1] = (struct sreq){prompt, 6, 1, arrival, 1, s1, 1.0, 1.0, 0};
+    }
+    struct assay_workload *w = NULL;
+    struct assay_transcript *t = NULL;
+    if (st == ASSAY_OK) {
+        st = run_sreqs(a, v, model->cfg.n_ctx, r, (int32_t)(2 * n_pairs), &w, &t);
+    }
+    int64_t o[PAIR_BINS][PAIR_BINS] = {{0}};
+    char msg[512];
+    if (st == ASSAY_OK && assay_check_delivery(w, t, msg, sizeof msg) >= 0) {
+        assay_check_fail(res, "%s", msg);
+    }
+    int64_t n = 0, same_token = 0;
+    for (int64_t i = 0; st == ASSAY_OK && res->verdict == ASSAY_VERDICT_PASS && i < n_pairs; i++) {
+        int32_t x = t->reqs[2 * i].tokens[0], y = t->reqs[2 * i + 1].tokens[0];
+        o[bin[x]][bin[y]]++;
+        same_token += x == y;
+        n++;
+    }
+    double x2 = 0.0;
+    int32_t rows = 0, cols = 0;
+    if (st == ASSAY_OK && res->verdict == ASSAY_VERDICT_PASS) {
+        int64_t rs[PAIR_BINS] = {0}, cs[PAIR_BINS] = {0};
+        for (int32_t i = 0; i < PAIR_BINS; i++) {
+            for (int32_t j = 0; j < PAIR_BINS; j++) {
+                rs[i] += o[i][j];
+                cs[j] += o[i][j];
+            }
+        }
+        for (int32_t i = 0; i < PAIR_BINS; i++) {
+            rows += rs[i] > 0;
+            cols += cs[i] > 0;
+            for (int32_t j = 0; j < PAIR_BINS; j++) {
+                double e = (double)rs[i] * (double)cs[j] / (double)n;
+                x2 += e > 0.0 ? ((double)o[i][j] - e) * ((double)o[i][j] - e) / e : 0.0;
+            }
+        }
+        int32_t df = (rows - 1) * (cols - 1);
+        if (df < 1) {
+            assay_check_error(res, "every pair fell in one bin: no test of independence possible");
+        } else {
+            res->df = df;
+            res->statistic = x2;
+            res->p_value = gsl_cdf_chisq_Q(x2, (double)df);
+            res->alpha = alpha;
+            res->power = power;
+            res->n = n;
+            st = assay_min_detectable_tv(alpha, df, power, (double)n, &res->min_tv);
+            if (st == ASSAY_OK && res->p_value <= alpha) {
+                assay_check_fail(res,
+                                 "the first tokens of requests with distinct seeds are not "
+                                 "independent: chi-squared %.1f on %d df, p %.3g <= alpha %.0e; "
+                                 "%lld of %lld pairs drew the same token",
+                                 x2, (int)df, res->p_value, alpha, (long long)same_token,
+                                 (long long)n);
+            }
+        }
+    }
+    if (st != ASSAY_OK) {
+        assay_check_error(res, "could not run: %s", assay_status_str(st));
+    }
+    res->n_requests = 2 * n_pairs;
+    res->n_tokens = 2 * n;
+    res->n_steps = t != NULL ? t->n_steps : 0;
+    snprintf(res->summary, sizeof res->summary,
+             "alpha %.0e n %lld p %.3g min-TV %.4f | %lld pairs (adjacent seeds, and seeds apart "
+             "only in bit 32), first tokens in %d x %d bins: X2 %.1f; %lld pairs drew the same "
+             "token",
+             alpha, (long long)n, res->p_value, res->min_tv, (long long)n_pairs, (int)rows,
+             (int)cols, x2, (long long)same_token);
+    assay_transcript_free(t);
+    assay_workload_free(w);
+    assay_free(p);
+    assay_free(bin);
+    assay_free(r);
+    res->seconds = (double)(assay_now_ns() - t0) / 1e9;
     return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
 }

@@ -1,6 +1,19 @@
 /*
- * seeded.h - the seeded-sampling sameness check (equivalence family): a
- * request's seed alone decides its sampled tokens.
+ * seeded.h - the seeded family: a request's seed alone decides its sampled
+ * tokens, and distinct seeds (or none) give distinct streams.
+ *
+ * seed.configurations (assay_check_seeded_configurations): the same seeded
+ * workload on several configurations of the engine.
+ * seed.positions (assay_check_seed_positions): each of the edge seeds 0, 1,
+ * 2^31-1, 2^32-1, 2^32, 2^53, 2^63 and 2^64-1 alone, alone again, twice
+ * within one batch, and among neighbours at every arrival position and
+ * order, in a pool that forces preemption and recompute.
+ * seed.unseeded (assay_check_seed_unseeded): unseeded requests with one
+ * prompt are not one stream.
+ * seed.pairs (assay_check_seed_pairs): requests with distinct seeds
+ * (adjacent ones, and ones that differ only above bit 32) are independent:
+ * a chi-squared test of independence of their first tokens, with a stated
+ * false-alarm rate and power.
  *
  * The same seeded, sampled workload runs on several engines (configurations
  * of one engine: alone or batched, with or without KV cache, paging,
@@ -19,6 +32,7 @@
 
 #include "../adapters/adapter.h"
 #include "../core/workload.h"
+#include "../engine/model.h"
 #include "result.h"
 
 /*
@@ -44,5 +58,45 @@ enum assay_status assay_check_seeded_sameness(const struct assay_adapter *const 
 enum assay_status assay_check_seeded_configurations(const struct assay_adapter *a, const char *spec,
                                                     const struct assay_workload *w,
                                                     struct assay_check_result *res);
+
+/* The edge seeds seed.positions probes (and the differential fuzzing draws
+ * among others). */
+#define ASSAY_N_EDGE_SEEDS 8
+extern const uint64_t assay_edge_seeds[ASSAY_N_EDGE_SEEDS];
+
+/*
+ * seed.positions on a (vocabulary vocab, context n_ctx): prompts and
+ * neighbours drawn from seed. Each probe's tokens alone are the reference;
+ * every other run must give exactly them. res gets FAIL naming the seed,
+ * the position, both tokens and the variable that changed. Returns ASSAY_OK
+ * when a verdict was reached, else ASSAY_ERR_NOMEM.
+ */
+enum assay_status assay_check_seed_positions(const struct assay_adapter *a, int32_t vocab,
+                                             int32_t n_ctx, uint64_t seed,
+                                             struct assay_check_result *res);
+
+/*
+ * seed.unseeded: 8 unseeded requests with one prompt (temperature 1, no
+ * cut), 16 tokens each, in one step; FAIL when all 8 are the same. The
+ * chance of that on a correct engine is at most sum_x p(x)^8 over the
+ * first token's distribution, computed by the oracle from model (the
+ * weights a runs) and stated.
+ */
+enum assay_status assay_check_seed_unseeded(const struct assay_adapter *a,
+                                            const struct assay_model *model, uint64_t seed,
+                                            struct assay_check_result *res);
+
+/*
+ * seed.pairs: n_pairs pairs of requests with one prompt and one token each
+ * (temperature 1, no cut): half with adjacent seeds (s, s + 1), half with
+ * seeds that differ only in bit 32 (s, s ^ 2^32). The first tokens, in 4
+ * bins of about equal mass under the oracle's distribution, form a 4 x 4
+ * table of the pair's two tokens; Pearson's test of independence at level
+ * alpha, with the smallest departure it detects with probability power.
+ */
+enum assay_status assay_check_seed_pairs(const struct assay_adapter *a,
+                                         const struct assay_model *model, uint64_t seed,
+                                         int64_t n_pairs, double alpha, double power,
+                                         struct assay_check_result *res);
 
 #endif

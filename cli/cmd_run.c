@@ -41,7 +41,8 @@ static void usage(FILE *out)
             "                      highest rate at which the rate sweep kept goodput >= 99%%)\n"
             "  --quick             a short benchmark: one run per row, a shorter sweep\n"
             "  --check NAME        verify only this check (repeatable; see assay verify --list)\n"
-            "  --family FAMILY     verify only equivalence, distributional or property checks\n"
+            "  --family FAMILY     verify only equivalence, distributional, property or\n"
+            "                      seeded checks\n"
             "  --no-bench          verification and report only\n"
             "  --no-shrink         a failed check's reproducer is the full failing case; by\n"
             "                      default it is shrunk (fewer requests, shorter prompts, a\n"
@@ -139,8 +140,11 @@ static int parse(int argc, char **argv, struct run_opts *o)
         return ASSAY_EXIT_USAGE;
     }
     if (o->family != NULL && strcmp(o->family, "equivalence") != 0 &&
-        strcmp(o->family, "distributional") != 0 && strcmp(o->family, "property") != 0) {
-        fprintf(stderr, "assay run: --family expects equivalence, distributional or property, got '%s'\n",
+        strcmp(o->family, "distributional") != 0 && strcmp(o->family, "property") != 0 &&
+        strcmp(o->family, "seeded") != 0) {
+        fprintf(stderr,
+                "assay run: --family expects equivalence, distributional, property or seeded, "
+                "got '%s'\n",
                 o->family);
         return ASSAY_EXIT_USAGE;
     }

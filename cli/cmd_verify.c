@@ -23,7 +23,7 @@ static void usage(FILE *out)
             "                   Each check sets the options it is about (verify --list);\n"
             "                   the other options of SPEC apply to every check.\n"
             "  --check NAME     run only this check (repeatable); see --list\n"
-            "  --family FAMILY  run only equivalence, distributional or property checks\n"
+            "  --family FAMILY  run only equivalence, distributional, property or seeded checks\n"
             "  --workload FILE  run the selected check on this workload file instead of its\n"
             "                   fixture (a reproducer written by a failing run, for example)\n"
             "  --seed N         master seed of seeded checks (default 1)\n"
@@ -104,8 +104,11 @@ int assay_cmd_verify(int argc, char **argv)
         return ASSAY_EXIT_OK;
     }
     if (family != NULL && strcmp(family, "equivalence") != 0 &&
-        strcmp(family, "distributional") != 0 && strcmp(family, "property") != 0) {
-        fprintf(stderr, "assay verify: --family expects equivalence, distributional or property, got '%s'\n",
+        strcmp(family, "distributional") != 0 && strcmp(family, "property") != 0 &&
+        strcmp(family, "seeded") != 0) {
+        fprintf(stderr,
+                "assay verify: --family expects equivalence, distributional, property or seeded, "
+                "got '%s'\n",
                 family);
         return ASSAY_EXIT_USAGE;
     }

@@ -61,7 +61,7 @@ static const struct assay_mutant_info k_catalog[ASSAY_MUTANT_COUNT] = {
      "when any request in a step has no seed, every request of that step draws from the engine's "
      "shared stream instead of its own",
      "one unseeded request in a batch making the seeded requests lose their seeds",
-     "equivalence"},
+     "seeded"},
     {ASSAY_MUTANT_ABORT_DOUBLE_FREE, "abort-double-free",
      "aborting a running request releases its blocks twice (the abort path returns them, then "
      "the common leave-running path returns them again)",

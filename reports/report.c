@@ -178,6 +178,19 @@ enum assay_status assay_report_check_json(const struct assay_check_result *r, cJ
                  assay_json_add_num(f, "n_steps", (double)r->n_steps) &&
                  assay_json_add_num(f, "n_checks", (double)r->n_checks);
             break;
+        case ASSAY_FAMILY_SEEDED:
+            ok = assay_json_add_num(f, "n_requests", (double)r->n_requests) &&
+                 assay_json_add_num(f, "n_tokens", (double)r->n_tokens) &&
+                 assay_json_add_num(f, "n_steps", (double)r->n_steps) &&
+                 assay_json_add_num(f, "n_checks", (double)r->n_checks);
+            if (ok && !isnan(r->p_value)) {
+                /* a test of independence: its statistic as the distributional family's */
+                ok = assay_json_add_num(f, "alpha", r->alpha) && assay_json_add_num(f, "n", (double)r->n) &&
+                     assay_json_add_num(f, "statistic", r->statistic) && assay_json_add_num(f, "df", r->df) &&
+                     assay_json_add_num(f, "p_value", r->p_value) && assay_json_add_num(f, "min_tv", r->min_tv) &&
+                     assay_json_add_num(f, "power", r->power);
+            }
+            break;
         }
     }
     if (!ok) {
@@ -300,7 +313,7 @@ char *assay_report_check_figures(const cJSON *c, char *buf, size_t size)
                  assay_text_num(e, sizeof e, assay_json_num(c, "figures.alpha"), 3),
                  assay_text_num(f, sizeof f, assay_json_num(c, "figures.min_tv"), 3),
                  assay_text_num(g, sizeof g, assay_json_num(c, "figures.power"), 3));
-    } else if (strcmp(family, "property") == 0) {
+    } else if (strcmp(family, "property") == 0 || strcmp(family, "seeded") == 0) {
         snprintf(buf, size, "%s steps, %s invariant checks",
                  assay_text_num(a, sizeof a, assay_json_num(c, "figures.n_steps"), 12),
                  assay_text_num(b2, sizeof b2, assay_json_num(c, "figures.n_checks"), 12));
@@ -665,7 +678,8 @@ enum assay_status assay_report_validate(const cJSON *r, struct assay_diag *diag)
     };
     static const char *const verdicts[] = {"PASS", "FAIL", "ERROR", "NONE", NULL};
     static const char *const check_verdicts[] = {"PASS", "FAIL", "SKIP", "ERROR", NULL};
-    static const char *const families[] = {"equivalence", "distributional", "property", NULL};
+    static const char *const families[] = {"equivalence", "distributional", "property", "seeded",
+                                           NULL};
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
     if (!cJSON_IsObject(r)) {

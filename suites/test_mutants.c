@@ -147,6 +147,8 @@ static void test_mutant_is_caught(void **state)
         expected = ASSAY_FAMILY_DISTRIBUTIONAL;
     } else if (strcmp(info->caught_by, "property") == 0) {
         expected = ASSAY_FAMILY_PROPERTY;
+    } else if (strcmp(info->caught_by, "seeded") == 0) {
+        expected = ASSAY_FAMILY_SEEDED;
     }
     char fixtures[1024], base[128], caught[2048] = "";
     assay_test_fixture("", fixtures, sizeof fixtures);
@@ -165,7 +167,7 @@ static void test_mutant_is_caught(void **state)
     if (by_expected) {
         printf("  CAUGHT by %s\n", caught);
     } else {
-        for (int f = 0; f < 3; f++) {
+        for (int f = 0; f <= ASSAY_FAMILY_SEEDED; f++) {
             if ((enum assay_family)f != expected &&
                 run_family(ctx, (enum assay_family)f, base, caught, sizeof caught, &failing,
                            &first)) {
