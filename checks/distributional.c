@@ -599,6 +599,19 @@ static void fill_from_test(struct assay_check_result *res, const struct assay_te
     res->df = tr->df;
 }
 
+/* What the statistic says by itself when a hard rule has already failed
+ * the check, so that a reader sees whether the bias was large enough to be
+ * caught without the rule. */
+static void statistic_alone(char *buf, size_t size, bool testable, double p_value, double alpha)
+{
+    if (!testable) {
+        snprintf(buf, size, "the statistic alone: no test possible");
+    } else {
+        snprintf(buf, size, "the statistic alone: p %.3g, %s", p_value,
+                 p_value <= alpha ? "fails too" : "passes");
+    }
+}
+
 /* ---- goodness of fit --------------------------------------------------- */
 
 enum assay_status assay_dist_gof(const struct assay_adapter *a, const struct assay_model *model,
@@ -682,19 +695,24 @@ enum assay_status assay_dist_gof(const struct assay_adapter *a, const struct ass
     res->n_impossible = tr.n_impossible;
     res->n_requests = p->n;
     res->n_tokens = p->n * p->out_len;
-    char cat[64];
+    char cat[64], alone[96];
+    res->statistic_fired = !tr.degenerate && tr.p_value <= p->alpha;
+    res->rule_fired = ss.n_bad > 0 || tr.n_impossible > 0;
+    statistic_alone(alone, sizeof alone, !tr.degenerate, tr.p_value, p->alpha);
     if (ss.n_bad > 0) {
-        assay_check_fail(res, "%lld requests delivered wrongly; first: %s", (long long)ss.n_bad,
-                         ss.bad);
+        assay_check_fail(res, "%lld requests delivered wrongly; first: %s; %s",
+                         (long long)ss.n_bad, ss.bad, alone);
     } else if (tr.n_impossible > 0) {
         describe_category(first_bad, p->positions, v, cat, sizeof cat);
         assay_check_fail(
             res,
-            "%lld samples of categories with oracle probability 0; first: request %lld "
-            "(seed %llu) gave %s. Every binding top-k/top-p cut of this prompt is at least "
-            "%.1e (mass) / %.1e (logit) from deciding otherwise, beyond the fp32 tolerance",
+            "zero-probability rule: %lld samples of categories with oracle probability 0 "
+            "(first: request %lld, seed %llu, gave %s; every binding top-k/top-p cut of this "
+            "prompt is at least %.1e (mass) / %.1e (logit) from deciding otherwise, beyond the "
+            "fp32 tolerance); %s",
             (long long)tr.n_impossible, (long long)first_req,
-            (unsigned long long)(src.seed0 + (uint64_t)first_req), cat, mg.top_p, mg.top_k);
+            (unsigned long long)(src.seed0 + (uint64_t)first_req), cat, mg.top_p, mg.top_k,
+            alone);
     } else if (tr.degenerate) {
         assay_check_error(
             res,
@@ -992,12 +1010,18 @@ enum assay_status assay_dist_pit(const struct assay_adapter *a, const struct ass
     res->n_impossible = n_impossible;
     res->n_requests = p->n;
     res->n_tokens = p->n * len;
+    char alone[96];
+    res->statistic_fired = p_comb <= p->alpha;
+    res->rule_fired = ss.n_bad > 0 || n_impossible > 0;
+    statistic_alone(alone, sizeof alone, true, p_comb, p->alpha);
     if (ss.n_bad > 0) {
-        assay_check_fail(res, "%lld sequences delivered wrongly; first: %s", (long long)ss.n_bad,
-                         ss.bad);
+        assay_check_fail(res, "%lld sequences delivered wrongly; first: %s; %s",
+                         (long long)ss.n_bad, ss.bad, alone);
     } else if (n_impossible > 0) {
-        assay_check_fail(res, "%lld tokens of oracle probability 0; first: %s",
-                         (long long)n_impossible, first);
+        assay_check_fail(res,
+                         "zero-probability rule: %lld tokens of oracle probability 0 (first: %s); "
+                         "%s",
+                         (long long)n_impossible, first, alone);
     } else if (p_comb <= p->alpha) {
         assay_check_fail(
             res,
@@ -1248,6 +1272,8 @@ enum assay_status assay_dist_acceptance(const struct assay_adapter *a,
         hl += (size_t)snprintf(hist + hl, sizeof hist - hl, "%s%.0f/%.1f", j > 0 ? " " : "",
                                stages[j].accepted, stages[j].beta);
     }
+    res->statistic_fired = p_comb <= p->alpha;
+    res->rule_fired = ss.n_bad > 0 || n_bad_rounds > 0;
     if (ss.n_bad > 0) {
         assay_check_fail(res, "%lld sequences delivered wrongly; first: %s", (long long)ss.n_bad,
                          ss.bad);
@@ -1366,6 +1392,8 @@ enum assay_status assay_dist_homogeneity(const struct assay_adapter *a,
     res->min_tv = tr.min_tv;
     res->n_requests = 2 * p->n;
     res->n_tokens = 2 * p->n * p->out_len;
+    res->statistic_fired = !tr.degenerate && tr.p_value <= p->alpha;
+    res->rule_fired = bad_a > 0 || bad_b > 0;
     if (bad_a > 0 || bad_b > 0) {
         assay_check_fail(res, "engine %s delivered %lld requests wrongly: %s",
                          bad_a > 0 ? "A" : "B", (long long)(bad_a > 0 ? bad_a : bad_b),
@@ -1437,6 +1465,7 @@ double assay_dist_finalize(struct assay_check_result *results, size_t n)
         for (j = 0; j < m; j++) {
             struct assay_check_result *r = &results[idx[j]];
             r->p_adjusted = adj[j];
+            r->statistic_fired = r->p_value <= r->alpha || adj[j] <= family;
             size_t l = strlen(r->summary);
             snprintf(r->summary + l, sizeof r->summary - l, " | Holm p %.3g (family %.0e, m %zu)",
                      adj[j], family, m);
