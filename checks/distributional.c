@@ -634,6 +634,19 @@ static void fill_from_test(struct assay_check_result *res, const struct assay_te
     res->df = tr->df;
 }
 
+/* What the statistic says by itself when a hard rule has already failed
+ * the check, so that a reader sees whether the bias was large enough to be
+ * caught without the rule. */
+static void statistic_alone(char *buf, size_t size, bool testable, double p_value, double alpha)
+{
+    if (!testable) {
+        snprintf(buf, size, "the statistic alone: no test possible");
+    } else {
+        snprintf(buf, size, "the statistic alone: p %.3g, %s", p_value,
+                 p_value <= alpha ? "fails too" : "passes");
+    }
+}
+
 /* ---- goodness of fit --------------------------------------------------- */
 
 enum assay_status assay_dist_gof(const struct assay_adapter *a, const struct assay_model *model,
@@ -718,19 +731,24 @@ enum assay_status assay_dist_gof(const struct assay_adapter *a, const struct ass
     res->n_impossible = tr.n_impossible;
     res->n_requests = p->n;
     res->n_tokens = p->n * p->out_len;
-    char cat[64];
+    char cat[64], alone[96];
+    res->statistic_fired = !tr.degenerate && tr.p_value <= p->alpha;
+    res->rule_fired = ss.n_bad > 0 || tr.n_impossible > 0;
+    statistic_alone(alone, sizeof alone, !tr.degenerate, tr.p_value, p->alpha);
     if (ss.n_bad > 0) {
-        assay_check_fail(res, "%lld requests delivered wrongly; first: %s", (long long)ss.n_bad,
-                         ss.bad);
+        assay_check_fail(res, "%lld requests delivered wrongly; first: %s; %s",
+                         (long long)ss.n_bad, ss.bad, alone);
     } else if (tr.n_impossible > 0) {
         describe_category(first_bad, p->positions, v, cat, sizeof cat);
         assay_check_fail(
             res,
-            "%lld samples of categories with oracle probability 0; first: request %lld "
-            "(seed %llu) gave %s. Every binding top-k/top-p cut of this prompt is at least "
-            "%.1e (mass) / %.1e (logit) from deciding otherwise, beyond the fp32 tolerance",
+            "zero-probability rule: %lld samples of categories with oracle probability 0 "
+            "(first: request %lld, seed %llu, gave %s; every binding top-k/top-p cut of this "
+            "prompt is at least %.1e (mass) / %.1e (logit) from deciding otherwise, beyond the "
+            "fp32 tolerance); %s",
             (long long)tr.n_impossible, (long long)first_req,
-            (unsigned long long)(src.seed0 + (uint64_t)first_req), cat, mg.top_p, mg.top_k);
+            (unsigned long long)(src.seed0 + (uint64_t)first_req), cat, mg.top_p, mg.top_k,
+            alone);
     } else if (tr.degenerate) {
         assay_check_error(
             res,
@@ -856,16 +874,13 @@ static bool at_boundary(const struct assay_dist_params *p, const struct assay_or
     return rank < mi.n_kept;
 }
 
-/* Test u[0..n) for uniformity: KS and chi-squared on `bins` equal bins,
- * each at alpha/2, combined by Bonferroni. */
-static enum assay_status uniformity(const double *u, int64_t n, int32_t bins_n, double alpha,
-                                    double power, double *d_ks, double *p_ks,
-                                    struct assay_test_result *chi, double *p_comb)
+/* Chi-squared of u[0..n) against Uniform(0,1) on `bins_n` equal bins
+ * (pooled where an expected count falls below 5), at level alpha. */
+static enum assay_status binned_uniformity(const double *u, int64_t n, int32_t bins_n,
+                                           double alpha, double power,
+                                           struct assay_test_result *chi)
 {
-    enum assay_status st = assay_ks_uniform(u, (size_t)n, d_ks, p_ks);
-    if (st != ASSAY_OK) {
-        return st;
-    }
+    enum assay_status st = ASSAY_OK;
     double *prob = assay_malloc(sizeof(double) * (size_t)bins_n);
     int64_t *counts = assay_calloc((size_t)bins_n, sizeof(int64_t));
     struct assay_gof_bins *bins = NULL;
@@ -883,12 +898,7 @@ static enum assay_status uniformity(const double *u, int64_t n, int32_t bins_n, 
         st = assay_gof_bins_make(prob, bins_n, (double)n, 5.0, &bins);
     }
     if (st == ASSAY_OK) {
-        st = assay_gof_test(bins, counts, alpha / 2, power, chi);
-    }
-    if (st == ASSAY_OK) {
-        double pc = chi->degenerate ? 1.0 : chi->p_value;
-        double m = *p_ks < pc ? *p_ks : pc;
-        *p_comb = 2 * m < 1.0 ? 2 * m : 1.0;
+        st = assay_gof_test(bins, counts, alpha, power, chi);
     }
     assay_gof_bins_free(bins);
     assay_free(prob);
@@ -919,6 +929,145 @@ static gsl_rng *make_rng(uint64_t seed)
     return r;
 }
 
+/* Shannon entropy (nats) of a distribution over v tokens. */
+static double entropy_of(const double *pd, int32_t v)
+{
+    double h = 0.0;
+    for (int32_t x = 0; x < v; x++) {
+        h -= pd[x] > 0.0 ? pd[x] * log(pd[x]) : 0.0;
+    }
+    return h;
+}
+
+static int by_value(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Sequences of the pilot that fixes the entropy groups: one per 64 of the
+ * check's, at most one per prompt, at least one. */
+static int32_t pilot_sequences(const struct assay_dist_params *p)
+{
+    int64_t m = p->n / 64;
+    m = m < p->n_prompts ? m : p->n_prompts;
+    return m < 1 ? 1 : (int32_t)m;
+}
+
+/*
+ * The edges of the conditional test's entropy groups, fixed before any of
+ * the engine's tokens is seen: the oracle samples pilot_sequences(p)
+ * sequences of its own from the check's prompts (a seeded mt19937 of its
+ * own), and the edges are the 1/G, ..., (G-1)/G quantiles of its processed
+ * distributions' entropies along them. seq (prompt + len) and rows
+ * ((prompt + len) x v), pd (v) and h (pilot x len) are scratch.
+ */
+static enum assay_status entropy_edges(struct assay_oracle *o, const struct assay_dist_params *p,
+                                       const int32_t *prompts, int32_t v, int32_t *seq,
+                                       double *rows, double *pd, double *h, double *edges)
+{
+    const int32_t plen = p->prompt_len, len = p->out_len, m = pilot_sequences(p);
+    gsl_rng *rng = make_rng(assay_seed_derive(p->seed, "pit-groups"));
+    if (rng == NULL) {
+        return ASSAY_ERR_NOMEM;
+    }
+    enum assay_status st = ASSAY_OK;
+    int64_t n_h = 0;
+    for (int32_t s = 0; s < m && st == ASSAY_OK; s++) {
+        memcpy(seq, prompts + (int64_t)(s % p->n_prompts) * plen, sizeof(int32_t) * (size_t)plen);
+        for (int32_t j = 0; j < len && st == ASSAY_OK; j++) {
+            st = assay_oracle_logits(o, seq, plen + j, rows);
+            if (st == ASSAY_OK) {
+                st = assay_oracle_distribution(rows + (int64_t)(plen + j - 1) * v, v, &p->sampling,
+                                               p->order, pd, NULL);
+            }
+            if (st != ASSAY_OK) {
+                break;
+            }
+            h[n_h++] = entropy_of(pd, v);
+            double r = gsl_rng_uniform(rng), cum = 0.0;
+            int32_t x = -1;
+            for (int32_t y = 0; y < v; y++) {
+                if (pd[y] > 0.0) {
+                    x = y; /* the last possible token takes rounding's remainder */
+                    cum += pd[y];
+                    if (r < cum) {
+                        break;
+                    }
+                }
+            }
+            seq[plen + j] = x;
+        }
+    }
+    gsl_rng_free(rng);
+    if (st != ASSAY_OK) {
+        return st;
+    }
+    qsort(h, (size_t)n_h, sizeof(double), by_value);
+    for (int32_t g = 1; g < ASSAY_DIST_PIT_GROUPS; g++) {
+        edges[g - 1] = h[(n_h * g) / ASSAY_DIST_PIT_GROUPS];
+    }
+    return ASSAY_OK;
+}
+
+/*
+ * The conditional test: the PIT values u[0..n) split by group[i] into
+ * ASSAY_DIST_PIT_GROUPS groups, each tested for uniformity by chi-squared
+ * on ASSAY_DIST_PIT_GROUP_BINS equal bins (pooled to expected counts of at
+ * least 5; a group of fewer than 10 values adds nothing), and the sum of
+ * the groups' X^2 referred to chi-squared on the summed df. Given the
+ * group sizes, each group's u are i.i.d. U(0,1) under a correct engine
+ * (a group is a function of the position's context, not of its token), so
+ * the sum is chi-squared. min_tv: the TV of one group's PIT distribution
+ * detected with `power` at level alpha, for the smallest tested group.
+ * scratch holds n values. out->degenerate when no group could be tested.
+ */
+static enum assay_status conditional_uniformity(const double *u, const int8_t *group, int64_t n,
+                                                double alpha, double power, double *scratch,
+                                                struct assay_test_result *out,
+                                                int64_t n_group[ASSAY_DIST_PIT_GROUPS])
+{
+    memset(out, 0, sizeof *out);
+    out->alpha = alpha;
+    out->power = power;
+    out->statistic = 0.0;
+    int64_t smallest = 0;
+    enum assay_status st = ASSAY_OK;
+    for (int32_t g = 0; g < ASSAY_DIST_PIT_GROUPS && st == ASSAY_OK; g++) {
+        int64_t m = 0;
+        for (int64_t i = 0; i < n; i++) {
+            if (group[i] == g) {
+                scratch[m++] = u[i];
+            }
+        }
+        n_group[g] = m;
+        if (m < 10) {
+            continue;
+        }
+        struct assay_test_result chi;
+        st = binned_uniformity(scratch, m, ASSAY_DIST_PIT_GROUP_BINS, alpha, power, &chi);
+        if (st == ASSAY_OK && !chi.degenerate) {
+            out->statistic += chi.statistic;
+            out->df += chi.df;
+            out->n_bins += chi.n_bins;
+            out->n += m;
+            smallest = smallest == 0 || m < smallest ? m : smallest;
+        }
+    }
+    if (st != ASSAY_OK) {
+        return st;
+    }
+    out->degenerate = out->df == 0;
+    out->p_value = NAN;
+    out->min_tv = NAN;
+    if (!out->degenerate) {
+        out->p_value = gsl_cdf_chisq_Q(out->statistic, out->df);
+        out->n_eff = (double)smallest;
+        st = assay_min_detectable_tv(alpha, out->df, power, (double)smallest, &out->min_tv);
+    }
+    return st;
+}
+
 enum assay_status assay_dist_pit(const struct assay_adapter *a, const struct assay_model *model,
                                  const struct assay_dist_params *p, struct assay_check_result *res,
                                  struct assay_dist_parts *parts)
@@ -938,12 +1087,15 @@ enum assay_status assay_dist_pit(const struct assay_adapter *a, const struct ass
     double *pd = assay_malloc(sizeof(double) * (size_t)v);
     double *u_scratch = assay_malloc(sizeof(double) * (size_t)v);
     double *u = assay_malloc(sizeof(double) * (size_t)p->n * (size_t)len);
+    double *u_group = assay_malloc(sizeof(double) * (size_t)p->n * (size_t)len);
+    int8_t *group = assay_malloc(sizeof(int8_t) * (size_t)p->n * (size_t)len);
+    double *h = assay_malloc(sizeof(double) * (size_t)pilot_sequences(p) * (size_t)len);
     gsl_rng *rng = make_rng(assay_seed_derive(p->seed, "pit-v"));
     struct assay_oracle *o = NULL;
     struct sample_set ss;
     memset(&ss, 0, sizeof ss);
     if (seq == NULL || rows == NULL || pd == NULL || u == NULL || u_scratch == NULL || rng == NULL ||
-        make_prompts(p, &prompts) != ASSAY_OK) {
+        u_group == NULL || group == NULL || h == NULL || make_prompts(p, &prompts) != ASSAY_OK) {
         st = ASSAY_ERR_NOMEM;
         set_error(res, st, "out of memory");
         goto out;
@@ -951,6 +1103,12 @@ enum assay_status assay_dist_pit(const struct assay_adapter *a, const struct ass
     st = assay_oracle_init(&o, model, plen + len);
     if (st != ASSAY_OK) {
         set_error(res, st, "the oracle could not start (prompt + len beyond the context?)");
+        goto out;
+    }
+    double edges[ASSAY_DIST_PIT_GROUPS - 1];
+    st = entropy_edges(o, p, prompts, v, seq, rows, pd, h, edges);
+    if (st != ASSAY_OK) {
+        set_error(res, st, "the oracle's pilot for the entropy groups failed");
         goto out;
     }
     struct request_source src = {prompts, p->n_prompts, plen, p->sampling,
@@ -986,6 +1144,12 @@ enum assay_status assay_dist_pit(const struct assay_adapter *a, const struct ass
             int32_t x = t[j];
             if (pd[x] > 0.0) {
                 double w = cdf_before(pd, v, x) + gsl_rng_uniform(rng) * pd[x];
+                double hx = entropy_of(pd, v);
+                int8_t g = 0;
+                while (g < ASSAY_DIST_PIT_GROUPS - 1 && hx > edges[g]) {
+                    g++;
+                }
+                group[n_u] = g;
                 u[n_u++] = w < 0.0 ? 0.0 : (w > 1.0 ? 1.0 : w);
             } else if (at_boundary(p, &inf, row, v, x, u_scratch)) {
                 n_boundary++;
@@ -1009,45 +1173,86 @@ enum assay_status assay_dist_pit(const struct assay_adapter *a, const struct ass
         set_error(res, st, "too few PIT values for the test (raise n or len)");
         goto out;
     }
-    double d_ks = NAN, p_ks = NAN, p_comb = NAN;
-    struct assay_test_result chi;
-    st = uniformity(u, n_u, p->pit_bins, p->alpha, p->power, &d_ks, &p_ks, &chi, &p_comb);
+    /* Three p-values, each U(0,1) under a correct engine, combined by
+     * Bonferroni: the marginal KS and binned chi-squared, and the
+     * conditional chi-squared within the entropy groups. */
+    double d_ks = NAN, p_ks = NAN;
+    struct assay_test_result chi, cond;
+    int64_t n_group[ASSAY_DIST_PIT_GROUPS];
+    st = assay_ks_uniform(u, (size_t)n_u, &d_ks, &p_ks);
+    if (st == ASSAY_OK) {
+        st = binned_uniformity(u, n_u, p->pit_bins, p->alpha / 3, p->power, &chi);
+    }
+    if (st == ASSAY_OK) {
+        st = conditional_uniformity(u, group, n_u, p->alpha / 3, p->power, u_group, &cond,
+                                    n_group);
+    }
     if (st != ASSAY_OK) {
         set_error(res, st, "the uniformity tests failed");
         goto out;
     }
+    double p_chi = chi.degenerate ? 1.0 : chi.p_value;
+    double p_cond = cond.degenerate ? 1.0 : cond.p_value;
+    double m_marg = p_ks < p_chi ? p_ks : p_chi;
+    double p_marg = 3 * m_marg < 1.0 ? 3 * m_marg : 1.0;  /* the marginal test's own p */
+    double p_ctx = 3 * p_cond < 1.0 ? 3 * p_cond : 1.0;   /* the conditional test's own p */
+    double p_comb = p_marg < p_ctx ? p_marg : p_ctx;
     fill_from_test(res, &chi, p->alpha);
     res->p_value = p_comb;
     if (parts != NULL) {
-        parts->n = 2;
+        parts->n = 3;
         parts->p[0] = p_ks;
         parts->name[0] = "KS";
-        parts->p[1] = chi.degenerate ? 1.0 : chi.p_value;
+        parts->p[1] = p_chi;
         parts->name[1] = "chi2";
+        parts->p[2] = p_cond;
+        parts->name[2] = "chi2 within entropy groups";
     }
     res->n = n_u;
     res->n_impossible = n_impossible;
     res->n_requests = p->n;
     res->n_tokens = p->n * len;
+    char alone[96], groups[160];
+    res->statistic_fired = p_comb <= p->alpha;
+    res->rule_fired = ss.n_bad > 0 || n_impossible > 0;
+    statistic_alone(alone, sizeof alone, true, p_comb, p->alpha);
+    snprintf(groups, sizeof groups,
+             "within %d entropy groups (edges %.3g, %.3g nats; %lld, %lld, %lld values): X2 %.1f "
+             "on %d df, p %.3g",
+             ASSAY_DIST_PIT_GROUPS, edges[0], edges[1], (long long)n_group[0],
+             (long long)n_group[1], (long long)n_group[2], cond.statistic, (int)cond.df, p_cond);
+    bool marg_fired = p_marg <= p->alpha, ctx_fired = p_ctx <= p->alpha;
     if (ss.n_bad > 0) {
-        assay_check_fail(res, "%lld sequences delivered wrongly; first: %s", (long long)ss.n_bad,
-                         ss.bad);
+        assay_check_fail(res, "%lld sequences delivered wrongly; first: %s; %s",
+                         (long long)ss.n_bad, ss.bad, alone);
     } else if (n_impossible > 0) {
-        assay_check_fail(res, "%lld tokens of oracle probability 0; first: %s",
-                         (long long)n_impossible, first);
-    } else if (p_comb <= p->alpha) {
+        assay_check_fail(res,
+                         "zero-probability rule: %lld tokens of oracle probability 0 (first: %s); "
+                         "%s",
+                         (long long)n_impossible, first, alone);
+    } else if (marg_fired) {
         assay_check_fail(
             res,
             "the PIT values are not uniform: KS D %.4f (p %.3g), chi-squared %.1f on %d df "
-            "(p %.3g); combined p %.3g <= alpha %.0e",
-            d_ks, p_ks, chi.statistic, (int)chi.df, chi.p_value, p_comb, p->alpha);
+            "(p %.3g); marginal p %.3g <= alpha %.0e; the conditional test %s: %s",
+            d_ks, p_ks, chi.statistic, (int)chi.df, p_chi, p_marg, p->alpha,
+            ctx_fired ? "fails too" : "passes", groups);
+    } else if (ctx_fired) {
+        assay_check_fail(
+            res,
+            "the PIT values are not uniform within the oracle's entropy groups: %s; conditional "
+            "p %.3g <= alpha %.0e; the marginal test alone passes (KS p %.3g, chi-squared p "
+            "%.3g, marginal p %.3g): a bias whose sign depends on the context",
+            groups, p_ctx, p->alpha, p_ks, p_chi, p_marg);
     }
     snprintf(res->summary, sizeof res->summary,
-             "alpha %.0e n %lld p %.3g min-TV %.4f | PIT of %lld x %d tokens: KS D %.4f p %.3g, "
-             "chi2 %.1f df %d p %.3g; T %.2g top-k %d top-p %.2g; %lld at a boundary",
-             p->alpha, (long long)n_u, p_comb, chi.min_tv, (long long)p->n, (int)len, d_ks, p_ks,
-             chi.statistic, (int)chi.df, chi.p_value, (double)p->sampling.temperature,
-             (int)p->sampling.top_k, (double)p->sampling.top_p, (long long)n_boundary);
+             "alpha %.0e n %lld p %.3g min-TV %.4f | PIT of %lld x %d: marginal p %.3g (KS D "
+             "%.4f p %.3g, chi2 %.1f df %d p %.3g); by entropy p %.3g (X2 %.1f df %d, min-TV %.3f "
+             "per group); T %.2g top-k %d top-p %.2g; %lld at a boundary",
+             p->alpha, (long long)n_u, p_comb, chi.min_tv, (long long)p->n, (int)len, p_marg,
+             d_ks, p_ks, chi.statistic, (int)chi.df, p_chi, p_ctx, cond.statistic, (int)cond.df,
+             cond.min_tv, (double)p->sampling.temperature, (int)p->sampling.top_k,
+             (double)p->sampling.top_p, (long long)n_boundary);
 out:
     sample_set_free(&ss);
     assay_oracle_free(o);
@@ -1059,6 +1264,9 @@ out:
     assay_free(rows);
     assay_free(pd);
     assay_free(u);
+    assay_free(u_group);
+    assay_free(group);
+    assay_free(h);
     assay_free(u_scratch);
     res->seconds = (double)(assay_now_ns() - t0) / 1e9;
     return st;
@@ -1286,6 +1494,8 @@ enum assay_status assay_dist_acceptance(const struct assay_adapter *a,
         hl += (size_t)snprintf(hist + hl, sizeof hist - hl, "%s%.0f/%.1f", j > 0 ? " " : "",
                                stages[j].accepted, stages[j].beta);
     }
+    res->statistic_fired = p_comb <= p->alpha;
+    res->rule_fired = ss.n_bad > 0 || n_bad_rounds > 0;
     if (ss.n_bad > 0) {
         assay_check_fail(res, "%lld sequences delivered wrongly; first: %s", (long long)ss.n_bad,
                          ss.bad);
@@ -1419,6 +1629,8 @@ enum assay_status assay_dist_homogeneity(const struct assay_adapter *a,
     res->min_tv = tr.min_tv;
     res->n_requests = 2 * p->n;
     res->n_tokens = 2 * p->n * p->out_len;
+    res->statistic_fired = !tr.degenerate && tr.p_value <= p->alpha;
+    res->rule_fired = bad_a > 0 || bad_b > 0;
     if (bad_a > 0 || bad_b > 0) {
         /* the FAIL is stated above */
     } else if (tr.degenerate) {
@@ -1488,6 +1700,7 @@ double assay_dist_finalize(struct assay_check_result *results, size_t n)
         for (j = 0; j < m; j++) {
             struct assay_check_result *r = &results[idx[j]];
             r->p_adjusted = adj[j];
+            r->statistic_fired = r->p_value <= r->alpha || adj[j] <= family;
             size_t l = strlen(r->summary);
             snprintf(r->summary + l, sizeof r->summary - l, " | Holm p %.3g (family %.0e, m %zu)",
                      adj[j], family, m);

@@ -23,8 +23,23 @@
  *    pass per sequence) and tokens ordered by descending p (ties: lower id),
  *    u = F(x-) + V p(x), V ~ U(0,1) from a seeded GSL mt19937. Under a correct
  *    engine the u are i.i.d. U(0,1) (Rosenblatt 1952); tested by a one-sample
- *    KS test and by chi-squared on equal-width bins of u, combined by
- *    Bonferroni: p = min(1, 2 min(p_KS, p_chi2)). A token the oracle gives
+ *    KS test and by chi-squared on equal-width bins of u (the marginal
+ *    test), and by a conditional test: pooled over contexts, a bias whose
+ *    sign depends on the context (too hot where the distribution is sharp,
+ *    too cold where it is flat) averages out, so each u is also put in one
+ *    of ASSAY_DIST_PIT_GROUPS groups by the entropy of the oracle's
+ *    distribution at its position, with edges at the entropies' tertiles
+ *    along sequences the oracle samples itself from the same prompts
+ *    (fixed before any token of the engine is seen); each group is tested
+ *    by chi-squared on ASSAY_DIST_PIT_GROUP_BINS equal bins and the groups'
+ *    X^2 summed on the summed df (a group depends on the context only, so
+ *    under a correct engine each group's u are i.i.d. U(0,1) too). The
+ *    three p-values are combined by Bonferroni, p = min(1, 3 min(p_KS,
+ *    p_chi2, p_groups)): the check's false-alarm rate stays alpha, each
+ *    part is held at alpha / 3, and the failure says which part fired
+ *    ("the marginal test alone passes" when only the groups did). The
+ *    summary states the TV the grouped test detects within one group (the
+ *    smallest) with the stated power. A token the oracle gives
  *    probability 0 fails the check unless the oracle's own top-k or top-p
  *    boundary at that position lies within the tolerance and the token is
  *    the first one past it: such a token is counted as a boundary decision
@@ -106,14 +121,19 @@ struct assay_dist_params {
     uint64_t prompt_seed; /* the prompts' seed; 0: derived from seed */
 };
 
+/* The PIT's conditional test: groups of the oracle's entropy, and equal
+ * bins of u per group. */
+#define ASSAY_DIST_PIT_GROUPS 3
+#define ASSAY_DIST_PIT_GROUP_BINS 10
+
 /* The p-values a combined check is made of, for calibration: PIT: KS and
- * chi-squared of u; acceptance: the per-position X^2 and the KS of the
- * indicator PIT. Each is U(0,1) under the null, while their Bonferroni
- * combination is conservative. */
+ * chi-squared of u, and the chi-squared within entropy groups; acceptance:
+ * the per-position X^2 and the KS of the indicator PIT. Each is U(0,1)
+ * under the null, while their Bonferroni combination is conservative. */
 struct assay_dist_parts {
     int32_t n;
-    double p[2];
-    const char *name[2];
+    double p[3];
+    const char *name[3];
 };
 
 /* Defaults: n 70,000, positions 1, out_len 1, prompt_len 6, n_prompts 16,

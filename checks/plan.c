@@ -424,18 +424,21 @@ static const struct assay_plan_item k_plan[] = {
      * that tens of thousands of samples fit in seconds; the sampling and
      * speculation code under test is the same. */
     {"dist.gof.first", ASSAY_FAMILY_DISTRIBUTIONAL, "model=mini,draft=mini-draft,batch=256", NULL,
-     "chi-squared of the first sampled token against the oracle; top-k binding", run_gof,
-     "n=70000,pos=1,len=1,prompt=3,t=0.7,top_k=20,top_p=0.9", ASSAY_COMMAND_VERIFY,
+     "chi-squared of the first sampled token against the oracle; top-p binding inside top-k "
+     "(JOINT order)",
+     run_gof, "n=70000,pos=1,len=1,prompt=3,t=0.7,top_k=40,top_p=0.6", ASSAY_COMMAND_VERIFY,
      ASSAY_NEED_WEIGHTS, false},
     {"dist.gof.sequential", ASSAY_FAMILY_DISTRIBUTIONAL,
      "model=mini,draft=mini-draft,batch=256,order=sequential", NULL,
-     "the first sampled token in the SEQUENTIAL filter order (vLLM's)", run_gof,
+     "the first sampled token in the SEQUENTIAL filter order (vLLM's); top-p binding inside "
+     "top-k",
+     run_gof,
      "n=70000,pos=1,len=1,prompt=3,t=0.8,top_k=30,top_p=0.8", ASSAY_COMMAND_VERIFY,
      ASSAY_NEED_WEIGHTS, false},
     {"dist.gof.spec-pair", ASSAY_FAMILY_DISTRIBUTIONAL,
      "model=mini,draft=mini-draft,batch=256,spec=1", NULL,
      "chi-squared of the first two tokens (exact joint) under speculation k = 1: acceptance, "
-     "residual, bonus and the next round",
+     "residual, bonus and the next round; top-k binding",
      run_gof, "n=155000,pos=2,len=2,prompt=2,t=0.7,top_k=20,top_p=0.9", ASSAY_COMMAND_VERIFY,
      ASSAY_NEED_WEIGHTS, false},
     {"dist.pit.plain", ASSAY_FAMILY_DISTRIBUTIONAL, "model=mini,draft=mini-draft,batch=256", NULL,

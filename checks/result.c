@@ -27,6 +27,14 @@ const char *assay_family_str(enum assay_family f)
     return "?";
 }
 
+const char *assay_check_fired_str(bool rule_fired, bool statistic_fired)
+{
+    if (rule_fired) {
+        return statistic_fired ? "rule and statistic" : "rule only";
+    }
+    return statistic_fired ? "statistic" : "";
+}
+
 void assay_check_result_init(struct assay_check_result *r, const char *name,
                              enum assay_family family)
 {

@@ -72,10 +72,21 @@ struct assay_check_result {
     int64_t n;
     int32_t df;
     int64_t n_impossible;   /* samples of tokens the oracle gives probability 0 */
+    /* Which ground of a distributional FAIL fired, each on its own: the hard
+     * rule (samples of tokens of oracle probability 0, or requests delivered
+     * wrongly) and the statistic alone (p_value <= alpha, or Holm's
+     * procedure rejects it), computed on the possible samples whether or not
+     * the rule fired. Both false on a PASS. */
+    bool rule_fired;
+    bool statistic_fired;
     /* property */
     int64_t n_steps;
     int64_t n_checks;       /* invariant evaluations */
 };
+
+/* What fired in a distributional result, for a verdict line: "rule and
+ * statistic", "rule only", "statistic", or "" when neither did. */
+const char *assay_check_fired_str(bool rule_fired, bool statistic_fired);
 
 /* A result initialised for `name` in `family`: verdict PASS, figures NaN or 0. */
 void assay_check_result_init(struct assay_check_result *r, const char *name,

@@ -124,6 +124,12 @@ void assay_cli_print_results(FILE *out, const struct assay_check_result *r, size
             fprintf(out, "    %s: %s\n", r[i].verdict == ASSAY_VERDICT_SKIP ? "skipped" : "why",
                     r[i].failure);
         }
+        if (r[i].verdict == ASSAY_VERDICT_FAIL && r[i].family == ASSAY_FAMILY_DISTRIBUTIONAL) {
+            fprintf(out, "    fired: %s\n",
+                    r[i].rule_fired || r[i].statistic_fired
+                        ? assay_check_fired_str(r[i].rule_fired, r[i].statistic_fired)
+                        : "neither the hard rule nor the statistic (see why)");
+        }
         if (r[i].verdict == ASSAY_VERDICT_FAIL && r[i].repro[0] != '\0') {
             fprintf(out, "    reproduce: %s\n", r[i].repro);
         }

@@ -57,6 +57,14 @@ static const struct assay_mutant_info k_catalog[ASSAY_MUTANT_COUNT] = {
      "top-k is applied and renormalised, then top-p is measured on the renormalised distribution, "
      "although the documented (joint) order measures top-p on the full distribution",
      "sampling filters applied in an order other than the documented one", "distributional"},
+    {ASSAY_MUTANT_TEMP_BY_SHARPNESS, "temp-by-sharpness",
+     "the temperature applied depends on the context: where the kept distribution's top "
+     "probability is above 0.085 the tokens are drawn at 1.15 t, elsewhere at t / 1.15",
+     "no one shipped bug: a sampler whose temperature follows the distribution's sharpness, as an "
+     "entropy-based dynamic temperature (llama.cpp's dynatemp_range) does on purpose, active "
+     "where a fixed temperature was asked for; a bias whose sign depends on the context, which "
+     "pooled PIT values average out",
+     "distributional"},
     {ASSAY_MUTANT_UNSEEDED_STEALS_SEEDS, "unseeded-steals-seeds",
      "when any request in a step has no seed, every request of that step draws from the engine's "
      "shared stream instead of its own",

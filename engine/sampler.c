@@ -132,6 +132,31 @@ static int32_t rank_id(struct assay_sampler *s, int32_t r)
     return s->order[r];
 }
 
+#ifdef ASSAY_MUTANTS
+/* The planted bug temp-by-sharpness: the kept distribution p (v) re-drawn
+ * at another temperature chosen by its own top probability, hotter
+ * (p^(1/1.15), temperature 1.15 t) where it is sharp, colder (p^1.15)
+ * where it is flat. The kept set does not change, so no token of oracle
+ * probability 0 appears: only a statistic can catch it. The level 0.085
+ * splits dist.pit.plain's contexts on the mini model so that the two
+ * biases cancel in the pooled PIT values (marginal p 1 at seed 1). */
+static void mutant_temp_by_sharpness(double *p, int32_t v)
+{
+    double top = 0.0, total = 0.0;
+    for (int32_t i = 0; i < v; i++) {
+        top = p[i] > top ? p[i] : top;
+    }
+    double power = top > 0.085 ? 1.0 / 1.15 : 1.15;
+    for (int32_t i = 0; i < v; i++) {
+        p[i] = p[i] > 0.0 ? pow(p[i], power) : 0.0;
+        total += p[i];
+    }
+    for (int32_t i = 0; i < v; i++) {
+        p[i] /= total;
+    }
+}
+#endif
+
 void assay_sampler_distribution(struct assay_sampler *s, const float *logits,
                                 const struct assay_sampling *sp, enum assay_sampling_order order,
                                 double *p)
@@ -178,6 +203,11 @@ void assay_sampler_distribution(struct assay_sampler *s, const float *logits,
         for (int32_t i = 0; i < v; i++) {
             p[i] = s->e[i] / total;
         }
+#ifdef ASSAY_MUTANTS
+        if (ASSAY_MUTANT_ON(s->mutant, ASSAY_MUTANT_TEMP_BY_SHARPNESS)) {
+            mutant_temp_by_sharpness(p, v);
+        }
+#endif
         return;
     }
     rank_start(s);
@@ -217,6 +247,11 @@ void assay_sampler_distribution(struct assay_sampler *s, const float *logits,
         int32_t id = s->order[r];
         p[id] = s->e[id] / kept_mass;
     }
+#ifdef ASSAY_MUTANTS
+    if (ASSAY_MUTANT_ON(s->mutant, ASSAY_MUTANT_TEMP_BY_SHARPNESS)) {
+        mutant_temp_by_sharpness(p, v);
+    }
+#endif
 }
 
 int32_t assay_sampler_draw(const double *p, int32_t vocab, double u)

@@ -231,6 +231,12 @@ static void render_verdict(struct assay_text *t, const cJSON *r)
         td_text(t, assay_json_str(c, "family", ""));
         assay_text_puts(t, "<td>");
         verdict_span(t, assay_json_str(c, "verdict", ""));
+        const char *fired = assay_report_check_fired(c);
+        if (fired[0] != '\0') {
+            assay_text_puts(t, "<br><small>fired: ");
+            esc(t, fired);
+            assay_text_puts(t, "</small>");
+        }
         assay_text_puts(t, "</td>");
         td_text(t, assay_report_check_figures(c, fig, sizeof fig));
         td_num(t, assay_json_num(c, "seconds"), 3);

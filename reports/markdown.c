@@ -75,8 +75,10 @@ static void verdict_table(struct assay_text *t, const cJSON *r)
         md(t, assay_json_str(c, "name", ""));
         assay_text_puts(t, "` | ");
         md(t, assay_json_str(c, "family", ""));
-        assay_text_printf(t, " | %s%s%s | ", strcmp(v, "PASS") == 0 ? "" : "**", v,
-                          strcmp(v, "PASS") == 0 ? "" : "**");
+        const char *fired = assay_report_check_fired(c);
+        assay_text_printf(t, " | %s%s%s%s%s%s | ", strcmp(v, "PASS") == 0 ? "" : "**", v,
+                          strcmp(v, "PASS") == 0 ? "" : "**", fired[0] != '\0' ? " (" : "",
+                          fired, fired[0] != '\0' ? ")" : "");
         md(t, assay_report_check_figures(c, fig, sizeof fig));
         assay_text_printf(t, " | %s |\n", assay_text_num(s, sizeof s, assay_json_num(c, "seconds"), 3));
     }

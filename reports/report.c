@@ -171,7 +171,9 @@ enum assay_status assay_report_check_json(const struct assay_check_result *r, cJ
                  assay_json_add_num(f, "statistic", r->statistic) && assay_json_add_num(f, "df", r->df) &&
                  assay_json_add_num(f, "p_value", r->p_value) && assay_json_add_num(f, "p_adjusted", r->p_adjusted) &&
                  assay_json_add_num(f, "min_tv", r->min_tv) && assay_json_add_num(f, "power", r->power) &&
-                 assay_json_add_num(f, "n_impossible", (double)r->n_impossible);
+                 assay_json_add_num(f, "n_impossible", (double)r->n_impossible) &&
+                 assay_json_add_bool(f, "rule_fired", r->rule_fired) &&
+                 assay_json_add_bool(f, "statistic_fired", r->statistic_fired);
             break;
         case ASSAY_FAMILY_PROPERTY:
             ok = assay_json_add_num(f, "n_requests", (double)r->n_requests) &&
@@ -313,6 +315,15 @@ char *assay_report_check_figures(const cJSON *c, char *buf, size_t size)
                  assay_text_num(e, sizeof e, assay_json_num(c, "figures.alpha"), 3),
                  assay_text_num(f, sizeof f, assay_json_num(c, "figures.min_tv"), 3),
                  assay_text_num(g, sizeof g, assay_json_num(c, "figures.power"), 3));
+        int rule = assay_json_bool(c, "figures.rule_fired");
+        int stat = assay_json_bool(c, "figures.statistic_fired");
+        if (rule == 1 || stat == 1) {
+            size_t used = strlen(buf);
+            snprintf(buf + used, size - used, "; fired: %s",
+                     rule == 1 && stat != 1 ? "the hard rule only (the statistic passes)"
+                     : rule == 1            ? "the hard rule and the statistic"
+                                            : "the statistic");
+        }
     } else if (strcmp(family, "property") == 0 || strcmp(family, "seeded") == 0) {
         snprintf(buf, size, "%s steps, %s invariant checks",
                  assay_text_num(a, sizeof a, assay_json_num(c, "figures.n_steps"), 12),
@@ -321,6 +332,16 @@ char *assay_report_check_figures(const cJSON *c, char *buf, size_t size)
         snprintf(buf, size, "%s", "");
     }
     return buf;
+}
+
+const char *assay_report_check_fired(const cJSON *c)
+{
+    if (strcmp(assay_json_str(c, "family", ""), "distributional") != 0 ||
+        strcmp(assay_json_str(c, "verdict", ""), "FAIL") != 0) {
+        return "";
+    }
+    return assay_check_fired_str(assay_json_bool(c, "figures.rule_fired") == 1,
+                                 assay_json_bool(c, "figures.statistic_fired") == 1);
 }
 
 /* ---- the seed table's paragraph --------------------------------------- */

@@ -116,9 +116,16 @@ enum assay_status assay_report_sweep_json(const struct assay_sweep_result *s,
 /* One line of a check object's figures for tables, by family:
  * equivalence "max |logit diff| 2.2e-05, tie tol 0.001, 0 ties (max gap 0)",
  * distributional "p 0.96 (Holm 1), n 70000, alpha 1e-06, min TV 0.0175 at
- * power 0.99", property "131 steps, 133 invariant checks". Into buf;
+ * power 0.99" and, when one fired, "; fired: the hard rule only (the statistic
+ * passes)", "...the hard rule and the statistic" or "...the statistic",
+ * property "131 steps, 133 invariant checks". Into buf;
  * returns buf. */
 char *assay_report_check_figures(const cJSON *check, char *buf, size_t size);
+
+/* For a distributional check object that FAILed, what fired
+ * (assay_check_fired_str: "rule only", "rule and statistic", "statistic");
+ * "" otherwise or when the report predates the two fields. Static. */
+const char *assay_report_check_fired(const cJSON *check);
 
 /* The overall verdict string of a report ("PASS", ...; "NONE" when the
  * member is missing) - borrowed from the report. */

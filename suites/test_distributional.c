@@ -72,7 +72,7 @@ static enum assay_status fake_add(void *self, const struct assay_request *r)
         memcpy(f->last_prompt, r->prompt, sizeof(int32_t) * (size_t)r->prompt_len);
         f->last_len = r->prompt_len;
     }
-    if (f->mode == FAKE_BIASED && !same) {
+    if ((f->mode == FAKE_BIASED || f->bias > 0) && !same) {
         int32_t a = 0, b = -1;
         for (int32_t x = 1; x < v; x++) {
             a = f->p[x] > f->p[a] ? x : a;
@@ -278,6 +278,26 @@ static void test_gof_impossible_token_is_hard_failure(void **state)
     assert_int_equal(r.verdict, ASSAY_VERDICT_FAIL);
     assert_int_equal(r.n_impossible, 1);
     assert_non_null(strstr(r.failure, "oracle probability 0"));
+    /* The rule fired; the statistic on the other samples is reported on its
+     * own and passes. */
+    printf("  impossible: %s\n", r.failure);
+    assert_true(r.rule_fired);
+    assert_false(r.statistic_fired);
+    assert_true(r.p_value > p.alpha && r.p_value <= 1.0);
+    assert_non_null(strstr(r.failure, "zero-probability rule: 1 samples"));
+    assert_non_null(strstr(r.failure, "the statistic alone: p "));
+    assert_non_null(strstr(r.failure, ", passes"));
+    fake_close(&f);
+    /* With a bias of TV 0.05 besides, both fire and the text says so. */
+    fake_open(&f, &a, FAKE_IMPOSSIBLE, 0.05, 9);
+    assay_check_result_init(&r, "fake", ASSAY_FAMILY_DISTRIBUTIONAL);
+    assert_int_equal(assay_dist_gof(&a, g_mini, &p, &r), ASSAY_OK);
+    printf("  impossible and biased: %s\n", r.failure);
+    assert_int_equal(r.verdict, ASSAY_VERDICT_FAIL);
+    assert_true(r.rule_fired);
+    assert_true(r.statistic_fired);
+    assert_true(r.p_value <= p.alpha);
+    assert_non_null(strstr(r.failure, "fails too"));
     fake_close(&f);
 }
 
@@ -383,6 +403,10 @@ static void test_pit_cut_moved_by_tolerances(void **state)
     printf("  fp32 tolerances: %s\n", r.failure);
     assert_int_equal(r.verdict, ASSAY_VERDICT_FAIL);
     assert_int_equal(r.n_impossible, 1);
+    assert_true(r.rule_fired);
+    assert_false(r.statistic_fired);
+    assert_non_null(strstr(r.failure, "zero-probability rule: 1 tokens"));
+    assert_non_null(strstr(r.failure, "the statistic alone: p "));
     fake_close(&f);
     p.tol_top_p = 1.0;
     p.tol_logit = 1e9;
@@ -464,7 +488,10 @@ static void test_holm_across_family(void **state)
     assert_true(fabs(r[0].p_adjusted - 4e-7) < 1e-15);
     assert_true(fabs(r[1].p_adjusted - 9e-6) < 1e-15);
     assert_int_equal(r[0].verdict, ASSAY_VERDICT_FAIL);
+    assert_true(r[0].statistic_fired);
+    assert_false(r[0].rule_fired);
     assert_int_equal(r[1].verdict, ASSAY_VERDICT_PASS);
+    assert_false(r[1].statistic_fired);
     assert_int_equal(r[3].verdict, ASSAY_VERDICT_PASS);
     assert_true(isnan(r[4].p_adjusted));
     /* p = {1e-7, 1.2e-6, 1.3e-6, 0.9}: adjusted 4e-7, 3.6e-6, 3.6e-6, 0.9;
@@ -478,6 +505,7 @@ static void test_holm_across_family(void **state)
     assay_dist_finalize(r, 4);
     assert_int_equal(r[1].verdict, ASSAY_VERDICT_FAIL);
     assert_int_equal(r[2].verdict, ASSAY_VERDICT_FAIL);
+    assert_true(r[2].statistic_fired); /* by Holm, above its own level */
     assert_int_equal(r[3].verdict, ASSAY_VERDICT_PASS);
     assert_non_null(strstr(r[1].failure, "Holm"));
 }

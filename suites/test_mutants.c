@@ -10,6 +10,12 @@
  *                            that signal (or was killed at the time limit)
  *                            inside the engine, and the family's other
  *                            checks must all still run and report
+ *   test_mutants NAME --context-only CHECK
+ *                            as the first form, and the PIT check CHECK must
+ *                            FAIL by its conditional test alone: no hard
+ *                            rule, the marginal PIT passing, the test within
+ *                            the oracle's entropy groups failing (a bias
+ *                            whose sign depends on the context)
  *   test_mutants --catalog NAME...
  *                            the names CMake registers are exactly the catalog
  *
@@ -51,6 +57,11 @@ static char **g_argv;
 static const char *g_dies;
 /* The checks' time limit (--timeout), 0: the default. */
 static double g_timeout;
+/* The PIT check that must fail by its conditional test alone
+ * (--context-only), or NULL; its result once run. */
+static const char *g_context_only;
+static struct assay_check_result g_context_res;
+static bool g_context_ran;
 
 static bool run_family(struct assay_verify_ctx *ctx, enum assay_family family, const char *base,
                        char *caught, size_t size, const struct assay_plan_item **first_fail,
@@ -90,6 +101,11 @@ static bool run_family(struct assay_verify_ctx *ctx, enum assay_family family, c
         if (g_dies != NULL) {
             printf("  %-32s %-5s %s\n", res[i].name, assay_verdict_str(res[i].verdict),
                    res[i].summary);
+        }
+        if (g_context_only != NULL && strcmp(res[i].name, g_context_only) == 0) {
+            printf("  %s: %s\n    %s\n", res[i].name, res[i].summary, res[i].failure);
+            g_context_res = res[i];
+            g_context_ran = true;
         }
         if (res[i].verdict == ASSAY_VERDICT_FAIL) {
             if (!failed) {
@@ -197,6 +213,17 @@ static void test_mutant_is_caught(void **state)
     }
     fflush(stdout);
     assay_verify_ctx_free(ctx);
+    if (g_context_only != NULL) {
+        const struct assay_check_result *r = &g_context_res;
+        assert_true(g_context_ran);
+        assert_int_equal(r->verdict, ASSAY_VERDICT_FAIL);
+        assert_false(r->rule_fired);
+        assert_true(r->statistic_fired);
+        assert_true(r->p_value <= r->alpha);
+        if (strstr(r->failure, "the marginal test alone passes") == NULL) {
+            fail_msg("%s: not the conditional test alone: %s", g_context_only, r->failure);
+        }
+    }
     if (!by_expected) {
         fail_msg("mutant %s was not caught by the %s family", g_name, info->caught_by);
     }
@@ -252,13 +279,15 @@ int main(int argc, char **argv)
             g_dies = argv[i + 1];
         } else if (strcmp(argv[i], "--timeout") == 0) {
             g_timeout = atof(argv[i + 1]);
+        } else if (strcmp(argv[i], "--context-only") == 0) {
+            g_context_only = argv[i + 1];
         } else {
             argc = 0;
         }
     }
     if (argc < 2 || argc % 2 != 0) {
         fprintf(stderr, "usage: test_mutants NAME [--dies SIGSEGV|SIGABRT|timeout] "
-                        "[--timeout SECONDS] | --catalog NAME...\n");
+                        "[--timeout SECONDS] [--context-only CHECK] | --catalog NAME...\n");
         return 2;
     }
     g_name = argv[1];

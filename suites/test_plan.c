@@ -11,12 +11,15 @@
 #include <stdint.h>
 #include <cmocka.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "adapters/spec.h"
 #include "checks/context.h"
+#include "checks/distributional.h"
 #include "checks/equivalence.h"
 #include "checks/plan.h"
+#include "oracles/oracle.h"
 #include "support.h"
 
 static void test_every_command_has_its_checks(void **state)
@@ -70,6 +73,90 @@ static void test_bundled_meets_verify_needs(void **state)
             fail_msg("%s on %s: %s", plan[i].name, spec, res.failure);
         }
         assert_int_equal(res.verdict, ASSAY_VERDICT_PASS);
+        assay_adapter_close(&a);
+    }
+    assay_verify_ctx_free(ctx);
+}
+
+/* The expected count the last token a top-p cut keeps must reach at the
+ * check's n for the boundary to be tested, not just present. */
+#define TOP_P_BOUNDARY_MIN_COUNT 50.0
+
+/*
+ * The goodness-of-fit checks of the JOINT and the SEQUENTIAL order test the
+ * top-p boundary: on the prompt each one tests (at master seed 1, the
+ * verify label's), top-p removes tokens that top-k alone would keep, and
+ * the last token kept has an expected count of at least
+ * TOP_P_BOUNDARY_MIN_COUNT at the check's n. A change of parameters that
+ * lets top-k decide the cut again, or leaves the boundary token too rare
+ * to test, fails here.
+ */
+static void test_gof_top_p_binds(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *name;
+        enum assay_sampling_order order;
+    } entries[] = {{"dist.gof.first", ASSAY_SAMPLING_JOINT},
+                   {"dist.gof.sequential", ASSAY_SAMPLING_SEQUENTIAL}};
+    char fixtures[1200];
+    struct assay_verify_ctx *ctx = NULL;
+    assert_int_equal(assay_verify_ctx_init(&ctx, assay_test_fixture("", fixtures, sizeof fixtures),
+                                           1),
+                     ASSAY_OK);
+    for (size_t e = 0; e < sizeof entries / sizeof entries[0]; e++) {
+        const struct assay_plan_item *item = assay_plan_find(entries[e].name);
+        assert_non_null(item);
+        char spec[1024];
+        assay_plan_engine_spec(item, "bundled", spec, sizeof spec);
+        struct assay_adapter a;
+        struct assay_diag diag;
+        assay_diag_clear(&diag);
+        assert_int_equal(assay_adapter_open_spec(spec, &a, &diag), ASSAY_OK);
+        struct assay_target t = assay_target_of(ctx, &a, spec);
+        assert_int_equal(t.order, entries[e].order);
+        /* The parameters as the plan's runner makes them. */
+        struct assay_dist_params p = assay_dist_default_params();
+        p.order = t.order;
+        char why[300];
+        assert_int_equal(assay_dist_parse_params(item->params, &p, why, sizeof why), ASSAY_OK);
+        p.seed = assay_verify_seed(ctx, item->name);
+        assert_int_equal(p.positions, 1);
+        const int32_t v = t.model->cfg.vocab;
+        int32_t prompt[64];
+        assert_true(p.prompt_len <= 64);
+        double *prob = calloc((size_t)v, sizeof(double));
+        double *prob_k = calloc((size_t)v, sizeof(double));
+        double *rows = calloc((size_t)v * (size_t)p.prompt_len, sizeof(double));
+        assert_non_null(prob);
+        assert_non_null(prob_k);
+        assert_non_null(rows);
+        assert_int_equal(assay_dist_choose_prompt(t.model, &p, prompt, prob), ASSAY_OK);
+        struct assay_oracle *o = NULL;
+        assert_int_equal(assay_oracle_init(&o, t.model, p.prompt_len), ASSAY_OK);
+        assert_int_equal(assay_oracle_logits(o, prompt, p.prompt_len, rows), ASSAY_OK);
+        const double *row = rows + (int64_t)(p.prompt_len - 1) * v;
+        struct assay_sampling k_only = p.sampling;
+        k_only.top_p = 1.0f;
+        struct assay_oracle_dist_info info_k, info;
+        assert_int_equal(assay_oracle_distribution(row, v, &k_only, p.order, prob_k, &info_k),
+                         ASSAY_OK);
+        assert_int_equal(assay_oracle_distribution(row, v, &p.sampling, p.order, prob, &info),
+                         ASSAY_OK);
+        double last = 1.0;
+        for (int32_t x = 0; x < v; x++) {
+            last = prob[x] > 0.0 && prob[x] < last ? prob[x] : last;
+        }
+        printf("  %s: top-k %d keeps %d, with top-p %.2g %d; the last kept token's expected "
+               "count %.0f at n %lld; top-p margin %.2g\n",
+               item->name, (int)p.sampling.top_k, (int)info_k.n_kept, (double)p.sampling.top_p,
+               (int)info.n_kept, last * (double)p.n, (long long)p.n, info.top_p_margin);
+        assert_true(info.n_kept < info_k.n_kept);
+        assert_true(last * (double)p.n >= TOP_P_BOUNDARY_MIN_COUNT);
+        assay_oracle_free(o);
+        free(rows);
+        free(prob_k);
+        free(prob);
         assay_adapter_close(&a);
     }
     assay_verify_ctx_free(ctx);
@@ -170,6 +257,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_verdict_precedence),
         cmocka_unit_test(test_tie_rule),
         cmocka_unit_test(test_repro_line),
+        cmocka_unit_test(test_gof_top_p_binds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -79,6 +79,9 @@ static void fill_results(struct assay_check_result r[4])
     r[1].p_adjusted = 7e-12;
     r[1].min_tv = 0.0175;
     r[1].power = 0.99;
+    r[1].n_impossible = 3;
+    r[1].rule_fired = true;
+    r[1].statistic_fired = true;
     assay_check_result_init(&r[2], "prop.isolation", ASSAY_FAMILY_PROPERTY);
     r[2].verdict = ASSAY_VERDICT_SKIP;
     snprintf(r[2].failure, sizeof r[2].failure, "the engine exposes no logits");
@@ -267,6 +270,10 @@ static void test_build_and_validate(void **state)
     assert_string_equal(assay_json_str(c1, "repro", ""), REPRO);
     assert_true(assay_json_num(c1, "figures.min_tv") == 0.0175);
     assert_true(assay_json_num(c1, "figures.alpha") == 1e-6);
+    /* The hard rule and the statistic, each on its own. */
+    assert_int_equal(assay_json_bool(c1, "figures.rule_fired"), 1);
+    assert_int_equal(assay_json_bool(c1, "figures.statistic_fired"), 1);
+    assert_true(assay_json_num(c1, "figures.n_impossible") == 3);
     const cJSON *c0 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(r, "checks"), 0);
     assert_true(assay_json_num(c0, "figures.max_logit_diff") == 2.17e-5);
     assert_true(assay_json_num(c0, "figures.tie_tol") == 1e-3);
@@ -466,7 +473,9 @@ static void test_renderings(void **state)
     assert_non_null(strstr(html, "assay verify --check dist.gof.first --engine &#39;bundled:spec=2&#39; "
                                  "--workload &quot;a&amp;b&lt;c&gt;.json&quot;"));
     assert_non_null(strstr(html, "skipped: the engine exposes no logits"));
-    assert_non_null(strstr(html, "min TV 0.0175 at power 0.99"));
+    assert_non_null(strstr(html, "min TV 0.0175 at power 0.99; fired: the hard rule and the "
+                                 "statistic"));
+    assert_non_null(strstr(html, "FAIL</span><br><small>fired: rule and statistic</small>"));
     assert_non_null(strstr(html, "max |logit diff| 2.17e-05, tie tol 0.001"));
     assert_non_null(strstr(html, "a note with &lt;markup&gt; &amp; &quot;quotes&quot;"));
     assert_null(strstr(html, "<markup>"));
@@ -475,7 +484,8 @@ static void test_renderings(void **state)
     assert_non_null(strstr(html, "source_sha256"));
     /* Markdown: the table, the failure with its command verbatim. */
     assert_non_null(strstr(md, "# assay run: FAIL"));
-    assert_non_null(strstr(md, "| `dist.gof.first` | distributional | **FAIL** |"));
+    assert_non_null(
+        strstr(md, "| `dist.gof.first` | distributional | **FAIL** (rule and statistic) |"));
     assert_non_null(strstr(md, "```sh\n" REPRO "\n```"));
     assert_non_null(strstr(md, "## The seed's table"));
     assert_non_null(strstr(md, "| Closed loop | 4 workers |"));
