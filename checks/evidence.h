@@ -4,8 +4,9 @@
  * fixed-size evidence (checks/result.h), for the report to draw.
  *
  * Use: after a test, call the function for its kind on res->evidence. They
- * only read their arguments (borrowed for the call) and never fail: a test with more bins than ASSAY_EVIDENCE_MAX_BINS keeps its
- * largest bins and its pooled tail and folds the rest into one bin.
+ * only read their arguments (borrowed for the call) and return nothing: a
+ * test with more bins than ASSAY_EVIDENCE_MAX_BINS keeps its largest bins
+ * and its pooled tail and folds the rest into one bin.
  */
 #ifndef ASSAY_EVIDENCE_H
 #define ASSAY_EVIDENCE_H

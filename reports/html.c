@@ -193,7 +193,8 @@ static void render_header(struct assay_text *t, const cJSON *r)
     assay_text_puts(t, ", sources <code>");
     esc(t, assay_json_str(stamp, "assay.source_sha256", ""));
     assay_text_puts(t, "</code></p>\n<nav><a href=\"#verdict\">Verdict</a><a href=\"#failures\">"
-                       "Failures</a><a href=\"#evidence\">Evidence</a><a href=\"#benchmark\">Benchmark</a><a href=\"#seed-table\">"
+                       "Failures</a><a href=\"#evidence\">Evidence</a><a href=\"#benchmark\">"
+                       "Benchmark</a><a href=\"#seed-table\">"
                        "Seed&rsquo;s table</a><a href=\"#sweep\">Rate sweep</a><a href=\"#stamp\">"
                        "Stamp</a></nav></header>\n");
 }
@@ -400,7 +401,8 @@ static void bins_plot(struct assay_text *t, const char *name, const cJSON *ev)
                      "%s: first engine %.0f, second %.0f; %.1f each expected of one distribution",
                      label, o[0], o[1], e[0]);
         } else {
-            snprintf(tips[n], sizeof tips[n], "%s: observed %.0f, expected %.1f", label, o[0], e[0]);
+            snprintf(tips[n], sizeof tips[n], "%s: observed %.0f, expected %.1f", label, o[0],
+                     e[0]);
         }
         for (int sm = 0; sm < (two ? 2 : 1); sm++) {
             struct bar_series *bs = &bars[sm][kind];
@@ -438,7 +440,10 @@ static void bins_plot(struct assay_text *t, const char *name, const cJSON *ev)
             se.color = kind_color[sm][k];
             se.mark_class = kind_class[k];
             se.tips = bars[sm][k].tips;
-            se.tag = sm == 0 && k == BIN_POOLED ? "pooled tail" : sm == 0 && k == BIN_FOLDED ? "others" : NULL;
+            se.tag = sm != 0             ? NULL
+                     : k == BIN_POOLED ? "pooled tail"
+                     : k == BIN_FOLDED ? "others"
+                                       : NULL;
             series[ns++] = se;
         }
     }
@@ -552,8 +557,8 @@ static void render_evidence(struct assay_text *t, const cJSON *r)
     if (n == 0) {
         return;
     }
-    assay_text_puts(t, "<section id=\"evidence\"><h2>Distributional evidence</h2>\n<p class=\"para\">"
-                       "What each distributional check saw: the counts per bin of its "
+    assay_text_puts(t, "<section id=\"evidence\"><h2>Distributional evidence</h2>\n"
+                       "<p class=\"para\">What each distributional check saw: the counts per bin of its "
                        "chi-squared test against what the oracle (or the other engine) says "
                        "they should be, and the histogram of its PIT values.</p>\n");
     cJSON_ArrayForEach(c, checks)
