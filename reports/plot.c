@@ -234,12 +234,14 @@ static void draw_series(struct assay_text *t, const struct assay_plot *p, const 
 }
 
 /* Category names under the x axis, turned to fit; every k-th when there
- * are more than fit (about one per 12 units). */
+ * are more than fit (about one per 12 units), counted from the last, which
+ * is always named (a pooled tail or folded bins sit there). */
 static void x_names(struct assay_text *t, const struct assay_plot *p, const struct axis *ax)
 {
     size_t room = (size_t)((W - LEFT - RIGHT) / 12);
     size_t every = p->n_x_names > room ? (p->n_x_names + room - 1) / room : 1;
-    for (size_t i = 0; i < p->n_x_names; i += every) {
+    for (size_t j = 0; j < p->n_x_names; j += every) {
+        size_t i = p->n_x_names - 1 - j;
         double x = (double)i + 0.5;
         if (p->x_names[i] == NULL || !inside(ax, ax, x, x)) {
             continue;
