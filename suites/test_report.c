@@ -480,6 +480,8 @@ static void test_required_fields(void **state)
         "benchmark.generator.kind", "benchmark.runs[1].ttft", "seed_table.rows",
         "seed_table.explanation", "seed_table.rows[0].bench", "seed_table.rows[2].ttft_p99",
         "rate_sweep.probes", "rate_sweep.best_rate", "rate_sweep.probes[0].pass",
+        "checks[1].evidence.n_test_bins", "checks[1].evidence.bins[2].pooled",
+        "checks[1].evidence.bins[0].label", "checks[1].evidence.pit.ks_d",
     };
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
         cJSON *copy = cJSON_Duplicate(r, true);
@@ -536,6 +538,13 @@ static void test_required_fields(void **state)
     assay_diag_clear(&d);
     assert_int_equal(assay_report_validate(copy, &d), ASSAY_ERR_PARSE);
     assert_string_equal(d.where, "checks[3].family");
+    cJSON_Delete(copy);
+    /* A PIT histogram of another number of bins. */
+    copy = cJSON_Duplicate(r, true);
+    cJSON *c1 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(copy, "checks"), 1);
+    cJSON_DeleteItemFromArray((cJSON *)assay_json_path(c1, "evidence.pit.bins"), 0);
+    assert_int_equal(assay_report_validate(copy, &d), ASSAY_ERR_PARSE);
+    assert_string_equal(d.where, "checks[1].evidence.pit.bins");
     cJSON_Delete(copy);
     copy = cJSON_Duplicate(r, true);
     cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(copy, "notes"), cJSON_CreateNumber(1));
