@@ -12,6 +12,7 @@
 #include "../core/clock.h"
 #include "../core/rng.h"
 #include "../oracles/oracle.h"
+#include "evidence.h"
 #include "stats.h"
 
 /* The purpose of the draws that make prompt tokens (assay_rng_u01). */
@@ -728,6 +729,8 @@ enum assay_status assay_dist_gof(const struct assay_adapter *a, const struct ass
         goto out;
     }
     fill_from_test(res, &tr, p->alpha);
+    assay_evidence_gof(&res->evidence, bins, counts, tr.n - tr.n_impossible,
+                       p->positions == 2 ? v : 0);
     res->n_impossible = tr.n_impossible;
     res->n_requests = p->n;
     res->n_tokens = p->n * p->out_len;
@@ -1198,6 +1201,7 @@ enum assay_status assay_dist_pit(const struct assay_adapter *a, const struct ass
     double p_ctx = 3 * p_cond < 1.0 ? 3 * p_cond : 1.0;   /* the conditional test's own p */
     double p_comb = p_marg < p_ctx ? p_marg : p_ctx;
     fill_from_test(res, &chi, p->alpha);
+    assay_evidence_pit(&res->evidence, u, n_u, d_ks);
     res->p_value = p_comb;
     if (parts != NULL) {
         parts->n = 3;
@@ -1466,6 +1470,7 @@ enum assay_status assay_dist_acceptance(const struct assay_adapter *a,
     p_rate = gsl_cdf_chisq_Q(x2, (double)df);
     st = assay_ks_uniform(u, (size_t)n_u, &d_ks, &p_ks);
     if (st == ASSAY_OK) {
+        assay_evidence_pit(&res->evidence, u, n_u, d_ks);
         st = assay_min_detectable_tv(p->alpha / 2, df, p->power, (double)n_tests, &min_tv);
     }
     if (st != ASSAY_OK) {
@@ -1626,6 +1631,7 @@ enum assay_status assay_dist_homogeneity(const struct assay_adapter *a,
         goto out;
     }
     fill_from_test(res, &tr, p->alpha);
+    assay_evidence_homogeneity(&res->evidence, ca, cb, (int32_t)k, 5.0, p->positions == 2 ? v : 0);
     res->min_tv = tr.min_tv;
     res->n_requests = 2 * p->n;
     res->n_tokens = 2 * p->n * p->out_len;

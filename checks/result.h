@@ -25,6 +25,56 @@ enum assay_family {
     ASSAY_FAMILY_SEEDED = 3, /* seeded determinism: a seed is a stream of its own */
 };
 
+/*
+ * What a distributional check saw, for the report to draw. It lives in the
+ * result, which a forked check's process hands back by a shared-memory copy
+ * (checks/isolate.c), so it is fixed-size plain data with no pointer.
+ *
+ *  - GOF: one bin per bin of the chi-squared test, in the test's order
+ *    (descending expected count): observed (the engine's count) against
+ *    expected (n P, n the samples on possible categories).
+ *  - HOMOGENEITY: the 2 x k test's bins: observed is the first engine's
+ *    count, observed_b the second's, expected the first's count were both
+ *    samples from one distribution (n1 (a + b) / (n1 + n2)).
+ * The bin that holds the categories pooled because their expected count is
+ * small is marked `pooled` (it is its own bin, or the smallest own bin when
+ * the pool alone was too small). A test with more bins than the result
+ * holds keeps the largest ones and the pooled tail, and folds the rest into
+ * one bin marked `folded` (n_folded says how many test bins it holds).
+ *
+ * pit_n > 0 when the check tested PIT values for uniformity: their
+ * histogram on ASSAY_EVIDENCE_PIT_BINS equal bins of [0, 1] and the KS
+ * distance D (the largest gap between their empirical CDF and U(0, 1)).
+ */
+#define ASSAY_EVIDENCE_MAX_BINS 64
+#define ASSAY_EVIDENCE_PIT_BINS 20
+
+enum assay_evidence_kind {
+    ASSAY_EVIDENCE_NONE = 0,
+    ASSAY_EVIDENCE_GOF = 1,
+    ASSAY_EVIDENCE_HOMOGENEITY = 2,
+};
+
+struct assay_evidence_bin {
+    char label[40];    /* "17", "(3, 17)", "pooled tail (12)", "others (337 bins)" */
+    double observed;
+    double expected;
+    double observed_b; /* HOMOGENEITY: the second sample's count; else NaN */
+    bool pooled;
+    bool folded;
+};
+
+struct assay_evidence {
+    enum assay_evidence_kind kind;
+    int32_t n_bins;      /* bins held */
+    int32_t n_test_bins; /* bins of the test (more than n_bins when folded) */
+    int32_t n_folded;    /* test bins folded into the one marked folded */
+    struct assay_evidence_bin bins[ASSAY_EVIDENCE_MAX_BINS];
+    int64_t pit_n;       /* PIT values tested; 0: no PIT */
+    int64_t pit[ASSAY_EVIDENCE_PIT_BINS];
+    double pit_ks_d;
+};
+
 const char *assay_verdict_str(enum assay_verdict v);
 const char *assay_family_str(enum assay_family f);
 
@@ -79,6 +129,7 @@ struct assay_check_result {
      * the rule fired. Both false on a PASS. */
     bool rule_fired;
     bool statistic_fired;
+    struct assay_evidence evidence;
     /* property */
     int64_t n_steps;
     int64_t n_checks;       /* invariant evaluations */

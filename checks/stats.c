@@ -791,35 +791,17 @@ enum assay_status assay_gof_test(const struct assay_gof_bins *bins, const int64_
     return ASSAY_OK;
 }
 
-enum assay_status assay_homogeneity_test(const int64_t *a, const int64_t *b, int32_t k,
-                                         double alpha, double power, double min_expected,
-                                         struct assay_test_result *out)
+/*
+ * The homogeneity test's bins for a and b (k categories, totals n1 and n2,
+ * both > 0): bin_of[0..k) for every category (-1: no sample in either),
+ * the pooling into *pl. ASSAY_ERR_NOMEM (bin_of then unspecified).
+ */
+static enum assay_status homogeneity_pool(const int64_t *a, const int64_t *b, int32_t k,
+                                          int64_t n1, int64_t n2, double min_expected,
+                                          int32_t *bin_of, struct pooling *pl)
 {
-    if (a == NULL || b == NULL || k < 1 || out == NULL || !power_args_ok(alpha, 1, power) ||
-        !isfinite(min_expected) || min_expected < 0.0) {
-        return ASSAY_ERR_INVALID;
-    }
-    int64_t n1 = 0, n2 = 0;
-    for (int32_t i = 0; i < k; i++) {
-        if (a[i] < 0 || b[i] < 0 || a[i] > INT64_MAX / 2 - n1 || b[i] > INT64_MAX / 2 - n2) {
-            return ASSAY_ERR_INVALID;
-        }
-        n1 += a[i];
-        n2 += b[i];
-    }
-    if (n1 == 0 || n2 == 0) {
-        return ASSAY_ERR_INVALID;
-    }
-
     struct ranked *rank = assay_malloc((size_t)k * sizeof *rank);
-    int32_t *bin_of = assay_malloc((size_t)k * sizeof *bin_of);
-    double *oa = assay_calloc((size_t)k, sizeof *oa); /* observed per bin, sample a */
-    double *ob = assay_calloc((size_t)k, sizeof *ob); /* observed per bin, sample b */
-    if (rank == NULL || bin_of == NULL || oa == NULL || ob == NULL) {
-        assay_free(rank);
-        assay_free(bin_of);
-        assay_free(oa);
-        assay_free(ob);
+    if (rank == NULL) {
         return ASSAY_ERR_NOMEM;
     }
     int32_t n_present = 0;
@@ -843,7 +825,54 @@ enum assay_status assay_homogeneity_test(const int64_t *a, const int64_t *b, int
     for (int32_t i = n_own; i < n_present; i++) {
         tail += rank[i].key;
     }
-    struct pooling pl = pool_ranked(rank, n_present, n_own, small * tail >= min_expected, bin_of);
+    *pl = pool_ranked(rank, n_present, n_own, small * tail >= min_expected, bin_of);
+    assay_free(rank);
+    return ASSAY_OK;
+}
+
+/* The totals of a and b, checked as assay_homogeneity_test states. */
+static bool homogeneity_totals(const int64_t *a, const int64_t *b, int32_t k, double min_expected,
+                               int64_t *n1, int64_t *n2)
+{
+    if (a == NULL || b == NULL || k < 1 || !isfinite(min_expected) || min_expected < 0.0) {
+        return false;
+    }
+    *n1 = 0;
+    *n2 = 0;
+    for (int32_t i = 0; i < k; i++) {
+        if (a[i] < 0 || b[i] < 0 || a[i] > INT64_MAX / 2 - *n1 || b[i] > INT64_MAX / 2 - *n2) {
+            return false;
+        }
+        *n1 += a[i];
+        *n2 += b[i];
+    }
+    return *n1 > 0 && *n2 > 0;
+}
+
+enum assay_status assay_homogeneity_test(const int64_t *a, const int64_t *b, int32_t k,
+                                         double alpha, double power, double min_expected,
+                                         struct assay_test_result *out)
+{
+    int64_t n1 = 0, n2 = 0;
+    if (out == NULL || !power_args_ok(alpha, 1, power) ||
+        !homogeneity_totals(a, b, k, min_expected, &n1, &n2)) {
+        return ASSAY_ERR_INVALID;
+    }
+
+    int32_t *bin_of = assay_malloc((size_t)k * sizeof *bin_of);
+    double *oa = assay_calloc((size_t)k, sizeof *oa); /* observed per bin, sample a */
+    double *ob = assay_calloc((size_t)k, sizeof *ob); /* observed per bin, sample b */
+    struct pooling pl;
+    enum assay_status st = bin_of == NULL || oa == NULL || ob == NULL
+                               ? ASSAY_ERR_NOMEM
+                               : homogeneity_pool(a, b, k, n1, n2, min_expected, bin_of, &pl);
+    if (st != ASSAY_OK) {
+        assay_free(bin_of);
+        assay_free(oa);
+        assay_free(ob);
+        return st;
+    }
+    double dn1 = (double)n1, dn2 = (double)n2, dn = dn1 + dn2;
     for (int32_t i = 0; i < k; i++) {
         if (bin_of[i] >= 0) {
             oa[bin_of[i]] += (double)a[i];
@@ -856,7 +885,6 @@ enum assay_status assay_homogeneity_test(const int64_t *a, const int64_t *b, int
         double ea = dn1 * c / dn, eb = dn2 * c / dn;
         x2 += (oa[j] - ea) * (oa[j] - ea) / ea + (ob[j] - eb) * (ob[j] - eb) / eb;
     }
-    assay_free(rank);
     assay_free(bin_of);
     assay_free(oa);
     assay_free(ob);
@@ -864,11 +892,59 @@ enum assay_status assay_homogeneity_test(const int64_t *a, const int64_t *b, int
     struct assay_test_result r;
     memset(&r, 0, sizeof r);
     r.n = n1 + n2;
-    enum assay_status st = finish_result(alpha, power, x2, pl.n_bins, dn1 * dn2 / dn, &r);
+    st = finish_result(alpha, power, x2, pl.n_bins, dn1 * dn2 / dn, &r);
     if (st != ASSAY_OK) {
         return st;
     }
     *out = r;
+    return ASSAY_OK;
+}
+
+enum assay_status assay_homogeneity_bins_make(const int64_t *a, const int64_t *b, int32_t k,
+                                              double min_expected, struct assay_gof_bins **out)
+{
+    int64_t n1 = 0, n2 = 0;
+    if (out == NULL) {
+        return ASSAY_ERR_INVALID;
+    }
+    *out = NULL;
+    if (!homogeneity_totals(a, b, k, min_expected, &n1, &n2)) {
+        return ASSAY_ERR_INVALID;
+    }
+    struct assay_gof_bins *bins = assay_calloc(1, sizeof *bins);
+    if (bins == NULL) {
+        return ASSAY_ERR_NOMEM;
+    }
+    bins->bin_of = assay_malloc((size_t)k * sizeof *bins->bin_of);
+    struct pooling pl;
+    enum assay_status st = bins->bin_of == NULL
+                               ? ASSAY_ERR_NOMEM
+                               : homogeneity_pool(a, b, k, n1, n2, min_expected, bins->bin_of, &pl);
+    if (st == ASSAY_OK) {
+        bins->prob = assay_calloc(pl.n_bins > 0 ? (size_t)pl.n_bins : 1, sizeof *bins->prob);
+        st = bins->prob == NULL ? ASSAY_ERR_NOMEM : ASSAY_OK;
+    }
+    if (st != ASSAY_OK) {
+        assay_gof_bins_free(bins);
+        return st;
+    }
+    double dn = (double)(n1 + n2);
+    int32_t n_present = 0;
+    for (int32_t i = 0; i < k; i++) {
+        if (bins->bin_of[i] >= 0) {
+            bins->prob[bins->bin_of[i]] += (double)(a[i] + b[i]) / dn;
+            n_present++;
+        }
+    }
+    bins->k = k;
+    bins->n_bins = pl.n_bins;
+    bins->n_own = pl.n_own;
+    bins->tail_bin = pl.tail_bin;
+    bins->n_pooled = pl.n_pooled;
+    bins->n_impossible_categories = k - n_present;
+    bins->n = dn;
+    bins->min_expected = min_expected;
+    *out = bins;
     return ASSAY_OK;
 }
 

@@ -266,6 +266,17 @@ enum assay_status assay_homogeneity_test(const int64_t *a, const int64_t *b, int
                                          double alpha, double power, double min_expected,
                                          struct assay_test_result *out);
 
+/*
+ * The bins assay_homogeneity_test makes for a[0..k) and b[0..k), as plain
+ * data for a reader (the report's evidence): bin_of per category (-1: no
+ * sample in either), prob the combined share (a + b) / (n1 + n2) of each
+ * bin, n = n1 + n2, n_own, tail_bin and n_pooled as for a goodness of fit.
+ * Same requirements on a, b, k and min_expected as the test, else
+ * ASSAY_ERR_INVALID; ASSAY_ERR_NOMEM. *out as assay_gof_bins_make.
+ */
+enum assay_status assay_homogeneity_bins_make(const int64_t *a, const int64_t *b, int32_t k,
+                                              double min_expected, struct assay_gof_bins **out);
+
 /* ---- Multiple testing and binomial bounds ----------------------------- */
 
 /*

@@ -161,6 +161,19 @@ static bool inside(const struct axis *ax, const struct axis *ay, double x, doubl
     return fx >= -1e-9 && fx <= 1 + 1e-9 && fy >= -1e-9 && fy <= 1 + 1e-9;
 }
 
+/* Close a mark's element, with its tooltip when the series has one. */
+static void mark_end(struct assay_text *t, const struct assay_plot_series *s, size_t i,
+                     const char *element)
+{
+    if (s->tips == NULL || s->tips[i] == NULL) {
+        assay_text_puts(t, "/>\n");
+        return;
+    }
+    assay_text_puts(t, "><title>");
+    assay_text_html(t, s->tips[i]);
+    assay_text_printf(t, "</title></%s>\n", element);
+}
+
 static void draw_series(struct assay_text *t, const struct assay_plot *p, const struct axis *ax,
                         const struct axis *ay, const struct assay_plot_series *s)
 {
@@ -176,10 +189,21 @@ static void draw_series(struct assay_text *t, const struct assay_plot *p, const 
             }
             double base = p->y_log ? ay->lo : fmax(ay->lo, 0.0);
             double X0 = px(ax, x0), X1 = px(ax, fmin(x1, ax->hi)), Y = py(ay, y), Y0 = py(ay, base);
-            assay_text_printf(t,
-                              "<rect x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
-                              "fill=\"%s\" fill-opacity=\"0.75\" stroke=\"%s\"/>\n",
-                              X0, Y, fmax(X1 - X0 - 1.0, 1.0), fmax(Y0 - Y, 0.0), color, color);
+            assay_text_printf(t, "<rect%s%s%s x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
+                                 "fill=\"%s\" fill-opacity=\"0.75\" stroke=\"%s\"",
+                              s->mark_class != NULL ? " class=\"" : "",
+                              s->mark_class != NULL ? s->mark_class : "",
+                              s->mark_class != NULL ? "\"" : "", X0, Y,
+                              fmax(X1 - X0 - 1.0, 1.0), fmax(Y0 - Y, 0.0), color, color);
+            mark_end(t, s, i, "rect");
+            if (s->tag != NULL) {
+                assay_text_printf(t,
+                                  "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" fill=\"%s\" "
+                                  "text-anchor=\"middle\">",
+                                  (X0 + X1) / 2, fmax(Y - 5, TOP + 12.0), color);
+                assay_text_html(t, s->tag);
+                assay_text_puts(t, "</text>\n");
+            }
         }
         return;
     }
@@ -198,10 +222,37 @@ static void draw_series(struct assay_text *t, const struct assay_plot *p, const 
         for (size_t i = 0; i < s->n; i++) {
             if (usable(s->x[i], p->x_log) && usable(s->y[i], p->y_log) &&
                 inside(ax, ay, s->x[i], s->y[i])) {
-                assay_text_printf(t, "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"/>\n",
-                                  px(ax, s->x[i]), py(ay, s->y[i]), color);
+                assay_text_printf(t, "<circle%s%s%s cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"",
+                                  s->mark_class != NULL ? " class=\"" : "",
+                                  s->mark_class != NULL ? s->mark_class : "",
+                                  s->mark_class != NULL ? "\"" : "", px(ax, s->x[i]),
+                                  py(ay, s->y[i]), color);
+                mark_end(t, s, i, "circle");
             }
         }
+    }
+}
+
+/* Category names under the x axis, turned to fit; every k-th when there
+ * are more than fit (about one per 12 units), counted from the last, which
+ * is always named (a pooled tail or folded bins sit there). */
+static void x_names(struct assay_text *t, const struct assay_plot *p, const struct axis *ax)
+{
+    size_t room = (size_t)((W - LEFT - RIGHT) / 12);
+    size_t every = p->n_x_names > room ? (p->n_x_names + room - 1) / room : 1;
+    for (size_t j = 0; j < p->n_x_names; j += every) {
+        size_t i = p->n_x_names - 1 - j;
+        double x = (double)i + 0.5;
+        if (p->x_names[i] == NULL || !inside(ax, ax, x, x)) {
+            continue;
+        }
+        double X = px(ax, x);
+        assay_text_printf(t,
+                          "<text x=\"%.1f\" y=\"%d\" font-size=\"9\" text-anchor=\"end\" "
+                          "transform=\"rotate(-45 %.1f %d)\">",
+                          X, H - BOTTOM + 12, X, H - BOTTOM + 12);
+        assay_text_html(t, p->x_names[i]);
+        assay_text_puts(t, "</text>\n");
     }
 }
 
@@ -234,7 +285,10 @@ void assay_plot_svg(struct assay_text *t, const struct assay_plot *p)
     assay_text_puts(t, "</text>\n");
     /* Grid and ticks. */
     char label[48];
-    for (int i = 0; i < ax.n_ticks; i++) {
+    if (p->x_names != NULL) {
+        x_names(t, p, &ax);
+    }
+    for (int i = 0; p->x_names == NULL && i < ax.n_ticks; i++) {
         double X = px(&ax, ax.ticks[i]);
         tick_label(label, sizeof label, &ax, ax.ticks[i]);
         assay_text_printf(t,
@@ -321,6 +375,13 @@ void assay_plot_svg(struct assay_text *t, const struct assay_plot *p)
         assay_text_html(t, se->name);
         assay_text_puts(t, "</text>\n");
         ly += 18;
+    }
+    if (p->note != NULL && p->note[0] != '\0') {
+        /* Under the legend, where no data is drawn. */
+        assay_text_printf(t, "<text class=\"note\" x=\"%d\" y=\"%d\" font-size=\"12\">",
+                          W - RIGHT + 12, H - BOTTOM);
+        assay_text_html(t, p->note);
+        assay_text_puts(t, "</text>\n");
     }
     assay_text_puts(t, "</svg>\n");
     if (p->caption != NULL && p->caption[0] != '\0') {

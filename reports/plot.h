@@ -46,6 +46,10 @@ struct assay_plot_series {
     enum assay_plot_style style;
     int color;             /* index into the palette (8 colours, wraps) */
     bool dashed;
+    const char *mark_class; /* a class on each bar or marker (for a reader of the
+                              page, such as a test), or NULL */
+    const char *const *tips; /* (n) each bar's or marker's tooltip (<title>), or NULL */
+    const char *tag;        /* BARS: a word written above each bar, or NULL */
 };
 
 struct assay_plot {
@@ -59,9 +63,15 @@ struct assay_plot {
     const struct assay_plot_series *series;
     size_t n_series;
     const char *caption;               /* a sentence under the plot, or NULL */
+    const char *const *x_names;        /* (n_x_names) category names at x = 0.5, 1.5,
+                                          ... under the axis in place of numeric
+                                          ticks (thinned out when crowded), or NULL */
+    size_t n_x_names;
+    const char *note;                  /* a line written under the legend, or NULL */
 };
 
-/* Every bound NaN, no reference line, linear axes of plain numbers. */
+/* Every bound NaN, no reference line, linear axes of plain numbers, no
+ * category names, no note. */
 struct assay_plot assay_plot_default(void);
 
 /*

@@ -129,6 +129,57 @@ static bool add_numerics(cJSON *f, const struct assay_check_result *r)
     return ok;
 }
 
+/* evidence: the bins of a chi-squared test and the PIT histogram, each
+ * when the check has them (checks/result.h). */
+static bool add_evidence(cJSON *c, const struct assay_evidence *ev)
+{
+    bool has_bins = ev->kind != ASSAY_EVIDENCE_NONE && ev->n_bins > 0;
+    if (!has_bins && ev->pit_n <= 0) {
+        return true;
+    }
+    cJSON *e = cJSON_AddObjectToObject(c, "evidence");
+    bool ok = e != NULL;
+    if (ok && has_bins) {
+        cJSON *bins = NULL;
+        ok = assay_json_add_str(e, "test",
+                                ev->kind == ASSAY_EVIDENCE_GOF ? "gof" : "homogeneity") &&
+             assay_json_add_num(e, "n_test_bins", ev->n_test_bins) &&
+             assay_json_add_num(e, "n_folded", ev->n_folded) &&
+             (bins = cJSON_AddArrayToObject(e, "bins")) != NULL;
+        for (int32_t i = 0; ok && i < ev->n_bins && i < ASSAY_EVIDENCE_MAX_BINS; i++) {
+            const struct assay_evidence_bin *b = &ev->bins[i];
+            cJSON *o = cJSON_CreateObject();
+            ok = o != NULL && cJSON_AddItemToArray(bins, o);
+            if (!ok) {
+                cJSON_Delete(o);
+                break;
+            }
+            ok = assay_json_add_str(o, "label", b->label) &&
+                 assay_json_add_num(o, "observed", b->observed) &&
+                 assay_json_add_num(o, "expected", b->expected) &&
+                 (ev->kind != ASSAY_EVIDENCE_HOMOGENEITY ||
+                  assay_json_add_num(o, "observed_b", b->observed_b)) &&
+                 cJSON_AddBoolToObject(o, "pooled", b->pooled) != NULL &&
+                 cJSON_AddBoolToObject(o, "folded", b->folded) != NULL;
+        }
+    }
+    if (ok && ev->pit_n > 0) {
+        cJSON *pit = cJSON_AddObjectToObject(e, "pit");
+        cJSON *bins = NULL;
+        ok = pit != NULL && assay_json_add_num(pit, "n", (double)ev->pit_n) &&
+             assay_json_add_num(pit, "ks_d", ev->pit_ks_d) &&
+             (bins = cJSON_AddArrayToObject(pit, "bins")) != NULL;
+        for (int32_t i = 0; ok && i < ASSAY_EVIDENCE_PIT_BINS; i++) {
+            cJSON *x = cJSON_CreateNumber((double)ev->pit[i]);
+            ok = x != NULL && cJSON_AddItemToArray(bins, x);
+            if (!ok) {
+                cJSON_Delete(x);
+            }
+        }
+    }
+    return ok;
+}
+
 enum assay_status assay_report_check_json(const struct assay_check_result *r, cJSON **out)
 {
     *out = NULL;
@@ -173,7 +224,8 @@ enum assay_status assay_report_check_json(const struct assay_check_result *r, cJ
                  assay_json_add_num(f, "min_tv", r->min_tv) && assay_json_add_num(f, "power", r->power) &&
                  assay_json_add_num(f, "n_impossible", (double)r->n_impossible) &&
                  assay_json_add_bool(f, "rule_fired", r->rule_fired) &&
-                 assay_json_add_bool(f, "statistic_fired", r->statistic_fired);
+                 assay_json_add_bool(f, "statistic_fired", r->statistic_fired) &&
+                 add_evidence(c, &r->evidence);
             break;
         case ASSAY_FAMILY_PROPERTY:
             ok = assay_json_add_num(f, "n_requests", (double)r->n_requests) &&
@@ -661,6 +713,68 @@ static enum assay_status validate_numerics(const cJSON *c, int i, struct assay_d
     return ASSAY_OK;
 }
 
+#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
+
+/* evidence of check i, when present: bins (each {label, observed,
+ * expected, pooled, folded}) and pit ({n, ks_d, bins: 20 numbers}), each
+ * optional, at least one of them. */
+static enum assay_status validate_evidence(const cJSON *c, int i, struct assay_diag *diag)
+{
+    static const struct assay_json_field bin[] = {
+        {"label", S}, {"observed", N}, {"expected", N | Z}, {"pooled", B}, {"folded", B},
+    };
+    static const struct assay_json_field pit[] = {{"n", N}, {"ks_d", N | Z}, {"bins", A}};
+    const cJSON *ev = cJSON_GetObjectItemCaseSensitive(c, "evidence");
+    if (ev == NULL) {
+        return ASSAY_OK;
+    }
+    char where[160];
+    snprintf(where, sizeof where, "checks[%d].evidence", i);
+    const cJSON *bins = cJSON_GetObjectItemCaseSensitive(ev, "bins");
+    const cJSON *p = cJSON_GetObjectItemCaseSensitive(ev, "pit");
+    if (!cJSON_IsObject(ev) || (bins == NULL && p == NULL)) {
+        assay_diag_set(diag, NULL, where, "an object with bins, pit or both", "%s",
+                       assay_json_item_kind(ev));
+        return ASSAY_ERR_PARSE;
+    }
+    if (bins != NULL) {
+        static const struct assay_json_field head[] = {
+            {"test", S}, {"n_test_bins", N}, {"n_folded", N}, {"bins", A}};
+        enum assay_status st = assay_json_require(ev, where, head, COUNT(head), diag);
+        if (st == ASSAY_OK) {
+            snprintf(where, sizeof where, "checks[%d].evidence.bins", i);
+            st = each_item(ev, "bins", where, bin, COUNT(bin), diag);
+        }
+        if (st != ASSAY_OK) {
+            return st;
+        }
+    }
+    if (p != NULL) {
+        snprintf(where, sizeof where, "checks[%d].evidence.pit", i);
+        if (!cJSON_IsObject(p)) {
+            assay_diag_set(diag, NULL, where, "an object", "%s", assay_json_item_kind(p));
+            return ASSAY_ERR_PARSE;
+        }
+        enum assay_status st = assay_json_require(p, where, pit, COUNT(pit), diag);
+        if (st != ASSAY_OK) {
+            return st;
+        }
+        const cJSON *h = cJSON_GetObjectItemCaseSensitive(p, "bins");
+        bool ok = cJSON_GetArraySize(h) == ASSAY_EVIDENCE_PIT_BINS;
+        const cJSON *x;
+        cJSON_ArrayForEach(x, h)
+        {
+            ok = ok && cJSON_IsNumber(x);
+        }
+        if (!ok) {
+            snprintf(where, sizeof where, "checks[%d].evidence.pit.bins", i);
+            assay_diag_set(diag, NULL, where, "20 numbers", "%d items", cJSON_GetArraySize(h));
+            return ASSAY_ERR_PARSE;
+        }
+    }
+    return ASSAY_OK;
+}
+
 enum assay_status assay_report_validate(const cJSON *r, struct assay_diag *diag)
 {
     static const struct assay_json_field top[] = {
@@ -701,7 +815,6 @@ enum assay_status assay_report_validate(const cJSON *r, struct assay_diag *diag)
     static const char *const check_verdicts[] = {"PASS", "FAIL", "SKIP", "ERROR", NULL};
     static const char *const families[] = {"equivalence", "distributional", "property", "seeded",
                                            NULL};
-#define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
     if (!cJSON_IsObject(r)) {
         assay_diag_set(diag, NULL, "(top level)", "an object", "%s", assay_json_item_kind(r));
@@ -752,6 +865,9 @@ enum assay_status assay_report_validate(const cJSON *r, struct assay_diag *diag)
                              assay_json_str(c, "family", ""));
         }
         st = validate_numerics(c, i, diag);
+        if (st == ASSAY_OK) {
+            st = validate_evidence(c, i, diag);
+        }
         if (st != ASSAY_OK) {
             return st;
         }

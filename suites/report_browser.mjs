@@ -2,13 +2,18 @@
 // through playwright-core and the DevTools protocol) and check that it
 // renders with its plots and without a single console error.
 //
-//   node report_browser.mjs REPORT.html OUT_DIR
+//   node report_browser.mjs REPORT.html OUT_DIR [REPORT.json]
 //
 // Fails (exit 1) on: a console message of type error or warning, an
 // uncaught page error, any request that is not the page itself or a data:
 // URL (the page must be self-contained: no network), a failed request, a
 // missing plot, a plot smaller than 300 x 150 px or with fewer than 3 drawn
-// marks, a full-page screenshot smaller than 800 x 1500 px or 40 KB.
+// marks, a full-page screenshot smaller than 800 x 1500 px or 40 KB, a
+// figure written in two cells of one row of the verdict table. With the
+// report's JSON, also: a distributional check whose evidence is not drawn
+// as it should be (a bar per bin and sample, an expected marker per bin,
+// the pooled tail and the folded bins marked and named; the PIT histogram
+// with a bar per bin and its KS distance D written on it).
 // Writes OUT_DIR/report.png (the whole page) and OUT_DIR/plot-N.png (each
 // plot). Environment: ASSAY_CHROMIUM (default /usr/bin/chromium),
 // ASSAY_PLAYWRIGHT (the playwright-core module folder).
@@ -17,11 +22,12 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 
-const [, , htmlPath, outDir] = process.argv;
+const [, , htmlPath, outDir, jsonPath] = process.argv;
 if (!htmlPath || !outDir) {
-  console.error('usage: node report_browser.mjs REPORT.html OUT_DIR');
+  console.error('usage: node report_browser.mjs REPORT.html OUT_DIR [REPORT.json]');
   process.exit(2);
 }
+const report = jsonPath ? JSON.parse(fs.readFileSync(jsonPath, 'utf8')) : null;
 const require = createRequire(import.meta.url);
 const { chromium } = require(process.env.ASSAY_PLAYWRIGHT || 'playwright-core');
 const executablePath = process.env.ASSAY_CHROMIUM || '/usr/bin/chromium';
@@ -85,7 +91,10 @@ try {
       noData: [...s.querySelectorAll('text')].some((t) => t.textContent === 'no data'),
     };
   }));
-  for (const want of wantedPlots) {
+  // A report without a benchmark (assay compare --no-bench) has none of
+  // its plots, and a shorter page.
+  const hasBench = !report || report.benchmark !== null;
+  for (const want of hasBench ? wantedPlots : []) {
     const p = plots.find((x) => x.label && x.label.startsWith(want));
     if (!p) {
       problems.push(`plot '${want}' is missing`);
@@ -94,6 +103,94 @@ try {
     } else if (p.marks < 3 || p.noData) {
       problems.push(`plot '${want}' has no data drawn (${p.marks} marks)`);
     }
+  }
+  // The verdict table: a figure (a number with a decimal point, an
+  // exponent or three digits) in two of a row's cells is written twice.
+  // The first cell (the check's name and engine spec) is left out.
+  const repeated = await page.$$eval('#verdict table tr', (rows) => rows.flatMap((tr) => {
+    const cells = [...tr.querySelectorAll('td')].slice(1).map((td) => td.textContent);
+    const seen = new Map();
+    const twice = [];
+    cells.forEach((text, i) => {
+      for (const f of new Set(text.match(/\d+\.\d+(e[-+]?\d+)?|\d+e[-+]?\d+|\d{3,}/g) || [])) {
+        if (seen.has(f) && seen.get(f) !== i) {
+          twice.push(`${tr.querySelector('td code')?.textContent}: ${f}`);
+        }
+        seen.set(f, i);
+      }
+    });
+    return twice;
+  }));
+  if (repeated.length > 0) {
+    problems.push(`the verdict table writes figures twice in a row: ${repeated.join('; ')}`);
+  }
+  // Each distributional check's evidence, drawn as its JSON says.
+  let nEvidence = 0;
+  for (const c of report ? report.checks : []) {
+    const ev = c.evidence;
+    if (!ev) {
+      continue;
+    }
+    if (ev.bins) {
+      nEvidence++;
+      const samples = ev.test === 'homogeneity' ? 2 : 1;
+      const got = await page.$$eval('svg.plot', (svgs, label) => {
+        const s = svgs.find((x) => x.getAttribute('aria-label') === label);
+        if (!s) {
+          return null;
+        }
+        const r = s.getBoundingClientRect();
+        const texts = [...s.querySelectorAll('text')].map((t) => t.textContent);
+        return {
+          width: r.width,
+          height: r.height,
+          bars: s.querySelectorAll('rect.bar').length,
+          pooled: s.querySelectorAll('rect.bar.pooled').length,
+          folded: s.querySelectorAll('rect.bar.folded').length,
+          expected: s.querySelectorAll('circle.expected').length,
+          pooledTag: texts.includes('pooled tail'),
+          othersTag: texts.includes('others'),
+        };
+      }, `Bins of ${c.name}`);
+      const nPooled = ev.bins.filter((b) => b.pooled && !b.folded).length;
+      const nFolded = ev.bins.filter((b) => b.folded).length;
+      if (!got) {
+        problems.push(`${c.name}: no plot of its bins`);
+      } else if (got.width < 300 || got.height < 150) {
+        problems.push(`${c.name}: the plot of its bins renders at ${got.width} x ${got.height} px`);
+      } else if (got.bars !== samples * ev.bins.length ||
+                 got.expected !== samples * ev.bins.length) {
+        problems.push(`${c.name}: ${got.bars} bars and ${got.expected} expected markers for ` +
+                      `${ev.bins.length} bins of ${samples} sample(s)`);
+      } else if (got.pooled !== samples * nPooled || (nPooled > 0) !== got.pooledTag) {
+        problems.push(`${c.name}: the pooled tail is not marked (${got.pooled} bars, ` +
+                      `tag ${got.pooledTag}; ${nPooled} pooled bins)`);
+      } else if (got.folded !== samples * nFolded || (nFolded > 0) !== got.othersTag) {
+        problems.push(`${c.name}: the folded bins are not marked (${got.folded} bars, ` +
+                      `tag ${got.othersTag}; ${nFolded} folded bins)`);
+      }
+    }
+    if (ev.pit) {
+      nEvidence++;
+      const got = await page.$$eval('svg.plot', (svgs, label) => {
+        const s = svgs.find((x) => x.getAttribute('aria-label') === label);
+        return s ? {
+          bars: s.querySelectorAll('rect.bar.pit').length,
+          texts: [...s.querySelectorAll('text')].map((t) => t.textContent),
+        } : null;
+      }, `PIT of ${c.name}`);
+      const d = `KS distance D = ${ev.pit.ks_d.toFixed(4)}`;
+      if (!got) {
+        problems.push(`${c.name}: no plot of its PIT values`);
+      } else if (got.bars !== ev.pit.bins.length) {
+        problems.push(`${c.name}: ${got.bars} PIT bars for ${ev.pit.bins.length} bins`);
+      } else if (!got.texts.includes(d)) {
+        problems.push(`${c.name}: the PIT plot does not say '${d}'`);
+      }
+    }
+  }
+  if (report && nEvidence === 0) {
+    problems.push('the report has no distributional evidence to check');
   }
   const handles = await page.$$('svg.plot');
   for (let i = 0; i < handles.length; i++) {
@@ -105,8 +202,9 @@ try {
   const width = png.readUInt32BE(16);
   const height = png.readUInt32BE(20);
   console.log(`screenshot ${shot}: ${width} x ${height} px, ${png.length} bytes; ` +
-              `${plots.length} plots: ${plots.map((p) => `${p.label} (${p.marks} marks)`).join('; ')}`);
-  if (width < 800 || height < 1500 || png.length < 40000) {
+              `${plots.length} plots: ${plots.map((p) => `${p.label} (${p.marks} marks)`).join('; ')}; ` +
+              `${nEvidence} evidence plots checked against the JSON`);
+  if (width < 800 || (hasBench && (height < 1500 || png.length < 40000))) {
     problems.push(`the screenshot is too small: ${width} x ${height} px, ${png.length} bytes`);
   }
 } finally {

@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
-# The HTML report in a real browser: render the committed sample report
-# (fixtures/reports/sample-run.json) with this build's `assay report`, load
-# it in Debian's Chromium headless and check that it renders with its plots
-# and without a console error (suites/report_browser.mjs, through
-# playwright-core and the DevTools protocol).
+# The HTML report in a real browser: render the committed sample reports
+# (fixtures/reports/sample-run.json, an `assay run --quick`, and
+# sample-evidence.json, an `assay compare` whose distributional checks pool
+# a tail) with this build's `assay report`, load each in Debian's Chromium
+# headless and check that it renders with its plots, the distributional
+# evidence drawn as its JSON says, and without a console error
+# (suites/report_browser.mjs, through playwright-core and the DevTools
+# protocol).
 #
 #   report_browser.sh ASSAY_BINARY WORK_DIR
 #
@@ -43,10 +46,12 @@ if [ ! -f "$module/package.json" ] ||
     }
 fi
 
-out="$work/out"
-rm -rf "$out"
-mkdir -p "$out"
-# The page is rendered by this build, from the JSON alone.
-"$assay" report "$fixtures/reports/sample-run.json" --out "$out" >/dev/null
-ASSAY_PLAYWRIGHT="$module" ASSAY_CHROMIUM="$chromium" \
-    node "$here/report_browser.mjs" "$out/sample-run.html" "$out"
+# Each page is rendered by this build, from the JSON alone.
+for sample in sample-run sample-evidence; do
+    out="$work/out-$sample"
+    rm -rf "$out"
+    mkdir -p "$out"
+    "$assay" report "$fixtures/reports/$sample.json" --out "$out" >/dev/null
+    ASSAY_PLAYWRIGHT="$module" ASSAY_CHROMIUM="$chromium" \
+        node "$here/report_browser.mjs" "$out/$sample.html" "$out" "$fixtures/reports/$sample.json"
+done

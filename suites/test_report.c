@@ -24,6 +24,8 @@
 #include <unistd.h>
 
 #include "bench/null_engine.h"
+#include "checks/evidence.h"
+#include "checks/stats.h"
 #include "core/alloc.h"
 #include "reports/html.h"
 #include "reports/markdown.h"
@@ -82,6 +84,22 @@ static void fill_results(struct assay_check_result r[4])
     r[1].n_impossible = 3;
     r[1].rule_fired = true;
     r[1].statistic_fired = true;
+    /* Its evidence: two own bins and a pooled tail, and a PIT histogram. */
+    struct assay_evidence *ev = &r[1].evidence;
+    static const struct assay_evidence_bin bins[3] = {
+        {"17", 40100, 39990.5, NAN, false, false},
+        {"43", 28900, 29010.5, NAN, false, false},
+        {"pooled tail (12)", 1000, 999, NAN, true, false},
+    };
+    ev->kind = ASSAY_EVIDENCE_GOF;
+    ev->n_bins = 3;
+    ev->n_test_bins = 3;
+    memcpy(ev->bins, bins, sizeof bins);
+    ev->pit_n = 2000;
+    for (int i = 0; i < ASSAY_EVIDENCE_PIT_BINS; i++) {
+        ev->pit[i] = 100 + (i % 2 == 0 ? 7 : -7);
+    }
+    ev->pit_ks_d = 0.0123;
     assay_check_result_init(&r[2], "prop.isolation", ASSAY_FAMILY_PROPERTY);
     r[2].verdict = ASSAY_VERDICT_SKIP;
     snprintf(r[2].failure, sizeof r[2].failure, "the engine exposes no logits");
@@ -255,6 +273,167 @@ static void delete_path(cJSON *root, const char *path)
 
 /* ---- tests ------------------------------------------------------------------ */
 
+/* A test with more bins than the evidence holds: the largest kept, the
+ * pooled tail kept and marked, the rest folded into one bin that says how
+ * many it holds; nothing counted twice or lost. */
+static void test_evidence_folding(void **state)
+{
+    (void)state;
+    enum { K = 150, N = 10000 };
+    double prob[K];
+    int64_t counts[K];
+    for (int i = 0; i < K; i++) {
+        /* 100 likely tokens (99 expected each), 50 pooled (2 each) */
+        prob[i] = i < 100 ? 0.0099 : 0.0002;
+        counts[i] = i < 100 ? 85 + i % 11 : i % 5;
+    }
+    int64_t n = 0;
+    for (int i = 0; i < K; i++) {
+        n += counts[i];
+    }
+    struct assay_gof_bins *bins = NULL;
+    assert_int_equal(assay_gof_bins_make(prob, K, N, 5.0, &bins), ASSAY_OK);
+    assert_int_equal(bins->n_bins, 101);
+    struct assay_evidence ev;
+    memset(&ev, 0, sizeof ev);
+    assay_evidence_gof(&ev, bins, counts, n, 0);
+    assert_int_equal(ev.kind, ASSAY_EVIDENCE_GOF);
+    assert_int_equal(ev.n_bins, ASSAY_EVIDENCE_MAX_BINS);
+    assert_int_equal(ev.n_test_bins, 101);
+    /* 62 own bins kept, 38 folded, the pooled tail last */
+    assert_int_equal(ev.n_folded, 101 - (ASSAY_EVIDENCE_MAX_BINS - 1));
+    const struct assay_evidence_bin *others = &ev.bins[ASSAY_EVIDENCE_MAX_BINS - 2];
+    const struct assay_evidence_bin *tail = &ev.bins[ASSAY_EVIDENCE_MAX_BINS - 1];
+    assert_true(others->folded && !others->pooled);
+    assert_string_equal(others->label, "others (38 bins)");
+    assert_true(tail->pooled && !tail->folded);
+    assert_string_equal(tail->label, "pooled tail (50)");
+    assert_string_equal(ev.bins[0].label, "0");
+    double so = 0, se = 0;
+    int n_marked = 0;
+    for (int b = 0; b < ev.n_bins; b++) {
+        so += ev.bins[b].observed;
+        se += ev.bins[b].expected;
+        n_marked += ev.bins[b].pooled + ev.bins[b].folded;
+    }
+    assert_int_equal(n_marked, 2);
+    assert_true(so == (double)n);
+    assert_true(fabs(se - (double)n) <= 1e-9 * (double)n);
+    assert_true(fabs(tail->expected - 0.01 * (double)n) <= 1e-9 * (double)n);
+    assay_gof_bins_free(bins);
+}
+
+/* The number after `key` in s (e.g. "KS D 0.0097"), NaN when absent. */
+static double number_after(const char *s, const char *key)
+{
+    const char *p = strstr(s, key);
+    return p != NULL ? strtod(p + strlen(key), NULL) : NAN;
+}
+
+/*
+ * The evidence as a written report carries it, from real checks on the
+ * bundled engine (assay compare: goodness of fit, PIT and homogeneity, at
+ * T 1 with no cut, so the tail is pooled and the bins outnumber what is
+ * kept): the bins add up to the samples, the expected counts to the same
+ * within rounding, the pooled tail is marked when the test pooled one, the
+ * bins are the test's (df + 1), and the PIT histogram holds every PIT value
+ * with the KS distance the check reports.
+ */
+static void test_evidence_report(void **state)
+{
+    (void)state;
+    char dir[512], cmd[2048], path[700];
+    static char out[65536];
+    scratch_dir("report-evidence", dir, sizeof dir);
+    snprintf(cmd, sizeof cmd,
+             "'%s' compare bundled bundled:batch=64 --check compare.gof --check compare.pit "
+             "--check compare.homogeneity --samples 3000 --dist-params t=1,top_k=0,top_p=1 "
+             "--no-bench --out '%s'",
+             g_assay, dir);
+    int rc = run(cmd, out, sizeof out);
+    if (rc != 0) {
+        fail_msg("assay compare exited %d: %s", rc, out);
+    }
+    snprintf(path, sizeof path, "%s/report.json", dir);
+    cJSON *r = NULL;
+    struct assay_diag d;
+    assert_int_equal(assay_report_load(path, &r, &d), ASSAY_OK);
+    const cJSON *c;
+    int n_gof = 0, n_homogeneity = 0, n_pit = 0, n_pooled = 0;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(r, "checks"))
+    {
+        const char *name = assay_json_str(c, "name", "");
+        const char *summary = assay_json_str(c, "summary", "");
+        const cJSON *ev = cJSON_GetObjectItemCaseSensitive(c, "evidence");
+        if (!cJSON_IsObject(ev)) {
+            fail_msg("%s has no evidence", name);
+        }
+        double n = assay_json_num(c, "figures.n");
+        const cJSON *bins = cJSON_GetObjectItemCaseSensitive(ev, "bins");
+        if (bins != NULL) {
+            bool two = strcmp(assay_json_str(ev, "test", ""), "homogeneity") == 0;
+            n_gof += !two;
+            n_homogeneity += two;
+            double so = 0, se = 0, folded = 0;
+            int held = 0, pooled = 0;
+            const cJSON *b;
+            cJSON_ArrayForEach(b, bins)
+            {
+                so += assay_json_num(b, "observed") + (two ? assay_json_num(b, "observed_b") : 0);
+                se += assay_json_num(b, "expected");
+                pooled += assay_json_bool(b, "pooled") == 1;
+                folded += assay_json_bool(b, "folded") == 1;
+                held++;
+            }
+            /* gof: every sample on a possible category; homogeneity: both
+             * samples, the first's expected count summing to its own n */
+            double n_counted = n - assay_json_num(c, "figures.n_impossible");
+            double n_expected = two ? n / 2 : n_counted;
+            if (so != n_counted || !(fabs(se - n_expected) <= 1e-6 * n_expected)) {
+                fail_msg("%s: bins observe %g (want %g), expect %.6f (want %g)", name, so,
+                         n_counted, se, n_expected);
+            }
+            double n_test = assay_json_num(ev, "n_test_bins");
+            assert_true(n_test == assay_json_num(c, "figures.df") + 1);
+            assert_true(held <= ASSAY_EVIDENCE_MAX_BINS);
+            double n_folded = assay_json_num(ev, "n_folded");
+            assert_true(held - folded + n_folded == n_test);
+            /* The summary says how many categories the gof pooled. */
+            double said = two ? NAN : number_after(summary, "bins (");
+            if (!two && !(said >= 0)) {
+                fail_msg("%s: no pooled count in '%s'", name, summary);
+            }
+            if (two ? pooled > 1 : pooled != (said > 0 ? 1 : 0)) {
+                fail_msg("%s: %d bins marked pooled; summary: %s", name, pooled, summary);
+            }
+            n_pooled += pooled;
+        }
+        const cJSON *pit = cJSON_GetObjectItemCaseSensitive(ev, "pit");
+        if (pit != NULL) {
+            n_pit++;
+            double sum = 0;
+            const cJSON *x;
+            cJSON_ArrayForEach(x, cJSON_GetObjectItemCaseSensitive(pit, "bins"))
+            {
+                sum += x->valuedouble;
+            }
+            assert_true(sum == assay_json_num(pit, "n"));
+            assert_true(assay_json_num(pit, "n") == n);
+            double d_said = number_after(summary, "KS D ");
+            double ks_d = assay_json_num(pit, "ks_d");
+            if (!(fabs(ks_d - d_said) <= 0.5e-4 + 1e-12)) {
+                fail_msg("%s: ks_d %.6f, the summary says D %.4f", name, ks_d, d_said);
+            }
+        }
+    }
+    assert_int_equal(n_gof, 1);
+    assert_int_equal(n_homogeneity, 1);
+    assert_int_equal(n_pit, 1);
+    /* At T 1 with no cut both chi-squared tests pool a tail. */
+    assert_int_equal(n_pooled, 2);
+    cJSON_Delete(r);
+}
+
 static void test_build_and_validate(void **state)
 {
     const cJSON *r = *state;
@@ -308,6 +487,8 @@ static void test_required_fields(void **state)
         "benchmark.generator.kind", "benchmark.runs[1].ttft", "seed_table.rows",
         "seed_table.explanation", "seed_table.rows[0].bench", "seed_table.rows[2].ttft_p99",
         "rate_sweep.probes", "rate_sweep.best_rate", "rate_sweep.probes[0].pass",
+        "checks[1].evidence.n_test_bins", "checks[1].evidence.bins[2].pooled",
+        "checks[1].evidence.bins[0].label", "checks[1].evidence.pit.ks_d",
     };
     for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++) {
         cJSON *copy = cJSON_Duplicate(r, true);
@@ -364,6 +545,13 @@ static void test_required_fields(void **state)
     assay_diag_clear(&d);
     assert_int_equal(assay_report_validate(copy, &d), ASSAY_ERR_PARSE);
     assert_string_equal(d.where, "checks[3].family");
+    cJSON_Delete(copy);
+    /* A PIT histogram of another number of bins. */
+    copy = cJSON_Duplicate(r, true);
+    cJSON *c1 = cJSON_GetArrayItem(cJSON_GetObjectItemCaseSensitive(copy, "checks"), 1);
+    cJSON_DeleteItemFromArray((cJSON *)assay_json_path(c1, "evidence.pit.bins"), 0);
+    assert_int_equal(assay_report_validate(copy, &d), ASSAY_ERR_PARSE);
+    assert_string_equal(d.where, "checks[1].evidence.pit.bins");
     cJSON_Delete(copy);
     copy = cJSON_Duplicate(r, true);
     cJSON_AddItemToArray(cJSON_GetObjectItemCaseSensitive(copy, "notes"), cJSON_CreateNumber(1));
@@ -457,8 +645,9 @@ static void test_renderings(void **state)
             fail_msg("the HTML contains '%s'", banned[i]);
         }
     }
-    /* The plots, one <svg> each. */
-    assert_int_equal(count(html, "<svg class=\"plot\""), 6);
+    /* The plots, one <svg> each: six of the benchmark, two of the
+     * distributional check's evidence. */
+    assert_int_equal(count(html, "<svg class=\"plot\""), 8);
     static const char *const plots[] = {"Latency CDF of the benchmark", "Generator lateness",
                                         "TTFT CDF per generator", "E2E latency CDF per generator",
                                         "Goodput against offered rate", "TTFT against offered rate"};
@@ -473,10 +662,26 @@ static void test_renderings(void **state)
     assert_non_null(strstr(html, "assay verify --check dist.gof.first --engine &#39;bundled:spec=2&#39; "
                                  "--workload &quot;a&amp;b&lt;c&gt;.json&quot;"));
     assert_non_null(strstr(html, "skipped: the engine exposes no logits"));
-    assert_non_null(strstr(html, "min TV 0.0175 at power 0.99; fired: the hard rule and the "
-                                 "statistic"));
     assert_non_null(strstr(html, "FAIL</span><br><small>fired: rule and statistic</small>"));
-    assert_non_null(strstr(html, "max |logit diff| 2.17e-05, tie tol 0.001"));
+    /* The evidence: a bar per bin, the pooled tail marked and named, the
+     * expected counts as markers; the PIT histogram with its D. */
+    assert_non_null(strstr(html, "aria-label=\"Bins of dist.gof.first\""));
+    assert_int_equal(count(html, "<rect class=\"bar own\""), 2);
+    assert_int_equal(count(html, "<rect class=\"bar pooled\""), 1);
+    assert_int_equal(count(html, "<circle class=\"expected\""), 3);
+    assert_non_null(strstr(html, ">pooled tail</text>"));
+    assert_non_null(strstr(html, "<title>pooled tail (12): observed 1000, expected 999.0</title>"));
+    assert_non_null(strstr(html, "aria-label=\"PIT of dist.gof.first\""));
+    assert_int_equal(count(html, "<rect class=\"bar pit\""), ASSAY_EVIDENCE_PIT_BINS);
+    assert_non_null(strstr(html, ">KS distance D = 0.0123</text>"));
+    assert_non_null(strstr(html, "href=\"#evidence-dist.gof.first\""));
+    /* The verdict table states each figure once: the summary, no figures
+     * column beside it; the power the min-TV refers to above it. */
+    assert_null(strstr(html, "<th>Figures</th>"));
+    assert_null(strstr(html, "min TV 0.0175"));
+    assert_int_equal(count(html, "chi2 391 df 19"), 1);
+    assert_int_equal(count(html, "20 requests, 242 tokens compared"), 1);
+    assert_non_null(strstr(html, "is at power 0.99."));
     assert_non_null(strstr(html, "a note with &lt;markup&gt; &amp; &quot;quotes&quot;"));
     assert_null(strstr(html, "<markup>"));
     assert_non_null(strstr(html, "coordinated omission"));
@@ -486,6 +691,7 @@ static void test_renderings(void **state)
     assert_non_null(strstr(md, "# assay run: FAIL"));
     assert_non_null(
         strstr(md, "| `dist.gof.first` | distributional | **FAIL** (rule and statistic) |"));
+    assert_non_null(strstr(md, "min TV 0.0175 at power 0.99"));
     assert_non_null(strstr(md, "```sh\n" REPRO "\n```"));
     assert_non_null(strstr(md, "## The seed's table"));
     assert_non_null(strstr(md, "| Closed loop | 4 workers |"));
@@ -1004,6 +1210,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_roundtrip),
         cmocka_unit_test(test_renderings),
         cmocka_unit_test(test_seedtable_paragraph),
+        cmocka_unit_test(test_evidence_folding),
+        cmocka_unit_test(test_evidence_report),
         cmocka_unit_test(test_atomic_write),
         cmocka_unit_test(test_allocation_failures),
         cmocka_unit_test(test_cli_errors),

@@ -748,6 +748,27 @@ static void test_homogeneity_known(void **state)
     /* With min_expected 1 the 4s keep their own bins. */
     assert_int_equal(assay_homogeneity_test(a2, b2, 5, 0.01, 0.99, 1.0, &r), ASSAY_OK);
     assert_int_equal(r.df, 3);
+    /* The same bins as plain data, for the report: the 4s pooled and
+     * joined to the 110 bin, the empty category in none. */
+    struct assay_gof_bins *hb = NULL;
+    assert_int_equal(assay_homogeneity_bins_make(a2, b2, 5, 5.0, &hb), ASSAY_OK);
+    assert_int_equal(hb->n_bins, 2);
+    assert_int_equal(hb->n_own, 2);
+    assert_int_equal(hb->tail_bin, 1);
+    assert_int_equal(hb->n_pooled, 2);
+    assert_int_equal(hb->n_impossible_categories, 1);
+    const int32_t want_bin[] = {0, 1, 1, 1, -1};
+    for (int i = 0; i < 5; i++) {
+        assert_int_equal(hb->bin_of[i], want_bin[i]);
+    }
+    assert_true(close_to("share 0", hb->prob[0], 190.0 / 308.0, 0.0, 1e-15));
+    assert_true(close_to("share 1", hb->prob[1], 118.0 / 308.0, 0.0, 1e-15));
+    assert_true(hb->n == 308.0);
+    assay_gof_bins_free(hb);
+    assert_int_equal(assay_homogeneity_bins_make(a2, b2, 5, 1.0, &hb), ASSAY_OK);
+    assert_int_equal(hb->n_bins, 4);
+    assert_int_equal(hb->tail_bin, -1);
+    assay_gof_bins_free(hb);
 
     /* Everything in one category: degenerate. */
     const int64_t a3[] = {0, 40, 0}, b3[] = {0, 60, 0};
@@ -761,6 +782,12 @@ static void test_homogeneity_known(void **state)
     assert_int_equal(assay_homogeneity_test(a, b, 3, 1.5, 0.99, 5.0, &r), ASSAY_ERR_INVALID);
     assert_int_equal(assay_homogeneity_test(a, b, 3, 0.01, NAN, 5.0, &r), ASSAY_ERR_INVALID);
     assert_int_equal(assay_homogeneity_test(a, b, 3, 0.01, 0.99, NAN, &r), ASSAY_ERR_INVALID);
+    struct assay_gof_bins left;
+    hb = &left; /* a failure sets *out to NULL */
+    assert_int_equal(assay_homogeneity_bins_make(zero, b, 3, 5.0, &hb), ASSAY_ERR_INVALID);
+    assert_null(hb);
+    assert_int_equal(assay_homogeneity_bins_make(a, neg, 3, 5.0, &hb), ASSAY_ERR_INVALID);
+    assert_int_equal(assay_homogeneity_bins_make(a, b, 3, NAN, &hb), ASSAY_ERR_INVALID);
 }
 
 /* Under the null (two samples, 3,000 and 5,000, from the 60-category
