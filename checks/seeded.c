@@ -271,10 +271,13 @@ enum assay_status assay_check_seed_positions(const struct assay_adapter *a, int3
     int64_t t0 = assay_now_ns();
     int32_t prompts[N_PROBES + N_NEIGHBOURS][32];
     struct sreq probe[N_PROBES], nb[N_NEIGHBOURS];
-    static const int32_t probe_len[3] = {7, 16, 23};
+    /* Probes i and i + 4 share a prompt: seeds 0 and 2^32, 1 and 2^53,
+     * 2^31-1 and 2^63, 2^32-1 and 2^64-1, which a seed cut to 32 bits (or
+     * to a double's 53) would merge into one stream. */
+    static const int32_t probe_len[4] = {7, 16, 23, 11};
     for (int32_t i = 0; i < N_PROBES; i++) {
-        draw_prompt(seed, (uint64_t)(i % 3), vocab, probe_len[i % 3], prompts[i]);
-        probe[i] = (struct sreq){prompts[i], probe_len[i % 3], PROBE_TOKENS, 0, 1,
+        draw_prompt(seed, (uint64_t)(i % 4), vocab, probe_len[i % 4], prompts[i]);
+        probe[i] = (struct sreq){prompts[i], probe_len[i % 4], PROBE_TOKENS, 0, 1,
                                  assay_edge_seeds[i], 0.9, 0.95, 40};
     }
     for (int32_t j = 0; j < N_NEIGHBOURS; j++) {
@@ -328,6 +331,19 @@ enum assay_status assay_check_seed_positions(const struct assay_adapter *a, int3
             }
             assay_transcript_free(t);
             assay_workload_free(w);
+        }
+    }
+    /* Distinct seeds with one prompt are distinct streams. */
+    for (int32_t i = 0; i < N_PROBES / 2 && st == ASSAY_OK && res->verdict == ASSAY_VERDICT_PASS;
+         i++) {
+        int32_t j = i + N_PROBES / 2;
+        if (n_ref[i] == n_ref[j] &&
+            memcmp(ref[i], ref[j], sizeof(int32_t) * (size_t)n_ref[i]) == 0) {
+            assay_check_fail(res,
+                             "seeds %llu and %llu with one prompt gave the same %d tokens: two "
+                             "seeds, one stream (the variable: the seed's high bits)",
+                             (unsigned long long)probe[i].seed, (unsigned long long)probe[j].seed,
+                             (int)n_ref[i]);
         }
     }
     /* Among neighbours, at every arrival position and order. */

@@ -7,7 +7,9 @@
  * seed.positions (assay_check_seed_positions): each of the edge seeds 0, 1,
  * 2^31-1, 2^32-1, 2^32, 2^53, 2^63 and 2^64-1 alone, alone again, twice
  * within one batch, and among neighbours at every arrival position and
- * order, in a pool that forces preemption and recompute.
+ * order, in a pool that forces preemption and recompute; and seeds that
+ * differ only in their high bits (0 and 2^32, 2^32-1 and 2^64-1, ...) with
+ * one prompt are not one stream.
  * seed.unseeded (assay_check_seed_unseeded): unseeded requests with one
  * prompt are not one stream.
  * seed.pairs (assay_check_seed_pairs): requests with distinct seeds

@@ -70,6 +70,24 @@ static const struct assay_mutant_info k_catalog[ASSAY_MUTANT_COUNT] = {
      "shared stream instead of its own",
      "one unseeded request in a batch making the seeded requests lose their seeds",
      "seeded"},
+    {ASSAY_MUTANT_SEED_ZERO_UNSEEDED, "seed-zero-unseeded",
+     "a request whose seed is 0 is served as if it had none (a truthiness test on the seed where "
+     "'was a seed given' was meant): its tokens change from run to run",
+     "seed 0 taken for 'no seed' (the class fixed in bytedance/jaqmc #29: 'treat only a missing "
+     "seed as nondeterministic so seed 0 remains a valid reproducible choice')",
+     "seeded"},
+    {ASSAY_MUTANT_SEED_LOW_32_BITS, "seed-low-32-bits",
+     "a request's random stream is keyed by the low 32 bits of its seed only, so seeds that "
+     "differ only above bit 32 draw the same tokens",
+     "a 64-bit API seed cut to 32 bits on its way to the sampler (llama.cpp's samplers take a "
+     "uint32_t seed, llama_sampler_init_dist)",
+     "seeded"},
+    {ASSAY_MUTANT_UNSEEDED_ONE_STREAM, "unseeded-one-stream",
+     "a request without a seed draws from a stream keyed by the engine's seed alone, the same for "
+     "every unseeded request, so unseeded requests with one prompt give one output",
+     "the engine's start-up seed used as every unseeded request's seed, where each needs a fresh "
+     "one (identical 'random' completions for identical prompts)",
+     "seeded"},
     {ASSAY_MUTANT_ABORT_DOUBLE_FREE, "abort-double-free",
      "aborting a running request releases its blocks twice (the abort path returns them, then "
      "the common leave-running path returns them again)",

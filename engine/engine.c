@@ -675,7 +675,17 @@ enum assay_status assay_engine_add_request(struct assay_engine *e, const struct 
     q->max_tokens = r->max_tokens;
     q->stop_token = r->stop_token;
     q->sampling = r->sampling;
-    q->seed = r->sampling.seeded ? r->sampling.seed : assay_mix64(e->p.seed ^ assay_mix64(q->order));
+    bool seeded = r->sampling.seeded;
+    if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_SEED_ZERO_UNSEEDED) && r->sampling.seed == 0) {
+        seeded = false; /* the planted bug: `if (seed)` where `if (seeded)` was meant */
+    }
+    q->seed = seeded ? r->sampling.seed : assay_mix64(e->p.seed ^ assay_mix64(q->order));
+    if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_UNSEEDED_ONE_STREAM) && !seeded) {
+        q->seed = e->p.seed; /* the planted bug: one stream for every unseeded request */
+    }
+    if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_SEED_LOW_32_BITS)) {
+        q->seed &= 0xffffffffULL; /* the planted bug: a 64-bit seed cut to 32 bits */
+    }
     q->run_slot = -1;
     map_put(e, r->id, s);
     waiting_push_back(e, s);
