@@ -563,6 +563,11 @@ enum assay_status assay_check_seed_pairs(const struct assay_adapter *a,
     int64_t n = 0, same_token = 0;
     for (int64_t i = 0; st == ASSAY_OK && res->verdict == ASSAY_VERDICT_PASS && i < n_pairs; i++) {
         int32_t x = t->reqs[2 * i].tokens[0], y = t->reqs[2 * i + 1].tokens[0];
+        if (x < 0 || x >= v || y < 0 || y >= v) {
+            assay_check_fail(res, "pair %lld: tokens %d and %d, outside the vocabulary of %d",
+                             (long long)i, (int)x, (int)y, (int)v);
+            break;
+        }
         o[bin[x]][bin[y]]++;
         same_token += x == y;
         n++;
