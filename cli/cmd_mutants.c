@@ -1,21 +1,185 @@
-/* assay mutants: the catalog of planted bugs. */
+/* assay mutants: the catalog of planted bugs, and which checks catch each. */
+#include <getopt.h>
+#include <stdlib.h>
 #include <string.h>
 
+#include "checks/context.h"
+#include "checks/isolate.h"
+#include "checks/plan.h"
 #include "cli.h"
 #include "core/mutant.h"
 
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: assay mutants [--matrix [--family FAMILY] [--mutant NAME]... [--timeout S]]\n"
+            "\n"
+            "List the planted bugs (mutants) that prove every check can fail: name, the\n"
+            "family expected to catch it, what it does wrong and the real bug it imitates.\n"
+            "They are compiled only into the test build's assay-mutants command; `ctest -L\n"
+            "mutants` shows each one caught.\n"
+            "\n"
+            "  --matrix         the kill matrix: run the verify plan on every planted bug and\n"
+            "                   print, for each, every check that catches it (FAIL), those\n"
+            "                   of the bug's own family first; slow (the whole plan per bug)\n"
+            "  --family FAMILY  only the bugs of this family, and only its checks\n"
+            "  --mutant NAME    only this bug (repeatable)\n"
+            "  --timeout S      each check's time limit in the matrix (default 120): a bug\n"
+            "                   that hangs the engine costs it once per check\n");
+}
+
+/* One row of the kill matrix: run the selected plan on mutant m. */
+static int matrix_row(struct assay_verify_ctx *ctx, const struct assay_mutant_info *m,
+                      const struct assay_plan_item *const *sel, size_t n,
+                      struct assay_check_result *res)
+{
+    char spec[128];
+    snprintf(spec, sizeof spec, "bundled:mutant=%s", m->name);
+    char own[1200] = "", other[1200] = "";
+    int n_own = 0, n_other = 0;
+    for (size_t i = 0; i < n; i++) {
+        fprintf(stderr, "\rassay mutants: %-26s %3zu/%zu %-30s", m->name, i + 1, n, sel[i]->name);
+        if (assay_run_plan_item(ctx, sel[i], spec, NULL, &res[i]) != ASSAY_OK) {
+            fprintf(stderr, "\nassay mutants: out of memory\n");
+            return ASSAY_EXIT_USAGE;
+        }
+    }
+    fprintf(stderr, "\r%80s\r", "");
+    assay_verify_finalize(res, n);
+    for (size_t i = 0; i < n; i++) {
+        if (res[i].verdict != ASSAY_VERDICT_FAIL) {
+            continue;
+        }
+        bool mine = strcmp(assay_family_str(sel[i]->family), m->caught_by) == 0;
+        char *list = mine ? own : other;
+        size_t l = strlen(list);
+        snprintf(list + l, sizeof own - l, "%s%s", l > 0 ? " " : "", sel[i]->name);
+        n_own += mine;
+        n_other += !mine;
+    }
+    printf("%-26s %-15s %4d %4d  %s%s%s\n", m->name, m->caught_by, n_own, n_own + n_other, own,
+           n_other > 0 ? (n_own > 0 ? " | " : "| ") : "", other);
+    fflush(stdout);
+    return ASSAY_EXIT_OK;
+}
+
+static int matrix(const char *family, char **names, int n_names, double timeout_s)
+{
+    if (!assay_mutants_compiled()) {
+        fprintf(stderr, "assay mutants: this binary has no planted bugs; run the test build's "
+                        "assay-mutants mutants --matrix\n");
+        return ASSAY_EXIT_USAGE;
+    }
+    size_t n_plan;
+    const struct assay_plan_item *plan = assay_verify_plan(&n_plan);
+    const struct assay_plan_item **sel = calloc(n_plan, sizeof *sel);
+    struct assay_check_result *res = calloc(n_plan, sizeof *res);
+    struct assay_verify_ctx *ctx = NULL;
+    if (sel == NULL || res == NULL || assay_verify_ctx_init(&ctx, assay_cli_fixtures(), 1) != ASSAY_OK) {
+        fprintf(stderr, "assay mutants: out of memory\n");
+        free(sel);
+        free(res);
+        return ASSAY_EXIT_USAGE;
+    }
+    size_t n = 0;
+    for (size_t i = 0; i < n_plan; i++) {
+        if (family == NULL || strcmp(assay_family_str(plan[i].family), family) == 0) {
+            sel[n++] = &plan[i];
+        }
+    }
+    assay_verify_set_program(ctx, assay_cli_program());
+    struct assay_isolation iso = {true, timeout_s};
+    assay_verify_set_isolation(ctx, &iso);
+    printf("%-26s %-15s %4s %4s  %s\n", "planted bug", "family", "own", "all",
+           "checks that catch it (its own family's | the others')");
+    int status = ASSAY_EXIT_OK;
+    int rows = 0;
+    for (int k = 1; k < ASSAY_MUTANT_COUNT && status == ASSAY_EXIT_OK; k++) {
+        const struct assay_mutant_info *m = assay_mutant_info((enum assay_mutant)k);
+        bool want = n_names == 0;
+        for (int j = 0; j < n_names; j++) {
+            want = want || strcmp(names[j], m->name) == 0;
+        }
+        if (!want || (family != NULL && strcmp(m->caught_by, family) != 0)) {
+            continue;
+        }
+        if (strcmp(m->caught_by, "equivalence") != 0 && strcmp(m->caught_by, "distributional") != 0 &&
+            strcmp(m->caught_by, "property") != 0 && strcmp(m->caught_by, "seeded") != 0) {
+            printf("%-26s %-15s    -    -  (caught outside the verify plan: the %s label)\n",
+                   m->name, m->caught_by, m->caught_by);
+            rows++;
+            continue;
+        }
+        status = matrix_row(ctx, m, sel, n, res);
+        rows++;
+    }
+    if (status == ASSAY_EXIT_OK && rows == 0) {
+        fprintf(stderr, "assay mutants: no planted bug matches\n");
+        status = ASSAY_EXIT_USAGE;
+    }
+    assay_verify_ctx_free(ctx);
+    free(sel);
+    free(res);
+    return status;
+}
+
 int assay_cmd_mutants(int argc, char **argv)
 {
-    if (argc > 1 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0)) {
-        printf("usage: assay mutants\n\nList the planted bugs (mutants) that prove every check can "
-               "fail: name, the\nfamily expected to catch it, what it does wrong and the real bug "
-               "it imitates.\nThey are compiled only into the test build's assay-mutants "
-               "command; `ctest -L\nmutants` shows each one caught.\n");
-        return ASSAY_EXIT_OK;
+    static const struct option opts[] = {
+        {"help", no_argument, NULL, 'h'},         {"matrix", no_argument, NULL, 'm'},
+        {"family", required_argument, NULL, 'f'}, {"mutant", required_argument, NULL, 'n'},
+        {"timeout", required_argument, NULL, 't'}, {NULL, 0, NULL, 0}};
+    bool want_matrix = false;
+    const char *family = NULL;
+    char *names[64];
+    int n_names = 0;
+    double timeout_s = 120.0;
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (c) {
+        case 'h': usage(stdout); return ASSAY_EXIT_OK;
+        case 'm': want_matrix = true; break;
+        case 'f': family = optarg; break;
+        case 'n':
+            if (n_names == 64) {
+                fprintf(stderr, "assay mutants: at most 64 --mutant\n");
+                return ASSAY_EXIT_USAGE;
+            }
+            names[n_names++] = optarg;
+            break;
+        case 't': {
+            char *end = NULL;
+            timeout_s = strtod(optarg, &end);
+            if (end == optarg || *end != '\0' || !(timeout_s > 0.0 && timeout_s <= 86400.0)) {
+                fprintf(stderr, "assay mutants: --timeout expects seconds in (0, 86400], got '%s'\n",
+                        optarg);
+                return ASSAY_EXIT_USAGE;
+            }
+            break;
+        }
+        default: usage(stderr); return ASSAY_EXIT_USAGE;
+        }
     }
-    if (argc > 1) {
-        fprintf(stderr, "assay mutants: unexpected argument '%s'\n", argv[1]);
+    if (optind < argc) {
+        fprintf(stderr, "assay mutants: unexpected argument '%s'\n", argv[optind]);
         return ASSAY_EXIT_USAGE;
+    }
+    if (!want_matrix && (family != NULL || n_names > 0)) {
+        fprintf(stderr, "assay mutants: --family and --mutant select rows of --matrix\n");
+        return ASSAY_EXIT_USAGE;
+    }
+    if (family != NULL && strcmp(family, "equivalence") != 0 &&
+        strcmp(family, "distributional") != 0 && strcmp(family, "property") != 0 &&
+        strcmp(family, "seeded") != 0) {
+        fprintf(stderr,
+                "assay mutants: --family expects equivalence, distributional, property or "
+                "seeded, got '%s'\n",
+                family);
+        return ASSAY_EXIT_USAGE;
+    }
+    if (want_matrix) {
+        return matrix(family, names, n_names, timeout_s);
     }
     printf("planted bugs in this binary: %s\n\n", assay_mutants_compiled() ? "yes" : "none (see assay-mutants)");
     for (int i = 1; i < ASSAY_MUTANT_COUNT; i++) {
