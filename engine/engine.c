@@ -73,6 +73,7 @@ struct assay_engine {
     int32_t max_rows;
     int32_t max_out;
     int32_t max_running;
+    int32_t spec_rows_left; /* this step: draft rows speculating sequences may still take */
 
     struct seq *seqs;       /* (max_requests) */
     int32_t *free_seqs;     /* stack */
@@ -370,7 +371,9 @@ enum assay_status assay_engine_init(struct assay_engine **out, const struct assa
         dp.model = p->draft;
         dp.n_blocks = e->max_running;
         dp.block_size = seq_len;
-        dp.max_rows = e->max_rows + e->max_running * (k + 1);
+        /* The draft's rows of a step: catch-up of non-speculating sequences
+         * (at most max_rows) and the speculating ones' (spec_rows_left). */
+        dp.max_rows = 2 * e->max_rows + e->max_running * (k + 1);
         dp.max_out = e->max_running;
         dp.worker = NULL; /* the draft's products are too small to split */
         st = assay_forward_init(&e->dfwd, &dp);
@@ -411,7 +414,7 @@ enum assay_status assay_engine_init(struct assay_engine **out, const struct assa
     e->rows = eng_calloc(e, (size_t)e->max_rows, sizeof(int32_t));
     e->fseqs = eng_calloc(e, nb, sizeof *e->fseqs);
     e->out_rows = eng_calloc(e, (size_t)e->max_out, sizeof(int32_t));
-    e->d_rows = eng_calloc(e, (size_t)(e->max_rows + e->max_running * (k + 1)), sizeof(int32_t));
+    e->d_rows = eng_calloc(e, (size_t)(2 * e->max_rows + e->max_running * (k + 1)), sizeof(int32_t));
     e->d_fseqs = eng_calloc(e, nb, sizeof *e->d_fseqs);
     e->d_out_rows = eng_calloc(e, nb, sizeof(int32_t));
     e->d_out_plan = eng_calloc(e, nb, sizeof(int32_t));
@@ -843,13 +846,20 @@ static int32_t plan_rows(struct assay_engine *e, const struct seq *q, int32_t bu
         return n;
     }
     if (q->n_computed >= target) {
-        /* Decode: the last token is computed now and the next sampled. */
+        /* Decode: the last token is computed now and the next sampled. How
+         * many tokens are drafted depends on the output position alone, never
+         * on how far the draft lags (it lags after a prefix-cache hit, which
+         * the target takes and the draft does not): a seeded request's
+         * tokens come from one sampling procedure per position, whatever the
+         * cache and the neighbours. A lagging draft catches up in the same
+         * step; when this step's draft rows cannot hold that, the sequence
+         * waits a step. */
         int32_t k = 0;
-        if (e->p.spec_k > 0 && q->n_tokens - q->draft_computed <= e->p.spec_k + 1) {
+        if (e->p.spec_k > 0) {
             int32_t left = q->max_tokens - (q->n_tokens - q->n_prompt) - 1;
             k = e->p.spec_k < left ? e->p.spec_k : left;
         }
-        if (1 + k > rows_left) {
+        if (1 + k > rows_left || (k > 0 && q->n_tokens - q->draft_computed > e->spec_rows_left)) {
             return 0;
         }
         *k_eff = k;
@@ -872,6 +882,10 @@ static int32_t plan_rows(struct assay_engine *e, const struct seq *q, int32_t bu
 
 static void add_plan(struct assay_engine *e, int32_t s, int32_t n, int32_t k, bool decode)
 {
+    if (k > 0) {
+        const struct seq *q = &e->seqs[s];
+        e->spec_rows_left -= q->n_tokens - q->draft_computed;
+    }
     struct plan *pl = &e->plans[e->n_plans++];
     memset(pl, 0, sizeof *pl);
     pl->seq = s;
@@ -884,6 +898,7 @@ static void add_plan(struct assay_engine *e, int32_t s, int32_t n, int32_t k, bo
 static void schedule(struct assay_engine *e)
 {
     e->n_plans = 0;
+    e->spec_rows_left = e->max_rows + e->max_running * (e->p.spec_k + 1);
     int32_t budget = e->p.chunk > 0 ? e->p.chunk : e->p.max_step_tokens;
     int32_t rows = 0;
     int32_t decode_rows = 0;

@@ -172,6 +172,44 @@ static void test_judge_passes_and_fails(void **state)
     assay_model_free(model);
 }
 
+/* A case the fuzzing found: with a prefix cache, chunked prefill and
+ * speculation, a seeded request's first token was drawn by a speculative
+ * round or by plain sampling depending on whether a prefix-cache hit had
+ * left the draft behind, and so differed between concurrency 1 and all at
+ * once (fixtures/workloads/seeded-prefix-spec.json). */
+static void test_found_seeded_prefix_spec(void **state)
+{
+    (void)state;
+    struct assay_model_config cfg = assay_model_config_mini();
+    struct assay_model *model = NULL;
+    assert_int_equal(assay_model_init_random(&model, &cfg, 1), ASSAY_OK);
+    struct assay_oracle_memo *memo = NULL;
+    assert_int_equal(assay_oracle_memo_init(&memo, model, cfg.n_ctx), ASSAY_OK);
+    char path[1024];
+    assay_test_fixture("workloads/seeded-prefix-spec.json", path, sizeof path);
+    struct assay_workload_limits lim = {cfg.vocab, cfg.n_ctx, 0};
+    struct assay_workload *w = NULL;
+    struct assay_diag d;
+    assay_diag_clear(&d);
+    assert_int_equal(assay_workload_load(path, &lim, &w, &d), ASSAY_OK);
+    for (int k = 1; k <= 2; k++) {
+        char spec[256];
+        snprintf(spec, sizeof spec,
+                 "bundled:model=mini,draft=mini-draft,kv=paged,block=1,blocks=239,prefix=on,"
+                 "chunk=9,batch=4,spec=%d",
+                 k);
+        struct assay_check_result r;
+        assay_check_result_init(&r, "fuzz", ASSAY_FAMILY_EQUIVALENCE);
+        assert_int_equal(assay_fuzz_judge(spec, w, memo, &r), ASSAY_OK);
+        if (r.verdict != ASSAY_VERDICT_PASS) {
+            fail_msg("spec=%d: %s", k, r.failure);
+        }
+    }
+    assay_workload_free(w);
+    assay_oracle_memo_free(memo);
+    assay_model_free(model);
+}
+
 int main(int argc, char **argv)
 {
     assay_test_init(argc, argv);
@@ -179,6 +217,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_case_is_a_function_of_seed_and_index),
         cmocka_unit_test(test_cases_reach_the_corners),
         cmocka_unit_test(test_judge_passes_and_fails),
+        cmocka_unit_test(test_found_seeded_prefix_spec),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
