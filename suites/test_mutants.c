@@ -19,10 +19,19 @@
  *   test_mutants --catalog NAME...
  *                            the names CMake registers are exactly the catalog
  *
- * The expected family runs first and the run stops at its first failure
+ *   test_mutants NAME --one-check REASON [--also CHECK]
+ *                            as the first form, for a bug that one check of
+ *                            its family alone can see (REASON says why); CHECK,
+ *                            a check of another family, must FAIL too
+ *
+ * The kill margin: every bug must be caught by at least two checks of its own
+ * family, or by exactly one with the reason stated (--one-check; a second
+ * catch then fails the test, so the reason cannot go stale), and a
+ * distributional bug by its statistic, not by the zero-probability rule
+ * alone. The expected family runs first and stops at its second failure
  * (all of it for the distributional family, whose verdicts come from Holm's
- * procedure); only if it catches nothing do the other families run, to say
- * what did.
+ * procedure, and for a bug that kills its process); only if it catches
+ * nothing do the other families run, to say what did.
  *
  * The first failing check is then shrunk (checks/shrink.h) within a budget of
  * 300 runs or 30 s, whichever comes first: the reproducer is written to
@@ -62,10 +71,19 @@ static double g_timeout;
 static const char *g_context_only;
 static struct assay_check_result g_context_res;
 static bool g_context_ran;
+/* Why one check of the family is all that can catch the bug (--one-check),
+ * or NULL; a check of another family that must catch it too (--also). */
+static const char *g_one_check;
+static const char *g_also;
 
-static bool run_family(struct assay_verify_ctx *ctx, enum assay_family family, const char *base,
-                       char *caught, size_t size, const struct assay_plan_item **first_fail,
-                       struct assay_check_result *first_res)
+/* Run family's checks on base; the number that FAIL. The first failure is
+ * described in caught and returned through first_fail and first_res; the
+ * failing checks' names are appended to names, and *by_statistic is set
+ * when one of them failed by its statistic. */
+static int run_family(struct assay_verify_ctx *ctx, enum assay_family family, const char *base,
+                      char *caught, size_t size, const struct assay_plan_item **first_fail,
+                      struct assay_check_result *first_res, char *names, size_t names_size,
+                      bool *by_statistic)
 {
     size_t n_plan;
     const struct assay_plan_item *plan = assay_verify_plan(&n_plan);
@@ -74,29 +92,34 @@ static bool run_family(struct assay_verify_ctx *ctx, enum assay_family family, c
     assert_non_null(res);
     assert_non_null(item_of);
     size_t n = 0;
-    bool failed = false;
+    int n_failed = 0;
     for (size_t i = 0; i < n_plan; i++) {
         if (plan[i].family != family) {
             continue;
         }
         assert_int_equal(assay_run_plan_item(ctx, &plan[i], base, NULL, &res[n]), ASSAY_OK);
         item_of[n] = i;
-        /* A bug that kills a check's process runs the whole family: every
-         * check after the one that died must still run. */
-        bool stop = res[n].verdict == ASSAY_VERDICT_FAIL && family != ASSAY_FAMILY_DISTRIBUTIONAL &&
-                    g_dies == NULL;
+        /* Two failures show the margin; a bug that kills a check's process
+         * runs the whole family: every check after the one that died must
+         * still run. */
+        n_failed += res[n].verdict == ASSAY_VERDICT_FAIL;
+        bool stop = n_failed >= 2 && family != ASSAY_FAMILY_DISTRIBUTIONAL && g_dies == NULL;
         n++;
         if (stop) {
             break;
         }
     }
     assay_verify_finalize(res, n);
+    n_failed = 0;
     for (size_t i = 0; i < n; i++) {
         if (family == ASSAY_FAMILY_DISTRIBUTIONAL) {
             /* Every check's figures: which of them see the bug, and how clearly. */
-            printf("  %-32s %-5s p %-9.3g Holm %-9.3g min-TV %.4f\n", res[i].name,
+            printf("  %-32s %-5s p %-9.3g Holm %-9.3g min-TV %.4f%s\n", res[i].name,
                    assay_verdict_str(res[i].verdict), res[i].p_value, res[i].p_adjusted,
-                   res[i].min_tv);
+                   res[i].min_tv,
+                   res[i].verdict != ASSAY_VERDICT_FAIL ? ""
+                   : res[i].statistic_fired             ? " (statistic)"
+                                                        : " (rule alone)");
         }
         if (g_dies != NULL) {
             printf("  %-32s %-5s %s\n", res[i].name, assay_verdict_str(res[i].verdict),
@@ -108,20 +131,44 @@ static bool run_family(struct assay_verify_ctx *ctx, enum assay_family family, c
             g_context_ran = true;
         }
         if (res[i].verdict == ASSAY_VERDICT_FAIL) {
-            if (!failed) {
+            if (n_failed == 0) {
                 snprintf(caught, size, "%s: %s\n    reproduce: %s", res[i].name, res[i].failure,
                          res[i].repro);
                 *first_fail = &plan[item_of[i]];
                 *first_res = res[i];
             }
-            failed = true;
+            size_t used = strlen(names);
+            snprintf(names + used, names_size - used, "%s%s", used > 0 ? ", " : "", res[i].name);
+            *by_statistic = *by_statistic || res[i].statistic_fired;
+            n_failed++;
         } else if (res[i].verdict == ASSAY_VERDICT_ERROR) {
             printf("  (%s could not run: %s)\n", res[i].name, res[i].failure);
         }
     }
     free(res);
     free(item_of);
-    return failed;
+    return n_failed;
+}
+
+/* Run the plan's check called name on base; it must FAIL. */
+static void require_also(struct assay_verify_ctx *ctx, const char *name, const char *base)
+{
+    size_t n_plan;
+    const struct assay_plan_item *plan = assay_verify_plan(&n_plan);
+    for (size_t i = 0; i < n_plan; i++) {
+        if (strcmp(plan[i].name, name) != 0) {
+            continue;
+        }
+        struct assay_check_result r;
+        assert_int_equal(assay_run_plan_item(ctx, &plan[i], base, NULL, &r), ASSAY_OK);
+        assay_verify_finalize(&r, 1);
+        printf("  also: %s %s\n", name, assay_verdict_str(r.verdict));
+        if (r.verdict != ASSAY_VERDICT_FAIL) {
+            fail_msg("%s: --also %s did not catch it: %s", g_name, name, r.summary);
+        }
+        return;
+    }
+    fail_msg("--also %s: no such check in the verify plan", name);
 }
 
 /* Shrink the failure and print the reproducer (see the header comment). */
@@ -179,18 +226,26 @@ static void test_mutant_is_caught(void **state)
     }
     const struct assay_plan_item *failing = NULL;
     struct assay_check_result first;
-    bool by_expected = run_family(ctx, expected, base, caught, sizeof caught, &failing, &first);
-    if (by_expected) {
-        printf("  CAUGHT by %s\n", caught);
+    char names[1024] = "";
+    bool by_statistic = false;
+    int n_own = run_family(ctx, expected, base, caught, sizeof caught, &failing, &first, names,
+                           sizeof names, &by_statistic);
+    if (n_own > 0) {
+        printf("  CAUGHT by %s\n  own family's failing checks (%d): %s\n", caught, n_own, names);
     } else {
         for (int f = 0; f <= ASSAY_FAMILY_SEEDED; f++) {
+            char other[1024] = "";
+            bool other_stat = false;
             if ((enum assay_family)f != expected &&
                 run_family(ctx, (enum assay_family)f, base, caught, sizeof caught, &failing,
-                           &first)) {
+                           &first, other, sizeof other, &other_stat) > 0) {
                 printf("  caught only by another family: %s\n", caught);
                 break;
             }
         }
+    }
+    if (g_also != NULL) {
+        require_also(ctx, g_also, base);
     }
     if (failing != NULL && g_dies != NULL) {
         /* The check's process ended as the bug makes it end, and said where. */
@@ -224,8 +279,25 @@ static void test_mutant_is_caught(void **state)
             fail_msg("%s: not the conditional test alone: %s", g_context_only, r->failure);
         }
     }
-    if (!by_expected) {
+    if (n_own == 0) {
         fail_msg("mutant %s was not caught by the %s family", g_name, info->caught_by);
+    }
+    if (expected == ASSAY_FAMILY_DISTRIBUTIONAL && !by_statistic) {
+        fail_msg("mutant %s was caught by the zero-probability rule alone, never by a statistic",
+                 g_name);
+    }
+    if (g_one_check == NULL && n_own < 2) {
+        fail_msg("mutant %s was caught by one check of its family (%s); the margin needs two, "
+                 "or --one-check with the reason one is all that can exist",
+                 g_name, names);
+    }
+    if (g_one_check != NULL && n_own >= 2) {
+        fail_msg("mutant %s is registered with --one-check (\"%s\") but %d checks of its family "
+                 "catch it (%s): drop the stated reason",
+                 g_name, g_one_check, n_own, names);
+    }
+    if (g_one_check != NULL) {
+        printf("  one check of the family: %s\n", g_one_check);
     }
 }
 
@@ -281,13 +353,18 @@ int main(int argc, char **argv)
             g_timeout = atof(argv[i + 1]);
         } else if (strcmp(argv[i], "--context-only") == 0) {
             g_context_only = argv[i + 1];
+        } else if (strcmp(argv[i], "--one-check") == 0) {
+            g_one_check = argv[i + 1];
+        } else if (strcmp(argv[i], "--also") == 0) {
+            g_also = argv[i + 1];
         } else {
             argc = 0;
         }
     }
     if (argc < 2 || argc % 2 != 0) {
         fprintf(stderr, "usage: test_mutants NAME [--dies SIGSEGV|SIGABRT|timeout] "
-                        "[--timeout SECONDS] [--context-only CHECK] | --catalog NAME...\n");
+                        "[--timeout SECONDS] [--context-only CHECK] [--one-check REASON [--also CHECK]]"
+                        " | --catalog NAME...\n");
         return 2;
     }
     g_name = argv[1];
