@@ -3,16 +3,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench_cli.h"
 #include "checks/context.h"
 #include "checks/isolate.h"
 #include "checks/plan.h"
 #include "cli.h"
 #include "core/mutant.h"
+#include "reports/kill_matrix.h"
 
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: assay mutants [--matrix [--family FAMILY] [--mutant NAME]... [--timeout S]]\n"
+            "usage: assay mutants [--matrix [--family FAMILY] [--mutant NAME]... [--timeout S]\n"
+            "                     [--out DIR]]\n"
             "\n"
             "List the planted bugs (mutants) that prove every check can fail: name, the\n"
             "family expected to catch it, what it does wrong and the real bug it imitates.\n"
@@ -25,13 +28,29 @@ static void usage(FILE *out)
             "  --family FAMILY  only the bugs of this family, and only its checks\n"
             "  --mutant NAME    only this bug (repeatable)\n"
             "  --timeout S      each check's time limit in the matrix (default 120): a bug\n"
-            "                   that hangs the engine costs it once per check\n");
+            "                   that hangs the engine costs it once per check\n"
+            "  --out DIR        also write the matrix to DIR/kill-matrix.json and render it\n"
+            "                   as kill-matrix.html and kill-matrix.md, after every row (an\n"
+            "                   interrupted run keeps the rows it measured)\n");
 }
 
-/* One row of the kill matrix: run the selected plan on mutant m. */
+/* How a failing check caught the bug, as the kill matrix's JSON says it. */
+static const char *caught_by(const struct assay_check_result *r)
+{
+    if (r->died_signal != 0 || r->timed_out) {
+        return "died";
+    }
+    if (r->statistic_fired) {
+        return "statistic";
+    }
+    return r->rule_fired ? "rule" : "exact";
+}
+
+/* One row of the kill matrix: run the selected plan on mutant m, print the
+ * row and add it to km (when not NULL). */
 static int matrix_row(struct assay_verify_ctx *ctx, const struct assay_mutant_info *m,
                       const struct assay_plan_item *const *sel, size_t n,
-                      struct assay_check_result *res)
+                      struct assay_check_result *res, cJSON *km)
 {
     char spec[128];
     snprintf(spec, sizeof spec, "bundled:mutant=%s", m->name);
@@ -46,6 +65,8 @@ static int matrix_row(struct assay_verify_ctx *ctx, const struct assay_mutant_in
     }
     fprintf(stderr, "\r%80s\r", "");
     assay_verify_finalize(res, n);
+    struct assay_kill_cell cells[256];
+    size_t n_cells = 0;
     for (size_t i = 0; i < n; i++) {
         if (res[i].verdict != ASSAY_VERDICT_FAIL) {
             continue;
@@ -56,14 +77,39 @@ static int matrix_row(struct assay_verify_ctx *ctx, const struct assay_mutant_in
         snprintf(list + l, sizeof own - l, "%s%s", l > 0 ? " " : "", sel[i]->name);
         n_own += mine;
         n_other += !mine;
+        if (n_cells < sizeof cells / sizeof cells[0]) {
+            cells[n_cells++] = (struct assay_kill_cell){sel[i]->name,
+                                                        assay_family_str(sel[i]->family),
+                                                        caught_by(&res[i])};
+        }
     }
     printf("%-26s %-15s %4d %4d  %s%s%s\n", m->name, m->caught_by, n_own, n_own + n_other, own,
            n_other > 0 ? (n_own > 0 ? " | " : "| ") : "", other);
     fflush(stdout);
+    if (km != NULL && assay_kill_matrix_add_row(km, m->name, m->caught_by, m->mechanism,
+                                                m->modelled_on, true, cells, n_cells) != ASSAY_OK) {
+        fprintf(stderr, "assay mutants: out of memory\n");
+        return ASSAY_EXIT_USAGE;
+    }
     return ASSAY_EXIT_OK;
 }
 
-static int matrix(const char *family, char **names, int n_names, double timeout_s)
+/* Write the matrix so far to out_dir; false (said on stderr) when it fails. */
+static bool write_matrix(const cJSON *km, const char *out_dir)
+{
+    struct assay_diag diag;
+    char why[900];
+    enum assay_status st = assay_kill_matrix_write(km, out_dir, "kill-matrix", true, &diag);
+    if (st != ASSAY_OK) {
+        fprintf(stderr, "assay mutants: %s\n",
+                st == ASSAY_ERR_NOMEM ? "out of memory" : assay_diag_format(&diag, why, sizeof why));
+        return false;
+    }
+    return true;
+}
+
+static int matrix(const char *family, char **names, int n_names, double timeout_s,
+                  const char *out_dir, const char *command_line)
 {
     if (!assay_mutants_compiled()) {
         fprintf(stderr, "assay mutants: this binary has no planted bugs; run the test build's "
@@ -87,6 +133,27 @@ static int matrix(const char *family, char **names, int n_names, double timeout_
             sel[n++] = &plan[i];
         }
     }
+    cJSON *km = NULL;
+    if (out_dir != NULL) {
+        const char **col_names = calloc(n + 1, sizeof *col_names);
+        const char **col_families = calloc(n + 1, sizeof *col_families);
+        for (size_t i = 0; col_names != NULL && col_families != NULL && i < n; i++) {
+            col_names[i] = sel[i]->name;
+            col_families[i] = assay_family_str(sel[i]->family);
+        }
+        km = col_names != NULL && col_families != NULL
+                 ? assay_kill_matrix_new(command_line, col_names, col_families, n)
+                 : NULL;
+        free(col_names);
+        free(col_families);
+        if (km == NULL) {
+            fprintf(stderr, "assay mutants: out of memory\n");
+            assay_verify_ctx_free(ctx);
+            free(sel);
+            free(res);
+            return ASSAY_EXIT_USAGE;
+        }
+    }
     assay_verify_set_program(ctx, assay_cli_program());
     struct assay_isolation iso = {true, timeout_s};
     assay_verify_set_isolation(ctx, &iso);
@@ -107,12 +174,24 @@ static int matrix(const char *family, char **names, int n_names, double timeout_
             strcmp(m->caught_by, "property") != 0 && strcmp(m->caught_by, "seeded") != 0) {
             printf("%-26s %-15s    -    -  (caught outside the verify plan: the %s label)\n",
                    m->name, m->caught_by, m->caught_by);
-            rows++;
-            continue;
+            if (km != NULL && assay_kill_matrix_add_row(km, m->name, m->caught_by, m->mechanism,
+                                                        m->modelled_on, false, NULL,
+                                                        0) != ASSAY_OK) {
+                fprintf(stderr, "assay mutants: out of memory\n");
+                status = ASSAY_EXIT_USAGE;
+            }
+        } else {
+            status = matrix_row(ctx, m, sel, n, res, km);
         }
-        status = matrix_row(ctx, m, sel, n, res);
         rows++;
+        if (status == ASSAY_EXIT_OK && km != NULL && !write_matrix(km, out_dir)) {
+            status = ASSAY_EXIT_USAGE;
+        }
     }
+    if (status == ASSAY_EXIT_OK && km != NULL) {
+        printf("wrote %s/kill-matrix.json, .html and .md\n", out_dir);
+    }
+    cJSON_Delete(km);
     if (status == ASSAY_EXIT_OK && rows == 0) {
         fprintf(stderr, "assay mutants: no planted bug matches\n");
         status = ASSAY_EXIT_USAGE;
@@ -128,12 +207,14 @@ int assay_cmd_mutants(int argc, char **argv)
     static const struct option opts[] = {
         {"help", no_argument, NULL, 'h'},         {"matrix", no_argument, NULL, 'm'},
         {"family", required_argument, NULL, 'f'}, {"mutant", required_argument, NULL, 'n'},
-        {"timeout", required_argument, NULL, 't'}, {NULL, 0, NULL, 0}};
+        {"timeout", required_argument, NULL, 't'}, {"out", required_argument, NULL, 'o'},
+        {NULL, 0, NULL, 0}};
     bool want_matrix = false;
     const char *family = NULL;
     char *names[64];
     int n_names = 0;
     double timeout_s = 120.0;
+    const char *out_dir = NULL;
     optind = 1;
     int c;
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
@@ -141,6 +222,7 @@ int assay_cmd_mutants(int argc, char **argv)
         case 'h': usage(stdout); return ASSAY_EXIT_OK;
         case 'm': want_matrix = true; break;
         case 'f': family = optarg; break;
+        case 'o': out_dir = optarg; break;
         case 'n':
             if (n_names == 64) {
                 fprintf(stderr, "assay mutants: at most 64 --mutant\n");
@@ -165,8 +247,8 @@ int assay_cmd_mutants(int argc, char **argv)
         fprintf(stderr, "assay mutants: unexpected argument '%s'\n", argv[optind]);
         return ASSAY_EXIT_USAGE;
     }
-    if (!want_matrix && (family != NULL || n_names > 0)) {
-        fprintf(stderr, "assay mutants: --family and --mutant select rows of --matrix\n");
+    if (!want_matrix && (family != NULL || n_names > 0 || out_dir != NULL)) {
+        fprintf(stderr, "assay mutants: --family, --mutant and --out go with --matrix\n");
         return ASSAY_EXIT_USAGE;
     }
     if (family != NULL && strcmp(family, "equivalence") != 0 &&
@@ -179,7 +261,14 @@ int assay_cmd_mutants(int argc, char **argv)
         return ASSAY_EXIT_USAGE;
     }
     if (want_matrix) {
-        return matrix(family, names, n_names, timeout_s);
+        if (out_dir != NULL && !assay_cli_prepare_out_dir("mutants", out_dir)) {
+            return ASSAY_EXIT_USAGE;
+        }
+        char joined[2048], command_line[2100];
+        assay_cli_join_argv(argc, argv, joined, sizeof joined);
+        /* The planted bugs run only in the test build's assay-mutants. */
+        snprintf(command_line, sizeof command_line, "assay-mutants%s", joined + strlen("assay"));
+        return matrix(family, names, n_names, timeout_s, out_dir, command_line);
     }
     printf("planted bugs in this binary: %s\n\n", assay_mutants_compiled() ? "yes" : "none (see assay-mutants)");
     for (int i = 1; i < ASSAY_MUTANT_COUNT; i++) {

@@ -7,6 +7,7 @@
 #include "bench_cli.h"
 #include "cli.h"
 #include "core/alloc.h"
+#include "reports/kill_matrix.h"
 #include "reports/markdown.h"
 #include "reports/report.h"
 #include "reports/write.h"
@@ -81,7 +82,26 @@ int assay_cmd_report(int argc, char **argv)
     cJSON *report = NULL;
     struct assay_diag diag;
     char why[900];
-    enum assay_status st = assay_report_load(path, &report, &diag);
+    /* A kill matrix (assay mutants --matrix --out) renders as its own page. */
+    enum assay_status st = assay_kill_matrix_load(path, &report, &diag);
+    if (st == ASSAY_OK) {
+        st = assay_kill_matrix_write(report, dir, base, false, &diag);
+        cJSON_Delete(report);
+        if (st != ASSAY_OK) {
+            fprintf(stderr, "assay report: %s\n",
+                    st == ASSAY_ERR_NOMEM ? "out of memory"
+                                          : assay_diag_format(&diag, why, sizeof why));
+            return ASSAY_EXIT_USAGE;
+        }
+        printf("%s: a kill matrix\nwrote %s/%s.html\n      %s/%s.md\n", path, dir, base, dir, base);
+        return ASSAY_EXIT_OK;
+    }
+    if (st != ASSAY_ERR_UNSUPPORTED) {
+        fprintf(stderr, "assay report: %s\n",
+                st == ASSAY_ERR_NOMEM ? "out of memory" : assay_diag_format(&diag, why, sizeof why));
+        return ASSAY_EXIT_USAGE;
+    }
+    st = assay_report_load(path, &report, &diag);
     if (st != ASSAY_OK) {
         fprintf(stderr, "assay report: %s\n",
                 st == ASSAY_ERR_NOMEM ? "out of memory" : assay_diag_format(&diag, why, sizeof why));

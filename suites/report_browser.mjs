@@ -81,6 +81,96 @@ try {
   if (!title.startsWith('assay ')) {
     problems.push(`unexpected title '${title}'`);
   }
+  if (report && report.schema === 'assay-kill-matrix') {
+    await checkKillMatrix(page, report);
+  } else {
+    await checkReport(page, report);
+  }
+} finally {
+  await browser.close();
+}
+
+// The kill matrix (assay mutants --matrix --out): a column per check that
+// ran, a row per planted bug, and in each row a marked cell for exactly the
+// checks its JSON says caught it, marked own or other family and by how.
+async function checkKillMatrix(page, m) {
+  const got = await page.$$eval('#kill-matrix', (tables) => {
+    const t = tables[0];
+    if (!t) {
+      return null;
+    }
+    const r = t.getBoundingClientRect();
+    return {
+      width: r.width,
+      columns: [...t.querySelectorAll('thead th.col')].map((th) => th.textContent),
+      rows: [...t.querySelectorAll('tbody tr')].map((tr) => ({
+        mutant: tr.dataset.mutant,
+        thin: tr.classList.contains('thin'),
+        nums: [...tr.querySelectorAll('td.num')].map((td) => td.textContent),
+        cells: [...tr.querySelectorAll('td.cell.k')].map((td) => ({
+          check: td.dataset.check,
+          own: td.classList.contains('own'),
+          rule: td.classList.contains('rule'),
+          died: td.classList.contains('died'),
+          glyph: td.textContent,
+        })),
+      })),
+    };
+  });
+  if (!got) {
+    problems.push('the page has no kill matrix table');
+    return;
+  }
+  const cols = m.checks.map((c) => c.name);
+  if (JSON.stringify(got.columns) !== JSON.stringify(cols)) {
+    problems.push(`columns ${got.columns.join(',')} are not the checks ${cols.join(',')}`);
+  }
+  if (got.rows.length !== m.rows.length) {
+    problems.push(`${got.rows.length} rows drawn for ${m.rows.length} planted bugs`);
+  }
+  m.rows.forEach((row, i) => {
+    const g = got.rows[i];
+    if (!g || g.mutant !== row.mutant) {
+      problems.push(`row ${i}: ${g ? g.mutant : 'missing'} where ${row.mutant} belongs`);
+      return;
+    }
+    const want = row.in_plan ? [String(row.own), String(row.all)] : ['\u2013', '\u2013'];
+    if (JSON.stringify(g.nums) !== JSON.stringify(want)) {
+      problems.push(`${row.mutant}: counts ${g.nums.join('/')} for ${want.join('/')}`);
+    }
+    if (g.thin !== (row.in_plan && row.own < 2)) {
+      problems.push(`${row.mutant}: shaded ${g.thin} with ${row.own} own-family checks`);
+    }
+    const byCheck = new Map(g.cells.map((c) => [c.check, c]));
+    if (g.cells.length !== row.caught.length) {
+      problems.push(`${row.mutant}: ${g.cells.length} marked cells for ${row.caught.length} catches`);
+    }
+    for (const c of row.caught) {
+      const cell = byCheck.get(c.check);
+      if (!cell) {
+        problems.push(`${row.mutant}: ${c.check} caught it but its cell is empty`);
+      } else if (cell.own !== c.own || cell.rule !== (c.by === 'rule') ||
+                 cell.died !== (c.by === 'died') || cell.glyph.trim() === '') {
+        problems.push(`${row.mutant}: the cell of ${c.check} is not marked ${c.own ? 'own' : 'other'}` +
+                      ` by ${c.by}`);
+      }
+    }
+  });
+  const legend = await page.$('#legend');
+  if (!legend) {
+    problems.push('the kill matrix has no legend');
+  }
+  const shot = path.join(outDir, 'kill-matrix.png');
+  await page.screenshot({ path: shot, fullPage: true });
+  const png = fs.readFileSync(shot);
+  console.log(`screenshot ${shot}: ${png.readUInt32BE(16)} x ${png.readUInt32BE(20)} px; ` +
+              `${got.rows.length} rows x ${got.columns.length} checks checked against the JSON`);
+  if (got.width < 300) {
+    problems.push(`the kill matrix renders ${got.width} px wide`);
+  }
+}
+
+async function checkReport(page, report) {
   const plots = await page.$$eval('svg.plot', (svgs) => svgs.map((s) => {
     const r = s.getBoundingClientRect();
     return {
@@ -207,8 +297,6 @@ try {
   if (width < 800 || (hasBench && (height < 1500 || png.length < 40000))) {
     problems.push(`the screenshot is too small: ${width} x ${height} px, ${png.length} bytes`);
   }
-} finally {
-  await browser.close();
 }
 if (problems.length > 0) {
   for (const p of problems) {

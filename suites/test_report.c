@@ -28,6 +28,7 @@
 #include "checks/stats.h"
 #include "core/alloc.h"
 #include "reports/html.h"
+#include "reports/kill_matrix.h"
 #include "reports/markdown.h"
 #include "reports/report.h"
 #include "reports/schema.h"
@@ -984,6 +985,89 @@ static void test_cli_errors(void **state)
     }
 }
 
+/* The kill matrix: built row by row, validated, rendered, and refused when
+ * its cells and counts disagree; `assay report` renders it without
+ * touching the JSON, and reads any other JSON as a run report. */
+static void test_kill_matrix(void **state)
+{
+    (void)state;
+    const char *checks[] = {"equiv.a", "dist.b", "prop.c"};
+    const char *families[] = {"equivalence", "distributional", "property"};
+    cJSON *m = assay_kill_matrix_new("assay-mutants mutants --matrix", checks, families, 3);
+    assert_non_null(m);
+    struct assay_kill_cell two[] = {{"dist.b", "distributional", "statistic"},
+                                    {"prop.c", "property", "died"}};
+    struct assay_kill_cell one[] = {{"equiv.a", "equivalence", "exact"}};
+    assert_int_equal(assay_kill_matrix_add_row(m, "bug-one", "distributional", "m1", "x #1", true,
+                                               two, 2),
+                     ASSAY_OK);
+    assert_int_equal(assay_kill_matrix_add_row(m, "bug-two", "equivalence", "m2", "y #2", true,
+                                               one, 1),
+                     ASSAY_OK);
+    assert_int_equal(assay_kill_matrix_add_row(m, "bug-three", "portability", "m3", "z #3", false,
+                                               NULL, 0),
+                     ASSAY_OK);
+    struct assay_diag diag;
+    assert_int_equal(assay_kill_matrix_validate(m, &diag), ASSAY_OK);
+    const cJSON *row0 = cJSON_GetArrayItem(cJSON_GetObjectItem(m, "rows"), 0);
+    assert_int_equal((int)assay_json_num(row0, "own"), 1);
+    assert_int_equal((int)assay_json_num(row0, "all"), 2);
+    char *html = NULL, *md = NULL;
+    size_t len = 0;
+    assert_int_equal(assay_kill_matrix_render_html(m, &html, &len), ASSAY_OK);
+    assert_non_null(strstr(html, "<tr class=\"thin\" data-mutant=\"bug-one\">"));
+    assert_non_null(strstr(html, "class=\"cell k own\" data-check=\"dist.b\""));
+    assert_non_null(strstr(html, "class=\"cell k other died\" data-check=\"prop.c\""));
+    assert_non_null(strstr(html, "caught outside the verify plan: the portability label"));
+    assert_int_equal(assay_kill_matrix_render_markdown(m, &md, &len), ASSAY_OK);
+    assert_non_null(strstr(md, "| bug-one | distributional | 1 | 2 | dist.b \\| prop.c (died) |"));
+    assay_free(html);
+    assay_free(md);
+    /* Written, then rendered again by `assay report` beside it. */
+    char dir[512], path[700], cmd[2048], out[8192];
+    scratch_dir("kill-matrix", dir, sizeof dir);
+    assert_int_equal(assay_kill_matrix_write(m, dir, "km", true, &diag), ASSAY_OK);
+    snprintf(path, sizeof path, "%s/km.json", dir);
+    struct stat before, after;
+    assert_int_equal(stat(path, &before), 0);
+    snprintf(cmd, sizeof cmd, "'%s' report '%s'", g_assay, path);
+    assert_int_equal(run(cmd, out, sizeof out), 0);
+    assert_non_null(strstr(out, "a kill matrix"));
+    assert_int_equal(stat(path, &after), 0);
+    assert_true(before.st_mtime == after.st_mtime && before.st_ino == after.st_ino);
+    /* A cell whose check is no column; counts that disagree with the cells. */
+    cJSON *cell = cJSON_GetArrayItem(cJSON_GetObjectItem(row0, "caught"), 0);
+    cJSON_ReplaceItemInObject(cell, "check", cJSON_CreateString("dist.zz"));
+    assert_int_equal(assay_kill_matrix_validate(m, &diag), ASSAY_ERR_PARSE);
+    assert_string_equal(diag.where, "rows[0].caught[0]");
+    cJSON_ReplaceItemInObject(cell, "check", cJSON_CreateString("dist.b"));
+    cJSON_ReplaceItemInObject((cJSON *)row0, "own", cJSON_CreateNumber(2));
+    assert_int_equal(assay_kill_matrix_validate(m, &diag), ASSAY_ERR_PARSE);
+    assert_string_equal(diag.where, "rows[0]");
+    cJSON_ReplaceItemInObject((cJSON *)row0, "own", cJSON_CreateNumber(1));
+    cJSON_ReplaceItemInObject(cell, "by", cJSON_CreateString("luck"));
+    assert_int_equal(assay_kill_matrix_validate(m, &diag), ASSAY_ERR_PARSE);
+    /* A broken matrix file is refused by `assay report`, naming the field. */
+    char *text = cJSON_Print(m);
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+    cJSON_free(text);
+    assert_int_equal(run(cmd, out, sizeof out), 2);
+    assert_non_null(strstr(out, "km.json: rows[0].caught[0]"));
+    /* Another kind of JSON is not a kill matrix. */
+    cJSON *other = NULL;
+    snprintf(path, sizeof path, "%s/other.json", dir);
+    f = fopen(path, "w");
+    assert_non_null(f);
+    fputs("{\"schema\": \"assay-report\"}", f);
+    fclose(f);
+    assert_int_equal(assay_kill_matrix_load(path, &other, &diag), ASSAY_ERR_UNSUPPORTED);
+    assert_null(other);
+    cJSON_Delete(m);
+}
+
 /* The committed sample report (a real `assay run --quick`) still loads,
  * validates and renders with this code. */
 static void test_sample_fixture(void **state)
@@ -1217,6 +1301,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_atomic_write),
         cmocka_unit_test(test_allocation_failures),
         cmocka_unit_test(test_cli_errors),
+        cmocka_unit_test(test_kill_matrix),
         cmocka_unit_test(test_sample_fixture),
         cmocka_unit_test(test_run_command),
         cmocka_unit_test(test_run_failing_check),
