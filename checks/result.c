@@ -27,6 +27,19 @@ const char *assay_family_str(enum assay_family f)
     return "?";
 }
 
+bool assay_family_by_name(const char *name, enum assay_family *out)
+{
+    static const enum assay_family all[] = {ASSAY_FAMILY_EQUIVALENCE, ASSAY_FAMILY_DISTRIBUTIONAL,
+                                             ASSAY_FAMILY_PROPERTY, ASSAY_FAMILY_SEEDED};
+    for (size_t i = 0; name != NULL && i < sizeof all / sizeof all[0]; i++) {
+        if (strcmp(name, assay_family_str(all[i])) == 0) {
+            *out = all[i];
+            return true;
+        }
+    }
+    return false;
+}
+
 const char *assay_check_fired_str(bool rule_fired, bool statistic_fired)
 {
     if (rule_fired) {

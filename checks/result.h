@@ -78,6 +78,14 @@ struct assay_evidence {
 const char *assay_verdict_str(enum assay_verdict v);
 const char *assay_family_str(enum assay_family f);
 
+/* The family called name ("equivalence", "distributional", "property",
+ * "seeded"): true with *out set, false for any other name. */
+bool assay_family_by_name(const char *name, enum assay_family *out);
+
+/* The families' names for a usage message: "equivalence, distributional,
+ * property or seeded". */
+#define ASSAY_FAMILY_NAMES "equivalence, distributional, property or seeded"
+
 struct assay_check_result {
     char name[96];
     enum assay_family family;

@@ -170,8 +170,8 @@ static int matrix(const char *family, char **names, int n_names, double timeout_
         if (!want || (family != NULL && strcmp(m->caught_by, family) != 0)) {
             continue;
         }
-        if (strcmp(m->caught_by, "equivalence") != 0 && strcmp(m->caught_by, "distributional") != 0 &&
-            strcmp(m->caught_by, "property") != 0 && strcmp(m->caught_by, "seeded") != 0) {
+        enum assay_family own;
+        if (!assay_family_by_name(m->caught_by, &own)) {
             printf("%-26s %-15s    -    -  (caught outside the verify plan: the %s label)\n",
                    m->name, m->caught_by, m->caught_by);
             if (km != NULL && assay_kill_matrix_add_row(km, m->name, m->caught_by, m->mechanism,
@@ -251,12 +251,9 @@ int assay_cmd_mutants(int argc, char **argv)
         fprintf(stderr, "assay mutants: --family, --mutant and --out go with --matrix\n");
         return ASSAY_EXIT_USAGE;
     }
-    if (family != NULL && strcmp(family, "equivalence") != 0 &&
-        strcmp(family, "distributional") != 0 && strcmp(family, "property") != 0 &&
-        strcmp(family, "seeded") != 0) {
-        fprintf(stderr,
-                "assay mutants: --family expects equivalence, distributional, property or "
-                "seeded, got '%s'\n",
+    enum assay_family fam;
+    if (family != NULL && !assay_family_by_name(family, &fam)) {
+        fprintf(stderr, "assay mutants: --family expects " ASSAY_FAMILY_NAMES ", got '%s'\n",
                 family);
         return ASSAY_EXIT_USAGE;
     }

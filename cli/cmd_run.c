@@ -139,12 +139,9 @@ static int parse(int argc, char **argv, struct run_opts *o)
         fprintf(stderr, "assay run: unexpected argument '%s'\n", argv[optind]);
         return ASSAY_EXIT_USAGE;
     }
-    if (o->family != NULL && strcmp(o->family, "equivalence") != 0 &&
-        strcmp(o->family, "distributional") != 0 && strcmp(o->family, "property") != 0 &&
-        strcmp(o->family, "seeded") != 0) {
-        fprintf(stderr,
-                "assay run: --family expects equivalence, distributional, property or seeded, "
-                "got '%s'\n",
+    enum assay_family fam;
+    if (o->family != NULL && !assay_family_by_name(o->family, &fam)) {
+        fprintf(stderr, "assay run: --family expects " ASSAY_FAMILY_NAMES ", got '%s'\n",
                 o->family);
         return ASSAY_EXIT_USAGE;
     }

@@ -103,12 +103,9 @@ int assay_cmd_verify(int argc, char **argv)
         assay_cli_list_checks(plan, n_plan);
         return ASSAY_EXIT_OK;
     }
-    if (family != NULL && strcmp(family, "equivalence") != 0 &&
-        strcmp(family, "distributional") != 0 && strcmp(family, "property") != 0 &&
-        strcmp(family, "seeded") != 0) {
-        fprintf(stderr,
-                "assay verify: --family expects equivalence, distributional, property or seeded, "
-                "got '%s'\n",
+    enum assay_family fam;
+    if (family != NULL && !assay_family_by_name(family, &fam)) {
+        fprintf(stderr, "assay verify: --family expects " ASSAY_FAMILY_NAMES ", got '%s'\n",
                 family);
         return ASSAY_EXIT_USAGE;
     }
