@@ -103,6 +103,10 @@
 #include "openai_chunks.h" /* the dialects, what a chunk yields */
 
 /* The longest step() waits when no byte is ready (milliseconds). */
+/* The largest seed sent as given; larger ones are reduced mod 2^32 - 1
+ * (above), so two seeds above it may reach the server as one. */
+#define ASSAY_OPENAI_SEED_MAX 0xFFFFFFFEull
+
 #define ASSAY_OPENAI_POLL_MS 1
 
 struct assay_openai_params {

@@ -35,6 +35,7 @@
 #include "harness.h"
 #include "divergence.h"
 #include "property.h"
+#include "seeded.h"
 
 #include "audit_internal.h"
 
@@ -1485,6 +1486,44 @@ static enum assay_status check_idle(struct assay_audit *a, bool kv, struct assay
     }
     return ASSAY_OK;
 }
+/* ---- the seeded family on the server ------------------------------------ */
+
+enum seeded_kind { S_POSITIONS, S_UNSEEDED, S_PAIRS };
+
+/* The seeded family's checks (checks/seeded.h) through the server adapter,
+ * within the seeds the adapter passes as given (ASSAY_OPENAI_SEED_MAX:
+ * llama.cpp takes 32-bit seeds and reads 0xFFFFFFFF as "draw a random
+ * one"), seeds drawn from the audit's seed and the check's name. */
+static enum assay_status check_seeded(struct assay_audit *a, const struct assay_plan_item *item,
+                                      enum seeded_kind kind, struct assay_check_result *res)
+{
+    struct assay_seeded_opts o = {ASSAY_OPENAI_SEED_MAX, MAX_STEPS};
+    uint64_t seed = assay_seed_derive(a->p.seed, item->name);
+    struct assay_adapter_info info;
+    assay_adapter_get_info(&a->srv, &info);
+    enum assay_status st;
+    switch (kind) {
+    case S_POSITIONS: {
+        int32_t n_ctx = info.n_ctx > 0 ? info.n_ctx : a->model->cfg.n_ctx;
+        st = assay_check_seed_positions(&a->srv, a->model->cfg.vocab, n_ctx, seed, &o, res);
+        break;
+    }
+    case S_UNSEEDED: st = assay_check_seed_unseeded(&a->srv, a->model, seed, &o, res); break;
+    default:
+        /* About 300 one-token requests a second: 10 s quick, 20 s full. */
+        st = assay_check_seed_pairs(&a->srv, a->model, seed, &o, a->p.quick ? 1500 : 3000, 1e-6,
+                                    0.99, res);
+        break;
+    }
+    if (res->verdict == ASSAY_VERDICT_PASS) {
+        size_t used = strlen(res->summary);
+        snprintf(res->summary + used, sizeof res->summary - used,
+                 "; seeds up to %llu, the largest the adapter sends as given",
+                 (unsigned long long)o.seed_max);
+    }
+    return st;
+}
+
 /* ---- the runners of the audit's checks (registered in checks/plan.c) ---- */
 
 #define AUDIT_RUNNER(fn, call)                                                                     \
@@ -1513,3 +1552,6 @@ AUDIT_RUNNER(assay_audit_run_usage, check_usage(a, item, res))
 AUDIT_RUNNER(assay_audit_run_stream, check_stream(a, item, res))
 AUDIT_RUNNER(assay_audit_run_idle_requests, check_idle(a, false, res))
 AUDIT_RUNNER(assay_audit_run_idle_kv, check_idle(a, true, res))
+AUDIT_RUNNER(assay_audit_run_seed_positions, check_seeded(a, item, S_POSITIONS, res))
+AUDIT_RUNNER(assay_audit_run_seed_unseeded, check_seeded(a, item, S_UNSEEDED, res))
+AUDIT_RUNNER(assay_audit_run_seed_pairs, check_seeded(a, item, S_PAIRS, res))

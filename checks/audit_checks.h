@@ -80,4 +80,20 @@ enum assay_status assay_audit_run_idle_kv(struct assay_verify_ctx *ctx,
                                           const struct assay_workload *w,
                                           struct assay_check_result *res);
 
+enum assay_status assay_audit_run_seed_positions(struct assay_verify_ctx *ctx,
+                                                 const struct assay_plan_item *item,
+                                                 const struct assay_target *t,
+                                                 const struct assay_workload *w,
+                                                 struct assay_check_result *res);
+enum assay_status assay_audit_run_seed_unseeded(struct assay_verify_ctx *ctx,
+                                                const struct assay_plan_item *item,
+                                                const struct assay_target *t,
+                                                const struct assay_workload *w,
+                                                struct assay_check_result *res);
+enum assay_status assay_audit_run_seed_pairs(struct assay_verify_ctx *ctx,
+                                             const struct assay_plan_item *item,
+                                             const struct assay_target *t,
+                                             const struct assay_workload *w,
+                                             struct assay_check_result *res);
+
 #endif

@@ -112,8 +112,9 @@ static enum assay_status run_seed_positions(struct assay_verify_ctx *ctx,
         assay_check_skip(res, "needs the engine's vocabulary and a context of at least 64");
         return ASSAY_OK;
     }
+    struct assay_seeded_opts o = assay_seeded_opts_default();
     return assay_check_seed_positions(t->adapter, info.vocab, info.n_ctx,
-                                      assay_verify_seed(ctx, item->name), res);
+                                      assay_verify_seed(ctx, item->name), &o, res);
 }
 
 static enum assay_status run_seed_unseeded(struct assay_verify_ctx *ctx,
@@ -123,7 +124,8 @@ static enum assay_status run_seed_unseeded(struct assay_verify_ctx *ctx,
                                            struct assay_check_result *res)
 {
     (void)w;
-    return assay_check_seed_unseeded(t->adapter, t->model, assay_verify_seed(ctx, item->name),
+    struct assay_seeded_opts o = assay_seeded_opts_default();
+    return assay_check_seed_unseeded(t->adapter, t->model, assay_verify_seed(ctx, item->name), &o,
                                      res);
 }
 
@@ -136,7 +138,8 @@ static enum assay_status run_seed_pairs(struct assay_verify_ctx *ctx,
     (void)w;
     char buf[32];
     long n = atol(assay_plan_param(item->params, "pairs", buf, sizeof buf));
-    return assay_check_seed_pairs(t->adapter, t->model, assay_verify_seed(ctx, item->name),
+    struct assay_seeded_opts o = assay_seeded_opts_default();
+    return assay_check_seed_pairs(t->adapter, t->model, assay_verify_seed(ctx, item->name), &o,
                                   n > 0 ? n : 2000, 1e-6, 0.99, res);
 }
 
@@ -550,6 +553,18 @@ static const struct assay_plan_item k_plan[] = {
     {"audit.prop.stream", ASSAY_FAMILY_PROPERTY, "", "workloads/audit-stream.json",
      "streamed and non-streamed outputs identical", assay_audit_run_stream, "quick=8",
      ASSAY_COMMAND_AUDIT, ASSAY_NEED_SERVER, false},
+    {"audit.seed.positions", ASSAY_FAMILY_SEEDED, "", NULL,
+     "the same seed gives the same sampled tokens alone, again, twice at once and among "
+     "neighbours in any arrival order; distinct seeds with one prompt are distinct streams",
+     assay_audit_run_seed_positions, NULL, ASSAY_COMMAND_AUDIT,
+     ASSAY_NEED_SERVER | ASSAY_NEED_WEIGHTS, false},
+    {"audit.seed.unseeded", ASSAY_FAMILY_SEEDED, "", NULL,
+     "unseeded requests with one prompt are not one stream", assay_audit_run_seed_unseeded, NULL,
+     ASSAY_COMMAND_AUDIT, ASSAY_NEED_SERVER | ASSAY_NEED_WEIGHTS, false},
+    {"audit.seed.pairs", ASSAY_FAMILY_SEEDED, "", NULL,
+     "chi-squared test of independence of the first tokens of requests with adjacent seeds",
+     assay_audit_run_seed_pairs, NULL, ASSAY_COMMAND_AUDIT, ASSAY_NEED_SERVER | ASSAY_NEED_WEIGHTS,
+     false},
     {"audit.prop.idle-requests", ASSAY_FAMILY_PROPERTY, "", NULL,
      "the server's running and waiting requests (/metrics) back to idle after the run",
      assay_audit_run_idle_requests, NULL, ASSAY_COMMAND_AUDIT,

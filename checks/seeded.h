@@ -67,16 +67,42 @@ enum assay_status assay_check_seeded_configurations(const struct assay_adapter *
 extern const uint64_t assay_edge_seeds[ASSAY_N_EDGE_SEEDS];
 
 /*
+ * What the engine under test promises about seeds, and how long a run may
+ * take. seed_max is the largest seed it honours as given (UINT64_MAX for
+ * 64-bit seeds; a server with 32-bit seeds that reserves one value, as
+ * llama.cpp reserves 0xFFFFFFFF for "random", says 0xFFFFFFFE): the checks
+ * then probe only seeds up to it. max_steps bounds each run (0: the
+ * harness's bound from the workload's size; an HTTP adapter's steps are
+ * polls and need more).
+ */
+struct assay_seeded_opts {
+    uint64_t seed_max;
+    int64_t max_steps;
+};
+
+/* 64-bit seeds, the harness's bound. */
+struct assay_seeded_opts assay_seeded_opts_default(void);
+
+/*
+ * The 8 seeds seed.positions probes within seeds 0..seed_max: the edge
+ * seeds for 64-bit seeds; for a smaller space the edge seeds in it, then
+ * seed_max, 2^31, seed_max - 1, 2^16, 2^31 + 1, ... (those that fit),
+ * filled to 8 distinct values.
+ */
+void assay_seed_probes(uint64_t seed_max, uint64_t out[ASSAY_N_EDGE_SEEDS]);
+
+/*
  * seed.positions on a (vocabulary vocab, context n_ctx): prompts and
- * neighbours drawn from seed. Each probe's tokens alone are the reference;
- * every other run must give exactly them. res gets FAIL naming the seed,
- * the position, both tokens and the variable that changed. Returns ASSAY_OK
- * when a verdict was reached, else ASSAY_ERR_NOMEM.
+ * neighbours drawn from seed, probes assay_seed_probes(o->seed_max). Each
+ * probe's tokens alone are the reference; every other run must give
+ * exactly them. res gets FAIL naming the seed, the position, both tokens
+ * and the variable that changed. Returns ASSAY_OK when a verdict was
+ * reached, else ASSAY_ERR_NOMEM.
  */
 enum assay_status assay_check_seed_positions(const struct assay_adapter *a, int32_t vocab,
                                              int32_t n_ctx, uint64_t seed,
+                                             const struct assay_seeded_opts *o,
                                              struct assay_check_result *res);
-
 /*
  * seed.unseeded: 8 unseeded requests with one prompt (temperature 1, no
  * cut), 16 tokens each, in one step; FAIL when all 8 are the same. The
@@ -86,19 +112,22 @@ enum assay_status assay_check_seed_positions(const struct assay_adapter *a, int3
  */
 enum assay_status assay_check_seed_unseeded(const struct assay_adapter *a,
                                             const struct assay_model *model, uint64_t seed,
+                                            const struct assay_seeded_opts *o,
                                             struct assay_check_result *res);
 
 /*
  * seed.pairs: n_pairs pairs of requests with one prompt and one token each
  * (temperature 1, no cut): half with adjacent seeds (s, s + 1), half with
- * seeds that differ only in bit 32 (s, s ^ 2^32). The first tokens, in 4
+ * seeds that differ only in bit 32 (s, s ^ 2^32), or in bit 30 when
+ * o->seed_max is below 2^34 (32-bit seeds). The first tokens, in 4
  * bins of about equal mass under the oracle's distribution, form a 4 x 4
  * table of the pair's two tokens; Pearson's test of independence at level
  * alpha, with the smallest departure it detects with probability power.
  */
 enum assay_status assay_check_seed_pairs(const struct assay_adapter *a,
                                          const struct assay_model *model, uint64_t seed,
-                                         int64_t n_pairs, double alpha, double power,
+                                         const struct assay_seeded_opts *o, int64_t n_pairs,
+                                         double alpha, double power,
                                          struct assay_check_result *res);
 
 #endif

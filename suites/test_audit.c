@@ -876,7 +876,32 @@ static void test_mustfail(void **state)
              "--check audit.prop.idle-requests",
              out, g_assay, url, g_gguf, out);
     int rc = run(cmd);
+    /* And a server that takes the seed but ignores it (every request of the
+     * fake's well-behaved mode gets tokens that follow its prompt alone):
+     * the seeded checks must fail - distinct seeds one stream, unseeded
+     * requests one stream, the pairs' first tokens all in one bin. */
+    fake_server_set_mode(fs, FAKE_OK);
+    char seeds_out[1024], seeds_cmd[4096];
+    assay_test_scratch("audit-mustfail-seeds", seeds_out, sizeof seeds_out);
+    snprintf(seeds_cmd, sizeof seeds_cmd,
+             "rm -rf '%s' && '%s' audit --url '%s' --model '%s' --out '%s' --quick --stall-ms 2000 "
+             "--check audit.seed.positions --check audit.seed.unseeded --check audit.seed.pairs",
+             seeds_out, g_assay, url, g_gguf, seeds_out);
+    int seeds_rc = run(seeds_cmd);
     fake_server_stop(fs);
+    assert_int_equal(seeds_rc, 1);
+    r = load_report(seeds_out);
+    static const char *const seeded[] = {"audit.seed.positions", "audit.seed.unseeded",
+                                         "audit.seed.pairs"};
+    static const char *const said[] = {"two seeds, one stream", "share one random stream",
+                                       "does not reach the sampler"};
+    for (size_t i = 0; i < sizeof seeded / sizeof seeded[0]; i++) {
+        const cJSON *c = find_check(r, seeded[i]);
+        assert_string_equal(assay_json_str(c, "verdict", ""), "FAIL");
+        printf("# %s FAIL: %.160s\n", seeded[i], assay_json_str(c, "failure", ""));
+        assert_non_null(strstr(assay_json_str(c, "failure", ""), said[i]));
+    }
+    cJSON_Delete(r);
     assert_int_equal(rc, 1);
     r = load_report(out);
     static const char *const fail[] = {"audit.prop.finish", "audit.prop.usage",
