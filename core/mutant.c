@@ -65,6 +65,14 @@ static const struct assay_mutant_info k_catalog[ASSAY_MUTANT_COUNT] = {
      "where a fixed temperature was asked for; a bias whose sign depends on the context, which "
      "pooled PIT values average out",
      "distributional"},
+    {ASSAY_MUTANT_TOPP_DROPS_CROSSING, "topp-drops-crossing",
+     "top-p keeps the largest set of most likely tokens whose cumulative probability does not "
+     "exceed p (at least one), dropping the token that crosses p, where the smallest set that "
+     "reaches p is meant",
+     "llama.cpp's top-p before ggml-org/llama.cpp #1953 ('the top-p implementation currently has "
+     "an off-by-one, instead computing the largest set with probability less than or equal to "
+     "p'; its old tests checked only sets summing exactly to p)",
+     "distributional"},
     {ASSAY_MUTANT_UNSEEDED_STEALS_SEEDS, "unseeded-steals-seeds",
      "when any request in a step has no seed, every request of that step draws from the engine's "
      "shared stream instead of its own",
