@@ -96,6 +96,14 @@ static const struct assay_mutant_info k_catalog[ASSAY_MUTANT_COUNT] = {
      "the engine's start-up seed used as every unseeded request's seed, where each needs a fresh "
      "one (identical 'random' completions for identical prompts)",
      "seeded"},
+    {ASSAY_MUTANT_SEED_RESTART_AFTER_PREEMPT, "seed-restart-after-preempt",
+     "a seeded request resumed after recompute-preemption restarts its random stream from its "
+     "seed: the first token after the re-prefill draws the numbers of output position 0 again, "
+     "so the tokens after a preemption depend on when it happened",
+     "vLLM #19940 (v0's _prepare_seq_groups recreated the torch.Generator for every prefill, "
+     "including the re-prefill of a preempted sequence, so 'the generator will be reset when "
+     "the sequence is preempted')",
+     "seeded"},
     {ASSAY_MUTANT_ABORT_DOUBLE_FREE, "abort-double-free",
      "aborting a running request releases its blocks twice (the abort path returns them, then "
      "the common leave-running path returns them again)",
