@@ -104,6 +104,15 @@ static const struct assay_mutant_info k_catalog[ASSAY_MUTANT_COUNT] = {
      "including the re-prefill of a preempted sequence, so 'the generator will be reset when "
      "the sequence is preempted')",
      "seeded"},
+    {ASSAY_MUTANT_PARTIAL_PREFILL_ADVANCES_SEED, "partial-prefill-advances-seed",
+     "each prefill chunk that leaves a seeded request's prompt unfinished advances its random "
+     "stream by one draw (a token sampled and thrown away, the stream not wound back), so its "
+     "tokens depend on how its prompt was chunked",
+     "vLLM #10097 (V1 samples a token for a request whose prompt is only partly prefilled, "
+     "discards it and rewinds the request's generator: the rewind moved the offset back by 1 "
+     "where the draw had moved it by 4, fixed to 'generator.set_offset(generator.get_offset() "
+     "- 4)')",
+     "seeded"},
     {ASSAY_MUTANT_ABORT_DOUBLE_FREE, "abort-double-free",
      "aborting a running request releases its blocks twice (the abort path returns them, then "
      "the common leave-running path returns them again)",
