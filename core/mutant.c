@@ -73,6 +73,13 @@ static const struct assay_mutant_info k_catalog[ASSAY_MUTANT_COUNT] = {
      "an off-by-one, instead computing the largest set with probability less than or equal to "
      "p'; its old tests checked only sets summing exactly to p)",
      "distributional"},
+    {ASSAY_MUTANT_TOPK_ZERO_KEEPS_ONE, "topk-zero-keeps-one",
+     "a top-k of 0 (top-k off) is raised to the minimum of one kept token instead of meaning the "
+     "whole vocabulary, so a request without top-k is served greedily at any temperature",
+     "ggml-org/llama.cpp #5388 ('top_k values <= 0 are then rounded up to min_keep instead of "
+     "being set to candidates.size', when llama_sample_top_k is called directly, as "
+     "llama-cpp-python did: sampling with top_k = 0 became deterministic)",
+     "distributional"},
     {ASSAY_MUTANT_UNSEEDED_STEALS_SEEDS, "unseeded-steals-seeds",
      "when any request in a step has no seed, every request of that step draws from the engine's "
      "shared stream instead of its own",

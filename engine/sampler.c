@@ -198,6 +198,9 @@ void assay_sampler_distribution(struct assay_sampler *s, const float *logits,
         total += s->e[i];
     }
     int32_t top_k = (sp->top_k > 0 && sp->top_k < v) ? sp->top_k : v;
+    if (ASSAY_MUTANT_ON(s->mutant, ASSAY_MUTANT_TOPK_ZERO_KEEPS_ONE) && sp->top_k <= 0) {
+        top_k = 1; /* the planted bug: "off" raised to the minimum kept, one token */
+    }
     bool use_top_p = sp->top_p < 1.0f;
     if (top_k == v && !use_top_p) {
         for (int32_t i = 0; i < v; i++) {
