@@ -65,6 +65,21 @@ static const struct assay_mutant_info k_catalog[ASSAY_MUTANT_COUNT] = {
      "where a fixed temperature was asked for; a bias whose sign depends on the context, which "
      "pooled PIT values average out",
      "distributional"},
+    {ASSAY_MUTANT_TOPP_DROPS_CROSSING, "topp-drops-crossing",
+     "top-p keeps the largest set of most likely tokens whose cumulative probability does not "
+     "exceed p (at least one), dropping the token that crosses p, where the smallest set that "
+     "reaches p is meant",
+     "llama.cpp's top-p before ggml-org/llama.cpp #1953 ('the top-p implementation currently has "
+     "an off-by-one, instead computing the largest set with probability less than or equal to "
+     "p'; its old tests checked only sets summing exactly to p)",
+     "distributional"},
+    {ASSAY_MUTANT_TOPK_ZERO_KEEPS_ONE, "topk-zero-keeps-one",
+     "a top-k of 0 (top-k off) is raised to the minimum of one kept token instead of meaning the "
+     "whole vocabulary, so a request without top-k is served greedily at any temperature",
+     "ggml-org/llama.cpp #5388 ('top_k values <= 0 are then rounded up to min_keep instead of "
+     "being set to candidates.size', when llama_sample_top_k is called directly, as "
+     "llama-cpp-python did: sampling with top_k = 0 became deterministic)",
+     "distributional"},
     {ASSAY_MUTANT_UNSEEDED_STEALS_SEEDS, "unseeded-steals-seeds",
      "when any request in a step has no seed, every request of that step draws from the engine's "
      "shared stream instead of its own",
@@ -87,6 +102,23 @@ static const struct assay_mutant_info k_catalog[ASSAY_MUTANT_COUNT] = {
      "every unseeded request, so unseeded requests with one prompt give one output",
      "the engine's start-up seed used as every unseeded request's seed, where each needs a fresh "
      "one (identical 'random' completions for identical prompts)",
+     "seeded"},
+    {ASSAY_MUTANT_SEED_RESTART_AFTER_PREEMPT, "seed-restart-after-preempt",
+     "a seeded request resumed after recompute-preemption restarts its random stream from its "
+     "seed: the first token after the re-prefill draws the numbers of output position 0 again, "
+     "so the tokens after a preemption depend on when it happened",
+     "vLLM #19940 (v0's _prepare_seq_groups recreated the torch.Generator for every prefill, "
+     "including the re-prefill of a preempted sequence, so 'the generator will be reset when "
+     "the sequence is preempted')",
+     "seeded"},
+    {ASSAY_MUTANT_PARTIAL_PREFILL_ADVANCES_SEED, "partial-prefill-advances-seed",
+     "each prefill chunk that leaves a seeded request's prompt unfinished advances its random "
+     "stream by one draw (a token sampled and thrown away, the stream not wound back), so its "
+     "tokens depend on how its prompt was chunked",
+     "vLLM #10097 (V1 samples a token for a request whose prompt is only partly prefilled, "
+     "discards it and rewinds the request's generator: the rewind moved the offset back by 1 "
+     "where the draw had moved it by 4, fixed to 'generator.set_offset(generator.get_offset() "
+     "- 4)')",
      "seeded"},
     {ASSAY_MUTANT_ABORT_DOUBLE_FREE, "abort-double-free",
      "aborting a running request releases its blocks twice (the abort path returns them, then "

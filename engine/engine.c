@@ -44,6 +44,9 @@ struct seq {
     int32_t run_slot;       /* while running: draft KV slot, contiguous block */
     int32_t draft_computed; /* tokens whose KV the draft holds */
     int32_t n_chunks;       /* prefill chunks since admission */
+    int32_t draw_skew;      /* 0; added to the output index of every draw by
+                               the planted bugs seed-restart-after-preempt and
+                               partial-prefill-advances-seed */
     struct assay_sampling sampling;
     uint64_t seed;
     enum assay_finish_reason finish;
@@ -751,6 +754,12 @@ static void preempt(struct assay_engine *e, int32_t s)
         q->max_tokens -= q->n_tokens - q->n_prompt;
         q->n_prompt = q->n_tokens;
     }
+    if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_SEED_RESTART_AFTER_PREEMPT) &&
+        q->sampling.seeded) {
+        /* The planted bug: the re-prefill creates the request's generator
+         * afresh from its seed, so the stream starts over at the next token. */
+        q->draw_skew = -(q->n_tokens - q->n_prompt);
+    }
     if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_PREEMPT_PAD_SLOT)) {
         /* The planted bug: the emptied table keeps a padding entry, and the
          * resumed prefill writes its KV through it, far outside the pool. */
@@ -1044,6 +1053,10 @@ static double draw_u01(struct assay_engine *e, const struct seq *q, int32_t inde
          * request's numbers from the engine's one shared stream. */
         return assay_rng_u01(e->p.seed, e->shared_draws++, (uint32_t)purpose);
     }
+    if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_SEED_RESTART_AFTER_PREEMPT) ||
+        ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_PARTIAL_PREFILL_ADVANCES_SEED)) {
+        index += q->draw_skew; /* the planted bugs: the stream is not where it should be */
+    }
     return assay_rng_u01(q->seed, (uint64_t)index, (uint32_t)purpose);
 }
 
@@ -1309,6 +1322,14 @@ static void after_target(struct assay_engine *e)
         bool finished = false;
         if (e->p.kv_cache) {
             q->n_computed += pl->n_new;
+        }
+        if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_PARTIAL_PREFILL_ADVANCES_SEED) &&
+            q->sampling.seeded && e->p.kv_cache && !pl->decode &&
+            q->n_computed < prefill_target(e, q)) {
+            /* The planted bug: a chunk that leaves the prompt unfinished
+             * samples a token that is thrown away, and the request's stream
+             * is not wound back, so it stays one draw ahead. */
+            q->draw_skew++;
         }
         if (pl->decode) {
             if (pl->k_eff == 0) {

@@ -198,6 +198,9 @@ void assay_sampler_distribution(struct assay_sampler *s, const float *logits,
         total += s->e[i];
     }
     int32_t top_k = (sp->top_k > 0 && sp->top_k < v) ? sp->top_k : v;
+    if (ASSAY_MUTANT_ON(s->mutant, ASSAY_MUTANT_TOPK_ZERO_KEEPS_ONE) && sp->top_k <= 0) {
+        top_k = 1; /* the planted bug: "off" raised to the minimum kept, one token */
+    }
     bool use_top_p = sp->top_p < 1.0f;
     if (top_k == v && !use_top_p) {
         for (int32_t i = 0; i < v; i++) {
@@ -230,6 +233,16 @@ void assay_sampler_distribution(struct assay_sampler *s, const float *logits,
         /* Ranks at or past top_k are cut whatever top-p says. */
         for (int32_t r = 0; r < scan && r < kept; r++) {
             cum += s->e[rank_id(s, r)] / mass;
+            if (ASSAY_MUTANT_ON(s->mutant, ASSAY_MUTANT_TOPP_DROPS_CROSSING)) {
+                /* The planted bug: stop before the token that takes the
+                 * sum past p (keeping at least one), the largest set of
+                 * mass <= p instead of the smallest of mass >= p. */
+                if (cum > (double)sp->top_p) {
+                    n_p = r > 0 ? r : 1;
+                    break;
+                }
+                continue;
+            }
             if (cum >= (double)sp->top_p) {
                 n_p = r + 1;
                 break;
