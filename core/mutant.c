@@ -30,6 +30,16 @@ static const struct assay_mutant_info k_catalog[ASSAY_MUTANT_COUNT] = {
      "a prefix-cache lookup keyed on the last block's tokens only, so different prefixes that "
      "end alike share KV",
      "equivalence"},
+    {ASSAY_MUTANT_BATCH_DECODE_FOREIGN_POSITION, "batch-decode-foreign-position",
+     "in a step that decodes several sequences one token each, every decoding sequence after "
+     "the first rotates its query and key with the first one's position (a positions vector "
+     "filled from the wrong sequence); the KV slot and the attention span are right, a sequence "
+     "decoding alone is right",
+     "batched decoding whose outputs are nonsense with more than one parallel sequence and right "
+     "with one (llama.cpp #6173: 'When using batched decoding with >1 parallel sequences, "
+     "llama.cpp produces nonsensical outputs... if I use only 1 parallel sequence... the output "
+     "becomes reasonable')",
+     "equivalence"},
     {ASSAY_MUTANT_SPEC_RESIDUAL_FROM_P, "spec-residual-from-p",
      "after a rejected proposal the token is drawn from the target's p instead of "
      "normalize(max(0, p - q))",

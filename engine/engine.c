@@ -1268,6 +1268,7 @@ static void register_blocks(struct assay_engine *e, struct seq *q)
 static enum assay_status run_target(struct assay_engine *e)
 {
     int32_t rows = 0, n_out = 0;
+    int32_t first_decode_pos = -1; /* for a planted bug */
     for (int32_t i = 0; i < e->n_plans; i++) {
         struct plan *pl = &e->plans[i];
         struct seq *q = &e->seqs[pl->seq];
@@ -1282,6 +1283,17 @@ static enum assay_status run_target(struct assay_engine *e)
         if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_CHUNK_ROPE_OFF_BY_ONE) && e->p.chunk > 0 &&
             prefill && q->n_chunks > 0) {
             fs->rope_offset = 1; /* the planted bug */
+        }
+        if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_BATCH_DECODE_FOREIGN_POSITION) &&
+            e->p.kv_cache && pl->decode && pl->n_new == 1) {
+            /* The planted bug: every one-row sequence that samples this step
+             * (a decode) is rotated with the position of the step's first
+             * such sequence; slots and attention spans are right. */
+            if (first_decode_pos < 0) {
+                first_decode_pos = first;
+            } else {
+                fs->rope_offset = first_decode_pos - first;
+            }
         }
         if (prefill) {
             q->n_chunks++;
