@@ -149,6 +149,13 @@ static const struct assay_mutant_info k_catalog[ASSAY_MUTANT_COUNT] = {
      "speculative decoding's rejected tokens leaving their KV blocks allocated (sglang-jax #1147, "
      "sglang #13826: over-allocated draft KV never released)",
      "property"},
+    {ASSAY_MUTANT_MAX_TOKENS_OVERSHOOT, "max-tokens-overshoot",
+     "the length limit is tested before the new token is counted, so a request not stopped by "
+     "its stop token receives max_tokens + 1 tokens and finishes for length after the extra one",
+     "a token budget checked off by one (llama.cpp #4790, fixed by #4798 'server : fix "
+     "n_predict check': 'The server doesn't accurately follow n_predict', more tokens generated "
+     "than asked)",
+     "property"},
     {ASSAY_MUTANT_PREEMPT_PAD_SLOT, "preempt-pad-slot",
      "a recompute-preemption leaves a padding entry (block -2^30) at the head of the emptied "
      "block table, and the resumed prefill writes its KV through it, far outside the pool: the "

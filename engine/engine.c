@@ -813,6 +813,19 @@ static void take_prefix_hits(struct assay_engine *e, struct seq *q, int32_t pref
     q->n_computed = q->n_blocks * e->block_size;
 }
 
+/* How many tokens q may generate: its max_tokens. */
+static int32_t output_budget(const struct assay_engine *e, const struct seq *q)
+{
+    if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_MAX_TOKENS_OVERSHOOT) &&
+        q->n_prompt + q->max_tokens < e->p.max_seq_len) {
+        /* The planted bug: the budget is tested before the new token is
+         * counted, so one token more than max_tokens is generated (only
+         * where the context has room for it: the token store ends there). */
+        return q->max_tokens + 1;
+    }
+    return q->max_tokens;
+}
+
 /* ---- scheduling ------------------------------------------------------ */
 
 static int32_t prefill_target(const struct assay_engine *e, const struct seq *q)
@@ -834,7 +847,7 @@ static int32_t plan_rows(struct assay_engine *e, const struct seq *q, int32_t bu
         int32_t k = 0;
         if (e->p.spec_k > 0) {
             k = e->p.spec_k;
-            int32_t left = q->max_tokens - (q->n_tokens - q->n_prompt) - 1;
+            int32_t left = output_budget(e, q) - (q->n_tokens - q->n_prompt) - 1;
             k = k < left ? k : left;
         }
         int32_t n = q->n_tokens + k;
@@ -856,7 +869,7 @@ static int32_t plan_rows(struct assay_engine *e, const struct seq *q, int32_t bu
          * waits a step. */
         int32_t k = 0;
         if (e->p.spec_k > 0) {
-            int32_t left = q->max_tokens - (q->n_tokens - q->n_prompt) - 1;
+            int32_t left = output_budget(e, q) - (q->n_tokens - q->n_prompt) - 1;
             k = e->p.spec_k < left ? e->p.spec_k : left;
         }
         if (1 + k > rows_left || (k > 0 && q->n_tokens - q->draft_computed > e->spec_rows_left)) {
@@ -1008,12 +1021,12 @@ static void finish(struct assay_engine *e, int32_t s)
 }
 
 /* Append a generated token; returns true if the request is now finished. */
-static bool append_token(struct seq *q, int32_t token)
+static bool append_token(const struct assay_engine *e, struct seq *q, int32_t token)
 {
     q->tokens[q->n_tokens++] = token;
     if (token == q->stop_token) {
         q->finish = ASSAY_FINISH_STOP;
-    } else if (q->n_tokens - q->n_prompt >= q->max_tokens) {
+    } else if (q->n_tokens - q->n_prompt >= output_budget(e, q)) {
         q->finish = ASSAY_FINISH_LENGTH;
     }
     return q->finish != ASSAY_FINISH_NONE;
@@ -1176,7 +1189,7 @@ static bool sample_next(struct assay_engine *e, struct seq *q, const float *lrow
     assay_sampler_distribution(e->sampler, lrow, &q->sampling, e->p.sampling_order, p);
     int32_t x = assay_sampler_draw(p, e->cfg.vocab, draw_u01(e, q, index, DRAW_SAMPLE));
     sink_logits(e, q, index, lrow);
-    return append_token(q, x);
+    return append_token(e, q, x);
 }
 
 /*
@@ -1211,7 +1224,7 @@ static int32_t verify_round(struct assay_engine *e, const struct plan *pl, const
                 x = q->tokens[n_old + j]; /* the planted bug: the draft's extra proposal */
             }
             sink_logits(e, q, g + j, lrow);
-            *finished = append_token(q, x);
+            *finished = append_token(e, q, x);
             break;
         }
         const double *qd = e->q_dist + ((int64_t)q->run_slot * e->p.spec_k + j) * v;
@@ -1224,7 +1237,7 @@ static int32_t verify_round(struct assay_engine *e, const struct plan *pl, const
         if (u < ratio) {
             accepted++;
             sink_logits(e, q, g + j, lrow);
-            *finished = append_token(q, x);
+            *finished = append_token(e, q, x);
             continue;
         }
         double sum = 0.0;
@@ -1241,7 +1254,7 @@ static int32_t verify_round(struct assay_engine *e, const struct plan *pl, const
         }
         int32_t y = assay_sampler_draw(e->residual, v, draw_u01(e, q, g + j, DRAW_RESIDUAL));
         sink_logits(e, q, g + j, lrow);
-        *finished = append_token(q, y);
+        *finished = append_token(e, q, y);
         break;
     }
     struct assay_event *ev = push_event(e, ASSAY_EVENT_SPEC_ROUND, q->id);
