@@ -156,6 +156,16 @@ static const struct assay_mutant_info k_catalog[ASSAY_MUTANT_COUNT] = {
      "n_predict check': 'The server doesn't accurately follow n_predict', more tokens generated "
      "than asked)",
      "property"},
+    {ASSAY_MUTANT_FULL_HIT_WRONG_POSITION, "full-hit-wrong-position",
+     "a prompt whose every block is in the prefix cache is taken whole, leaving no prompt token "
+     "to compute; the decode then feeds the prompt's last token again at the next position, so "
+     "the first token is computed from the wrong position (the last token seen twice) and every "
+     "later token's KV sits one position late; a prompt gives other tokens cold and cached",
+     "a fully cached prompt whose first token does not come from the prompt's last position "
+     "(llama.cpp #1585: with the whole prompt already in --prompt-cache 'the joke will start "
+     "with a Z every time. Perhaps the logits are not being reevaluated'; 'The fix is to "
+     "recalculate the logits')",
+     "property"},
     {ASSAY_MUTANT_PREEMPT_PAD_SLOT, "preempt-pad-slot",
      "a recompute-preemption leaves a padding entry (block -2^30) at the head of the emptied "
      "block table, and the resumed prefill writes its KV through it, far outside the pool: the "

@@ -796,6 +796,9 @@ static bool ensure_blocks(struct assay_engine *e, int32_t s, int32_t n_pos, bool
 static void take_prefix_hits(struct assay_engine *e, struct seq *q, int32_t prefill_target)
 {
     int32_t limit = prefill_target - 1;
+    if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_FULL_HIT_WRONG_POSITION) && e->p.spec_k == 0) {
+        limit = prefill_target; /* the planted bug: a prompt wholly cached is taken whole */
+    }
     uint64_t parent = 0;
     while ((q->n_blocks + 1) * e->block_size <= limit) {
         const int32_t *toks = q->tokens + (int64_t)q->n_blocks * e->block_size;
@@ -1311,7 +1314,14 @@ static enum assay_status run_target(struct assay_engine *e)
         if (prefill) {
             q->n_chunks++;
         }
-        memcpy(e->rows + rows, q->tokens + first, sizeof(int32_t) * (size_t)pl->n_new);
+        int32_t src = first;
+        if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_FULL_HIT_WRONG_POSITION) &&
+            q->n_computed >= q->n_tokens) {
+            /* The planted bug: with nothing left to compute, the decode
+             * feeds the last known token again, at the next position. */
+            src = q->n_tokens - pl->n_new;
+        }
+        memcpy(e->rows + rows, q->tokens + src, sizeof(int32_t) * (size_t)pl->n_new);
         pl->row0 = rows;
         pl->out0 = n_out;
         rows += pl->n_new;
