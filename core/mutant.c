@@ -30,6 +30,16 @@ static const struct assay_mutant_info k_catalog[ASSAY_MUTANT_COUNT] = {
      "a prefix-cache lookup keyed on the last block's tokens only, so different prefixes that "
      "end alike share KV",
      "equivalence"},
+    {ASSAY_MUTANT_BATCH_DECODE_FOREIGN_POSITION, "batch-decode-foreign-position",
+     "in a step that decodes several sequences one token each, every decoding sequence after "
+     "the first rotates its query and key with the first one's position (a positions vector "
+     "filled from the wrong sequence); the KV slot and the attention span are right, a sequence "
+     "decoding alone is right",
+     "batched decoding whose outputs are nonsense with more than one parallel sequence and right "
+     "with one (llama.cpp #6173: 'When using batched decoding with >1 parallel sequences, "
+     "llama.cpp produces nonsensical outputs... if I use only 1 parallel sequence... the output "
+     "becomes reasonable')",
+     "equivalence"},
     {ASSAY_MUTANT_SPEC_RESIDUAL_FROM_P, "spec-residual-from-p",
      "after a rejected proposal the token is drawn from the target's p instead of "
      "normalize(max(0, p - q))",
@@ -170,6 +180,23 @@ static const struct assay_mutant_info k_catalog[ASSAY_MUTANT_COUNT] = {
      "blocks written only by rejected proposals are kept by the sequence instead of returned",
      "speculative decoding's rejected tokens leaving their KV blocks allocated (sglang-jax #1147, "
      "sglang #13826: over-allocated draft KV never released)",
+     "property"},
+    {ASSAY_MUTANT_MAX_TOKENS_OVERSHOOT, "max-tokens-overshoot",
+     "the length limit is tested before the new token is counted, so a request not stopped by "
+     "its stop token receives max_tokens + 1 tokens and finishes for length after the extra one",
+     "a token budget checked off by one (llama.cpp #4790, fixed by #4798 'server : fix "
+     "n_predict check': 'The server doesn't accurately follow n_predict', more tokens generated "
+     "than asked)",
+     "property"},
+    {ASSAY_MUTANT_FULL_HIT_WRONG_POSITION, "full-hit-wrong-position",
+     "a prompt whose every block is in the prefix cache is taken whole, leaving no prompt token "
+     "to compute; the decode then feeds the prompt's last token again at the next position, so "
+     "the first token is computed from the wrong position (the last token seen twice) and every "
+     "later token's KV sits one position late; a prompt gives other tokens cold and cached",
+     "a fully cached prompt whose first token does not come from the prompt's last position "
+     "(llama.cpp #1585: with the whole prompt already in --prompt-cache 'the joke will start "
+     "with a Z every time. Perhaps the logits are not being reevaluated'; 'The fix is to "
+     "recalculate the logits')",
      "property"},
     {ASSAY_MUTANT_PREEMPT_PAD_SLOT, "preempt-pad-slot",
      "a recompute-preemption leaves a padding entry (block -2^30) at the head of the emptied "

@@ -805,6 +805,9 @@ static bool ensure_blocks(struct assay_engine *e, int32_t s, int32_t n_pos, bool
 static void take_prefix_hits(struct assay_engine *e, struct seq *q, int32_t prefill_target)
 {
     int32_t limit = prefill_target - 1;
+    if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_FULL_HIT_WRONG_POSITION) && e->p.spec_k == 0) {
+        limit = prefill_target; /* the planted bug: a prompt wholly cached is taken whole */
+    }
     uint64_t parent = 0;
     while ((q->n_blocks + 1) * e->block_size <= limit) {
         const int32_t *toks = q->tokens + (int64_t)q->n_blocks * e->block_size;
@@ -820,6 +823,19 @@ static void take_prefix_hits(struct assay_engine *e, struct seq *q, int32_t pref
     q->n_hashed = q->n_blocks;
     q->last_hash = parent;
     q->n_computed = q->n_blocks * e->block_size;
+}
+
+/* How many tokens q may generate: its max_tokens. */
+static int32_t output_budget(const struct assay_engine *e, const struct seq *q)
+{
+    if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_MAX_TOKENS_OVERSHOOT) &&
+        q->n_prompt + q->max_tokens < e->p.max_seq_len) {
+        /* The planted bug: the budget is tested before the new token is
+         * counted, so one token more than max_tokens is generated (only
+         * where the context has room for it: the token store ends there). */
+        return q->max_tokens + 1;
+    }
+    return q->max_tokens;
 }
 
 /* ---- scheduling ------------------------------------------------------ */
@@ -843,7 +859,7 @@ static int32_t plan_rows(struct assay_engine *e, const struct seq *q, int32_t bu
         int32_t k = 0;
         if (e->p.spec_k > 0) {
             k = e->p.spec_k;
-            int32_t left = q->max_tokens - (q->n_tokens - q->n_prompt) - 1;
+            int32_t left = output_budget(e, q) - (q->n_tokens - q->n_prompt) - 1;
             k = k < left ? k : left;
         }
         int32_t n = q->n_tokens + k;
@@ -865,7 +881,7 @@ static int32_t plan_rows(struct assay_engine *e, const struct seq *q, int32_t bu
          * waits a step. */
         int32_t k = 0;
         if (e->p.spec_k > 0) {
-            int32_t left = q->max_tokens - (q->n_tokens - q->n_prompt) - 1;
+            int32_t left = output_budget(e, q) - (q->n_tokens - q->n_prompt) - 1;
             k = e->p.spec_k < left ? e->p.spec_k : left;
         }
         if (1 + k > rows_left || (k > 0 && q->n_tokens - q->draft_computed > e->spec_rows_left)) {
@@ -1017,12 +1033,12 @@ static void finish(struct assay_engine *e, int32_t s)
 }
 
 /* Append a generated token; returns true if the request is now finished. */
-static bool append_token(struct seq *q, int32_t token)
+static bool append_token(const struct assay_engine *e, struct seq *q, int32_t token)
 {
     q->tokens[q->n_tokens++] = token;
     if (token == q->stop_token) {
         q->finish = ASSAY_FINISH_STOP;
-    } else if (q->n_tokens - q->n_prompt >= q->max_tokens) {
+    } else if (q->n_tokens - q->n_prompt >= output_budget(e, q)) {
         q->finish = ASSAY_FINISH_LENGTH;
     }
     return q->finish != ASSAY_FINISH_NONE;
@@ -1189,7 +1205,7 @@ static bool sample_next(struct assay_engine *e, struct seq *q, const float *lrow
     assay_sampler_distribution(e->sampler, lrow, &q->sampling, e->p.sampling_order, p);
     int32_t x = assay_sampler_draw(p, e->cfg.vocab, draw_u01(e, q, index, DRAW_SAMPLE));
     sink_logits(e, q, index, lrow);
-    return append_token(q, x);
+    return append_token(e, q, x);
 }
 
 /*
@@ -1224,7 +1240,7 @@ static int32_t verify_round(struct assay_engine *e, const struct plan *pl, const
                 x = q->tokens[n_old + j]; /* the planted bug: the draft's extra proposal */
             }
             sink_logits(e, q, g + j, lrow);
-            *finished = append_token(q, x);
+            *finished = append_token(e, q, x);
             break;
         }
         const double *qd = e->q_dist + ((int64_t)q->run_slot * e->p.spec_k + j) * v;
@@ -1237,7 +1253,7 @@ static int32_t verify_round(struct assay_engine *e, const struct plan *pl, const
         if (u < ratio) {
             accepted++;
             sink_logits(e, q, g + j, lrow);
-            *finished = append_token(q, x);
+            *finished = append_token(e, q, x);
             continue;
         }
         double sum = 0.0;
@@ -1254,7 +1270,7 @@ static int32_t verify_round(struct assay_engine *e, const struct plan *pl, const
         }
         int32_t y = assay_sampler_draw(e->residual, v, draw_u01(e, q, g + j, DRAW_RESIDUAL));
         sink_logits(e, q, g + j, lrow);
-        *finished = append_token(q, y);
+        *finished = append_token(e, q, y);
         break;
     }
     struct assay_event *ev = push_event(e, ASSAY_EVENT_SPEC_ROUND, q->id);
@@ -1281,6 +1297,7 @@ static void register_blocks(struct assay_engine *e, struct seq *q)
 static enum assay_status run_target(struct assay_engine *e)
 {
     int32_t rows = 0, n_out = 0;
+    int32_t first_decode_pos = -1; /* for a planted bug */
     for (int32_t i = 0; i < e->n_plans; i++) {
         struct plan *pl = &e->plans[i];
         struct seq *q = &e->seqs[pl->seq];
@@ -1296,10 +1313,28 @@ static enum assay_status run_target(struct assay_engine *e)
             prefill && q->n_chunks > 0) {
             fs->rope_offset = 1; /* the planted bug */
         }
+        if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_BATCH_DECODE_FOREIGN_POSITION) &&
+            e->p.kv_cache && pl->decode && pl->n_new == 1) {
+            /* The planted bug: every one-row sequence that samples this step
+             * (a decode) is rotated with the position of the step's first
+             * such sequence; slots and attention spans are right. */
+            if (first_decode_pos < 0) {
+                first_decode_pos = first;
+            } else {
+                fs->rope_offset = first_decode_pos - first;
+            }
+        }
         if (prefill) {
             q->n_chunks++;
         }
-        memcpy(e->rows + rows, q->tokens + first, sizeof(int32_t) * (size_t)pl->n_new);
+        int32_t src = first;
+        if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_FULL_HIT_WRONG_POSITION) &&
+            q->n_computed >= q->n_tokens) {
+            /* The planted bug: with nothing left to compute, the decode
+             * feeds the last known token again, at the next position. */
+            src = q->n_tokens - pl->n_new;
+        }
+        memcpy(e->rows + rows, q->tokens + src, sizeof(int32_t) * (size_t)pl->n_new);
         pl->row0 = rows;
         pl->out0 = n_out;
         rows += pl->n_new;
