@@ -104,14 +104,16 @@ static const struct assay_mutant_info k_catalog[ASSAY_MUTANT_COUNT] = {
     {ASSAY_MUTANT_SEED_LOW_32_BITS, "seed-low-32-bits",
      "a request's random stream is keyed by the low 32 bits of its seed only, so seeds that "
      "differ only above bit 32 draw the same tokens",
-     "a 64-bit API seed cut to 32 bits on its way to the sampler (llama.cpp's samplers take a "
+     "a seed wider than the type that carries it to the sampler (llama.cpp #2002: a seed above "
+     "2^31 stored in a signed int was read as 'pick a random seed'; today's samplers take a "
      "uint32_t seed, llama_sampler_init_dist)",
      "seeded"},
     {ASSAY_MUTANT_UNSEEDED_ONE_STREAM, "unseeded-one-stream",
      "a request without a seed draws from a stream keyed by the engine's seed alone, the same for "
      "every unseeded request, so unseeded requests with one prompt give one output",
      "the engine's start-up seed used as every unseeded request's seed, where each needs a fresh "
-     "one (identical 'random' completions for identical prompts)",
+     "one (llama.cpp #9398, 'move random seed generation to the samplers': 'this should fix the "
+     "server generating always the same response')",
      "seeded"},
     {ASSAY_MUTANT_SEED_RESTART_AFTER_PREEMPT, "seed-restart-after-preempt",
      "a seeded request resumed after recompute-preemption restarts its random stream from its "
