@@ -2,7 +2,9 @@
 # The HTML report in a real browser: render the committed sample reports
 # (fixtures/reports/sample-run.json, an `assay run --quick`, and
 # sample-evidence.json, an `assay compare` whose distributional checks pool
-# a tail) with this build's `assay report`, load each in Debian's Chromium
+# a tail; sample-kill-matrix.json, the property family's kill matrix from
+# `assay-mutants mutants --matrix --out`) with this build's `assay report`,
+# load each in Debian's Chromium
 # headless and check that it renders with its plots, the distributional
 # evidence drawn as its JSON says, and without a console error
 # (suites/report_browser.mjs, through playwright-core and the DevTools
@@ -47,7 +49,7 @@ if [ ! -f "$module/package.json" ] ||
 fi
 
 # Each page is rendered by this build, from the JSON alone.
-for sample in sample-run sample-evidence; do
+for sample in sample-run sample-evidence sample-kill-matrix; do
     out="$work/out-$sample"
     rm -rf "$out"
     mkdir -p "$out"
