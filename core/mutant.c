@@ -90,6 +90,14 @@ static const struct assay_mutant_info k_catalog[ASSAY_MUTANT_COUNT] = {
      "being set to candidates.size', when llama_sample_top_k is called directly, as "
      "llama-cpp-python did: sampling with top_k = 0 became deterministic)",
      "distributional"},
+    {ASSAY_MUTANT_SPEC_VERIFY_GREEDY, "spec-verify-greedy",
+     "the speculative verifier commits the target's argmax whatever the request's temperature: a "
+     "proposal is kept when it is the argmax, and the token after the first miss and the bonus "
+     "token are the argmax, so speculating sampled requests are served greedily",
+     "sgl-project/sglang #31214 ('on ROCm/HIP, EAGLE speculative decoding always commits argmax "
+     "(greedy) in verify. It ignores temperature and top_p': the sampling verify ops were "
+     "imported only on CUDA, and other platforms fell back to torch.argmax)",
+     "distributional"},
     {ASSAY_MUTANT_UNSEEDED_STEALS_SEEDS, "unseeded-steals-seeds",
      "when any request in a step has no seed, every request of that step draws from the engine's "
      "shared stream instead of its own",

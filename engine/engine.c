@@ -1233,6 +1233,21 @@ static int32_t verify_round(struct assay_engine *e, const struct plan *pl, const
             sp.temperature = 1.0f; /* the planted bug: the verifier's p at T = 1 */
         }
         assay_sampler_distribution(e->sampler, lrow, &sp, e->p.sampling_order, p);
+        if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_SPEC_VERIFY_GREEDY)) {
+            /* The planted bug: the verifier commits the target's argmax. */
+            int32_t best = 0;
+            for (int32_t t = 1; t < v; t++) {
+                best = lrow[t] > lrow[best] ? t : best;
+            }
+            bool keep = j < pl->k_eff && q->tokens[n_old + j] == best;
+            accepted += keep;
+            sink_logits(e, q, g + j, lrow);
+            *finished = append_token(e, q, best);
+            if (keep) {
+                continue;
+            }
+            break;
+        }
         if (j == pl->k_eff) {
             /* every proposal accepted: the bonus token from p */
             int32_t x = assay_sampler_draw(p, v, draw_u01(e, q, g + j, DRAW_SAMPLE));
