@@ -1,12 +1,12 @@
 #include "kill_matrix.h"
 
-#include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "../core/alloc.h"
 #include "../core/clock.h"
 #include "../core/json_out.h"
+#include "report.h"
 #include "schema.h"
 #include "text.h"
 #include "write.h"
@@ -193,29 +193,11 @@ enum assay_status assay_kill_matrix_load(const char *path, cJSON **out, struct a
 {
     *out = NULL;
     assay_diag_clear(diag);
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) {
-        assay_diag_set(diag, path, "", "a readable file", "%s", strerror(errno));
-        return ASSAY_ERR_IO;
-    }
-    struct assay_text t;
-    assay_text_init(&t);
-    char chunk[65536];
-    size_t n;
-    while ((n = fread(chunk, 1, sizeof chunk, f)) > 0) {
-        assay_text_append(&t, chunk, n);
-    }
-    bool read_error = ferror(f) != 0;
-    fclose(f);
     char *text = NULL;
     size_t len = 0;
-    if (read_error) {
-        assay_text_release(&t);
-        assay_diag_set(diag, path, "", "a readable file", "a read error");
-        return ASSAY_ERR_IO;
-    }
-    if (assay_text_take(&t, &text, &len) != ASSAY_OK) {
-        return ASSAY_ERR_NOMEM;
+    enum assay_status st = assay_report_read_text(path, &text, &len, diag);
+    if (st != ASSAY_OK) {
+        return st;
     }
     cJSON *m = cJSON_ParseWithLength(text, len);
     assay_free(text);
@@ -227,7 +209,7 @@ enum assay_status assay_kill_matrix_load(const char *path, cJSON **out, struct a
         cJSON_Delete(m);
         return ASSAY_ERR_UNSUPPORTED;
     }
-    enum assay_status st = assay_kill_matrix_validate(m, diag);
+    st = assay_kill_matrix_validate(m, diag);
     if (st != ASSAY_OK) {
         if (diag != NULL) {
             snprintf(diag->file, sizeof diag->file, "%s", path);

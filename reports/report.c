@@ -1036,10 +1036,11 @@ enum assay_status assay_report_parse(const char *text, size_t len, const char *f
     return ASSAY_OK;
 }
 
-enum assay_status assay_report_load(const char *path, cJSON **out, struct assay_diag *diag)
+enum assay_status assay_report_read_text(const char *path, char **text, size_t *len,
+                                        struct assay_diag *diag)
 {
-    *out = NULL;
-    assay_diag_clear(diag);
+    *text = NULL;
+    *len = 0;
     FILE *f = fopen(path, "rb");
     if (f == NULL) {
         assay_diag_set(diag, path, "", "a readable file", "%s", strerror(errno));
@@ -1060,12 +1061,20 @@ enum assay_status assay_report_load(const char *path, cJSON **out, struct assay_
         assay_diag_set(diag, path, "", "a readable file", "%s", strerror(err));
         return ASSAY_ERR_IO;
     }
+    return assay_text_take(&t, text, len) != ASSAY_OK ? ASSAY_ERR_NOMEM : ASSAY_OK;
+}
+
+enum assay_status assay_report_load(const char *path, cJSON **out, struct assay_diag *diag)
+{
+    *out = NULL;
+    assay_diag_clear(diag);
     char *text;
     size_t len;
-    if (assay_text_take(&t, &text, &len) != ASSAY_OK) {
-        return ASSAY_ERR_NOMEM;
+    enum assay_status st = assay_report_read_text(path, &text, &len, diag);
+    if (st != ASSAY_OK) {
+        return st;
     }
-    enum assay_status st = assay_report_parse(text, len, path, out, diag);
+    st = assay_report_parse(text, len, path, out, diag);
     assay_free(text);
     return st;
 }

@@ -148,6 +148,11 @@ enum assay_status assay_report_validate(const cJSON *report, struct assay_diag *
 enum assay_status assay_report_parse(const char *text, size_t len, const char *file, cJSON **out,
                                      struct assay_diag *diag);
 
+/* The whole of a file, into *text (assay_free) and *len: ASSAY_ERR_IO with
+ * diag naming the file and why, ASSAY_ERR_NOMEM. */
+enum assay_status assay_report_read_text(const char *path, char **text, size_t *len,
+                                        struct assay_diag *diag);
+
 /* Read, parse and validate a report file: ASSAY_ERR_IO when it cannot be
  * read, else as assay_report_parse. */
 enum assay_status assay_report_load(const char *path, cJSON **out, struct assay_diag *diag);
