@@ -198,6 +198,15 @@ static const struct assay_mutant_info k_catalog[ASSAY_MUTANT_COUNT] = {
      "with a Z every time. Perhaps the logits are not being reevaluated'; 'The fix is to "
      "recalculate the logits')",
      "property"},
+    {ASSAY_MUTANT_BOS_PREPENDED, "bos-prepended",
+     "a BOS token is put before every prompt although prompts come as token ids to be taken as "
+     "given, so the prompt the engine holds, and the prompt/output boundary it reports, is one "
+     "token longer than the request's (where the context and the pool have room for it)",
+     "ggml-org/llama.cpp #7107 ('The llama.cpp tokenizer currently adds a BOS token "
+     "unconditionally': a prompt that already starts with BOS gets a second one; #7332 then "
+     "warned of the double BOS). Applying it to prompts given as token ids, and the boundary "
+     "counted with the extra token, is our reading",
+     "property"},
     {ASSAY_MUTANT_PREEMPT_PAD_SLOT, "preempt-pad-slot",
      "a recompute-preemption leaves a padding entry (block -2^30) at the head of the emptied "
      "block table, and the resumed prefill writes its KV through it, far outside the pool: the "

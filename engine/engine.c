@@ -678,6 +678,18 @@ enum assay_status assay_engine_add_request(struct assay_engine *e, const struct 
     q->state = SEQ_WAITING;
     memcpy(q->tokens, r->prompt, sizeof(int32_t) * (size_t)r->prompt_len);
     q->n_prompt = q->n_tokens = r->prompt_len;
+    if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_BOS_PREPENDED) && ASSAY_TOKEN_BOS < e->cfg.vocab &&
+        (int64_t)r->prompt_len + 1 + r->max_tokens <= e->p.max_seq_len &&
+        (!e->p.paged || ((int64_t)r->prompt_len + 1 + r->max_tokens + e->block_size - 1) /
+                                e->block_size <= e->p.n_blocks)) {
+        /* The planted bug: a BOS is put before every prompt, though the
+         * prompt comes as token ids to be taken as given; the prompt/output
+         * boundary moves one token late. Only where the context and the
+         * pool have room for the extra token (the token store ends there). */
+        memmove(q->tokens + 1, q->tokens, sizeof(int32_t) * (size_t)r->prompt_len);
+        q->tokens[0] = ASSAY_TOKEN_BOS;
+        q->n_prompt = q->n_tokens = r->prompt_len + 1;
+    }
     q->max_tokens = r->max_tokens;
     q->stop_token = r->stop_token;
     q->sampling = r->sampling;
