@@ -90,6 +90,16 @@ static const struct assay_mutant_info k_catalog[ASSAY_MUTANT_COUNT] = {
      "being set to candidates.size', when llama_sample_top_k is called directly, as "
      "llama-cpp-python did: sampling with top_k = 0 became deterministic)",
      "distributional"},
+    {ASSAY_MUTANT_SPEC_VERIFY_TOPK_RENORM, "spec-verify-topk-renorm",
+     "the speculative verifier builds the target's p (for the acceptance ratio, the residual and "
+     "the bonus token) with top-k applied and renormalised before top-p, while plain sampling "
+     "and the draft use the documented joint order, top-p on the full distribution: under "
+     "speculation the nucleus is smaller where top-p binds inside top-k",
+     "sgl-project/sglang #36173 (closed PR, 'Make top-k/top-p filtering consistent across "
+     "sampling paths': SGLang normally takes the top-p cutoff from the original distribution, "
+     "but 'some sampling paths instead applied top-k, renormalized the remaining probabilities, "
+     "and then applied top-p', among them the shared EAGLE-family/standalone/n-gram verifier)",
+     "distributional"},
     {ASSAY_MUTANT_UNSEEDED_STEALS_SEEDS, "unseeded-steals-seeds",
      "when any request in a step has no seed, every request of that step draws from the engine's "
      "shared stream instead of its own",

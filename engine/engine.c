@@ -1244,7 +1244,14 @@ static int32_t verify_round(struct assay_engine *e, const struct plan *pl, const
         if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_SPEC_RATIO_AT_T1) && j < pl->k_eff) {
             sp.temperature = 1.0f; /* the planted bug: the verifier's p at T = 1 */
         }
-        assay_sampler_distribution(e->sampler, lrow, &sp, e->p.sampling_order, p);
+        enum assay_sampling_order order = e->p.sampling_order;
+        if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_SPEC_VERIFY_TOPK_RENORM)) {
+            /* The planted bug: the verifier builds p with top-p measured on
+             * the top-k set renormalised, whatever order plain sampling and
+             * the draft use. */
+            order = ASSAY_SAMPLING_SEQUENTIAL;
+        }
+        assay_sampler_distribution(e->sampler, lrow, &sp, order, p);
         if (j == pl->k_eff) {
             /* every proposal accepted: the bonus token from p */
             int32_t x = assay_sampler_draw(p, v, draw_u01(e, q, g + j, DRAW_SAMPLE));
