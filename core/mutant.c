@@ -98,6 +98,16 @@ static const struct assay_mutant_info k_catalog[ASSAY_MUTANT_COUNT] = {
      "(greedy) in verify. It ignores temperature and top_p': the sampling verify ops were "
      "imported only on CUDA, and other platforms fell back to torch.argmax)",
      "distributional"},
+    {ASSAY_MUTANT_SPEC_VERIFY_TOPK_RENORM, "spec-verify-topk-renorm",
+     "the speculative verifier builds the target's p (for the acceptance ratio, the residual and "
+     "the bonus token) with top-k applied and renormalised before top-p, while plain sampling "
+     "and the draft use the documented joint order, top-p on the full distribution: under "
+     "speculation the nucleus is smaller where top-p binds inside top-k",
+     "sgl-project/sglang #36173 (closed PR, 'Make top-k/top-p filtering consistent across "
+     "sampling paths': SGLang normally takes the top-p cutoff from the original distribution, "
+     "but 'some sampling paths instead applied top-k, renormalized the remaining probabilities, "
+     "and then applied top-p', among them the shared EAGLE-family/standalone/n-gram verifier)",
+     "distributional"},
     {ASSAY_MUTANT_UNSEEDED_STEALS_SEEDS, "unseeded-steals-seeds",
      "when any request in a step has no seed, every request of that step draws from the engine's "
      "shared stream instead of its own",
@@ -207,6 +217,15 @@ static const struct assay_mutant_info k_catalog[ASSAY_MUTANT_COUNT] = {
      "(llama.cpp #1585: with the whole prompt already in --prompt-cache 'the joke will start "
      "with a Z every time. Perhaps the logits are not being reevaluated'; 'The fix is to "
      "recalculate the logits')",
+     "property"},
+    {ASSAY_MUTANT_BOS_PREPENDED, "bos-prepended",
+     "a BOS token is put before every prompt although prompts come as token ids to be taken as "
+     "given, so the prompt the engine holds, and the prompt/output boundary it reports, is one "
+     "token longer than the request's (where the context and the pool have room for it)",
+     "ggml-org/llama.cpp #7107 ('The llama.cpp tokenizer currently adds a BOS token "
+     "unconditionally': a prompt that already starts with BOS gets a second one; #7332 then "
+     "warned of the double BOS). Applying it to prompts given as token ids, and the boundary "
+     "counted with the extra token, is our reading",
      "property"},
     {ASSAY_MUTANT_PREEMPT_PAD_SLOT, "preempt-pad-slot",
      "a recompute-preemption leaves a padding entry (block -2^30) at the head of the emptied "

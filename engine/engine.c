@@ -678,6 +678,18 @@ enum assay_status assay_engine_add_request(struct assay_engine *e, const struct 
     q->state = SEQ_WAITING;
     memcpy(q->tokens, r->prompt, sizeof(int32_t) * (size_t)r->prompt_len);
     q->n_prompt = q->n_tokens = r->prompt_len;
+    if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_BOS_PREPENDED) && ASSAY_TOKEN_BOS < e->cfg.vocab &&
+        (int64_t)r->prompt_len + 1 + r->max_tokens <= e->p.max_seq_len &&
+        (!e->p.paged || ((int64_t)r->prompt_len + 1 + r->max_tokens + e->block_size - 1) /
+                                e->block_size <= e->p.n_blocks)) {
+        /* The planted bug: a BOS is put before every prompt, though the
+         * prompt comes as token ids to be taken as given; the prompt/output
+         * boundary moves one token late. Only where the context and the
+         * pool have room for the extra token (the token store ends there). */
+        memmove(q->tokens + 1, q->tokens, sizeof(int32_t) * (size_t)r->prompt_len);
+        q->tokens[0] = ASSAY_TOKEN_BOS;
+        q->n_prompt = q->n_tokens = r->prompt_len + 1;
+    }
     q->max_tokens = r->max_tokens;
     q->stop_token = r->stop_token;
     q->sampling = r->sampling;
@@ -1232,7 +1244,14 @@ static int32_t verify_round(struct assay_engine *e, const struct plan *pl, const
         if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_SPEC_RATIO_AT_T1) && j < pl->k_eff) {
             sp.temperature = 1.0f; /* the planted bug: the verifier's p at T = 1 */
         }
-        assay_sampler_distribution(e->sampler, lrow, &sp, e->p.sampling_order, p);
+        enum assay_sampling_order order = e->p.sampling_order;
+        if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_SPEC_VERIFY_TOPK_RENORM)) {
+            /* The planted bug: the verifier builds p with top-p measured on
+             * the top-k set renormalised, whatever order plain sampling and
+             * the draft use. */
+            order = ASSAY_SAMPLING_SEQUENTIAL;
+        }
+        assay_sampler_distribution(e->sampler, lrow, &sp, order, p);
         if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_SPEC_VERIFY_GREEDY)) {
             /* The planted bug: the verifier commits the target's argmax. */
             int32_t best = 0;
