@@ -1517,9 +1517,11 @@ static enum assay_status check_seeded(struct assay_audit *a, const struct assay_
     }
     if (res->verdict == ASSAY_VERDICT_PASS) {
         size_t used = strlen(res->summary);
-        snprintf(res->summary + used, sizeof res->summary - used,
-                 "; seeds up to %llu, the largest the adapter sends as given",
-                 (unsigned long long)o.seed_max);
+        if (snprintf(res->summary + used, sizeof res->summary - used,
+                     "; seeds up to %llu, the largest the adapter sends as given",
+                     (unsigned long long)o.seed_max) >= (int)(sizeof res->summary - used)) {
+            memcpy(res->summary + sizeof res->summary - 4, "...", 4); /* cut, and said so */
+        }
     }
     return st;
 }

@@ -443,11 +443,14 @@ enum assay_status assay_check_seed_positions(const struct assay_adapter *a, int3
                                      (unsigned long long)seeds[i]);
         }
     }
-    snprintf(res->summary, sizeof res->summary,
-             "%d seeds (%s%s), each alone, alone again, twice in one batch and among %d "
-             "neighbours in 4 arrangements: %lld tokens compared in %lld runs",
-             N_PROBES, list, full ? "" : "; seeds honoured up to the engine's limit", N_NEIGHBOURS,
-             (long long)compared, (long long)runs);
+    if (snprintf(res->summary, sizeof res->summary,
+                 "%d seeds (%s%s), each alone, alone again, twice in one batch and among %d "
+                 "neighbours in 4 arrangements: %lld tokens compared in %lld runs",
+                 N_PROBES, list, full ? "" : "; seeds honoured up to the engine's limit",
+                 N_NEIGHBOURS, (long long)compared,
+                 (long long)runs) >= (int)sizeof res->summary) {
+        memcpy(res->summary + sizeof res->summary - 4, "...", 4); /* cut, and said so */
+    }
     res->seconds = (double)(assay_now_ns() - t0) / 1e9;
     return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
 }
