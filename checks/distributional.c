@@ -13,10 +13,17 @@
 #include "../core/rng.h"
 #include "../oracles/oracle.h"
 #include "evidence.h"
+#include "shard.h"
 #include "stats.h"
 
 /* The purpose of the draws that make prompt tokens (assay_rng_u01). */
 #define PROMPT_PURPOSE 0x70726f6du
+/* The purposes of the PIT's and the acceptance test's V ~ U(0, 1). */
+#define PIT_V_PURPOSE 0x7069742du
+#define ACCEPT_V_PURPOSE 0x61636376u
+/* A PIT record: a boundary decision, a token of oracle probability 0. */
+#define REC_BOUNDARY 10
+#define REC_IMPOSSIBLE 11
 /* Steps without a single event before a run is declared stuck. */
 #define MAX_IDLE_STEPS 100000
 
@@ -198,7 +205,8 @@ struct sample_set {
     struct round_rec *rounds;
     int64_t n_rounds, cap_rounds;
     int64_t n_bad;    /* requests delivered other than exactly out_len tokens once */
-    char bad[300];    /* the first of them */
+    char bad[300];    /* the one of the lowest request id */
+    int64_t bad_key;  /* that id (INT64_MAX: none) */
     bool engine_fault; /* after a failed draw: the engine under test failed (a step, its
                         * progress), not the suite */
 };
@@ -218,11 +226,63 @@ static void sample_set_free(struct sample_set *s)
     memset(s, 0, sizeof *s);
 }
 
+/* Counts a wrong delivery; the text kept is that of the lowest request id
+ * (not the first in time), so that it is the same however the requests
+ * were shared among ranks and batched. */
 static void mark_bad(struct sample_set *s, const char *fmt, long long id, long long x)
 {
-    if (s->n_bad++ == 0) {
+    s->n_bad++;
+    if (id < s->bad_key) {
+        s->bad_key = id;
         snprintf(s->bad, sizeof s->bad, fmt, id, x);
     }
+}
+
+/*
+ * The ranks' samples brought together (checks/shard.h): every rank's rows
+ * at their request ids, the wrong deliveries counted and the lowest one's
+ * text, the rounds concatenated (the caller orders them).
+ */
+static enum assay_status merge_samples(struct sample_set *s)
+{
+    if (assay_shard_size() == 1) {
+        return ASSAY_OK;
+    }
+    int64_t cells = s->n * s->out_len;
+    int64_t *sum = assay_malloc(sizeof(int64_t) * (size_t)(cells > 0 ? cells : 1));
+    int64_t nb = s->n_bad;
+    enum assay_status st = sum == NULL ? ASSAY_ERR_NOMEM : ASSAY_OK;
+    if (st == ASSAY_OK) {
+        for (int64_t c = 0; c < cells; c++) {
+            /* A token t of this rank's request as t + 1, 0 elsewhere: the
+             * sum is exact and a missing token (-1) stays missing. */
+            sum[c] = assay_shard_mine(c / s->out_len) ? (int64_t)s->tokens[c] + 1 : 0;
+        }
+        st = assay_shard_allreduce(sum, cells, ASSAY_SHARD_I64, ASSAY_SHARD_SUM);
+    }
+    if (st == ASSAY_OK) {
+        for (int64_t c = 0; c < cells; c++) {
+            s->tokens[c] = (int32_t)(sum[c] - 1);
+        }
+        st = assay_shard_allreduce(&nb, 1, ASSAY_SHARD_I64, ASSAY_SHARD_SUM);
+    }
+    if (st == ASSAY_OK) {
+        s->n_bad = nb;
+        st = assay_shard_first_text(s->bad_key, s->bad, sizeof s->bad);
+    }
+    void *all = NULL;
+    int64_t total = 0;
+    if (st == ASSAY_OK) {
+        st = assay_shard_allgatherv(s->rounds, (int64_t)sizeof *s->rounds * s->n_rounds, &all,
+                                    &total);
+    }
+    if (st == ASSAY_OK) {
+        assay_free(s->rounds);
+        s->rounds = all;
+        s->n_rounds = s->cap_rounds = total / (int64_t)sizeof *s->rounds;
+    }
+    assay_free(sum);
+    return st;
 }
 
 /* Send n requests (at most `window` in flight) and record every token (and,
@@ -236,6 +296,7 @@ static enum assay_status draw_samples(const struct assay_adapter *a,
     memset(out, 0, sizeof *out);
     out->n = n;
     out->out_len = out_len;
+    out->bad_key = INT64_MAX;
     out->tokens = assay_malloc(sizeof(int32_t) * (size_t)n * (size_t)out_len);
     uint8_t *finished = assay_calloc((size_t)n, 1);
     int32_t *got = assay_calloc((size_t)n, sizeof(int32_t));
@@ -249,28 +310,33 @@ static enum assay_status draw_samples(const struct assay_adapter *a,
     for (int64_t i = 0; i < n * out_len; i++) {
         out->tokens[i] = -1;
     }
+    /* This rank's requests (all of them in one process): ids rank,
+     * rank + ranks, ...; next and done count them. */
+    const int64_t r0 = assay_shard_rank(), stride = assay_shard_size();
+    const int64_t n_mine = n > r0 ? (n - r0 + stride - 1) / stride : 0;
     enum assay_status st = ASSAY_OK;
     bool fault = false;
     int64_t next = 0, done = 0, idle = 0;
-    while (done < n && st == ASSAY_OK) {
-        while (next < n && next - done < window) {
+    while (done < n_mine && st == ASSAY_OK) {
+        while (next < n_mine && next - done < window) {
+            const int64_t id = r0 + next * stride;
             struct assay_request r;
             memset(&r, 0, sizeof r);
-            r.id = (uint64_t)next;
-            r.prompt = src->prompts + (int64_t)(next % src->n_prompts) * src->prompt_len;
+            r.id = (uint64_t)id;
+            r.prompt = src->prompts + (int64_t)(id % src->n_prompts) * src->prompt_len;
             r.prompt_len = src->prompt_len;
             r.max_tokens = out_len;
             r.stop_token = -1;
             r.sampling = src->sampling;
             r.sampling.seeded = true;
-            r.sampling.seed = src->seed0 + (uint64_t)next;
+            r.sampling.seed = src->seed0 + (uint64_t)id;
             enum assay_status ast = a->vt->add_request(a->self, &r);
             if (ast == ASSAY_ERR_FULL) {
                 break;
             }
             if (ast != ASSAY_OK) {
                 const char *le = a->vt->last_error != NULL ? a->vt->last_error(a->self) : "";
-                snprintf(why, size, "request %lld was refused: %s%s%s", (long long)next,
+                snprintf(why, size, "request %lld was refused: %s%s%s", (long long)id,
                          assay_status_str(ast), le[0] != '\0' ? ": " : "", le);
                 st = ast;
                 break;
@@ -301,7 +367,8 @@ static enum assay_status draw_samples(const struct assay_adapter *a,
         }
         for (size_t e = 0; e < n_ev; e++) {
             const struct assay_event *x = &ev[e];
-            if (x->request_id >= (uint64_t)next) {
+            if (x->request_id >= (uint64_t)n || !assay_shard_mine((int64_t)x->request_id) ||
+                ((int64_t)x->request_id - r0) / stride >= next) {
                 mark_bad(out, "an event for request %lld, which was never sent (kind %lld)",
                          (long long)x->request_id, (long long)x->kind);
                 continue;
@@ -354,18 +421,19 @@ static enum assay_status draw_samples(const struct assay_adapter *a,
                 r->accepted = x->n_accepted;
             }
         }
-        if (st == ASSAY_OK && n_ev == 0 && next >= n && done < n && !a->vt->has_work(a->self)) {
+        if (st == ASSAY_OK && n_ev == 0 && next >= n_mine && done < n_mine &&
+            !a->vt->has_work(a->self)) {
             snprintf(why, size, "the engine has no work left but %lld requests never finished",
-                     (long long)(n - done));
+                     (long long)(n_mine - done));
             st = ASSAY_ERR_INTERNAL;
             fault = true;
         }
     }
     if (st != ASSAY_OK) {
         /* Leave the adapter clean for whoever uses it next. */
-        for (int64_t i = done; i < next; i++) {
-            if (!finished[i]) {
-                a->vt->abort(a->self, (uint64_t)i);
+        for (int64_t k = 0; k < next; k++) {
+            if (!finished[r0 + k * stride]) {
+                a->vt->abort(a->self, (uint64_t)(r0 + k * stride));
             }
         }
         for (int32_t k = 0; k < 1000000 && a->vt->has_work(a->self); k++) {
@@ -377,6 +445,15 @@ static enum assay_status draw_samples(const struct assay_adapter *a,
         }
         sample_set_free(out);
         out->engine_fault = fault;
+    } else {
+        st = merge_samples(out);
+        if (st != ASSAY_OK) {
+            snprintf(why, size, "%s",
+                     st == ASSAY_ERR_IO ? "another rank's share of the check ended before the "
+                                          "samples could be brought together"
+                                        : "the ranks could not bring their samples together");
+            sample_set_free(out);
+        }
     }
     assay_free(finished);
     assay_free(got);
@@ -510,8 +587,10 @@ static enum assay_status exact_first_tokens(struct assay_oracle *o, const int32_
     for (int64_t c = 0; c < (int64_t)v * v; c++) {
         prob[c] = 0.0;
     }
+    /* One pass per possible x0, this rank's x0 only; the rows, the
+     * margins and the verdict on the boundaries are brought together. */
     for (int32_t x0 = 0; x0 < v && st == ASSAY_OK && *ok; x0++) {
-        if (p0[x0] <= 0.0) {
+        if (p0[x0] <= 0.0 || !assay_shard_mine(x0)) {
             continue;
         }
         seq[plen] = x0;
@@ -530,6 +609,16 @@ static enum assay_status exact_first_tokens(struct assay_oracle *o, const int32_
             }
         }
     }
+    if (st == ASSAY_OK) {
+        st = assay_shard_allreduce(prob, (int64_t)v * v, ASSAY_SHARD_F64, ASSAY_SHARD_SUM);
+    }
+    double least[3] = {*ok ? 1.0 : 0.0, mg->top_p, mg->top_k};
+    if (st == ASSAY_OK) {
+        st = assay_shard_allreduce(least, 3, ASSAY_SHARD_F64, ASSAY_SHARD_MIN);
+    }
+    *ok = least[0] > 0.0;
+    mg->top_p = least[1];
+    mg->top_k = least[2];
 out:
     assay_free(seq);
     assay_free(rows);
@@ -1093,11 +1182,17 @@ enum assay_status assay_dist_pit(const struct assay_adapter *a, const struct ass
     double *u_group = assay_malloc(sizeof(double) * (size_t)p->n * (size_t)len);
     int8_t *group = assay_malloc(sizeof(int8_t) * (size_t)p->n * (size_t)len);
     double *h = assay_malloc(sizeof(double) * (size_t)pilot_sequences(p) * (size_t)len);
-    gsl_rng *rng = make_rng(assay_seed_derive(p->seed, "pit-v"));
+    /* V of output j of sequence i: counter i * len + j, so each value is
+     * the same whichever rank draws it. */
+    const uint64_t v_seed = assay_seed_derive(p->seed, "pit-v");
+    const int64_t cells = p->n * len;
+    int64_t *rec = assay_calloc((size_t)cells, sizeof(int64_t));
+    double *rec_u = assay_calloc((size_t)cells, sizeof(double));
     struct assay_oracle *o = NULL;
     struct sample_set ss;
     memset(&ss, 0, sizeof ss);
-    if (seq == NULL || rows == NULL || pd == NULL || u == NULL || u_scratch == NULL || rng == NULL ||
+    if (seq == NULL || rows == NULL || pd == NULL || u == NULL || u_scratch == NULL ||
+        rec == NULL || rec_u == NULL ||
         u_group == NULL || group == NULL || h == NULL || make_prompts(p, &prompts) != ASSAY_OK) {
         st = ASSAY_ERR_NOMEM;
         set_error(res, st, "out of memory");
@@ -1122,7 +1217,11 @@ enum assay_status assay_dist_pit(const struct assay_adapter *a, const struct ass
         goto out;
     }
     judge_delivery(res, &ss, "sequences");
-    int64_t n_u = 0, n_boundary = 0, n_impossible = 0;
+    /* The oracle's passes, this rank's sequences only; each position's
+     * outcome is recorded at its index (rec: 0 none, 1 + g a PIT value of
+     * entropy group g, REC_BOUNDARY, REC_IMPOSSIBLE) and the ranks'
+     * records are added together. */
+    int64_t n_u = 0, n_boundary = 0, n_impossible = 0, first_key = INT64_MAX;
     char first[300] = "";
     for (int64_t i = 0; i < p->n && st == ASSAY_OK; i++) {
         const int32_t *t = ss.tokens + i * len;
@@ -1130,8 +1229,8 @@ enum assay_status assay_dist_pit(const struct assay_adapter *a, const struct ass
         for (int32_t j = 0; j < len; j++) {
             complete = complete && t[j] >= 0 && t[j] < v;
         }
-        if (!complete) {
-            continue; /* counted among the bad deliveries */
+        if (!complete || !assay_shard_mine(i)) {
+            continue; /* incomplete: counted among the bad deliveries */
         }
         memcpy(seq, prompts + (i % p->n_prompts) * plen, sizeof(int32_t) * (size_t)plen);
         memcpy(seq + plen, t, sizeof(int32_t) * (size_t)len);
@@ -1145,31 +1244,58 @@ enum assay_status assay_dist_pit(const struct assay_adapter *a, const struct ass
                 break;
             }
             int32_t x = t[j];
+            int64_t c = i * len + j;
             if (pd[x] > 0.0) {
-                double w = cdf_before(pd, v, x) + gsl_rng_uniform(rng) * pd[x];
+                double vv = assay_rng_u01(v_seed, (uint64_t)c, PIT_V_PURPOSE);
+                double w = cdf_before(pd, v, x) + vv * pd[x];
                 double hx = entropy_of(pd, v);
                 int8_t g = 0;
                 while (g < ASSAY_DIST_PIT_GROUPS - 1 && hx > edges[g]) {
                     g++;
                 }
-                group[n_u] = g;
-                u[n_u++] = w < 0.0 ? 0.0 : (w > 1.0 ? 1.0 : w);
+                rec[c] = 1 + g;
+                rec_u[c] = w < 0.0 ? 0.0 : (w > 1.0 ? 1.0 : w);
             } else if (at_boundary(p, &inf, row, v, x, u_scratch)) {
-                n_boundary++;
-            } else if (n_impossible++ == 0) {
-                snprintf(first, sizeof first,
-                         "sequence %lld (seed %llu), output position %d: token %d has oracle "
-                         "probability 0 (logit rank %d, %d kept; top-p margin %.2g, top-k gap "
-                         "%.2g)",
-                         (long long)i, (unsigned long long)(src.seed0 + (uint64_t)i), (int)j,
-                         (int)x, (int)logit_rank(row, v, x), (int)inf.n_kept, inf.top_p_margin,
-                         inf.top_k_gap);
+                rec[c] = REC_BOUNDARY;
+            } else {
+                rec[c] = REC_IMPOSSIBLE;
+                if (first_key == INT64_MAX) {
+                    first_key = c;
+                    snprintf(first, sizeof first,
+                             "sequence %lld (seed %llu), output position %d: token %d has oracle "
+                             "probability 0 (logit rank %d, %d kept; top-p margin %.2g, top-k "
+                             "gap %.2g)",
+                             (long long)i, (unsigned long long)(src.seed0 + (uint64_t)i), (int)j,
+                             (int)x, (int)logit_rank(row, v, x), (int)inf.n_kept,
+                             inf.top_p_margin, inf.top_k_gap);
+                }
             }
         }
     }
     if (st != ASSAY_OK) {
         set_error(res, st, "the oracle failed");
         goto out;
+    }
+    st = assay_shard_allreduce(rec, cells, ASSAY_SHARD_I64, ASSAY_SHARD_SUM);
+    if (st == ASSAY_OK) {
+        st = assay_shard_allreduce(rec_u, cells, ASSAY_SHARD_F64, ASSAY_SHARD_SUM);
+    }
+    if (st == ASSAY_OK) {
+        st = assay_shard_first_text(first_key, first, sizeof first);
+    }
+    if (st != ASSAY_OK) {
+        set_error(res, st, "the ranks could not bring the PIT values together");
+        goto out;
+    }
+    for (int64_t c = 0; c < cells; c++) {
+        if (rec[c] >= 1 && rec[c] <= ASSAY_DIST_PIT_GROUPS) {
+            group[n_u] = (int8_t)(rec[c] - 1);
+            u[n_u++] = rec_u[c];
+        } else if (rec[c] == REC_BOUNDARY) {
+            n_boundary++;
+        } else if (rec[c] == REC_IMPOSSIBLE) {
+            n_impossible++;
+        }
     }
     if (n_u < 2 * p->pit_bins * 5) {
         st = ASSAY_ERR_INVALID;
@@ -1260,9 +1386,8 @@ enum assay_status assay_dist_pit(const struct assay_adapter *a, const struct ass
 out:
     sample_set_free(&ss);
     assay_oracle_free(o);
-    if (rng != NULL) {
-        gsl_rng_free(rng);
-    }
+    assay_free(rec);
+    assay_free(rec_u);
     assay_free(prompts);
     assay_free(seq);
     assay_free(rows);
@@ -1322,7 +1447,9 @@ enum assay_status assay_dist_acceptance(const struct assay_adapter *a,
     double *rows_d = assay_malloc(sizeof(double) * (size_t)(plen + len) * (size_t)v);
     double *pd = assay_malloc(sizeof(double) * (size_t)v);
     double *qd = assay_malloc(sizeof(double) * (size_t)v);
-    gsl_rng *rng = make_rng(assay_seed_derive(p->seed, "acceptance-v"));
+    const uint64_t v_seed = assay_seed_derive(p->seed, "acceptance-v");
+    double *rec_beta = NULL;
+    uint8_t *valid = NULL;
     struct assay_oracle *ot = NULL, *od = NULL;
     double *u = NULL;
     struct sample_set ss;
@@ -1330,7 +1457,7 @@ enum assay_status assay_dist_acceptance(const struct assay_adapter *a,
     struct stage stages[MAX_STAGES];
     memset(stages, 0, sizeof stages);
     if (seq == NULL || rows_t == NULL || rows_d == NULL || pd == NULL || qd == NULL ||
-        rng == NULL || make_prompts(p, &prompts) != ASSAY_OK) {
+        make_prompts(p, &prompts) != ASSAY_OK) {
         st = ASSAY_ERR_NOMEM;
         set_error(res, st, "out of memory");
         goto out;
@@ -1358,20 +1485,22 @@ enum assay_status assay_dist_acceptance(const struct assay_adapter *a,
     }
     qsort(ss.rounds, (size_t)ss.n_rounds, sizeof *ss.rounds, by_request);
     u = assay_malloc(sizeof(double) * (size_t)ss.n_rounds * (size_t)(MAX_STAGES + 1));
-    if (u == NULL) {
+    valid = assay_calloc((size_t)ss.n_rounds, 1);
+    if (u == NULL || valid == NULL) {
         st = ASSAY_ERR_NOMEM;
         set_error(res, st, "out of memory");
         goto out;
     }
+    /* Which rounds can be tested (every rank, every round: no oracle). */
     int64_t n_u = 0, n_bad_rounds = 0, loaded = -1;
     int32_t max_drafted = 0;
     char bad_round[200] = "";
-    for (int64_t r = 0; r < ss.n_rounds && st == ASSAY_OK; r++) {
+    for (int64_t r = 0; r < ss.n_rounds; r++) {
         const struct round_rec *rr = &ss.rounds[r];
         const int32_t *t = ss.tokens + rr->req * len;
-        bool complete = true;
-        for (int32_t j = 0; j < len; j++) {
-            complete = complete && t[j] >= 0 && t[j] < v;
+        bool complete = rr->req >= 0 && rr->req < p->n;
+        for (int32_t j = 0; j < len && complete; j++) {
+            complete = t[j] >= 0 && t[j] < v;
         }
         if (!complete) {
             continue; /* counted among the bad deliveries */
@@ -1387,7 +1516,25 @@ enum assay_status assay_dist_acceptance(const struct assay_adapter *a,
             }
             continue;
         }
+        valid[r] = 1;
         max_drafted = rr->drafted > max_drafted ? rr->drafted : max_drafted;
+    }
+    /* The oracle's beta of each tested proposal, this rank's requests
+     * only, at (round, draft position); the ranks' records added. */
+    const int64_t cells = ss.n_rounds * (int64_t)(max_drafted > 0 ? max_drafted : 1);
+    rec_beta = assay_calloc((size_t)cells, sizeof(double));
+    if (rec_beta == NULL) {
+        st = ASSAY_ERR_NOMEM;
+        set_error(res, st, "out of memory");
+        goto out;
+    }
+    for (int64_t r = 0; r < ss.n_rounds && st == ASSAY_OK; r++) {
+        const struct round_rec *rr = &ss.rounds[r];
+        if (!valid[r] || !assay_shard_mine(rr->req)) {
+            continue;
+        }
+        const int32_t *t = ss.tokens + rr->req * len;
+        int32_t last = rr->accepted < rr->drafted ? rr->accepted : rr->drafted - 1;
         if (loaded != rr->req) {
             memcpy(seq, prompts + (rr->req % p->n_prompts) * plen, sizeof(int32_t) * (size_t)plen);
             memcpy(seq + plen, t, sizeof(int32_t) * (size_t)len);
@@ -1412,20 +1559,37 @@ enum assay_status assay_dist_acceptance(const struct assay_adapter *a,
             for (int32_t x = 0; x < v; x++) {
                 beta += pd[x] < qd[x] ? pd[x] : qd[x];
             }
-            beta = beta > 1.0 ? 1.0 : beta;
+            rec_beta[r * max_drafted + j] = beta > 1.0 ? 1.0 : beta;
+        }
+    }
+    if (st != ASSAY_OK) {
+        set_error(res, st, "the oracle failed");
+        goto out;
+    }
+    st = assay_shard_allreduce(rec_beta, cells, ASSAY_SHARD_F64, ASSAY_SHARD_SUM);
+    if (st != ASSAY_OK) {
+        set_error(res, st, "the ranks could not bring the acceptance probabilities together");
+        goto out;
+    }
+    /* Every rank, in the one process's order: the sums and the PIT. */
+    for (int64_t r = 0; r < ss.n_rounds; r++) {
+        const struct round_rec *rr = &ss.rounds[r];
+        if (!valid[r]) {
+            continue;
+        }
+        int32_t last = rr->accepted < rr->drafted ? rr->accepted : rr->drafted - 1;
+        for (int32_t j = 0; j <= last; j++) {
+            double beta = rec_beta[r * max_drafted + j];
             bool acc = j < rr->accepted;
             struct stage *sg = &stages[j];
             sg->n++;
             sg->accepted += acc ? 1.0 : 0.0;
             sg->beta += beta;
             sg->var += beta * (1.0 - beta);
-            double vv = gsl_rng_uniform(rng);
+            double vv = assay_rng_u01(v_seed, (uint64_t)(rr->req * len + rr->index + j),
+                                      ACCEPT_V_PURPOSE);
             u[n_u++] = acc ? vv * beta : beta + vv * (1.0 - beta);
         }
-    }
-    if (st != ASSAY_OK) {
-        set_error(res, st, "the oracle failed");
-        goto out;
     }
     /* Group draft positions from the last down until each group's variance
      * reaches 5, so the normal approximation of every term holds. */
@@ -1523,9 +1687,8 @@ out:
     sample_set_free(&ss);
     assay_oracle_free(ot);
     assay_oracle_free(od);
-    if (rng != NULL) {
-        gsl_rng_free(rng);
-    }
+    assay_free(rec_beta);
+    assay_free(valid);
     assay_free(prompts);
     assay_free(seq);
     assay_free(rows_t);

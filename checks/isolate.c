@@ -8,13 +8,16 @@
 #include <time.h>
 
 #include <sys/mman.h>
+#include <poll.h>
 #include <sys/prctl.h>
+#include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "../core/clock.h"
 #include "harness.h"
+#include "shard.h"
 
 struct assay_isolation assay_isolation_default(void)
 {
@@ -101,6 +104,19 @@ enum assay_status assay_isolate_run(const struct assay_isolation *iso,
     sh->done = 0;
     sh->status = ASSAY_OK;
     sh->carried = 0;
+    /* A sharded check's collectives (checks/shard.h) go through this
+     * process: the child must not call MPI itself. */
+    int link[2] = {-1, -1};
+    if (assay_shard_proxied() && socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, link) != 0) {
+        int e = errno;
+        munmap(sh, sizeof *sh);
+        if (carry != NULL) {
+            fclose(carry);
+        }
+        assay_check_error(res, "could not make the socket for the check's collectives: %s",
+                          strerror(e));
+        return ASSAY_ERR_IO;
+    }
     /* Buffered output would otherwise be written twice, once by each. */
     fflush(stdout);
     fflush(stderr);
@@ -110,6 +126,10 @@ enum assay_status assay_isolate_run(const struct assay_isolation *iso,
     if (pid < 0) {
         int e = errno;
         munmap(sh, sizeof *sh);
+        if (link[0] >= 0) {
+            close(link[0]);
+            close(link[1]);
+        }
         if (carry != NULL) {
             fclose(carry);
         }
@@ -130,15 +150,28 @@ enum assay_status assay_isolate_run(const struct assay_isolation *iso,
         if (getppid() != parent) {
             _exit(1);
         }
+        if (link[0] >= 0) {
+            close(link[0]);
+            assay_shard_attach_child(link[1]);
+        }
         assay_harness_set_crumb(&sh->crumb);
         sh->status = work->run(arg, &sh->res);
         if (carry != NULL && work->send(arg, carry) == ASSAY_OK && fflush(carry) == 0) {
             sh->carried = 1;
         }
         __atomic_store_n(&sh->done, 1, __ATOMIC_SEQ_CST);
+        if (assay_shard_world_size() > 1) {
+            /* The rank's MPI library set up exit handlers of its own, which
+             * are not the child's to run. */
+            _exit(0);
+        }
         /* exit, not _exit: a sanitizer's leak check runs at exit and says so
          * in the status. */
         exit(0);
+    }
+    int fd = link[0];
+    if (link[1] >= 0) {
+        close(link[1]);
     }
     int wstatus = 0;
     bool timed_out = false;
@@ -158,8 +191,23 @@ enum assay_status assay_isolate_run(const struct assay_isolation *iso,
             timed_out = true;
             kill(pid, SIGKILL);
         }
-        sleep_ms(nap);
+        if (fd >= 0) {
+            /* Wait for the child's next collective as long as we would
+             * have slept; a failed one means the child is gone. */
+            struct pollfd pfd = {fd, POLLIN, 0};
+            int pr = poll(&pfd, 1, (int)nap);
+            if (pr > 0 && (pfd.revents & (POLLIN | POLLHUP | POLLERR)) != 0 &&
+                assay_shard_serve(fd) != ASSAY_OK) {
+                close(fd);
+                fd = -1;
+            }
+        } else {
+            sleep_ms(nap);
+        }
         nap = nap < 20 ? 2 * nap : 20;
+    }
+    if (fd >= 0) {
+        close(fd);
     }
     memcpy(res, &sh->res, sizeof *res);
     bool done = __atomic_load_n(&sh->done, __ATOMIC_SEQ_CST) != 0;

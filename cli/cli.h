@@ -95,6 +95,37 @@ bool assay_cli_parse_timeout(const char *text, double *out);
     "                      each runs in a child process, so a crash, an abort or a hang\n"         \
     "                      of the engine is that check's FAIL and the others still run\n"
 
+/*
+ * MPI (cli/mpi_shard.c). assay_cli_mpi_start, first in main: in a process
+ * an MPI launcher started, joins the run's ranks and registers them for
+ * the checks (checks/shard.h); otherwise does nothing. False (with the
+ * reason on stderr) when it cannot: MPI failed, or this build has no MPI
+ * but the launcher started more than one process. assay_cli_mpi_end, last:
+ * leaves MPI. assay_cli_mpi_set_check_timeout: a check's time limit, from
+ * which the longest wait for another rank follows.
+ */
+bool assay_cli_mpi_start(int *argc, char ***argv);
+void assay_cli_mpi_set_check_timeout(double timeout_s);
+
+/* Whether every rank is ready (each passes its own `ok`; true without
+ * MPI when ok): called by every rank before the checks, so that a rank
+ * whose input was bad ends the run at once instead of leaving the others
+ * waiting for it. */
+bool assay_cli_mpi_ready(bool ok);
+void assay_cli_mpi_end(void);
+
+/*
+ * Run the plan items sel[0..n) on ctx into res, in order, with the
+ * progress line, each check started together on every rank of an MPI run
+ * (a distributional check shared among them, any other run by rank 0
+ * alone; checks/shard.h). *n_done becomes the number run. False when
+ * memory ran out or the ranks could not communicate (the reason on
+ * stderr, prefixed with cmd).
+ */
+bool assay_cli_run_items(const char *cmd, struct assay_verify_ctx *ctx,
+                         const struct assay_plan_item *const *sel, size_t n, const char *engine,
+                         const char *workload, struct assay_check_result *res, size_t *n_done);
+
 /* A progress line on stderr, only when stderr is a terminal. */
 struct assay_progress {
     bool tty;

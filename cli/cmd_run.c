@@ -9,6 +9,7 @@
 #include "bench_cli.h"
 #include "checks/context.h"
 #include "checks/plan.h"
+#include "checks/shard.h"
 #include "cli.h"
 #include "core/alloc.h"
 #include "core/clock.h"
@@ -197,20 +198,10 @@ static bool verify(const struct run_opts *o, struct assay_check_result **res_out
     assay_verify_set_program(ctx, assay_cli_program());
     assay_verify_set_repro_dir(ctx, o->out);
     assay_verify_set_isolation(ctx, &o->iso);
-    struct assay_progress prog;
-    assay_progress_begin(&prog, n);
-    bool ok = true;
-    for (size_t i = 0; i < n; i++) {
-        assay_progress_step(&prog, i, sel[i]->name);
-        if (assay_run_plan_item(ctx, sel[i], o->engine, NULL, &res[i]) != ASSAY_OK) {
-            ok = false;
-            n = i;
-            break;
-        }
-    }
-    assay_progress_end(&prog);
+    assay_cli_mpi_set_check_timeout(o->iso.timeout_s);
+    bool ok = assay_cli_run_items("run", ctx, sel, n, o->engine, NULL, res, &n);
     assay_verify_finalize(res, n);
-    if (ok && !o->no_shrink) {
+    if (ok && !o->no_shrink && assay_shard_world_rank() == 0) {
         assay_cli_shrink_failures("run", ctx, sel, res, n, o->engine, NULL, o->out);
     }
     assay_verify_ctx_free(ctx);
@@ -380,26 +371,34 @@ int assay_cmd_run(int argc, char **argv)
         return rc < 0 ? ASSAY_EXIT_OK : rc;
     }
     int64_t t0 = assay_now_ns();
+    if (assay_shard_world_rank() != 0) {
+        /* Another rank of an MPI run: its share of the checks, once rank 0
+         * has found the input good; rank 0 benchmarks and reports. */
+        struct assay_check_result *res = NULL;
+        size_t n = 0;
+        bool ok = assay_cli_mpi_ready(true) && verify(&o, &res, &n);
+        free(res);
+        return ok ? ASSAY_EXIT_OK : ASSAY_EXIT_USAGE;
+    }
     char command_line[2048];
     assay_cli_join_argv(argc, argv, command_line, sizeof command_line);
     struct bench_part b;
     memset(&b, 0, sizeof b);
     /* Everything that can be wrong with the input is checked before the
      * long part starts. */
-    if (!assay_cli_prepare_out_dir("run", o.out)) {
-        return ASSAY_EXIT_USAGE;
-    }
-    if (!assay_cli_open_engine("run", o.no_bench ? o.engine : o.bench_engine, &b.adapter)) {
-        return ASSAY_EXIT_USAGE;
-    }
-    if (!o.no_bench && (!assay_cli_load_workload("run", o.workload, &b.adapter, &b.w) ||
-                        !assay_cli_load_slo("run", o.slo, &b.slo))) {
-        bench_release(&b);
-        return ASSAY_EXIT_USAGE;
-    }
+    bool prepared = assay_cli_prepare_out_dir("run", o.out) &&
+                    assay_cli_open_engine("run", o.no_bench ? o.engine : o.bench_engine,
+                                          &b.adapter);
+    prepared = prepared && (o.no_bench || (assay_cli_load_workload("run", o.workload, &b.adapter,
+                                                                   &b.w) &&
+                                           assay_cli_load_slo("run", o.slo, &b.slo)));
     cJSON *report = NULL;
-    if (assay_report_create("run", command_line, &report) != ASSAY_OK) {
+    if (prepared && assay_report_create("run", command_line, &report) != ASSAY_OK) {
         fprintf(stderr, "assay run: out of memory\n");
+        prepared = false;
+    }
+    if (!assay_cli_mpi_ready(prepared)) {
+        cJSON_Delete(report);
         bench_release(&b);
         return ASSAY_EXIT_USAGE;
     }

@@ -6,6 +6,7 @@
 #include "adapters/spec.h"
 #include "checks/context.h"
 #include "checks/plan.h"
+#include "checks/shard.h"
 #include "cli.h"
 
 static void usage(FILE *out)
@@ -158,19 +159,18 @@ int assay_cmd_verify(int argc, char **argv)
     assay_verify_set_program(ctx, assay_cli_program());
     assay_verify_set_repro_dir(ctx, repro_dir);
     assay_verify_set_isolation(ctx, &iso);
-    struct assay_progress prog;
-    assay_progress_begin(&prog, n);
+    assay_cli_mpi_set_check_timeout(iso.timeout_s);
     int status = ASSAY_EXIT_OK;
-    for (size_t i = 0; i < n; i++) {
-        assay_progress_step(&prog, i, sel[i]->name);
-        if (assay_run_plan_item(ctx, sel[i], engine, workload, &res[i]) != ASSAY_OK) {
-            fprintf(stderr, "assay verify: out of memory\n");
-            status = ASSAY_EXIT_USAGE;
-            n = i;
-            break;
-        }
+    if (!assay_cli_run_items("verify", ctx, sel, n, engine, workload, res, &n)) {
+        status = ASSAY_EXIT_USAGE;
     }
-    assay_progress_end(&prog);
+    if (assay_shard_world_rank() != 0) {
+        /* Rank 0 shrinks, prints and answers for the run. */
+        assay_verify_ctx_free(ctx);
+        free(sel);
+        free(res);
+        return status;
+    }
     assay_verify_finalize(res, n);
     if (status == ASSAY_EXIT_OK && shrink && workload == NULL) {
         assay_cli_shrink_failures("verify", ctx, sel, res, n, engine, NULL, repro_dir);

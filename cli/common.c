@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "checks/shard.h"
 #include "checks/shrink.h"
 #include "core/alloc.h"
 #include "core/clock.h"
@@ -269,4 +270,47 @@ void assay_cli_list_checks(const struct assay_plan_item *checks, size_t n)
                assay_needs_str(checks[i].needs, needs, sizeof needs), checks[i].about,
                checks[i].after_bench ? " (after the benchmark)" : "");
     }
+}
+
+bool assay_cli_run_items(const char *cmd, struct assay_verify_ctx *ctx,
+                         const struct assay_plan_item *const *sel, size_t n, const char *engine,
+                         const char *workload, struct assay_check_result *res, size_t *n_done)
+{
+    int32_t rank = assay_shard_world_rank(), ranks = assay_shard_world_size();
+    struct assay_progress prog;
+    assay_progress_begin(&prog, n);
+    prog.tty = prog.tty && rank == 0;
+    bool ok = true;
+    size_t i = 0;
+    for (; i < n && ok; i++) {
+        assay_progress_step(&prog, i, sel[i]->name);
+        bool sharded = sel[i]->family == ASSAY_FAMILY_DISTRIBUTIONAL;
+        if (assay_shard_check_begin(sharded)) {
+            if (assay_run_plan_item(ctx, sel[i], engine, workload, &res[i]) != ASSAY_OK) {
+                fprintf(stderr, "assay %s: rank %d: out of memory\n", cmd, (int)rank);
+                ok = false;
+            }
+        } else {
+            assay_check_result_init(&res[i], sel[i]->name, sel[i]->family);
+        }
+        if (assay_shard_check_end(&res[i]) != ASSAY_OK) {
+            fprintf(stderr, "assay %s: rank %d: the ranks could not bring %s's results together\n",
+                    cmd, (int)rank, sel[i]->name);
+            ok = false;
+        }
+        if (ranks > 1 && rank == 0 && sharded) {
+            /* Under MPI stderr is seldom a terminal: a line per shared
+             * check, with what it cost to share. */
+            int64_t n_coll = 0, bytes = 0;
+            assay_shard_volume(&n_coll, &bytes);
+            fprintf(stderr,
+                    "assay %s: [%zu/%zu] %-32s %-5s %8.1f s on %d ranks (%lld collectives, %.3g MB "
+                    "sent by rank 0)\n",
+                    cmd, i + 1, n, sel[i]->name, assay_verdict_str(res[i].verdict),
+                    res[i].seconds, (int)ranks, (long long)n_coll, (double)bytes / 1e6);
+        }
+    }
+    assay_progress_end(&prog);
+    *n_done = ok ? n : i - 1;
+    return ok;
 }

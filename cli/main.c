@@ -34,9 +34,8 @@ static void usage(FILE *out)
             "1 a check failed, 2 usage or input error, 3 performance regression (compare).\n");
 }
 
-int main(int argc, char **argv)
+static int dispatch(int argc, char **argv)
 {
-    assay_blas_select_core(argv);
     if (argc < 2) {
         usage(stderr);
         return ASSAY_EXIT_USAGE;
@@ -70,4 +69,16 @@ int main(int argc, char **argv)
     fprintf(stderr, "assay: unknown command '%s'\n\n", cmd);
     usage(stderr);
     return ASSAY_EXIT_USAGE;
+}
+
+int main(int argc, char **argv)
+{
+    /* Before MPI: it may execute the program again. */
+    assay_blas_select_core(argv);
+    if (!assay_cli_mpi_start(&argc, &argv)) {
+        return ASSAY_EXIT_USAGE;
+    }
+    int rc = dispatch(argc, argv);
+    assay_cli_mpi_end();
+    return rc;
 }
