@@ -1,3 +1,4 @@
+#include "../checks/shard.h"
 #include "stamp.h"
 
 #include <cblas.h>
@@ -445,6 +446,9 @@ enum assay_status assay_stamp_create(const struct assay_adapter *adapter,
     for (size_t i = 0; ok && i < n_seeds; i++) {
         ok = add_u64(sd, seeds[i].name, seeds[i].value);
     }
+    /* How many MPI ranks shared the checks (checks/shard.h); the hardware
+     * above is rank 0's. */
+    ok = ok && cJSON_AddNumberToObject(root, "ranks", (double)assay_shard_world_size()) != NULL;
     char when[40];
     ok = ok && assay_json_add_str(root, "time_utc", assay_utc_iso8601(when, sizeof when));
     if (!ok) {

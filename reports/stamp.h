@@ -35,6 +35,9 @@
  *                linked"), libc
  *   "compiler":  id, version, path, flags (build time)
  *   "seeds":     {name: value} as given by the caller
+ *   "ranks":     the number of MPI ranks that shared the checks (1 without
+ *                mpirun; checks/shard.h); the hardware is rank 0's. Absent
+ *                from older reports.
  *   "time_utc":  ISO 8601, when the stamp was made
  *
  * The build-time facts come from headers generated into
