@@ -11,6 +11,7 @@
 #include "bench_cli.h"
 #include "checks/audit.h"
 #include "checks/plan.h"
+#include "checks/shard.h"
 #include "cli.h"
 #include "core/alloc.h"
 #include "core/clock.h"
@@ -292,13 +293,29 @@ static bool run_checks(struct assay_audit *a, const struct audit_opts *o, bool a
         snprintf(label, sizeof label, "[%zu/%zu] %s", *n_res + 1, total, plan[i].name);
         fprintf(stderr, "assay audit: %-38s ...\n", label);
         struct assay_check_result *r = &res[(*n_res)++];
-        struct assay_cli_ticker *tick = assay_cli_ticker_start(label);
-        enum assay_status st = assay_audit_run_check(a, &plan[i], r);
-        assay_cli_ticker_stop(tick);
-        fprintf(stderr, "assay audit: %-38s %-5s %7.1f s (%.0f s in all)  %s\n", label,
-                assay_verdict_str(r->verdict), r->seconds,
-                (double)(assay_now_ns() - t0_ns) / 1e9,
-                r->verdict == ASSAY_VERDICT_PASS ? r->summary : r->failure);
+        /* Under mpirun (checks/shard.h): a distributional check on every
+         * rank, each sending its share of the requests; any other on rank
+         * 0 alone, which alone speaks. */
+        bool speak = assay_shard_world_rank() == 0;
+        enum assay_status st = ASSAY_OK;
+        if (assay_shard_check_begin(plan[i].family == ASSAY_FAMILY_DISTRIBUTIONAL)) {
+            struct assay_cli_ticker *tick = speak ? assay_cli_ticker_start(label) : NULL;
+            st = assay_audit_run_check(a, &plan[i], r);
+            assay_cli_ticker_stop(tick);
+        } else {
+            assay_check_result_init(r, plan[i].name, plan[i].family);
+        }
+        if (assay_shard_check_end(r) != ASSAY_OK) {
+            fprintf(stderr, "assay audit: rank %d: the ranks could not bring %s's results "
+                            "together\n", (int)assay_shard_world_rank(), plan[i].name);
+            return false;
+        }
+        if (speak) {
+            fprintf(stderr, "assay audit: %-38s %-5s %7.1f s (%.0f s in all)  %s\n", label,
+                    assay_verdict_str(r->verdict), r->seconds,
+                    (double)(assay_now_ns() - t0_ns) / 1e9,
+                    r->verdict == ASSAY_VERDICT_PASS ? r->summary : r->failure);
+        }
         if (st == ASSAY_ERR_NOMEM) {
             return false;
         }
@@ -407,10 +424,28 @@ int assay_cmd_audit(int argc, char **argv)
         char why[1200];
         fprintf(stderr, "assay audit: %s: %s\n", assay_status_str(st),
                 assay_diag_format(&diag, why, sizeof why));
+        (void)assay_cli_mpi_ready(false);
         return ASSAY_EXIT_USAGE;
+    }
+    /* A check of an audit has no time limit: nor has the wait for a rank
+     * (ASSAY_RANK_TIMEOUT sets one). */
+    assay_cli_mpi_set_check_timeout(0);
+    if (assay_shard_world_rank() != 0) {
+        /* Another rank of an MPI run: its share of the distributional
+         * checks; rank 0 runs the others, benchmarks and reports. */
+        size_t n_plan, n = 0;
+        assay_plan_for(ASSAY_COMMAND_AUDIT, &n_plan);
+        struct assay_check_result *res = calloc(n_plan, sizeof *res);
+        int64_t t0_ns = assay_now_ns();
+        bool ok = assay_cli_mpi_ready(res != NULL) && run_checks(a, &o, false, t0_ns, res, &n) &&
+                  run_checks(a, &o, true, t0_ns, res, &n);
+        free(res);
+        assay_audit_close(a);
+        return ok ? ASSAY_EXIT_OK : ASSAY_EXIT_USAGE;
     }
     struct assay_workload *w = NULL;
     if (bench_on && !assay_cli_load_workload("audit", o.workload, assay_audit_server(a), &w)) {
+        (void)assay_cli_mpi_ready(false);
         assay_audit_close(a);
         return ASSAY_EXIT_USAGE;
     }
@@ -438,6 +473,14 @@ int assay_cmd_audit(int argc, char **argv)
     struct assay_check_result *res = calloc(n_plan, sizeof *res);
     if (res == NULL || assay_report_create("audit", command_line, &report) != ASSAY_OK) {
         fprintf(stderr, "assay audit: out of memory\n");
+        (void)assay_cli_mpi_ready(false);
+        free(res);
+        assay_workload_free(w);
+        assay_audit_close(a);
+        return ASSAY_EXIT_USAGE;
+    }
+    if (!assay_cli_mpi_ready(true)) {
+        cJSON_Delete(report);
         free(res);
         assay_workload_free(w);
         assay_audit_close(a);

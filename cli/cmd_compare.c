@@ -12,6 +12,7 @@
 #include "checks/pairwise.h"
 #include "checks/context.h"
 #include "checks/plan.h"
+#include "checks/shard.h"
 #include "cli.h"
 #include "core/alloc.h"
 #include "core/clock.h"
@@ -350,10 +351,19 @@ static bool run_checks(const struct opts *o, struct assay_pairwise *pw, struct c
     }
     struct assay_progress prog;
     assay_progress_begin(&prog, k->n);
+    prog.tty = prog.tty && assay_shard_world_rank() == 0;
     for (size_t i = 0; i < k->n; i++) {
-        assay_progress_step(&prog, i, all[k->index[i]].name);
-        if (assay_pairwise_run_check(pw, &all[k->index[i]], check_workload(o, k->index[i]),
-                                     &k->res[i]) != ASSAY_OK) {
+        const struct assay_plan_item *item = &all[k->index[i]];
+        assay_progress_step(&prog, i, item->name);
+        /* Under mpirun (checks/shard.h): a distributional check on every
+         * rank, any other on rank 0 alone. */
+        enum assay_status st = ASSAY_OK;
+        if (assay_shard_check_begin(item->family == ASSAY_FAMILY_DISTRIBUTIONAL)) {
+            st = assay_pairwise_run_check(pw, item, check_workload(o, k->index[i]), &k->res[i]);
+        } else {
+            assay_check_result_init(&k->res[i], item->name, item->family);
+        }
+        if (assay_shard_check_end(&k->res[i]) != ASSAY_OK || st != ASSAY_OK) {
             assay_progress_end(&prog);
             k->n = i;
             return false;
@@ -361,7 +371,7 @@ static bool run_checks(const struct opts *o, struct assay_pairwise *pw, struct c
     }
     assay_progress_end(&prog);
     assay_verify_finalize(k->res, k->n);
-    if (o->no_shrink) {
+    if (o->no_shrink || assay_shard_world_rank() != 0) {
         return true;
     }
     for (size_t i = 0; i < k->n; i++) {
@@ -559,9 +569,12 @@ int assay_cmd_compare(int argc, char **argv)
     int64_t t0 = assay_now_ns();
     char command_line[4096];
     assay_cli_join_argv(argc, argv, command_line, sizeof command_line);
-    if (!assay_cli_prepare_out_dir("compare", o.out)) {
+    bool rank0 = assay_shard_world_rank() == 0; /* under mpirun, the one that reports */
+    if (rank0 && !assay_cli_prepare_out_dir("compare", o.out)) {
+        (void)assay_cli_mpi_ready(false);
         return ASSAY_EXIT_USAGE;
     }
+    assay_cli_mpi_set_check_timeout(o.timeout_s);
     /* Everything that can be wrong with the input is found before the long
      * part: both engines open, the model, the workload and the SLO load. */
     struct assay_pairwise_params pp = assay_pairwise_default_params();
@@ -584,6 +597,7 @@ int assay_cmd_compare(int argc, char **argv)
         char why[1200];
         fprintf(stderr, "assay compare: %s\n",
                 st == ASSAY_ERR_NOMEM ? "out of memory" : assay_diag_format(&diag, why, sizeof why));
+        (void)assay_cli_mpi_ready(false);
         return ASSAY_EXIT_USAGE;
     }
     struct assay_model_cache *models = NULL;
@@ -600,13 +614,21 @@ int assay_cmd_compare(int argc, char **argv)
     bool ok = assay_model_cache_init(&models) == ASSAY_OK &&
               open_engine("BASELINE", o.baseline, models, &base) &&
               open_engine("CANDIDATE", o.candidate, models, &cand);
-    if (ok && !o.no_bench) {
+    if (ok && !o.no_bench && rank0) {
         ok = assay_cli_load_workload("compare", o.workload, &cand, &w) &&
              assay_cli_load_slo("compare", o.slo, &sp.slo);
         sp.has_slo = true;
     }
-    if (!ok) {
+    if (!assay_cli_mpi_ready(ok)) {
         status = ASSAY_EXIT_USAGE;
+        goto out;
+    }
+    if (!rank0) {
+        /* Another rank of an MPI run: its share of the distributional
+         * checks; rank 0 runs the others, measures the speed and reports. */
+        if (!o.no_checks && !run_checks(&o, pw, &k)) {
+            status = ASSAY_EXIT_USAGE;
+        }
         goto out;
     }
     /* Correctness. */
