@@ -13,9 +13,12 @@ set -euo pipefail
 # Libraries are Debian packages; tools are needed as commands, from whatever
 # source (Node.js and npm, for instance, often come from elsewhere, and
 # Debian's npm package then conflicts with them).
-libraries=(libgsl-dev libcjson-dev libopenblas-dev libcmocka-dev libcurl4-openssl-dev)
+# Open MPI and jq: the test preset builds with MPI (-DASSAY_MPI=ON) and the
+# mpi label runs mpirun; the release build needs neither.
+libraries=(libgsl-dev libcjson-dev libopenblas-dev libcmocka-dev libcurl4-openssl-dev
+           libopenmpi-dev)
 tools=("cc:build-essential" "make:build-essential" "cmake:cmake" "ninja:ninja-build"
-       "pkg-config:pkg-config" "git:git")
+       "pkg-config:pkg-config" "git:git" "mpirun:openmpi-bin" "jq:jq")
 for arg in "$@"; do
     case "$arg" in
         --audit) tools+=("node:nodejs" "npm:npm" "g++:g++" "jq:jq") ;;

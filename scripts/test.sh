@@ -22,16 +22,16 @@ if [ $# -gt 0 ]; then
 fi
 
 # Every label that must pass, one after the other, each with its wall time.
-# The calibration, fuzz and bench labels print figures (their tables) even
-# when they pass; every label's full output is kept in
+# The calibration, mpi, fuzz and bench labels print figures (their tables)
+# even when they pass; every label's full output is kept in
 # build/test/Testing/Temporary/LastTest-LABEL.log.
 status=0
 # portability prints its table of kernel families; its planted bug
 # (labels mutants and portability) runs once, with the mutants.
-for label in unit verify mutants portability calibration audit fuzz bench; do
+for label in unit verify mutants portability calibration mpi audit fuzz bench; do
     start=$(date +%s)
     extra=()
-    case "$label" in calibration | fuzz | bench | portability) extra=(--verbose) ;; esac
+    case "$label" in calibration | fuzz | bench | portability | mpi) extra=(--verbose) ;; esac
     [ "$label" = portability ] && extra+=(-LE '^mutants$')
     if ctest --preset test -L "^${label}\$" --no-tests=ignore "${extra[@]}"; then
         result=passed

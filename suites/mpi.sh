@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# The MPI run (checks/shard.h) against the one-process run, and its faults.
+#
+#   suites/mpi.sh identical ASSAY ASSAY_MUTANTS OUT
+#       The verify plan's distributional checks (the oracle-heavy ones) at
+#       1, 2 and 3 ranks (--oversubscribe): every check's every field but
+#       its wall time must be the same, and the stamp must name the rank
+#       count. Then a planted bug (spec-accept-q-over-p) at 1 and 2 ranks:
+#       the same FAILs, the same figures.
+#   suites/mpi.sh killed ASSAY OUT
+#       A rank killed (SIGKILL) in the middle of the checks: the run must
+#       end non-zero, within a minute, with no report written.
+#   suites/mpi.sh hung ASSAY OUT
+#       A rank stopped (SIGSTOP) in the middle: with ASSAY_RANK_TIMEOUT=8,
+#       the others must end the run with the message that says so, and no
+#       report.
+set -euo pipefail
+
+mode="$1"
+shift
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+# Loopback only: no interface probing on a machine without a network.
+export OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
+command -v mpirun >/dev/null || { echo "mpirun not found (scripts/setup.sh installs openmpi-bin)"; exit 1; }
+command -v jq >/dev/null || { echo "jq not found (scripts/setup.sh installs it)"; exit 1; }
+
+fail() {
+    echo "FAIL: $*"
+    exit 1
+}
+
+# The checks of a report, without what may differ between runs.
+checks_of() {
+    jq -S '[.checks[] | del(.seconds)]' "$1/report.json"
+}
+
+case "$mode" in
+identical)
+    assay="$1" mutants="$2" out="$3"
+    rm -rf "$out"
+    mkdir -p "$out"
+    for n in 1 2 3; do
+        start=$(date +%s)
+        mpirun --oversubscribe -n "$n" "$assay" run --no-bench --family distributional \
+            --seed 7 --out "$out/n$n" >"$out/n$n.txt" 2>"$out/n$n.err" ||
+            { cat "$out/n$n.err"; fail "the run at $n ranks ended with status $?"; }
+        end=$(date +%s)
+        ranks="$(jq '.stamp.ranks' "$out/n$n/report.json")"
+        [ "$ranks" = "$n" ] || fail "the stamp of the run at $n ranks says ranks $ranks"
+        printf "%d ranks: %4d s, %s checks\n" "$n" "$((end - start))" \
+            "$(jq '.checks | length' "$out/n$n/report.json")"
+    done
+    [ "$(jq '.checks | length' "$out/n1/report.json")" -ge 7 ] ||
+        fail "fewer distributional checks ran than the plan has"
+    checks_of "$out/n1" >"$out/n1.checks"
+    for n in 2 3; do
+        checks_of "$out/n$n" >"$out/n$n.checks"
+        if ! diff -u "$out/n1.checks" "$out/n$n.checks" >"$out/n$n.diff"; then
+            head -40 "$out/n$n.diff"
+            fail "the checks at $n ranks differ from those at 1 rank"
+        fi
+    done
+    echo "1, 2 and 3 ranks: every count, statistic, p-value and verdict the same"
+    # A planted bug is caught the same way at any rank count.
+    for n in 1 2; do
+        set +e
+        mpirun --oversubscribe -n "$n" "$mutants" run --no-bench \
+            --engine bundled:mutant=spec-accept-q-over-p --check dist.pit.spec \
+            --check dist.spec.acceptance --no-shrink --out "$out/m$n" >"$out/m$n.txt" \
+            2>"$out/m$n.err"
+        rc=$?
+        set -e
+        [ "$rc" = 1 ] || { cat "$out/m$n.err"; fail "the planted bug at $n ranks: status $rc, not 1"; }
+        checks_of "$out/m$n" >"$out/m$n.checks"
+    done
+    [ "$(jq '[.checks[] | select(.verdict == "FAIL")] | length' "$out/m1/report.json")" = 2 ] ||
+        fail "spec-accept-q-over-p: not both checks FAIL at 1 rank"
+    diff -u "$out/m1.checks" "$out/m2.checks" ||
+        fail "spec-accept-q-over-p: the checks at 2 ranks differ from those at 1 rank"
+    echo "spec-accept-q-over-p: both checks FAIL, the same at 1 and 2 ranks"
+    ;;
+killed | hung)
+    assay="$1" out="$2"
+    rm -rf "$out"
+    mkdir -p "$out"
+    extra=()
+    [ "$mode" = hung ] && extra=(-x ASSAY_RANK_TIMEOUT=8)
+    start=$(date +%s)
+    mpirun --oversubscribe -n 2 "${extra[@]}" "$assay" run --no-bench --family distributional \
+        --out "$out/report" >"$out/run.txt" 2>"$out/run.err" &
+    launcher=$!
+    # Rank 1's process: the one whose environment says so.
+    victim=""
+    for _ in $(seq 1 200); do
+        for pid in $(pgrep -f -- "--out $out/report" || true); do
+            if tr '\0' '\n' <"/proc/$pid/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1' &&
+                [ "$(ps -o comm= -p "$(ps -o ppid= -p "$pid" | tr -d ' ')")" != assay ]; then
+                victim=$pid
+            fi
+        done
+        [ -n "$victim" ] && break
+        sleep 0.1
+    done
+    [ -n "$victim" ] || { kill "$launcher" 2>/dev/null; fail "rank 1's process never appeared"; }
+    sleep 5 # inside the checks
+    if [ "$mode" = killed ]; then
+        kill -KILL "$victim"
+    else
+        kill -STOP "$victim"
+    fi
+    set +e
+    wait "$launcher"
+    rc=$?
+    set -e
+    took=$(( $(date +%s) - start ))
+    [ "$mode" = hung ] && kill -KILL "$victim" 2>/dev/null || true
+    echo "rank 1 ${mode}: mpirun ended with status $rc after ${took} s"
+    tail -5 "$out/run.err"
+    [ "$rc" != 0 ] || fail "the run ended with status 0"
+    [ "$took" -lt 120 ] || fail "the run took ${took} s to end"
+    [ ! -e "$out/report/report.json" ] || fail "a report was written from part of the ranks"
+    if [ "$mode" = hung ]; then
+        grep -q "did not reach" "$out/run.err" || fail "no message says a rank did not answer"
+    fi
+    if pgrep -f -- "--out $out/report" >/dev/null; then
+        fail "processes of the run are left behind: $(pgrep -f -- "--out $out/report" | tr '\n' ' ')"
+    fi
+    echo "no verdict, no report: as it must"
+    ;;
+*)
+    fail "unknown mode '$mode'"
+    ;;
+esac
