@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "../core/alloc.h"
@@ -147,11 +148,13 @@ static enum assay_status rank_allgatherv(const void *mine, int64_t bytes, void *
 
 /* ---- the check's process: each collective through the rank's process ---- */
 
+/* send, not write: a peer gone must be an error here, not a SIGPIPE that
+ * kills the rank. */
 static enum assay_status write_all(int fd, const void *buf, size_t n)
 {
     const char *p = buf;
     while (n > 0) {
-        ssize_t w = write(fd, p, n);
+        ssize_t w = send(fd, p, n, MSG_NOSIGNAL);
         if (w < 0 && errno == EINTR) {
             continue;
         }

@@ -311,9 +311,16 @@ static bool run_checks(struct assay_audit *a, const struct audit_opts *o, bool a
             return false;
         }
         if (speak) {
-            fprintf(stderr, "assay audit: %-38s %-5s %7.1f s (%.0f s in all)  %s\n", label,
+            char shared[120] = "";
+            if (assay_shard_world_size() > 1 && plan[i].family == ASSAY_FAMILY_DISTRIBUTIONAL) {
+                int64_t n_coll = 0, bytes = 0;
+                assay_shard_volume(&n_coll, &bytes);
+                snprintf(shared, sizeof shared, " [%d ranks, %lld collectives, %.3g MB sent]",
+                         (int)assay_shard_world_size(), (long long)n_coll, (double)bytes / 1e6);
+            }
+            fprintf(stderr, "assay audit: %-38s %-5s %7.1f s (%.0f s in all)%s  %s\n", label,
                     assay_verdict_str(r->verdict), r->seconds,
-                    (double)(assay_now_ns() - t0_ns) / 1e9,
+                    (double)(assay_now_ns() - t0_ns) / 1e9, shared,
                     r->verdict == ASSAY_VERDICT_PASS ? r->summary : r->failure);
         }
         if (st == ASSAY_ERR_NOMEM) {

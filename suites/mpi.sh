@@ -10,6 +10,11 @@
 #   suites/mpi.sh killed ASSAY OUT
 #       A rank killed (SIGKILL) in the middle of the checks: the run must
 #       end non-zero, within a minute, with no report written.
+#   suites/mpi.sh check-killed ASSAY OUT
+#       The process of rank 1's running check killed (SIGKILL), the rank
+#       itself alive: that check must FAIL, its failure saying it died on
+#       rank 1, every later check must still run and pass, and the report
+#       must be written (exit status 1).
 #   suites/mpi.sh hung ASSAY OUT
 #       A rank stopped (SIGSTOP) in the middle: with ASSAY_RANK_TIMEOUT=8,
 #       the others must end the run with the message that says so, and no
@@ -79,7 +84,7 @@ identical)
         fail "spec-accept-q-over-p: the checks at 2 ranks differ from those at 1 rank"
     echo "spec-accept-q-over-p: both checks FAIL, the same at 1 and 2 ranks"
     ;;
-killed | hung)
+killed | hung | check-killed)
     assay="$1" out="$2"
     rm -rf "$out"
     mkdir -p "$out"
@@ -103,7 +108,18 @@ killed | hung)
     done
     [ -n "$victim" ] || { kill "$launcher" 2>/dev/null; fail "rank 1's process never appeared"; }
     sleep 5 # inside the checks
-    if [ "$mode" = killed ]; then
+    if [ "$mode" = check-killed ]; then
+        # The rank's child: the check it is running.
+        child=""
+        for _ in $(seq 1 100); do
+            child="$(pgrep -P "$victim" -x assay | head -1 || true)"
+            [ -n "$child" ] && break
+            sleep 0.05
+        done
+        [ -n "$child" ] || { kill "$launcher" 2>/dev/null; fail "rank 1 ran no check process"; }
+        victim=$child
+    fi
+    if [ "$mode" = killed ] || [ "$mode" = check-killed ]; then
         kill -KILL "$victim"
     else
         kill -STOP "$victim"
@@ -116,6 +132,20 @@ killed | hung)
     [ "$mode" = hung ] && kill -KILL "$victim" 2>/dev/null || true
     echo "rank 1 ${mode}: mpirun ended with status $rc after ${took} s"
     tail -5 "$out/run.err"
+    if [ "$mode" = check-killed ]; then
+        [ "$rc" = 1 ] || fail "the run ended with status $rc, not 1 (a check FAILs)"
+        [ -e "$out/report/report.json" ] || fail "no report"
+        jq -r '.checks[] | "\(.name) \(.verdict) \(.failure // "")"' "$out/report/report.json" |
+            cut -c1-200
+        [ "$(jq '[.checks[] | select(.verdict == "FAIL")] | length' "$out/report/report.json")" = 1 ] ||
+            fail "not exactly one check FAILs"
+        jq -e '.checks[] | select(.verdict == "FAIL") | .failure | test("^on rank 1 of 2: .*signal 9")' \
+            "$out/report/report.json" >/dev/null || fail "the FAIL does not say rank 1's check died"
+        [ "$(jq '[.checks[] | select(.verdict == "PASS")] | length' "$out/report/report.json")" = 6 ] ||
+            fail "the other six checks did not all PASS"
+        echo "the killed check FAILs on rank 1, the others pass, the report is written"
+        exit 0
+    fi
     [ "$rc" != 0 ] || fail "the run ended with status 0"
     [ "$took" -lt 120 ] || fail "the run took ${took} s to end"
     [ ! -e "$out/report/report.json" ] || fail "a report was written from part of the ranks"

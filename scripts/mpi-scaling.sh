@@ -1,0 +1,128 @@
+#!/usr/bin/env bash
+# Measures what sharing the distributional checks among MPI ranks buys
+# (README, "Across machines with MPI"), and models it beyond this machine.
+#
+#   scripts/mpi-scaling.sh [OUTDIR]        (default build/mpi-scaling)
+#
+# 1. The verify plan's distributional checks (the oracle-heavy ones) at 1 and
+#    2 ranks, ASSAY_MPI_ROUNDS times each (default 2), the rank counts
+#    alternating so that both see the same machine: each check's wall time
+#    (the median over the rounds) and, at 2 ranks, its collectives and the
+#    bytes rank 0 sent.
+# 2. Each check split into a part that did not shrink with the ranks (s:
+#    start-up, the oracle's prompt choice and pilot, merging, the
+#    statistics) and a part that did (p: the samples and the oracle's
+#    passes), from T1 = s + p and T2 = s + p / 2: s = 2 T2 - T1.
+# 3. The model T(N) = s + p / N + c(N), with c(N) the collectives over a
+#    network (latency ASSAY_MPI_LATENCY_US per step, default 50, log2 N
+#    steps each; bandwidth ASSAY_MPI_GBPS, default 1.25 GB/s: the payload
+#    twice, as a ring allreduce sends it, and rank 0 receiving N results of
+#    13 kB), at 1, 2, 8, 64 and 512 ranks: for the plan measured here, and
+#    for each line of ASSAY_MPI_MODELS ("name s p" per line, seconds, as
+#    measured elsewhere or scaled), printed and drawn into OUTDIR/mpi-scaling.svg.
+#
+# Needs the test preset built with MPI (cmake --preset test), mpirun and jq.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+out="${1:-build/mpi-scaling}"
+rounds="${ASSAY_MPI_ROUNDS:-2}"
+latency_us="${ASSAY_MPI_LATENCY_US:-50}"
+gbps="${ASSAY_MPI_GBPS:-1.25}"
+assay=build/test/assay
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
+[ -x "$assay" ] || { echo "mpi-scaling: build the test preset first" >&2; exit 2; }
+command -v mpirun >/dev/null && command -v jq >/dev/null ||
+    { echo "mpi-scaling: needs mpirun and jq (scripts/setup.sh)" >&2; exit 2; }
+mkdir -p "$out"
+rm -f "$out"/times.tsv "$out"/volume.tsv
+
+for r in $(seq 1 "$rounds"); do
+    for n in 1 2; do
+        d="$out/r$r-n$n"
+        mpirun --oversubscribe -n "$n" "$assay" run --no-bench --family distributional \
+            --out "$d" >"$d.txt" 2>"$d.err"
+        jq -r --arg n "$n" '.checks[] | [.name, $n, .seconds] | @tsv' "$d/report.json" \
+            >>"$out/times.tsv"
+        [ "$n" = 2 ] && sed -n 's/^assay run: \[[0-9/]*\] \([^ ]*\) .*(\([0-9]*\) collectives, \([0-9.e+]*\) MB sent by rank 0)$/\1\t\2\t\3/p' \
+            "$d.err" >>"$out/volume.tsv"
+        echo "round $r, $n rank(s): $(jq -r '.duration_s | floor' "$d/report.json") s" >&2
+    done
+done
+
+awk -F'\t' -v lat="$latency_us" -v gbps="$gbps" -v models="${ASSAY_MPI_MODELS:-}" -v svg="$out/mpi-scaling.svg" '
+function median(list,    a, k, i, j, t) {
+    k = split(list, a, " ")
+    for (i = 1; i <= k; i++) for (j = i + 1; j <= k; j++) if (a[j] < a[i]) { t = a[i]; a[i] = a[j]; a[j] = t }
+    return k % 2 ? a[(k + 1) / 2] : (a[k / 2] + a[k / 2 + 1]) / 2
+}
+function log2(x) { return log(x) / log(2) }
+# The collectives of the whole set at N ranks: ncoll steps, mb payload.
+function comm(N, ncoll, mb) {
+    if (N == 1) return 0
+    return ncoll * log2(N) * lat * 1e-6 + 2 * mb / (gbps * 1000) + N * 13e3 / (gbps * 1e9) * nchecks
+}
+FILENAME ~ /times/ { t[$1, $2] = t[$1, $2] " " $3; if (!($1 in seen)) { seen[$1] = 1; order[++nchecks] = $1 } next }
+FILENAME ~ /volume/ { coll[$1] = $2; mb[$1] = $3; next }
+END {
+    printf "%-32s %8s %8s %7s %7s %7s %6s %8s\n", "check", "1 rank", "2 ranks", "speedup", "s", "p", "coll", "MB"
+    for (i = 1; i <= nchecks; i++) {
+        c = order[i]; t1 = median(t[c, 1]); t2 = median(t[c, 2])
+        s = 2 * t2 - t1; if (s < 0) s = 0; p = t1 - s
+        S += s; P += p; T1 += t1; T2 += t2; NC += coll[c]; MB += mb[c]
+        printf "%-32s %7.2fs %7.2fs %7.2f %6.2fs %6.2fs %6d %8.2f\n", c, t1, t2, t1 / t2, s, p, coll[c], mb[c]
+    }
+    printf "%-32s %7.2fs %7.2fs %7.2f %6.2fs %6.2fs %6d %8.2f\n", "all", T1, T2, T1 / T2, S, P, NC, MB
+    nm = 1; name[1] = "verify plan, distributional (measured here)"; ms[1] = S; mp[1] = P
+    k = split(models, lines, "\n")
+    for (i = 1; i <= k; i++) {
+        if (split(lines[i], f, " ") < 3) continue
+        nm++; ms[nm] = f[2]; mp[nm] = f[3]; name[nm] = f[1]; gsub(/_/, " ", name[nm])
+    }
+    split("1 2 8 64 512", ns, " ")
+    printf "\nModel T(N) = s + p/N + c(N) (network: %g us a step, %g GB/s):\n", lat, gbps
+    printf "%-44s", "" ; for (j = 1; j <= 5; j++) printf " %10s", "N=" ns[j]; printf " %12s\n", "N at 2x s"
+    ymin = 1e30; ymax = 0
+    for (m = 1; m <= nm; m++) {
+        printf "%-44s", name[m]
+        for (j = 1; j <= 5; j++) {
+            N = ns[j]; T = ms[m] + mp[m] / N + comm(N, NC, MB); tt[m, j] = T
+            if (T < ymin) ymin = T; if (T > ymax) ymax = T
+            if (T >= 7200) printf " %9.1fh", T / 3600; else if (T >= 120) printf " %9.1fm", T / 60; else printf " %9.1fs", T
+        }
+        printf " %12.0f\n", ms[m] > 0 ? mp[m] / ms[m] : 0
+    }
+    # The figure: log2 ranks across, log10 seconds up.
+    W = 600; H = 400; L = 70; R = 340; TOP = 20; B = 50
+    lo = int(log(ymin) / log(10)); if (log(ymin) / log(10) < lo) lo--
+    hi = int(log(ymax) / log(10)) + 1
+    print "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" W + R "\" height=\"" H "\" font-family=\"sans-serif\" font-size=\"12\">" > svg
+    print "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>" > svg
+    for (e = lo; e <= hi; e++) {
+        y = TOP + (H - TOP - B) * (hi - e) / (hi - lo)
+        print "<line x1=\"" L "\" x2=\"" W "\" y1=\"" y "\" y2=\"" y "\" stroke=\"#ddd\"/>" > svg
+        lab = 10 ^ e; txt = lab >= 3600 ? sprintf("%gh", lab / 3600) : lab >= 60 ? sprintf("%gm", lab / 60) : sprintf("%gs", lab)
+        print "<text x=\"" L - 6 "\" y=\"" y + 4 "\" text-anchor=\"end\">" txt "</text>" > svg
+    }
+    for (j = 1; j <= 5; j++) {
+        x = L + (W - L) * log2(ns[j]) / 9
+        print "<line x1=\"" x "\" x2=\"" x "\" y1=\"" TOP "\" y2=\"" H - B "\" stroke=\"#ddd\"/>" > svg
+        print "<text x=\"" x "\" y=\"" H - B + 16 "\" text-anchor=\"middle\">" ns[j] "</text>" > svg
+    }
+    print "<text x=\"" (L + W) / 2 "\" y=\"" H - 12 "\" text-anchor=\"middle\">MPI ranks (modelled beyond 2; measured at 1 and 2)</text>" > svg
+    split("#1f77b4 #d62728 #2ca02c #9467bd #ff7f0e #8c564b", col, " ")
+    for (m = 1; m <= nm; m++) {
+        pts = ""
+        for (j = 1; j <= 5; j++) {
+            x = L + (W - L) * log2(ns[j]) / 9
+            y = TOP + (H - TOP - B) * (hi - log(tt[m, j]) / log(10)) / (hi - lo)
+            pts = pts " " x "," y
+            print "<circle cx=\"" x "\" cy=\"" y "\" r=\"3\" fill=\"" col[m] "\"/>" > svg
+        }
+        print "<polyline fill=\"none\" stroke=\"" col[m] "\" stroke-width=\"2\" points=\"" pts "\"/>" > svg
+        print "<text x=\"" W + 10 "\" y=\"" TOP + 16 * m "\" fill=\"" col[m] "\">" name[m] "</text>" > svg
+    }
+    print "</svg>" > svg
+}' "$out/times.tsv" "$out/volume.tsv"
+echo "figure: $out/mpi-scaling.svg" >&2
