@@ -19,7 +19,9 @@
 #    twice, as a ring allreduce sends it, and rank 0 receiving N results of
 #    13 kB), at 1, 2, 8, 64 and 512 ranks: for the plan measured here, and
 #    for each line of ASSAY_MPI_MODELS ("name s p" per line, seconds, as
-#    measured elsewhere or scaled), printed and drawn into OUTDIR/mpi-scaling.svg.
+#    measured elsewhere or scaled; underscores in the name are spaces),
+#    printed and drawn into OUTDIR/mpi-scaling.svg. ASSAY_MPI_ROUNDS=0
+#    models OUTDIR's last measurement again.
 #
 # Needs the test preset built with MPI (cmake --preset test), mpirun and jq.
 set -euo pipefail
@@ -36,7 +38,13 @@ export OMPI_MCA_btl_tcp_if_include=lo OMPI_MCA_oob_tcp_if_include=lo
 command -v mpirun >/dev/null && command -v jq >/dev/null ||
     { echo "mpi-scaling: needs mpirun and jq (scripts/setup.sh)" >&2; exit 2; }
 mkdir -p "$out"
-rm -f "$out"/times.tsv "$out"/volume.tsv
+# ASSAY_MPI_ROUNDS=0: no new measurement, the model from OUTDIR's last one.
+if [ "$rounds" -gt 0 ]; then
+    rm -f "$out"/times.tsv "$out"/volume.tsv
+elif [ ! -s "$out/times.tsv" ]; then
+    echo "mpi-scaling: no measurement in $out to model" >&2
+    exit 2
+fi
 
 for r in $(seq 1 "$rounds"); do
     for n in 1 2; do
@@ -82,7 +90,7 @@ END {
     }
     split("1 2 8 64 512", ns, " ")
     printf "\nModel T(N) = s + p/N + c(N) (network: %g us a step, %g GB/s):\n", lat, gbps
-    printf "%-44s", "" ; for (j = 1; j <= 5; j++) printf " %10s", "N=" ns[j]; printf " %12s\n", "N at 2x s"
+    printf "%-44s", "" ; for (j = 1; j <= 5; j++) printf " %10s", "N=" ns[j]; printf " %12s\n", "N: p/N = s"
     ymin = 1e30; ymax = 0
     for (m = 1; m <= nm; m++) {
         printf "%-44s", name[m]
@@ -91,26 +99,30 @@ END {
             if (T < ymin) ymin = T; if (T > ymax) ymax = T
             if (T >= 7200) printf " %9.1fh", T / 3600; else if (T >= 120) printf " %9.1fm", T / 60; else printf " %9.1fs", T
         }
-        printf " %12.0f\n", ms[m] > 0 ? mp[m] / ms[m] : 0
+        printf " %12.0f\n", (ms[m] > 0 ? mp[m] / ms[m] : 0)
     }
     # The figure: log2 ranks across, log10 seconds up.
-    W = 600; H = 400; L = 70; R = 340; TOP = 20; B = 50
+    W = 600; H = 400; L = 70; R = 340; TOP = 30; B = 50
     lo = int(log(ymin) / log(10)); if (log(ymin) / log(10) < lo) lo--
     hi = int(log(ymax) / log(10)) + 1
     print "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" W + R "\" height=\"" H "\" font-family=\"sans-serif\" font-size=\"12\">" > svg
     print "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>" > svg
-    for (e = lo; e <= hi; e++) {
-        y = TOP + (H - TOP - B) * (hi - e) / (hi - lo)
+    nt = split("1 10 60 600 3600 36000 360000", tick, " ")
+    split("1 s|10 s|1 min|10 min|1 h|10 h|100 h", tname, "|")
+    for (e = 1; e <= nt; e++) {
+        v = log(tick[e]) / log(10)
+        if (v < lo || v > hi) continue
+        y = TOP + (H - TOP - B) * (hi - v) / (hi - lo)
         print "<line x1=\"" L "\" x2=\"" W "\" y1=\"" y "\" y2=\"" y "\" stroke=\"#ddd\"/>" > svg
-        lab = 10 ^ e; txt = lab >= 3600 ? sprintf("%gh", lab / 3600) : lab >= 60 ? sprintf("%gm", lab / 60) : sprintf("%gs", lab)
-        print "<text x=\"" L - 6 "\" y=\"" y + 4 "\" text-anchor=\"end\">" txt "</text>" > svg
+        print "<text x=\"" L - 6 "\" y=\"" y + 4 "\" text-anchor=\"end\">" tname[e] "</text>" > svg
     }
     for (j = 1; j <= 5; j++) {
         x = L + (W - L) * log2(ns[j]) / 9
         print "<line x1=\"" x "\" x2=\"" x "\" y1=\"" TOP "\" y2=\"" H - B "\" stroke=\"#ddd\"/>" > svg
         print "<text x=\"" x "\" y=\"" H - B + 16 "\" text-anchor=\"middle\">" ns[j] "</text>" > svg
     }
-    print "<text x=\"" (L + W) / 2 "\" y=\"" H - 12 "\" text-anchor=\"middle\">MPI ranks (modelled beyond 2; measured at 1 and 2)</text>" > svg
+    print "<text x=\"" (L + W) / 2 "\" y=\"" H - 12 "\" text-anchor=\"middle\">MPI ranks (measured at 1 and 2, modelled beyond)</text>" > svg
+    print "<text x=\"" L "\" y=\"" TOP - 6 "\">wall time of the checks, T(N) = s + p/N + c(N)</text>" > svg
     split("#1f77b4 #d62728 #2ca02c #9467bd #ff7f0e #8c564b", col, " ")
     for (m = 1; m <= nm; m++) {
         pts = ""
