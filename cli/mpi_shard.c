@@ -27,23 +27,28 @@
 #include "checks/shard.h"
 #include "core/alloc.h"
 
-/* Launched by an MPI launcher: the variables each sets in its processes. */
-static bool launched_by_mpi(int32_t *size)
+/* Launched by an MPI launcher: the variables each sets in its processes.
+ * *size is the run's rank count (0: not said), *rank this process's (-1:
+ * not said). */
+static bool launched_by_mpi(int32_t *size, int32_t *rank)
 {
-    static const char *const vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE",
-                                       "MPI_LOCALNRANKS"};
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        const char *v = getenv(vars[i]);
-        if (v != NULL && atoi(v) > 0) {
-            *size = (int32_t)atoi(v);
-            return true;
-        }
+    static const char *const sizes[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MPI_LOCALNRANKS",
+                                        "SLURM_NTASKS"};
+    static const char *const ranks[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
+    *size = 0;
+    *rank = -1;
+    for (size_t i = 0; i < sizeof ranks / sizeof ranks[0] && *rank < 0; i++) {
+        const char *v = getenv(ranks[i]);
+        *rank = v != NULL ? (int32_t)atoi(v) : -1;
     }
-    if (getenv("PMIX_RANK") != NULL || getenv("PMI_RANK") != NULL) {
-        *size = 0; /* a launcher, size unknown until MPI says */
-        return true;
+    if (*rank < 0) {
+        return false; /* SLURM_NTASKS alone: srun without MPI, one process each */
     }
-    return false;
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0] && *size <= 0; i++) {
+        const char *v = getenv(sizes[i]);
+        *size = v != NULL && atoi(v) > 0 ? (int32_t)atoi(v) : 0;
+    }
+    return true;
 }
 
 #ifdef ASSAY_MPI
@@ -193,8 +198,8 @@ static enum assay_status mpi_barrier(void *self)
 
 bool assay_cli_mpi_start(int *argc, char ***argv)
 {
-    int32_t size = 0;
-    if (!launched_by_mpi(&size)) {
+    int32_t said_size = 0, said_rank = -1;
+    if (!launched_by_mpi(&said_size, &said_rank)) {
         return true;
     }
     int provided = 0;
@@ -268,8 +273,10 @@ bool assay_cli_mpi_start(int *argc, char ***argv)
 {
     (void)argc;
     (void)argv;
-    int32_t size = 0;
-    if (launched_by_mpi(&size) && size != 1) {
+    int32_t size = 0, rank = -1;
+    /* More than one process, as far as the launcher says (a rank above 0
+     * says so too): each would run the whole plan and write the report. */
+    if (launched_by_mpi(&size, &rank) && (size > 1 || rank > 0)) {
         fprintf(stderr,
                 "assay: started by an MPI launcher, but this assay was built without MPI: every "
                 "rank would run the whole plan alone. Build with -DASSAY_MPI=ON (README, "
