@@ -1414,6 +1414,13 @@ static int by_request(const void *a, const void *b)
 
 #define MAX_STAGES 64
 
+/* The last draft position of a round whose proposal was tested: every
+ * accepted one and the first rejected, or all when none was rejected. */
+static int32_t last_tested(const struct round_rec *rr)
+{
+    return rr->accepted < rr->drafted ? rr->accepted : rr->drafted - 1;
+}
+
 struct stage {
     int64_t n;      /* proposals tested at this draft position */
     double accepted;
@@ -1505,7 +1512,7 @@ enum assay_status assay_dist_acceptance(const struct assay_adapter *a,
         if (!complete) {
             continue; /* counted among the bad deliveries */
         }
-        int32_t last = rr->accepted < rr->drafted ? rr->accepted : rr->drafted - 1;
+        int32_t last = last_tested(rr);
         if (rr->drafted < 1 || rr->drafted > MAX_STAGES || rr->accepted < 0 ||
             rr->accepted > rr->drafted || rr->index < 0 || rr->index + last >= len) {
             if (n_bad_rounds++ == 0) {
@@ -1534,7 +1541,7 @@ enum assay_status assay_dist_acceptance(const struct assay_adapter *a,
             continue;
         }
         const int32_t *t = ss.tokens + rr->req * len;
-        int32_t last = rr->accepted < rr->drafted ? rr->accepted : rr->drafted - 1;
+        int32_t last = last_tested(rr);
         if (loaded != rr->req) {
             memcpy(seq, prompts + (rr->req % p->n_prompts) * plen, sizeof(int32_t) * (size_t)plen);
             memcpy(seq + plen, t, sizeof(int32_t) * (size_t)len);
@@ -1577,7 +1584,7 @@ enum assay_status assay_dist_acceptance(const struct assay_adapter *a,
         if (!valid[r]) {
             continue;
         }
-        int32_t last = rr->accepted < rr->drafted ? rr->accepted : rr->drafted - 1;
+        int32_t last = last_tested(rr);
         for (int32_t j = 0; j <= last; j++) {
             double beta = rec_beta[r * max_drafted + j];
             bool acc = j < rr->accepted;

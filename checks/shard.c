@@ -99,28 +99,33 @@ static enum assay_status header(int32_t kind, int64_t count, bool *all_at_collec
     return ASSAY_OK;
 }
 
-static size_t type_size(enum assay_shard_type t)
-{
-    (void)t;
-    return 8; /* both types are eight bytes */
-}
+/* Both value types (int64_t, double) are eight bytes. */
+#define VALUE_BYTES 8
 
-static enum assay_status rank_allreduce(void *buf, int64_t count, enum assay_shard_type type,
-                                        enum assay_shard_op op)
+/* Announce a collective of `count` values (0: sizes that differ by rank);
+ * ASSAY_ERR_IO once another rank's part of the check has ended. */
+static enum assay_status announce(int64_t count)
 {
     if (g.aborted) {
         return ASSAY_ERR_IO;
     }
     bool go = false;
     enum assay_status st = header(HEADER_COLLECTIVE, count, &go);
+    if (st == ASSAY_OK && !go) {
+        g.aborted = true;
+        st = ASSAY_ERR_IO;
+    }
+    return st;
+}
+
+static enum assay_status rank_allreduce(void *buf, int64_t count, enum assay_shard_type type,
+                                        enum assay_shard_op op)
+{
+    enum assay_status st = announce(count);
     if (st != ASSAY_OK) {
         return st;
     }
-    if (!go) {
-        g.aborted = true;
-        return ASSAY_ERR_IO;
-    }
-    g.bytes += count * (int64_t)type_size(type);
+    g.bytes += count * VALUE_BYTES;
     return g.be->allreduce(g.be->self, buf, count, type, op);
 }
 
@@ -129,18 +134,9 @@ static enum assay_status rank_allgatherv(const void *mine, int64_t bytes, void *
 {
     *all = NULL;
     *total = 0;
-    if (g.aborted) {
-        return ASSAY_ERR_IO;
-    }
-    bool go = false;
-    /* The sizes differ by rank: the header compares none. */
-    enum assay_status st = header(HEADER_COLLECTIVE, 0, &go);
+    enum assay_status st = announce(0);
     if (st != ASSAY_OK) {
         return st;
-    }
-    if (!go) {
-        g.aborted = true;
-        return ASSAY_ERR_IO;
     }
     g.bytes += bytes;
     return g.be->allgatherv(g.be->self, mine, bytes, all, total);
@@ -184,9 +180,11 @@ static enum assay_status read_all(int fd, void *buf, size_t n)
     return ASSAY_OK;
 }
 
-static enum assay_status proxy_call(const struct proxy_request *rq, const void *payload,
-                                    size_t payload_bytes, void *reply_buf, size_t reply_cap,
-                                    void **reply_alloc, int64_t *reply_bytes)
+/* One exchange with the rank's process. After any failure the socket may
+ * be out of step, so every later collective of the check fails at once. */
+static enum assay_status proxy_exchange(const struct proxy_request *rq, const void *payload,
+                                        size_t payload_bytes, void *reply_buf, size_t reply_cap,
+                                        void **reply_alloc, int64_t *reply_bytes)
 {
     struct proxy_reply rp;
     enum assay_status st = write_all(g.proxy_fd, rq, sizeof *rq);
@@ -217,6 +215,19 @@ static enum assay_status proxy_call(const struct proxy_request *rq, const void *
     return read_all(g.proxy_fd, dst, (size_t)rp.bytes);
 }
 
+static enum assay_status proxy_call(const struct proxy_request *rq, const void *payload,
+                                    size_t payload_bytes, void *reply_buf, size_t reply_cap,
+                                    void **reply_alloc, int64_t *reply_bytes)
+{
+    if (g.aborted) {
+        return ASSAY_ERR_IO;
+    }
+    enum assay_status st = proxy_exchange(rq, payload, payload_bytes, reply_buf, reply_cap,
+                                          reply_alloc, reply_bytes);
+    g.aborted = st != ASSAY_OK;
+    return st;
+}
+
 void assay_shard_attach_child(int fd)
 {
     g.proxy_fd = fd;
@@ -234,7 +245,7 @@ enum assay_status assay_shard_serve(int fd)
     if (st != ASSAY_OK || rq.count < 0 || rq.count > ((int64_t)1 << 40)) {
         return ASSAY_ERR_IO;
     }
-    size_t n = rq.op == PROXY_ALLREDUCE ? (size_t)rq.count * 8 : (size_t)rq.count;
+    size_t n = rq.op == PROXY_ALLREDUCE ? (size_t)rq.count * VALUE_BYTES : (size_t)rq.count;
     void *buf = assay_malloc(n > 0 ? n : 1);
     if (buf == NULL) {
         return ASSAY_ERR_NOMEM;
@@ -276,14 +287,9 @@ enum assay_status assay_shard_allreduce(void *buf, int64_t count, enum assay_sha
         return ASSAY_OK;
     }
     if (g.proxy_fd >= 0) {
-        if (g.aborted) {
-            return ASSAY_ERR_IO;
-        }
         struct proxy_request rq = {PROXY_ALLREDUCE, (int32_t)type, (int32_t)op, 0, count};
-        size_t n = (size_t)count * type_size(type);
-        enum assay_status st = proxy_call(&rq, buf, n, buf, n, NULL, NULL);
-        g.aborted = st != ASSAY_OK; /* the socket may be out of step: no more */
-        return st;
+        size_t n = (size_t)count * VALUE_BYTES;
+        return proxy_call(&rq, buf, n, buf, n, NULL, NULL);
     }
     return rank_allreduce(buf, count, type, op);
 }
@@ -306,13 +312,8 @@ enum assay_status assay_shard_allgatherv(const void *mine, int64_t bytes, void *
         return ASSAY_OK;
     }
     if (g.proxy_fd >= 0) {
-        if (g.aborted) {
-            return ASSAY_ERR_IO;
-        }
         struct proxy_request rq = {PROXY_ALLGATHERV, 0, 0, 0, bytes};
-        enum assay_status st = proxy_call(&rq, mine, (size_t)bytes, NULL, 0, all, total);
-        g.aborted = st != ASSAY_OK;
-        return st;
+        return proxy_call(&rq, mine, (size_t)bytes, NULL, 0, all, total);
     }
     return rank_allgatherv(mine, bytes, all, total);
 }
@@ -354,7 +355,13 @@ enum assay_status assay_shard_first_text(int64_t key, char *buf, size_t size)
 
 /* ---- around each check --------------------------------------------------- */
 
-bool assay_shard_check_begin(bool sharded)
+bool assay_shard_shares(enum assay_family family)
+{
+    return family == ASSAY_FAMILY_DISTRIBUTIONAL;
+}
+
+bool assay_shard_check_begin(const char *name, enum assay_family family,
+                             struct assay_check_result *res)
 {
     g.aborted = false;
     g.n_coll = 0;
@@ -366,8 +373,12 @@ bool assay_shard_check_begin(bool sharded)
     /* A failed barrier is the backend's to report (MPI's ends the run). */
     (void)g.be->barrier(g.be->self);
     g.n_coll++;
-    g.sharded = sharded;
-    return sharded || g.be->rank == 0;
+    g.sharded = assay_shard_shares(family);
+    if (g.sharded || g.be->rank == 0) {
+        return true;
+    }
+    assay_check_result_init(res, name, family);
+    return false;
 }
 
 /* What each rank sends rank 0 after a sharded check. */

@@ -121,11 +121,16 @@ enum assay_status assay_shard_allgatherv(const void *mine, int64_t bytes, void *
  */
 enum assay_status assay_shard_first_text(int64_t key, char *buf, size_t size);
 
+/* Whether checks of this family share their work among the ranks: the
+ * distributional family (the samples and the oracle's passes). */
+bool assay_shard_shares(enum assay_family family);
+
 /*
  * Around each check of a plan, on every rank, in the plan's order.
- * assay_shard_check_begin waits for every rank to reach the check and
- * returns whether this rank runs it: every rank when `sharded`, rank 0
- * alone otherwise. assay_shard_check_end, called by every rank after the
+ * assay_shard_check_begin waits for every rank to reach the check (name,
+ * of family) and returns whether this rank runs it: every rank when the
+ * family shares its work (assay_shard_shares), rank 0 alone otherwise; a
+ * rank that does not run it gets res initialised for the check. assay_shard_check_end, called by every rank after the
  * check (whether or not it ran it), ends the check's collectives and, for
  * a sharded check, brings every rank's result to rank 0: res becomes the
  * result of the rank where the check's part ended first when another
@@ -134,7 +139,8 @@ enum assay_status assay_shard_first_text(int64_t key, char *buf, size_t size);
  * check's communication volume is kept for assay_shard_volume. Returns
  * ASSAY_ERR_IO when the communication failed.
  */
-bool assay_shard_check_begin(bool sharded);
+bool assay_shard_check_begin(const char *name, enum assay_family family,
+                             struct assay_check_result *res);
 enum assay_status assay_shard_check_end(struct assay_check_result *res);
 
 /* The collectives and payload bytes (sent by this rank) of the last check

@@ -298,12 +298,10 @@ static bool run_checks(struct assay_audit *a, const struct audit_opts *o, bool a
          * 0 alone, which alone speaks. */
         bool speak = assay_shard_world_rank() == 0;
         enum assay_status st = ASSAY_OK;
-        if (assay_shard_check_begin(plan[i].family == ASSAY_FAMILY_DISTRIBUTIONAL)) {
+        if (assay_shard_check_begin(plan[i].name, plan[i].family, r)) {
             struct assay_cli_ticker *tick = speak ? assay_cli_ticker_start(label) : NULL;
             st = assay_audit_run_check(a, &plan[i], r);
             assay_cli_ticker_stop(tick);
-        } else {
-            assay_check_result_init(r, plan[i].name, plan[i].family);
         }
         if (assay_shard_check_end(r) != ASSAY_OK) {
             fprintf(stderr, "assay audit: rank %d: the ranks could not bring %s's results "
@@ -312,7 +310,7 @@ static bool run_checks(struct assay_audit *a, const struct audit_opts *o, bool a
         }
         if (speak) {
             char shared[120] = "";
-            if (assay_shard_world_size() > 1 && plan[i].family == ASSAY_FAMILY_DISTRIBUTIONAL) {
+            if (assay_shard_world_size() > 1 && assay_shard_shares(plan[i].family)) {
                 int64_t n_coll = 0, bytes = 0;
                 assay_shard_volume(&n_coll, &bytes);
                 snprintf(shared, sizeof shared, " [%d ranks, %lld collectives, %.3g MB sent]",

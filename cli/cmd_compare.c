@@ -358,10 +358,8 @@ static bool run_checks(const struct opts *o, struct assay_pairwise *pw, struct c
         /* Under mpirun (checks/shard.h): a distributional check on every
          * rank, any other on rank 0 alone. */
         enum assay_status st = ASSAY_OK;
-        if (assay_shard_check_begin(item->family == ASSAY_FAMILY_DISTRIBUTIONAL)) {
+        if (assay_shard_check_begin(item->name, item->family, &k->res[i])) {
             st = assay_pairwise_run_check(pw, item, check_workload(o, k->index[i]), &k->res[i]);
-        } else {
-            assay_check_result_init(&k->res[i], item->name, item->family);
         }
         if (assay_shard_check_end(&k->res[i]) != ASSAY_OK || st != ASSAY_OK) {
             assay_progress_end(&prog);

@@ -284,21 +284,17 @@ bool assay_cli_run_items(const char *cmd, struct assay_verify_ctx *ctx,
     size_t i = 0;
     for (; i < n && ok; i++) {
         assay_progress_step(&prog, i, sel[i]->name);
-        bool sharded = sel[i]->family == ASSAY_FAMILY_DISTRIBUTIONAL;
-        if (assay_shard_check_begin(sharded)) {
-            if (assay_run_plan_item(ctx, sel[i], engine, workload, &res[i]) != ASSAY_OK) {
-                fprintf(stderr, "assay %s: rank %d: out of memory\n", cmd, (int)rank);
-                ok = false;
-            }
-        } else {
-            assay_check_result_init(&res[i], sel[i]->name, sel[i]->family);
+        if (assay_shard_check_begin(sel[i]->name, sel[i]->family, &res[i]) &&
+            assay_run_plan_item(ctx, sel[i], engine, workload, &res[i]) != ASSAY_OK) {
+            fprintf(stderr, "assay %s: rank %d: out of memory\n", cmd, (int)rank);
+            ok = false;
         }
         if (assay_shard_check_end(&res[i]) != ASSAY_OK) {
             fprintf(stderr, "assay %s: rank %d: the ranks could not bring %s's results together\n",
                     cmd, (int)rank, sel[i]->name);
             ok = false;
         }
-        if (ranks > 1 && rank == 0 && sharded) {
+        if (ranks > 1 && rank == 0 && assay_shard_shares(sel[i]->family)) {
             /* Under MPI stderr is seldom a terminal: a line per shared
              * check, with what it cost to share. */
             int64_t n_coll = 0, bytes = 0;

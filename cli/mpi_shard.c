@@ -32,8 +32,7 @@
  * not said). */
 static bool launched_by_mpi(int32_t *size, int32_t *rank)
 {
-    static const char *const sizes[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "MPI_LOCALNRANKS",
-                                        "SLURM_NTASKS"};
+    static const char *const sizes[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS"};
     static const char *const ranks[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
     *size = 0;
     *rank = -1;
