@@ -1,0 +1,462 @@
+/*
+ * dist_sample.c - the distributional family's parameters, its prompts and
+ * the drawing of samples from an engine through any adapter (only
+ * add_request, has_work and step), shared by every check of the family
+ * (distributional_internal.h). A check draws once: n requests, at most `window` in
+ * flight, each token recorded at its request and position, and under MPI
+ * each rank draws its share and the records are brought together.
+ */
+#include "distributional.h"
+
+#include <gsl/gsl_cdf.h>
+#include <gsl/gsl_rng.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../core/alloc.h"
+#include "../core/clock.h"
+#include "../core/rng.h"
+#include "../oracles/oracle.h"
+#include "distributional_internal.h"
+#include "evidence.h"
+#include "shard.h"
+#include "stats.h"
+
+/* Steps without a single event before a run is declared stuck. */
+#define MAX_IDLE_STEPS 100000
+
+struct assay_dist_params assay_dist_default_params(void)
+{
+    struct assay_dist_params p;
+    memset(&p, 0, sizeof p);
+    p.n = 70000;
+    p.positions = 1;
+    p.out_len = 1;
+    p.prompt_len = 6;
+    p.n_prompts = 16;
+    p.sampling.temperature = 0.7f;
+    p.sampling.top_k = 40;
+    p.sampling.top_p = 0.9f;
+    p.sampling.seeded = true;
+    p.order = ASSAY_SAMPLING_JOINT;
+    p.alpha = ASSAY_DIST_ALPHA;
+    p.power = ASSAY_DIST_POWER;
+    p.pit_bins = 20;
+    p.window = 512;
+    p.tol_top_p = ASSAY_DIST_TOL_TOP_P;
+    p.tol_logit = ASSAY_DIST_TOL_LOGIT;
+    p.prompt_tries = 64;
+    p.seed = 1;
+    return p;
+}
+
+/* ---- parameters ---------------------------------------------------------- */
+
+static bool parse_double(const char *v, double lo, double hi, bool open_lo, double *out)
+{
+    char *end = NULL;
+    double x = strtod(v, &end);
+    if (end == v || *end != '\0' || !isfinite(x) || x > hi || x < lo || (open_lo && x == lo)) {
+        return false;
+    }
+    *out = x;
+    return true;
+}
+
+static bool parse_long(const char *v, long long lo, long long hi, long long *out)
+{
+    char *end = NULL;
+    long long x = strtoll(v, &end, 10);
+    if (end == v || *end != '\0' || x < lo || x > hi) {
+        return false;
+    }
+    *out = x;
+    return true;
+}
+
+enum assay_status assay_dist_parse_params(const char *s, struct assay_dist_params *p, char *why,
+                                          size_t size)
+{
+    if (s == NULL || s[0] == '\0') {
+        return ASSAY_OK;
+    }
+    char buf[512];
+    if (strlen(s) >= sizeof buf) {
+        snprintf(why, size, "check parameters longer than %zu characters", sizeof buf - 1);
+        return ASSAY_ERR_INVALID;
+    }
+    snprintf(buf, sizeof buf, "%s", s);
+    char *save = NULL;
+    for (char *kv = strtok_r(buf, ",", &save); kv != NULL; kv = strtok_r(NULL, ",", &save)) {
+        char *v = strchr(kv, '=');
+        if (v == NULL) {
+            snprintf(why, size, "check parameter '%s': expected key=value", kv);
+            return ASSAY_ERR_INVALID;
+        }
+        *v++ = '\0';
+        long long i = 0;
+        double d = 0;
+        bool ok = true;
+        if (strcmp(kv, "n") == 0) {
+            ok = parse_long(v, 1, 100000000LL, &i);
+            p->n = i;
+        } else if (strcmp(kv, "pos") == 0) {
+            ok = parse_long(v, 1, 2, &i);
+            p->positions = (int32_t)i;
+        } else if (strcmp(kv, "len") == 0) {
+            ok = parse_long(v, 1, 4096, &i);
+            p->out_len = (int32_t)i;
+        } else if (strcmp(kv, "prompt") == 0) {
+            ok = parse_long(v, 1, 4096, &i);
+            p->prompt_len = (int32_t)i;
+        } else if (strcmp(kv, "prompts") == 0) {
+            ok = parse_long(v, 1, 1000000, &i);
+            p->n_prompts = (int32_t)i;
+        } else if (strcmp(kv, "t") == 0) {
+            ok = parse_double(v, 0.0, 100.0, true, &d);
+            p->sampling.temperature = (float)d;
+        } else if (strcmp(kv, "top_k") == 0) {
+            ok = parse_long(v, 0, 1000000, &i);
+            p->sampling.top_k = (int32_t)i;
+        } else if (strcmp(kv, "top_p") == 0) {
+            ok = parse_double(v, 0.0, 1.0, true, &d);
+            p->sampling.top_p = (float)d;
+        } else if (strcmp(kv, "order") == 0) {
+            ok = strcmp(v, "joint") == 0 || strcmp(v, "sequential") == 0;
+            p->order = strcmp(v, "sequential") == 0 ? ASSAY_SAMPLING_SEQUENTIAL
+                                                    : ASSAY_SAMPLING_JOINT;
+        } else if (strcmp(kv, "alpha") == 0) {
+            ok = parse_double(v, 0.0, 0.5, true, &d);
+            p->alpha = d;
+        } else if (strcmp(kv, "power") == 0) {
+            ok = parse_double(v, 0.0, 0.999999, true, &d);
+            p->power = d;
+        } else if (strcmp(kv, "bins") == 0) {
+            ok = parse_long(v, 2, 1000, &i);
+            p->pit_bins = (int32_t)i;
+        } else if (strcmp(kv, "window") == 0) {
+            ok = parse_long(v, 1, 1000000, &i);
+            p->window = (int32_t)i;
+        } else if (strcmp(kv, "tries") == 0) {
+            ok = parse_long(v, 1, 10000, &i);
+            p->prompt_tries = (int32_t)i;
+        } else if (strcmp(kv, "vs") != 0) {
+            snprintf(why, size,
+                     "unknown check parameter '%s' (expected n, pos, len, prompt, prompts, t, "
+                     "top_k, top_p, order, alpha, power, bins, window, tries, vs)",
+                     kv);
+            return ASSAY_ERR_INVALID;
+        }
+        if (!ok) {
+            snprintf(why, size, "check parameter %s=%s is out of range", kv, v);
+            return ASSAY_ERR_INVALID;
+        }
+    }
+    return ASSAY_OK;
+}
+
+enum assay_status assay_dist_check_params(const struct assay_dist_params *p, char *why, size_t size)
+{
+    if (p->n < 1 || p->positions < 1 || p->positions > 2 || p->out_len < p->positions ||
+        p->prompt_len < 1 || p->n_prompts < 1 || p->window < 1 || p->pit_bins < 2 ||
+        !(p->alpha > 0.0 && p->alpha < p->power && p->power < 1.0) ||
+        !(p->sampling.temperature > 0.0f) || !(p->tol_top_p >= 0.0) || !(p->tol_logit >= 0.0)) {
+        snprintf(why, size,
+                 "bad parameters: need n >= 1, pos 1 or 2, len >= pos, temperature > 0, "
+                 "0 < alpha < power < 1");
+        return ASSAY_ERR_INVALID;
+    }
+    return ASSAY_OK;
+}
+
+void assay_dist_set_error(struct assay_check_result *res, enum assay_status st, const char *why)
+{
+    assay_check_error(res, "%s (%s)", why, assay_status_str(st));
+}
+
+uint64_t assay_dist_prompt_seed_of(const struct assay_dist_params *p)
+{
+    return p->prompt_seed != 0 ? p->prompt_seed : assay_seed_derive(p->seed, "prompt");
+}
+
+void assay_dist_make_prompt(uint64_t seed, int32_t candidate, int32_t len, int32_t *out)
+{
+    for (int32_t i = 0; i < len; i++) {
+        double u = assay_rng_u01(seed, (uint64_t)candidate * 65536u + (uint64_t)i, PROMPT_PURPOSE);
+        out[i] = (int32_t)(u * 256.0);
+    }
+}
+/* ---- drawing samples from an adapter ---------------------------------- */
+
+
+
+void assay_dist_sample_set_free(struct sample_set *s)
+{
+    assay_free(s->tokens);
+    assay_free(s->rounds);
+    memset(s, 0, sizeof *s);
+}
+
+/* Counts a wrong delivery; the text kept is that of the lowest request id
+ * (not the first in time), so that it is the same however the requests
+ * were shared among ranks and batched. */
+static void mark_bad(struct sample_set *s, const char *fmt, long long id, long long x)
+{
+    s->n_bad++;
+    if (id < s->bad_key) {
+        s->bad_key = id;
+        snprintf(s->bad, sizeof s->bad, fmt, id, x);
+    }
+}
+
+/*
+ * The ranks' samples brought together (checks/shard.h): every rank's rows
+ * at their request ids, the wrong deliveries counted and the lowest one's
+ * text, the rounds concatenated (the caller orders them).
+ */
+static enum assay_status merge_samples(struct sample_set *s)
+{
+    if (assay_shard_size() == 1) {
+        return ASSAY_OK;
+    }
+    int64_t cells = s->n * s->out_len;
+    int64_t *sum = assay_malloc(sizeof(int64_t) * (size_t)(cells > 0 ? cells : 1));
+    int64_t nb = s->n_bad;
+    enum assay_status st = sum == NULL ? ASSAY_ERR_NOMEM : ASSAY_OK;
+    if (st == ASSAY_OK) {
+        for (int64_t c = 0; c < cells; c++) {
+            /* A token t of this rank's request as t + 1, 0 elsewhere: the
+             * sum is exact and a missing token (-1) stays missing. */
+            sum[c] = assay_shard_mine(c / s->out_len) ? (int64_t)s->tokens[c] + 1 : 0;
+        }
+        st = assay_shard_allreduce(sum, cells, ASSAY_SHARD_I64, ASSAY_SHARD_SUM);
+    }
+    if (st == ASSAY_OK) {
+        for (int64_t c = 0; c < cells; c++) {
+            s->tokens[c] = (int32_t)(sum[c] - 1);
+        }
+        st = assay_shard_allreduce(&nb, 1, ASSAY_SHARD_I64, ASSAY_SHARD_SUM);
+    }
+    if (st == ASSAY_OK) {
+        s->n_bad = nb;
+        st = assay_shard_first_text(s->bad_key, s->bad, sizeof s->bad);
+    }
+    void *all = NULL;
+    int64_t total = 0;
+    if (st == ASSAY_OK) {
+        st = assay_shard_allgatherv(s->rounds, (int64_t)sizeof *s->rounds * s->n_rounds, &all,
+                                    &total);
+    }
+    if (st == ASSAY_OK) {
+        assay_free(s->rounds);
+        s->rounds = all;
+        s->n_rounds = s->cap_rounds = total / (int64_t)sizeof *s->rounds;
+    }
+    assay_free(sum);
+    return st;
+}
+
+/* Send n requests (at most `window` in flight) and record every token (and,
+ * with keep_rounds, every SPEC_ROUND). Returns ASSAY_OK with *out filled, or
+ * the adapter's failure with why set (out is then freed). */
+enum assay_status assay_dist_draw_samples(const struct assay_adapter *a,
+                                      const struct request_source *src, int64_t n,
+                                      int32_t out_len, int32_t window, bool keep_rounds,
+                                      struct sample_set *out, char *why, size_t size)
+{
+    memset(out, 0, sizeof *out);
+    out->n = n;
+    out->out_len = out_len;
+    out->bad_key = INT64_MAX;
+    out->tokens = assay_malloc(sizeof(int32_t) * (size_t)n * (size_t)out_len);
+    uint8_t *finished = assay_calloc((size_t)n, 1);
+    int32_t *got = assay_calloc((size_t)n, sizeof(int32_t));
+    if (out->tokens == NULL || finished == NULL || got == NULL) {
+        assay_free(finished);
+        assay_free(got);
+        assay_dist_sample_set_free(out);
+        snprintf(why, size, "out of memory for %lld samples", (long long)n);
+        return ASSAY_ERR_NOMEM;
+    }
+    for (int64_t i = 0; i < n * out_len; i++) {
+        out->tokens[i] = -1;
+    }
+    /* This rank's requests (all of them in one process): ids rank,
+     * rank + ranks, ...; next and done count them. */
+    const int64_t r0 = assay_shard_rank(), stride = assay_shard_size();
+    const int64_t n_mine = n > r0 ? (n - r0 + stride - 1) / stride : 0;
+    enum assay_status st = ASSAY_OK;
+    bool fault = false;
+    int64_t next = 0, done = 0, idle = 0;
+    while (done < n_mine && st == ASSAY_OK) {
+        while (next < n_mine && next - done < window) {
+            const int64_t id = r0 + next * stride;
+            struct assay_request r;
+            memset(&r, 0, sizeof r);
+            r.id = (uint64_t)id;
+            r.prompt = src->prompts + (int64_t)(id % src->n_prompts) * src->prompt_len;
+            r.prompt_len = src->prompt_len;
+            r.max_tokens = out_len;
+            r.stop_token = -1;
+            r.sampling = src->sampling;
+            r.sampling.seeded = true;
+            r.sampling.seed = src->seed0 + (uint64_t)id;
+            enum assay_status ast = a->vt->add_request(a->self, &r);
+            if (ast == ASSAY_ERR_FULL) {
+                break;
+            }
+            if (ast != ASSAY_OK) {
+                const char *le = a->vt->last_error != NULL ? a->vt->last_error(a->self) : "";
+                snprintf(why, size, "request %lld was refused: %s%s%s", (long long)id,
+                         assay_status_str(ast), le[0] != '\0' ? ": " : "", le);
+                st = ast;
+                break;
+            }
+            next++;
+        }
+        if (st != ASSAY_OK) {
+            break;
+        }
+        const struct assay_event *ev = NULL;
+        size_t n_ev = 0;
+        enum assay_status sst = a->vt->step(a->self, &ev, &n_ev);
+        if (sst != ASSAY_OK) {
+            const char *le = a->vt->last_error != NULL ? a->vt->last_error(a->self) : "";
+            snprintf(why, size, "a step failed: %s%s%s", assay_status_str(sst),
+                     le[0] != '\0' ? ": " : "", le);
+            st = sst;
+            fault = sst != ASSAY_ERR_NOMEM;
+            break;
+        }
+        idle = n_ev == 0 ? idle + 1 : 0;
+        if (idle > MAX_IDLE_STEPS) {
+            snprintf(why, size, "%lld steps without an event with %lld requests unfinished",
+                     (long long)idle, (long long)(next - done));
+            st = ASSAY_ERR_TIMEOUT;
+            fault = true;
+            break;
+        }
+        for (size_t e = 0; e < n_ev; e++) {
+            const struct assay_event *x = &ev[e];
+            if (x->request_id >= (uint64_t)n || !assay_shard_mine((int64_t)x->request_id) ||
+                ((int64_t)x->request_id - r0) / stride >= next) {
+                mark_bad(out, "an event for request %lld, which was never sent (kind %lld)",
+                         (long long)x->request_id, (long long)x->kind);
+                continue;
+            }
+            int64_t i = (int64_t)x->request_id;
+            if (x->kind == ASSAY_EVENT_TOKEN) {
+                if (x->index < 0 || x->index >= out_len || finished[i] ||
+                    out->tokens[i * out_len + x->index] >= 0) {
+                    mark_bad(out, "request %lld: a token at output position %lld delivered twice, "
+                                  "after its end or out of range",
+                             (long long)i, (long long)x->index);
+                    continue;
+                }
+                out->tokens[i * out_len + x->index] = x->token;
+                got[i]++;
+            } else if (x->kind == ASSAY_EVENT_FINISH) {
+                if (finished[i]) {
+                    mark_bad(out, "request %lld finished twice (reason %lld)", (long long)i,
+                             (long long)x->reason);
+                    continue;
+                }
+                finished[i] = 1;
+                done++;
+                if (x->reason != ASSAY_FINISH_LENGTH || got[i] != out_len) {
+                    mark_bad(out, "request %lld finished with reason %lld", (long long)i,
+                             (long long)x->reason);
+                    if (out->n_bad == 1) {
+                        size_t l = strlen(out->bad);
+                        snprintf(out->bad + l, sizeof out->bad - l, " after %d of %d tokens",
+                                 (int)got[i], (int)out_len);
+                    }
+                }
+            } else if (x->kind == ASSAY_EVENT_SPEC_ROUND && keep_rounds) {
+                if (out->n_rounds == out->cap_rounds) {
+                    int64_t cap = out->cap_rounds > 0 ? 2 * out->cap_rounds : 4096;
+                    struct round_rec *r =
+                        assay_realloc(out->rounds, sizeof *r * (size_t)cap);
+                    if (r == NULL) {
+                        snprintf(why, size, "out of memory for speculative rounds");
+                        st = ASSAY_ERR_NOMEM;
+                        break;
+                    }
+                    out->rounds = r;
+                    out->cap_rounds = cap;
+                }
+                struct round_rec *r = &out->rounds[out->n_rounds++];
+                r->req = i;
+                r->index = x->index;
+                r->drafted = x->n_drafted;
+                r->accepted = x->n_accepted;
+            }
+        }
+        if (st == ASSAY_OK && n_ev == 0 && next >= n_mine && done < n_mine &&
+            !a->vt->has_work(a->self)) {
+            snprintf(why, size, "the engine has no work left but %lld requests never finished",
+                     (long long)(n_mine - done));
+            st = ASSAY_ERR_INTERNAL;
+            fault = true;
+        }
+    }
+    if (st != ASSAY_OK) {
+        /* Leave the adapter clean for whoever uses it next. */
+        for (int64_t k = 0; k < next; k++) {
+            if (!finished[r0 + k * stride]) {
+                a->vt->abort(a->self, (uint64_t)(r0 + k * stride));
+            }
+        }
+        for (int32_t k = 0; k < 1000000 && a->vt->has_work(a->self); k++) {
+            const struct assay_event *ev = NULL;
+            size_t n_ev = 0;
+            if (a->vt->step(a->self, &ev, &n_ev) != ASSAY_OK) {
+                break;
+            }
+        }
+        assay_dist_sample_set_free(out);
+        out->engine_fault = fault;
+    } else {
+        st = merge_samples(out);
+        if (st != ASSAY_OK) {
+            snprintf(why, size, "%s",
+                     st == ASSAY_ERR_IO ? "another rank's share of the check ended before the "
+                                          "samples could be brought together"
+                                        : "the ranks could not bring their samples together");
+            assay_dist_sample_set_free(out);
+        }
+    }
+    assay_free(finished);
+    assay_free(got);
+    return st;
+}
+
+/*
+ * A failed draw's verdict: FAIL when the engine under test failed (a step
+ * returned an error, e.g. on NaN or infinite logits; it stopped making
+ * progress), ERROR when the suite could not run (out of memory, a refused
+ * request the engine may legitimately not serve).
+ */
+void assay_dist_draw_failed(struct assay_check_result *res, const struct sample_set *ss,
+                        enum assay_status st, const char *why)
+{
+    if (ss->engine_fault) {
+        assay_check_fail(res, "the engine failed while sampling: %s", why);
+    } else {
+        assay_dist_set_error(res, st, why);
+    }
+}
+
+/* Requests delivered wrongly are the engine's fault whatever the statistic
+ * can still say: the FAIL is stated before any later ERROR (too few
+ * samples left to test) could be. */
+void assay_dist_judge_delivery(struct assay_check_result *res, const struct sample_set *ss,
+                           const char *what)
+{
+    if (ss->n_bad > 0) {
+        assay_check_fail(res, "%lld %s delivered wrongly; first: %s", (long long)ss->n_bad, what,
+                         ss->bad);
+    }
+}
