@@ -473,8 +473,6 @@ void assay_audit_close(struct assay_audit *a)
     assay_adapter_close(&a->bundled);
     assay_model_cache_free(a->models);
     assay_oracle_memo_free(a->memo);
-    assay_free(a->gof_prob);
-    assay_free(a->gof_ref);
     assay_score_free(a->scorer);
     assay_model_free(a->model);
     assay_free(a);

@@ -43,7 +43,7 @@
 
 /* The budgets in force: measured on first use; where the reference could
  * not be measured, the fixed tolerances (said once in the findings). */
-static const struct assay_audit_budget *budget(struct assay_audit *a)
+const struct assay_audit_budget *assay_audit_budget_in_force(struct assay_audit *a)
 {
     if (!a->budget_tried && assay_audit_need_budget(a) != ASSAY_OK) {
         assay_audit_note(a,
@@ -56,12 +56,12 @@ static const struct assay_audit_budget *budget(struct assay_audit *a)
 
 static double tie_budget(struct assay_audit *a)
 {
-    return budget(a)->gap;
+    return assay_audit_budget_in_force(a)->gap;
 }
 
 static double logprob_budget(struct assay_audit *a)
 {
-    return budget(a)->logprob;
+    return assay_audit_budget_in_force(a)->logprob;
 }
 
 /* ---- workloads ------------------------------------------------------------ */
@@ -401,7 +401,7 @@ static enum assay_status reference_at_positions(struct assay_audit *a,
     int32_t *top = assay_malloc(sizeof(int32_t) * (size_t)(n_top > 0 ? n_top : 1));
     enum assay_status st = ref == NULL || lsm == NULL || top == NULL ? ASSAY_ERR_NOMEM : ASSAY_OK;
     int32_t skipped_again = 0; /* the same requests, counted once */
-    for (int32_t var = 0; var < budget(a)->n_variants && st == ASSAY_OK; var++) {
+    for (int32_t var = 0; var < assay_audit_budget_in_force(a)->n_variants && st == ASSAY_OK; var++) {
         st = reference_variant_at_positions(a, var, w, t, s, ref, lsm, top, n_top,
                                             var == 0 ? n_skipped : &skipped_again);
     }
@@ -511,7 +511,7 @@ static enum assay_status check_logprobs(struct assay_audit *a, const struct assa
     }
     res->tie_tol = tie_budget(a);
     res->n_requests = w->n;
-    if (budget(a)->measured) {
+    if (assay_audit_budget_in_force(a)->measured) {
         st = reference_at_positions(a, w, t, &s, &n_ref_skipped);
         if (st != ASSAY_OK) {
             goto out;
@@ -693,11 +693,11 @@ static enum assay_status check_logprobs(struct assay_audit *a, const struct assa
                          (int)n_probs);
     }
     summarise_numerics(num, res);
-    if (budget(a)->measured) {
+    if (assay_audit_budget_in_force(a)->measured) {
         assay_divergence_summarise(ref_num[0], "reference", &res->numerics[1]);
         res->n_numerics = 2;
     }
-    if (budget(a)->measured && budget(a)->n_variants == 2) {
+    if (assay_audit_budget_in_force(a)->measured && assay_audit_budget_in_force(a)->n_variants == 2) {
         assay_divergence_summarise(ref_num[1], "reference-f16acc", &res->numerics[2]);
         res->n_numerics = 3;
     }
@@ -771,240 +771,6 @@ out:
     assay_divergence_free(num);
     assay_divergence_free(ref_num[0]);
     assay_divergence_free(ref_num[1]);
-    return st;
-}
-
-/* ---- distributional --------------------------------------------------------- */
-
-enum dist_kind { D_GOF, D_PIT, D_HOMOGENEITY };
-
-/*
- * The reference's total-variation distance from the oracle at the prompt
- * the goodness of fit under dp will test (assay_dist_choose_prompt; the
- * oracle's distribution is left in a->gof_prob; NaN, no floor, when no
- * prompt qualifies, which the check reports itself, or for a distribution
- * of more than one token): the reference's
- * distribution at the same temperature, on the tokens the oracle's cut
- * keeps, renormalised; the larger of the builds measured.
- */
-static enum assay_status gof_floor(struct assay_audit *a, const struct assay_dist_params *dp,
-                                   double *tv)
-{
-    const int32_t v = a->model->cfg.vocab;
-    int32_t prompt[64];
-    *tv = NAN;
-    if (dp->positions != 1 || dp->prompt_len > (int32_t)(sizeof prompt / sizeof prompt[0])) {
-        return ASSAY_OK; /* a distribution this floor does not measure: none (*tv NaN) */
-    }
-    if (a->gof_prob == NULL) {
-        a->gof_prob = assay_malloc(sizeof(double) * (size_t)v);
-        a->gof_ref = assay_malloc(sizeof(double) * (size_t)v);
-        if (a->gof_prob == NULL || a->gof_ref == NULL) {
-            return ASSAY_ERR_NOMEM;
-        }
-    }
-    enum assay_status st = assay_dist_choose_prompt(a->model, dp, prompt, a->gof_prob);
-    if (st == ASSAY_ERR_INVALID) {
-        return ASSAY_OK; /* no prompt: the check itself says why (*tv NaN) */
-    }
-    const double t = dp->sampling.temperature > 0 ? dp->sampling.temperature : 1.0;
-    double worst = 0.0;
-    for (int32_t var = 0; st == ASSAY_OK && var < a->budget.n_variants; var++) {
-        const int32_t next = 0; /* any token: only the row before it is read */
-        st = assay_audit_reference_lsm(a, var, prompt, dp->prompt_len, &next, 1, a->gof_ref);
-        if (st != ASSAY_OK) {
-            break;
-        }
-        double mx = -INFINITY, z = 0.0, d = 0.0;
-        for (int32_t k = 0; k < v; k++) {
-            mx = a->gof_prob[k] > 0 && a->gof_ref[k] / t > mx ? a->gof_ref[k] / t : mx;
-        }
-        for (int32_t k = 0; k < v; k++) {
-            a->gof_ref[k] = a->gof_prob[k] > 0 ? exp(a->gof_ref[k] / t - mx) : 0.0;
-            z += a->gof_ref[k];
-        }
-        for (int32_t k = 0; k < v; k++) {
-            d += fabs(a->gof_ref[k] / z - a->gof_prob[k]);
-        }
-        worst = fmax(worst, 0.5 * d);
-    }
-    *tv = st == ASSAY_OK ? worst : NAN;
-    return st;
-}
-
-static enum assay_status check_dist(struct assay_audit *a, enum dist_kind kind, bool filtered,
-                                    struct assay_check_result *res)
-{
-    struct assay_dist_params dp = assay_dist_default_params();
-    dp.order = a->p.order;
-    /* A top-k or top-p boundary the formats can move is a boundary
-     * decision, not a bug: the tie budget in logits, and in mass the most
-     * a probability can move when its logprob moves by the logprob
-     * budget. */
-    const struct assay_audit_budget *bud = budget(a);
-    dp.tol_logit = fmax(dp.tol_logit, bud->gap);
-    dp.tol_top_p = fmax(dp.tol_top_p, fmin(1.0, expm1(bud->logprob)));
-    /* A budget can be wider than any boundary of the model can be kept
-     * from (Q4_K_M on a model as sensitive as the test models: 1.1 nats):
-     * then no prompt qualifies, and that is a limit of what can be
-     * checked, said as a SKIP, not a failure of the suite. */
-    char no_prompt_why[300];
-    snprintf(no_prompt_why, sizeof no_prompt_why,
-             "the numerics budget of the server's formats (logprobs %.3g, ties %.3g logits) "
-             "leaves no top-k/top-p boundary that the formats alone cannot move, so a sample "
-             "there cannot tell a sampler bug from the formats",
-             bud->logprob, bud->gap);
-    if (bud->measured && (bud->gap > ASSAY_EQUIV_TIE_TOL || bud->logprob > ASSAY_AUDIT_LOGPROB_TOL)) {
-        dp.no_prompt_skip = no_prompt_why;
-    }
-    dp.seed = assay_seed_derive(a->p.seed, res->name);
-    dp.window = 2 * a->p.slots;
-    dp.sampling.seeded = true;
-    if (filtered) {
-        dp.sampling.temperature = 0.8f;
-        dp.sampling.top_k = 30;
-        dp.sampling.top_p = 0.8f;
-    } else {
-        dp.sampling.temperature = 1.0f;
-        dp.sampling.top_k = 0;
-        dp.sampling.top_p = 1.0f;
-    }
-    if (kind == D_GOF) {
-        dp.n = a->p.quick ? 6000 : 20000;
-        dp.positions = 1;
-        dp.out_len = 1;
-        dp.prompt_len = 3;
-    } else if (kind == D_PIT) {
-        dp.n = a->p.quick ? 160 : 320;
-        dp.out_len = 16;
-        dp.prompt_len = 4;
-        dp.n_prompts = 16;
-        if (filtered) {
-            dp.sampling.temperature = 0.9f;
-            dp.sampling.top_k = 50;
-            dp.sampling.top_p = 0.95f;
-        }
-    } else {
-        dp.n = a->p.quick ? 6000 : 20000;
-        dp.positions = 1;
-        dp.out_len = 1;
-        dp.prompt_len = 2;
-        /* More in flight: the bundled engine then fills a batch of 16 a
-         * step (the server queues what its slots cannot take). */
-        dp.window = 4 * a->p.slots;
-        dp.sampling.temperature = 0.7f;
-        dp.sampling.top_k = 40;
-        dp.sampling.top_p = 0.9f;
-    }
-    /* The formats' own distance at the very distribution a goodness of
-     * fit tests: no sample so large that it detects less than twice it. */
-    char floor_note[400] = "";
-    if (kind == D_GOF && bud->measured && bud->gap > ASSAY_EQUIV_TIE_TOL) {
-        int64_t n_req = dp.n;
-        double ref_tv = NAN, min_tv = NAN;
-        enum assay_status st = gof_floor(a, &dp, &ref_tv);
-        if (st == ASSAY_OK && isfinite(ref_tv)) {
-            st = assay_dist_gof_n_for_floor(a->gof_prob, a->model->cfg.vocab, dp.alpha, dp.power,
-                                            n_req, 200, ASSAY_AUDIT_BUDGET_FACTOR * ref_tv, &dp.n,
-                                            &min_tv);
-        }
-        if (st == ASSAY_ERR_INVALID) {
-            assay_check_skip(res,
-                             "the reference (the server's formats, computed correctly) is a TV "
-                             "of %.3g from the oracle at this check's prompt, and no sample of "
-                             "200 or more detects less than twice that: a FAIL could not tell a "
-                             "sampler bug from the formats",
-                             ref_tv);
-            snprintf(res->summary, sizeof res->summary,
-                     "not run: the formats alone move this distribution by TV %.3g", ref_tv);
-            return ASSAY_OK;
-        }
-        if (st != ASSAY_OK) {
-            assay_check_error(res, "the formats' distance at the check's prompt: %s",
-                              assay_status_str(st));
-            return st;
-        }
-        if (isfinite(ref_tv) && dp.n < n_req) {
-            snprintf(floor_note, sizeof floor_note,
-                     "; n cut from %lld: the reference is a TV of %.3g from the oracle at this "
-                     "prompt, half the %.3g detected",
-                     (long long)n_req, ref_tv, min_tv);
-        } else if (isfinite(ref_tv)) {
-            snprintf(floor_note, sizeof floor_note,
-                     "; the reference is a TV of %.3g from the oracle at this prompt", ref_tv);
-        }
-    }
-    snprintf(res->workload, sizeof res->workload,
-             "generated by the check: n=%lld, len=%d, prompt=%d%s, t=%g, top_k=%d, top_p=%g, "
-             "order=%s, %d in flight",
-             (long long)dp.n, (int)dp.out_len, (int)dp.prompt_len,
-             kind == D_PIT ? ", 16 prompts" : "", (double)dp.sampling.temperature,
-             (int)dp.sampling.top_k, (double)dp.sampling.top_p,
-             dp.order == ASSAY_SAMPLING_JOINT ? "joint" : "sequential", (int)dp.window);
-    /* Exactly max_tokens, EOS sampled like any token: the gate. */
-    struct assay_gate_params gp = assay_gate_default_params();
-    gp.continue_token = a->p.eos_token;
-    struct assay_adapter gate;
-    enum assay_status st = assay_gate_open(&a->srv, &gp, &gate);
-    if (st != ASSAY_OK) {
-        assay_check_error(res, "could not open the gate: %s", assay_status_str(st));
-        return st;
-    }
-    char keep_name[96];
-    snprintf(keep_name, sizeof keep_name, "%s", res->name);
-    if (kind == D_GOF) {
-        st = assay_dist_gof(&gate, a->model, &dp, res);
-    } else if (kind == D_PIT) {
-        st = assay_dist_pit(&gate, a->model, &dp, res, NULL);
-    } else {
-        /* The audit's own bundled engine, with a batch as large as the
-         * window (the comparison's has one per server slot); a bundled
-         * engine the caller named runs as named. */
-        struct assay_adapter wide = {NULL, NULL};
-        const struct assay_adapter *b = &a->bundled;
-        if (a->bundled_default) {
-            char spec[1500];
-            struct assay_diag diag;
-            assay_diag_clear(&diag);
-            snprintf(spec, sizeof spec, "bundled:model=%s,order=%s,batch=%d,%s", a->model_path,
-                     a->p.order == ASSAY_SAMPLING_JOINT ? "joint" : "sequential", (int)dp.window,
-                     assay_audit_numerics_spec(&a->p));
-            if (assay_adapter_open_spec_cached(spec, a->models, &wide, &diag) == ASSAY_OK) {
-                b = &wide;
-                snprintf(res->engine, sizeof res->engine, "%.150s vs %.160s", a->srv_spec, spec);
-            }
-        }
-        st = assay_dist_homogeneity(&gate, b, &dp, res);
-        assay_adapter_close(&wide);
-    }
-    snprintf(res->name, sizeof res->name, "%s", keep_name);
-    struct assay_gate_stats gs;
-    assay_gate_get_stats(&gate, &gs);
-    assay_adapter_close(&gate);
-    if (floor_note[0] != '\0' && st == ASSAY_OK && res->verdict != ASSAY_VERDICT_SKIP) {
-        /* The distance at this very prompt, in place of the budget's mean. */
-        size_t l = strlen(res->summary);
-        snprintf(res->summary + l, sizeof res->summary - l, "%s", floor_note);
-    } else if (bud->measured && st == ASSAY_OK && res->verdict != ASSAY_VERDICT_SKIP) {
-        size_t l = strlen(res->summary);
-        snprintf(res->summary + l, sizeof res->summary - l,
-                 "; the formats' own distance from the oracle (the reference at T 1): TV mean "
-                 "%.3g, max %.3g, against the %.3g this check detects",
-                 bud->tv_mean, bud->tv_max, res->min_tv);
-        if (isfinite(res->min_tv) && bud->tv_mean >= 0.5 * res->min_tv) {
-            assay_audit_note(a,
-                             "Distributional power: %s detects a TV of %.3g, and the formats "
-                             "alone move the distribution by %.3g on average (the reference, "
-                             "T 1): a FAIL there may be the formats, not a bug.",
-                             res->name, res->min_tv, bud->tv_mean);
-        }
-    }
-    if (gs.n_continued > 0) {
-        size_t l = strlen(res->summary);
-        snprintf(res->summary + l, sizeof res->summary - l,
-                 "; the server stopped at EOS %lld times and was continued after it",
-                 (long long)gs.n_continued);
-    }
     return st;
 }
 
@@ -1543,11 +1309,6 @@ static enum assay_status check_seeded(struct assay_audit *a, const struct assay_
 AUDIT_RUNNER(assay_audit_run_equiv_alone, check_equiv(a, true, res))
 AUDIT_RUNNER(assay_audit_run_equiv_concurrent, check_equiv(a, false, res))
 AUDIT_RUNNER(assay_audit_run_logprobs, check_logprobs(a, item, res))
-AUDIT_RUNNER(assay_audit_run_gof_t1, check_dist(a, D_GOF, false, res))
-AUDIT_RUNNER(assay_audit_run_gof_filtered, check_dist(a, D_GOF, true, res))
-AUDIT_RUNNER(assay_audit_run_pit_t1, check_dist(a, D_PIT, false, res))
-AUDIT_RUNNER(assay_audit_run_pit_filtered, check_dist(a, D_PIT, true, res))
-AUDIT_RUNNER(assay_audit_run_homogeneity, check_dist(a, D_HOMOGENEITY, false, res))
 AUDIT_RUNNER(assay_audit_run_batch_invariance, check_batch_invariance(a, item, res))
 AUDIT_RUNNER(assay_audit_run_finish, check_finish(a, item, res))
 AUDIT_RUNNER(assay_audit_run_usage, check_usage(a, item, res))

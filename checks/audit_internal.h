@@ -23,8 +23,6 @@
 
 struct assay_audit {
     struct assay_audit_params p;
-    double *gof_prob; /* (vocab) scratch of the goodness of fit's floor */
-    double *gof_ref;  /* (vocab) */
     char url[1024];
     char model_path[1024];
     char served[256];
@@ -57,6 +55,10 @@ struct assay_audit {
 /* Add a sentence to the audit's findings (said once, at most MAX_FINDINGS). */
 void assay_audit_note(struct assay_audit *a, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* The budgets in force: measured on first use; where the reference could
+ * not be measured, the fixed tolerances (said once in the findings). */
+const struct assay_audit_budget *assay_audit_budget_in_force(struct assay_audit *a);
 
 /* Measure the numerics budget (audit.h) unless it was: ASSAY_OK with
  * a->budget filled, else the status, with a->budget.why saying why (the

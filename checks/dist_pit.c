@@ -41,27 +41,13 @@ static double cdf_before(const double *p, int32_t v, int32_t x)
     return f;
 }
 
-/* The rank of x among the logits (0 = largest; lower id first on ties). */
-static int32_t logit_rank(const double *row, int32_t v, int32_t x)
-{
-    int32_t r = 0;
-    for (int32_t y = 0; y < v; y++) {
-        if (row[y] > row[x] || (row[y] == row[x] && y < x)) {
-            r++;
-        }
-    }
-    return r;
-}
-
 /*
  * Whether a token of oracle probability 0 at this position lies past a
  * top-k/top-p cut that the tolerances could move (boundary_safe) and within
  * the reach of that move: the first token past the cut, or any token the
- * cuts keep once loosened by the tolerances - top-k to every token whose
- * logit is within tol_logit of the k-th, top-p raised by tol_top_p. With
- * fp32 rounding's tolerances that is the first token past the cut; with a
- * numerics budget (the audit's) a cut can move by several tokens. A cut
- * that the tolerances cannot move keeps its hard rule.
+ * cuts keep once loosened by the tolerances (assay_dist_widened_kept).
+ * With fp32 rounding's tolerances that is the first token past the cut. A
+ * cut that the tolerances cannot move keeps its hard rule.
  */
 static bool at_boundary(const struct assay_dist_params *p, const struct assay_oracle_dist_info *inf,
                         const double *row, int32_t v, int32_t x, double *scratch)
@@ -70,33 +56,8 @@ static bool at_boundary(const struct assay_dist_params *p, const struct assay_or
     if (assay_dist_boundary_safe(row, v, p, inf, scratch, &safe) != ASSAY_OK || safe) {
         return false;
     }
-    int32_t rank = logit_rank(row, v, x);
-    if (rank == inf->n_kept) {
-        return true;
-    }
-    struct assay_sampling loose = p->sampling;
-    struct assay_oracle_dist_info mi;
-    if (loose.top_k > 0 && loose.top_k < v) {
-        loose.top_p = 1.0f;
-        if (assay_oracle_distribution(row, v, &loose, p->order, scratch, &mi) != ASSAY_OK) {
-            return false;
-        }
-        double kth = INFINITY;
-        for (int32_t y = 0; y < v; y++) {
-            kth = scratch[y] > 0.0 && row[y] < kth ? row[y] : kth;
-        }
-        int32_t k = 0;
-        for (int32_t y = 0; y < v; y++) {
-            k += row[y] >= kth - p->tol_logit;
-        }
-        loose.top_k = k;
-    }
-    double tp = (double)p->sampling.top_p + p->tol_top_p;
-    loose.top_p = (float)(tp > 1.0 ? 1.0 : tp);
-    if (assay_oracle_distribution(row, v, &loose, p->order, scratch, &mi) != ASSAY_OK) {
-        return false;
-    }
-    return rank < mi.n_kept;
+    int32_t rank = assay_dist_logit_rank(row, v, x);
+    return rank == inf->n_kept || rank < assay_dist_widened_kept(row, v, p, scratch);
 }
 
 /* Chi-squared of u[0..n) against Uniform(0,1) on `bins_n` equal bins
@@ -293,6 +254,95 @@ static enum assay_status conditional_uniformity(const double *u, const int8_t *g
     return st;
 }
 
+/*
+ * The PIT under a numerics budget: u[0..n_u) with their groups and, per
+ * value, (allowance, reference TV) pairs in allow. Two tolerance tests
+ * (tolerance.h), each at alpha / 2 and combined by Bonferroni: the pooled
+ * CDF distance on the grid of p->pit_bins against the mean allowance, and
+ * the distance within the entropy groups against each group's mean
+ * allowance, the planned group size cells / groups. Fills res (verdict on
+ * the statistic, figures, summary, the PIT evidence) and parts.
+ */
+static enum assay_status pit_tolerance(const struct assay_dist_params *p, const double *u,
+                                       const int8_t *group, const double *allow, int64_t n_u,
+                                       int64_t cells, struct assay_check_result *res,
+                                       struct assay_dist_parts *parts, const double *edges)
+{
+    double sum = 0.0, ref = 0.0, g_sum[ASSAY_DIST_PIT_GROUPS] = {0};
+    int64_t g_n[ASSAY_DIST_PIT_GROUPS] = {0};
+    for (int64_t i = 0; i < n_u; i++) {
+        sum += allow[2 * i];
+        ref += allow[2 * i + 1];
+        g_sum[group[i]] += allow[2 * i];
+        g_n[group[i]]++;
+    }
+    double g_budget[ASSAY_DIST_PIT_GROUPS];
+    for (int32_t g = 0; g < ASSAY_DIST_PIT_GROUPS; g++) {
+        g_budget[g] = g_n[g] > 0 ? fmin(1.0, g_sum[g] / (double)g_n[g]) : 0.0;
+    }
+    struct assay_dist_budget b = p->budget;
+    b.reference = ref / (double)n_u;
+    b.boundary = NAN;
+    struct assay_tolerance_result tm, tg;
+    int32_t worst = -1;
+    double d_ks = NAN;
+    enum assay_status st = assay_cdf_tolerance(u, n_u, p->pit_bins, fmin(1.0, sum / (double)n_u),
+                                               p->alpha / 2, p->power, &tm);
+    if (st == ASSAY_OK) {
+        st = assay_cdf_tolerance_groups(u, group, n_u, ASSAY_DIST_PIT_GROUPS, g_budget,
+                                        (double)cells / ASSAY_DIST_PIT_GROUPS,
+                                        ASSAY_DIST_PIT_GROUP_BINS, p->alpha / 2, p->power, &tg,
+                                        &worst);
+    }
+    if (st == ASSAY_OK) {
+        st = assay_ks_uniform(u, (size_t)n_u, &d_ks, NULL);
+    }
+    if (st != ASSAY_OK) {
+        return st;
+    }
+    double p_marg = fmin(1.0, 2.0 * tm.p_value), p_ctx = fmin(1.0, 2.0 * tg.p_value);
+    assay_dist_fill_tolerance(res, &tm, &b, "PIT CDF");
+    res->alpha = p->alpha;
+    res->p_value = fmin(p_marg, p_ctx);
+    res->statistic_fired = res->p_value <= p->alpha;
+    assay_evidence_pit(&res->evidence, u, n_u, d_ks);
+    if (parts != NULL) {
+        parts->n = 2;
+        parts->p[0] = tm.p_value;
+        parts->name[0] = "CDF distance beyond the budget";
+        parts->p[1] = tg.p_value;
+        parts->name[1] = "the same within entropy groups";
+    }
+    char groups[200];
+    snprintf(groups, sizeof groups,
+             "within %d entropy groups (edges %.3g, %.3g nats): the farthest, group %d, at "
+             "%.4f against its budget %.4f, p %.3g",
+             ASSAY_DIST_PIT_GROUPS, edges[0], edges[1], (int)worst, tg.distance, tg.budget,
+             p_ctx);
+    if (p_marg <= p->alpha) {
+        assay_check_fail(res,
+                         "the PIT values' CDF is %.4f from the uniform's (95%% interval %.4f to "
+                         "%.4f), beyond the budget %.4f (the mean of the positions' allowed TV): "
+                         "p %.3g <= alpha %.0e; %s",
+                         tm.distance, tm.ci_lo, tm.ci_hi, tm.budget, p_marg, p->alpha, groups);
+    } else if (p_ctx <= p->alpha) {
+        assay_check_fail(res,
+                         "the PIT values are beyond the budget within the oracle's entropy "
+                         "groups: %s <= alpha %.0e; the pooled distance alone passes (%.4f "
+                         "against %.4f): a bias whose sign depends on the context",
+                         groups, p->alpha, tm.distance, tm.budget);
+    }
+    snprintf(res->summary, sizeof res->summary,
+             "alpha %.0e n %lld p %.3g | PIT CDF distance %.4f [%.4f, %.4f] within budget %.4f "
+             "(%s; the reference's mean TV %.4f), detects %.4f beyond it; by entropy p %.3g; T "
+             "%.2g top-k %d top-p %.2g",
+             p->alpha, (long long)n_u, res->p_value, tm.distance, tm.ci_lo, tm.ci_hi, tm.budget,
+             p->budget.what != NULL ? p->budget.what : "the formats", b.reference,
+             tm.min_excess, p_ctx, (double)p->sampling.temperature, (int)p->sampling.top_k,
+             (double)p->sampling.top_p);
+    return ASSAY_OK;
+}
+
 enum assay_status assay_dist_pit(const struct assay_adapter *a, const struct assay_model *model,
                                  const struct assay_dist_params *p, struct assay_check_result *res,
                                  struct assay_dist_parts *parts)
@@ -300,6 +350,10 @@ enum assay_status assay_dist_pit(const struct assay_adapter *a, const struct ass
     int64_t t0 = assay_now_ns();
     char why[400];
     enum assay_status st = assay_dist_check_params(p, why, sizeof why);
+    if (st == ASSAY_OK && p->budget.on && p->budget.along == NULL) {
+        snprintf(why, sizeof why, "a numerics budget without its allowance per position");
+        st = ASSAY_ERR_INVALID;
+    }
     if (st != ASSAY_OK) {
         assay_dist_set_error(res, st, why);
         return st;
@@ -321,12 +375,19 @@ enum assay_status assay_dist_pit(const struct assay_adapter *a, const struct ass
     const int64_t cells = p->n * len;
     int64_t *rec = assay_calloc((size_t)cells, sizeof(int64_t));
     double *rec_u = assay_calloc((size_t)cells, sizeof(double));
+    /* Under a numerics budget: each position's allowance and the
+     * reference's TV there, recorded at the position's index. */
+    const bool tolerant = p->budget.on;
+    double *rec_allow = tolerant ? assay_calloc((size_t)cells * 2, sizeof(double)) : NULL;
+    double *allow_seq = tolerant ? assay_malloc(sizeof(double) * 2 * (size_t)len) : NULL;
+    double *u_allow = tolerant ? assay_malloc(sizeof(double) * 2 * (size_t)cells) : NULL;
     struct assay_oracle *o = NULL;
     struct sample_set ss;
     memset(&ss, 0, sizeof ss);
     if (seq == NULL || rows == NULL || pd == NULL || u == NULL || u_scratch == NULL ||
-        rec == NULL || rec_u == NULL ||
-        u_group == NULL || group == NULL || h == NULL || assay_dist_make_prompts(p, &prompts) != ASSAY_OK) {
+        rec == NULL || rec_u == NULL || u_group == NULL || group == NULL || h == NULL ||
+        (tolerant && (rec_allow == NULL || allow_seq == NULL || u_allow == NULL)) ||
+        assay_dist_make_prompts(p, &prompts) != ASSAY_OK) {
         st = ASSAY_ERR_NOMEM;
         assay_dist_set_error(res, st, "out of memory");
         goto out;
@@ -369,6 +430,10 @@ enum assay_status assay_dist_pit(const struct assay_adapter *a, const struct ass
         memcpy(seq + plen, t, sizeof(int32_t) * (size_t)len);
         /* Row plen-1+j predicts output j; the last token is never fed. */
         st = assay_oracle_logits(o, seq, plen + len - 1, rows);
+        if (st == ASSAY_OK && tolerant) {
+            st = p->budget.along(p->budget.ctx, p, seq, plen, len, rows, allow_seq,
+                                 allow_seq + len);
+        }
         for (int32_t j = 0; j < len && st == ASSAY_OK; j++) {
             const double *row = rows + (int64_t)(plen - 1 + j) * v;
             struct assay_oracle_dist_info inf;
@@ -378,9 +443,20 @@ enum assay_status assay_dist_pit(const struct assay_adapter *a, const struct ass
             }
             int32_t x = t[j];
             int64_t c = i * len + j;
-            if (pd[x] > 0.0) {
+            if (tolerant) {
+                rec_allow[2 * c] = allow_seq[j];
+                rec_allow[2 * c + 1] = allow_seq[len + j];
+            }
+            /* Under a budget a token that a cut the formats can move keeps
+             * is a PIT value of 1 (F(x-) = 1 past every kept token): it
+             * counts against the engine in the CDF distance, which the
+             * allowance bounds. */
+            bool widened = tolerant && pd[x] == 0.0 &&
+                           assay_dist_logit_rank(row, v, x) <
+                               assay_dist_widened_kept(row, v, p, u_scratch);
+            if (pd[x] > 0.0 || widened) {
                 double vv = assay_rng_u01(v_seed, (uint64_t)c, PIT_V_PURPOSE);
-                double w = cdf_before(pd, v, x) + vv * pd[x];
+                double w = widened ? 1.0 : cdf_before(pd, v, x) + vv * pd[x];
                 double hx = entropy_of(pd, v);
                 int8_t g = 0;
                 while (g < ASSAY_DIST_PIT_GROUPS - 1 && hx > edges[g]) {
@@ -388,7 +464,7 @@ enum assay_status assay_dist_pit(const struct assay_adapter *a, const struct ass
                 }
                 rec[c] = 1 + g;
                 rec_u[c] = w < 0.0 ? 0.0 : (w > 1.0 ? 1.0 : w);
-            } else if (at_boundary(p, &inf, row, v, x, u_scratch)) {
+            } else if (!tolerant && at_boundary(p, &inf, row, v, x, u_scratch)) {
                 rec[c] = REC_BOUNDARY;
             } else {
                 rec[c] = REC_IMPOSSIBLE;
@@ -399,7 +475,7 @@ enum assay_status assay_dist_pit(const struct assay_adapter *a, const struct ass
                              "probability 0 (logit rank %d, %d kept; top-p margin %.2g, top-k "
                              "gap %.2g)",
                              (long long)i, (unsigned long long)(src.seed0 + (uint64_t)i), (int)j,
-                             (int)x, (int)logit_rank(row, v, x), (int)inf.n_kept,
+                             (int)x, (int)assay_dist_logit_rank(row, v, x), (int)inf.n_kept,
                              inf.top_p_margin, inf.top_k_gap);
                 }
             }
@@ -413,6 +489,9 @@ enum assay_status assay_dist_pit(const struct assay_adapter *a, const struct ass
     if (st == ASSAY_OK) {
         st = assay_shard_allreduce(rec_u, cells, ASSAY_SHARD_F64, ASSAY_SHARD_SUM);
     }
+    if (st == ASSAY_OK && tolerant) {
+        st = assay_shard_allreduce(rec_allow, 2 * cells, ASSAY_SHARD_F64, ASSAY_SHARD_SUM);
+    }
     if (st == ASSAY_OK) {
         st = assay_shard_first_text(first_key, first, sizeof first);
     }
@@ -423,6 +502,10 @@ enum assay_status assay_dist_pit(const struct assay_adapter *a, const struct ass
     for (int64_t c = 0; c < cells; c++) {
         if (rec[c] >= 1 && rec[c] <= ASSAY_DIST_PIT_GROUPS) {
             group[n_u] = (int8_t)(rec[c] - 1);
+            if (tolerant) {
+                u_allow[2 * n_u] = rec_allow[2 * c];
+                u_allow[2 * n_u + 1] = rec_allow[2 * c + 1];
+            }
             u[n_u++] = rec_u[c];
         } else if (rec[c] == REC_BOUNDARY) {
             n_boundary++;
@@ -433,6 +516,29 @@ enum assay_status assay_dist_pit(const struct assay_adapter *a, const struct ass
     if (n_u < 2 * p->pit_bins * 5) {
         st = ASSAY_ERR_INVALID;
         assay_dist_set_error(res, st, "too few PIT values for the test (raise n or len)");
+        goto out;
+    }
+    if (tolerant) {
+        st = pit_tolerance(p, u, group, u_allow, n_u, cells, res, parts, edges);
+        if (st != ASSAY_OK) {
+            assay_dist_set_error(res, st, "the tolerance tests failed");
+            goto out;
+        }
+        res->n_impossible = n_impossible;
+        res->n_requests = p->n;
+        res->n_tokens = p->n * len;
+        res->rule_fired = ss.n_bad > 0 || n_impossible > 0;
+        char alone[96];
+        assay_dist_statistic_alone(alone, sizeof alone, true, res->p_value, p->alpha);
+        if (ss.n_bad > 0) {
+            assay_check_fail(res, "%lld sequences delivered wrongly; first: %s; %s",
+                             (long long)ss.n_bad, ss.bad, alone);
+        } else if (n_impossible > 0) {
+            assay_check_fail(res,
+                             "zero-probability rule: %lld tokens that no cut the budget allows "
+                             "keeps (first: %s); %s",
+                             (long long)n_impossible, first, alone);
+        }
         goto out;
     }
     /* Three p-values, each U(0,1) under a correct engine, combined by
@@ -517,6 +623,9 @@ enum assay_status assay_dist_pit(const struct assay_adapter *a, const struct ass
              cond.min_tv, (double)p->sampling.temperature, (int)p->sampling.top_k,
              (double)p->sampling.top_p, (long long)n_boundary);
 out:
+    assay_free(rec_allow);
+    assay_free(allow_seq);
+    assay_free(u_allow);
     assay_dist_sample_set_free(&ss);
     assay_oracle_free(o);
     assay_free(rec);

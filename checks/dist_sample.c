@@ -460,3 +460,31 @@ void assay_dist_judge_delivery(struct assay_check_result *res, const struct samp
                          ss->bad);
     }
 }
+
+void assay_dist_fill_tolerance(struct assay_check_result *res,
+                               const struct assay_tolerance_result *tr,
+                               const struct assay_dist_budget *b, const char *distance)
+{
+    res->alpha = tr->alpha;
+    res->n = tr->n;
+    res->statistic = tr->distance;
+    res->df = tr->n_bins - 1;
+    res->p_value = tr->p_value;
+    res->power = tr->power;
+    res->min_tv = tr->budget + tr->min_excess;
+    res->tol.tested = true;
+    snprintf(res->tol.distance, sizeof res->tol.distance, "%s", distance);
+    res->tol.budget = tr->budget;
+    res->tol.reference = b->reference;
+    res->tol.boundary = b->boundary;
+    res->tol.estimate = tr->distance;
+    res->tol.ci_lo = tr->ci_lo;
+    res->tol.ci_hi = tr->ci_hi;
+    res->tol.min_excess = tr->min_excess;
+}
+
+void assay_dist_candidate_prompt(const struct assay_dist_params *p, int32_t candidate,
+                                 int32_t *out)
+{
+    assay_dist_make_prompt(assay_dist_prompt_seed_of(p), candidate, p->prompt_len, out);
+}

@@ -272,7 +272,115 @@ void assay_dist_statistic_alone(char *buf, size_t size, bool testable, double p_
     }
 }
 
+int32_t assay_dist_widened_kept(const double *row, int32_t v, const struct assay_dist_params *p,
+                                 double *scratch)
+{
+    struct assay_sampling loose = p->sampling;
+    struct assay_oracle_dist_info mi;
+    if (loose.top_k > 0 && loose.top_k < v) {
+        /* the k-th logit of the cut as it stands, then every token within
+         * tol_logit of it */
+        loose.top_p = 1.0f;
+        if (assay_oracle_distribution(row, v, &loose, p->order, scratch, &mi) != ASSAY_OK) {
+            return v;
+        }
+        double kth = INFINITY;
+        for (int32_t y = 0; y < v; y++) {
+            kth = scratch[y] > 0.0 && row[y] < kth ? row[y] : kth;
+        }
+        int32_t k = 0;
+        for (int32_t y = 0; y < v; y++) {
+            k += row[y] >= kth - p->tol_logit;
+        }
+        loose.top_k = k;
+    }
+    double tp = (double)p->sampling.top_p + p->tol_top_p;
+    loose.top_p = (float)(tp > 1.0 ? 1.0 : tp);
+    if (assay_oracle_distribution(row, v, &loose, p->order, scratch, &mi) != ASSAY_OK) {
+        return v;
+    }
+    return mi.n_kept;
+}
+
+int32_t assay_dist_logit_rank(const double *row, int32_t v, int32_t x)
+{
+    int32_t r = 0;
+    for (int32_t y = 0; y < v; y++) {
+        if (row[y] > row[x] || (row[y] == row[x] && y < x)) {
+            r++;
+        }
+    }
+    return r;
+}
+
 /* ---- goodness of fit --------------------------------------------------- */
+
+/* The TV bins of a tolerance test: at most this many, runs of the oracle's
+ * order (tolerance.h: the union bound grows like 2^bins). */
+#define TV_BINS 16
+
+/*
+ * The goodness of fit under a numerics budget (p->budget.on, one
+ * position): the samples' TV from the oracle's prob on TV bins, against
+ * the budget's allowance, by assay_tv_tolerance_one. A sample of a token of
+ * oracle probability 0 inside the kept set widened by the tolerances (a
+ * cut the formats can move) counts against the engine in the bin of such
+ * tokens; outside it, it is a hard failure (*n_impossible, *first_bad).
+ */
+static enum assay_status gof_tolerance(const struct assay_dist_params *p, int32_t v,
+                                       const double *row, const double *prob,
+                                       const int64_t *counts, double *scratch,
+                                       struct assay_check_result *res, int64_t *n_impossible,
+                                       int64_t *first_bad)
+{
+    int64_t *order = assay_malloc(sizeof(int64_t) * (size_t)v);
+    int32_t *bin_of = assay_malloc(sizeof(int32_t) * (size_t)v);
+    double bin_prob[TV_BINS + 1];
+    int64_t bin_counts[TV_BINS + 1];
+    int32_t n_bins = 0;
+    enum assay_status st = order == NULL || bin_of == NULL ? ASSAY_ERR_NOMEM : ASSAY_OK;
+    if (st == ASSAY_OK) {
+        st = assay_tv_bins(prob, v, TV_BINS, order, bin_of, bin_prob, &n_bins);
+    }
+    int64_t n_pos = 0;
+    *n_impossible = 0;
+    *first_bad = -1;
+    if (st == ASSAY_OK) {
+        const int32_t n_wide = assay_dist_widened_kept(row, v, p, scratch);
+        memset(bin_counts, 0, sizeof bin_counts);
+        for (int32_t x = 0; x < v; x++) {
+            n_pos += prob[x] > 0.0;
+            if (counts[x] == 0) {
+                continue;
+            }
+            if (prob[x] == 0.0 && assay_dist_logit_rank(row, v, x) >= n_wide) {
+                *n_impossible += counts[x];
+                *first_bad = *first_bad < 0 ? x : *first_bad;
+                continue;
+            }
+            bin_counts[bin_of[x]] += counts[x];
+        }
+        struct assay_tolerance_result tr;
+        int64_t n_in = 0;
+        for (int32_t b = 0; b < n_bins; b++) {
+            n_in += bin_counts[b];
+        }
+        if (n_in == 0) {
+            st = ASSAY_ERR_INVALID;
+        } else {
+            st = assay_tv_tolerance_one(bin_counts, bin_prob, n_bins, p->budget.tv, p->alpha,
+                                        p->power, &tr);
+        }
+        if (st == ASSAY_OK) {
+            assay_dist_fill_tolerance(res, &tr, &p->budget, "TV");
+            assay_evidence_tv(&res->evidence, order, n_pos, bin_of, bin_prob, n_bins, bin_counts,
+                              NULL, 0);
+        }
+    }
+    assay_free(order);
+    assay_free(bin_of);
+    return st;
+}
 
 enum assay_status assay_dist_gof(const struct assay_adapter *a, const struct assay_model *model,
                                  const struct assay_dist_params *p,
@@ -281,6 +389,10 @@ enum assay_status assay_dist_gof(const struct assay_adapter *a, const struct ass
     int64_t t0 = assay_now_ns();
     char why[400];
     enum assay_status st = assay_dist_check_params(p, why, sizeof why);
+    if (st == ASSAY_OK && p->budget.on && p->positions != 1) {
+        snprintf(why, sizeof why, "a numerics budget is tested on the first token only");
+        st = ASSAY_ERR_INVALID;
+    }
     if (st != ASSAY_OK) {
         assay_dist_set_error(res, st, why);
         return st;
@@ -291,11 +403,13 @@ enum assay_status assay_dist_gof(const struct assay_adapter *a, const struct ass
     int32_t *prompt = assay_malloc(sizeof(int32_t) * (size_t)p->prompt_len);
     double *prob = assay_malloc(sizeof(double) * (size_t)k);
     int64_t *counts = assay_calloc((size_t)k, sizeof(int64_t));
+    double *row = assay_malloc(sizeof(double) * (size_t)p->prompt_len * (size_t)v);
+    double *scratch = assay_malloc(sizeof(double) * (size_t)v);
     struct assay_oracle *o = NULL;
     struct assay_gof_bins *bins = NULL;
     struct sample_set ss;
     memset(&ss, 0, sizeof ss);
-    if (prompt == NULL || prob == NULL || counts == NULL) {
+    if (prompt == NULL || prob == NULL || counts == NULL || row == NULL || scratch == NULL) {
         st = ASSAY_ERR_NOMEM;
         assay_dist_set_error(res, st, "out of memory");
         goto out;
@@ -306,7 +420,23 @@ enum assay_status assay_dist_gof(const struct assay_adapter *a, const struct ass
         goto out;
     }
     struct margins mg = {INFINITY, INFINITY};
-    st = select_prompt(o, p, v, prompt, prob, &mg);
+    if (p->prompt != NULL) {
+        /* The caller's prompt: its boundaries are the caller's to judge
+         * (under a budget they count in the allowance); without a budget
+         * they must still be safe from fp32 rounding. */
+        bool ok = false;
+        memcpy(prompt, p->prompt, sizeof(int32_t) * (size_t)p->prompt_len);
+        st = exact_first_tokens(o, prompt, p, v, prob, &ok, &mg);
+        if (st == ASSAY_OK && !ok && !p->budget.on) {
+            st = ASSAY_ERR_INVALID;
+        }
+        if (st != ASSAY_OK) {
+            assay_dist_set_error(res, st, "the given prompt's distribution could not be used");
+            goto out;
+        }
+    } else {
+        st = select_prompt(o, p, v, prompt, prob, &mg);
+    }
     if (st != ASSAY_OK) {
         snprintf(why, sizeof why,
                  "no prompt among %d candidates keeps every top-k/top-p boundary beyond the "
@@ -320,14 +450,19 @@ enum assay_status assay_dist_gof(const struct assay_adapter *a, const struct ass
         }
         goto out;
     }
-    st = assay_gof_bins_make(prob, (int32_t)k, (double)p->n, 5.0, &bins);
+    if (p->budget.on) {
+        st = assay_oracle_logits(o, prompt, p->prompt_len, row);
+    } else {
+        st = assay_gof_bins_make(prob, (int32_t)k, (double)p->n, 5.0, &bins);
+    }
     if (st != ASSAY_OK) {
         assay_dist_set_error(res, st, "could not make the bins");
         goto out;
     }
     struct request_source src = {prompt, 1, p->prompt_len, p->sampling,
                                  assay_seed_derive(p->seed, "requests")};
-    st = assay_dist_draw_samples(a, &src, p->n, p->out_len, p->window, false, &ss, why, sizeof why);
+    st = assay_dist_draw_samples(a, &src, p->n, p->out_len, p->window, false, &ss, why,
+                                 sizeof why);
     if (st != ASSAY_OK) {
         assay_dist_draw_failed(res, &ss, st, why);
         goto out;
@@ -341,10 +476,53 @@ enum assay_status assay_dist_gof(const struct assay_adapter *a, const struct ass
         }
         int64_t c = p->positions == 1 ? t[0] : (int64_t)t[0] * v + t[1];
         counts[c]++;
-        if (bins->bin_of[c] < 0 && first_bad < 0) {
+        if (prob[c] == 0.0 && first_bad < 0) {
             first_bad = c;
             first_req = i;
         }
+    }
+    char cat[64], alone[96];
+    res->n_requests = p->n;
+    res->n_tokens = p->n * p->out_len;
+    if (p->budget.on) {
+        int64_t n_imp = 0, first_imp = -1;
+        const double *last = row + (int64_t)(p->prompt_len - 1) * v;
+        st = gof_tolerance(p, v, last, prob, counts, scratch, res, &n_imp, &first_imp);
+        if (st != ASSAY_OK) {
+            assay_dist_set_error(res, st, "the tolerance test failed");
+            goto out;
+        }
+        res->n_impossible = n_imp;
+        res->statistic_fired = res->p_value <= p->alpha;
+        res->rule_fired = ss.n_bad > 0 || n_imp > 0;
+        assay_dist_statistic_alone(alone, sizeof alone, true, res->p_value, p->alpha);
+        if (ss.n_bad > 0) {
+            assay_check_fail(res, "%lld requests delivered wrongly; first: %s; %s",
+                             (long long)ss.n_bad, ss.bad, alone);
+        } else if (n_imp > 0) {
+            assay_check_fail(res,
+                             "zero-probability rule: %lld samples of tokens the oracle's cut "
+                             "removes and no cut the budget allows keeps (first: token %lld, "
+                             "logit rank %d); %s",
+                             (long long)n_imp, (long long)first_imp,
+                             (int)assay_dist_logit_rank(last, v, (int32_t)first_imp), alone);
+        } else if (res->statistic_fired) {
+            assay_check_fail(res,
+                             "TV from the oracle %.4f (95%% interval %.4f to %.4f) beyond the "
+                             "budget %.4f: p %.3g <= alpha %.0e",
+                             res->tol.estimate, res->tol.ci_lo, res->tol.ci_hi, res->tol.budget,
+                             res->p_value, p->alpha);
+        }
+        snprintf(res->summary, sizeof res->summary,
+                 "alpha %.0e n %lld p %.3g | TV %.4f [%.4f, %.4f] within budget %.4f (%s); "
+                 "detects TV %.4f beyond it; first token after %d, T %.2g top-k %d top-p %.2g; "
+                 "%d bins",
+                 p->alpha, (long long)res->n, res->p_value, res->tol.estimate, res->tol.ci_lo,
+                 res->tol.ci_hi, res->tol.budget,
+                 p->budget.what != NULL ? p->budget.what : "the formats",
+                 res->tol.min_excess, (int)p->prompt_len, (double)p->sampling.temperature,
+                 (int)p->sampling.top_k, (double)p->sampling.top_p, (int)res->df + 1);
+        goto out;
     }
     struct assay_test_result tr;
     st = assay_gof_test(bins, counts, p->alpha, p->power, &tr);
@@ -356,9 +534,6 @@ enum assay_status assay_dist_gof(const struct assay_adapter *a, const struct ass
     assay_evidence_gof(&res->evidence, bins, counts, tr.n - tr.n_impossible,
                        p->positions == 2 ? v : 0);
     res->n_impossible = tr.n_impossible;
-    res->n_requests = p->n;
-    res->n_tokens = p->n * p->out_len;
-    char cat[64], alone[96];
     res->statistic_fired = !tr.degenerate && tr.p_value <= p->alpha;
     res->rule_fired = ss.n_bad > 0 || tr.n_impossible > 0;
     assay_dist_statistic_alone(alone, sizeof alone, !tr.degenerate, tr.p_value, p->alpha);
@@ -424,6 +599,8 @@ out:
     assay_free(prompt);
     assay_free(prob);
     assay_free(counts);
+    assay_free(row);
+    assay_free(scratch);
     res->seconds = (double)(assay_now_ns() - t0) / 1e9;
     return st;
 }
@@ -458,6 +635,44 @@ static enum assay_status count_first_tokens(const struct assay_adapter *a,
     return ASSAY_OK;
 }
 
+/* Homogeneity under a numerics budget: the two samples' TV on TV bins
+ * fixed from p->budget.bins_from, against the budget's allowance
+ * (assay_tv_tolerance_two). */
+static enum assay_status homogeneity_tolerance(const struct assay_dist_params *p, int32_t v,
+                                               const int64_t *ca, const int64_t *cb,
+                                               struct assay_check_result *res)
+{
+    if (p->budget.bins_from == NULL || p->positions != 1) {
+        return ASSAY_ERR_INVALID;
+    }
+    int64_t *order = assay_malloc(sizeof(int64_t) * (size_t)v);
+    int32_t *bin_of = assay_malloc(sizeof(int32_t) * (size_t)v);
+    double bin_prob[TV_BINS + 1];
+    int64_t a[TV_BINS + 1] = {0}, b[TV_BINS + 1] = {0};
+    int32_t n_bins = 0;
+    enum assay_status st = order == NULL || bin_of == NULL ? ASSAY_ERR_NOMEM : ASSAY_OK;
+    if (st == ASSAY_OK) {
+        st = assay_tv_bins(p->budget.bins_from, v, TV_BINS, order, bin_of, bin_prob, &n_bins);
+    }
+    if (st == ASSAY_OK) {
+        int64_t n_pos = 0;
+        for (int32_t x = 0; x < v; x++) {
+            a[bin_of[x]] += ca[x];
+            b[bin_of[x]] += cb[x];
+            n_pos += p->budget.bins_from[x] > 0.0;
+        }
+        struct assay_tolerance_result tr;
+        st = assay_tv_tolerance_two(a, b, n_bins, p->budget.tv, p->alpha, p->power, &tr);
+        if (st == ASSAY_OK) {
+            assay_dist_fill_tolerance(res, &tr, &p->budget, "TV");
+            assay_evidence_tv(&res->evidence, order, n_pos, bin_of, bin_prob, n_bins, a, b, 0);
+        }
+    }
+    assay_free(order);
+    assay_free(bin_of);
+    return st;
+}
+
 enum assay_status assay_dist_homogeneity(const struct assay_adapter *a,
                                          const struct assay_adapter *b,
                                          const struct assay_dist_params *p,
@@ -488,7 +703,11 @@ enum assay_status assay_dist_homogeneity(const struct assay_adapter *a,
         assay_dist_set_error(res, st, "out of memory");
         goto out;
     }
-    assay_dist_make_prompt(assay_dist_prompt_seed_of(p), 0, p->prompt_len, prompt);
+    if (p->prompt != NULL) {
+        memcpy(prompt, p->prompt, sizeof(int32_t) * (size_t)p->prompt_len);
+    } else {
+        assay_dist_make_prompt(assay_dist_prompt_seed_of(p), 0, p->prompt_len, prompt);
+    }
     int64_t bad_a = 0, bad_b = 0;
     char msg_a[300], msg_b[300];
     /* Disjoint seeds: the two samples must be independent. */
@@ -514,6 +733,34 @@ enum assay_status assay_dist_homogeneity(const struct assay_adapter *a,
         assay_check_fail(res, "engine %s delivered %lld requests wrongly: %s",
                          bad_a > 0 ? "A" : "B", (long long)(bad_a > 0 ? bad_a : bad_b),
                          bad_a > 0 ? msg_a : msg_b);
+    }
+    if (p->budget.on) {
+        st = homogeneity_tolerance(p, v, ca, cb, res);
+        if (st != ASSAY_OK) {
+            assay_dist_set_error(res, st, "the tolerance test failed");
+            goto out;
+        }
+        res->n_requests = 2 * p->n;
+        res->n_tokens = 2 * p->n * p->out_len;
+        res->statistic_fired = res->p_value <= p->alpha;
+        res->rule_fired = bad_a > 0 || bad_b > 0;
+        if (!res->rule_fired && res->statistic_fired) {
+            assay_check_fail(res,
+                             "the engines' samples are a TV of %.4f apart (95%% interval %.4f "
+                             "to %.4f), beyond the budget %.4f: p %.3g <= alpha %.0e",
+                             res->tol.estimate, res->tol.ci_lo, res->tol.ci_hi, res->tol.budget,
+                             res->p_value, p->alpha);
+        }
+        snprintf(res->summary, sizeof res->summary,
+                 "alpha %.0e n %lld+%lld p %.3g | TV between them %.4f [%.4f, %.4f] within "
+                 "budget %.4f (%s); detects TV %.4f beyond it; first token, T %.2g top-k %d "
+                 "top-p %.2g; %d bins",
+                 p->alpha, (long long)p->n, (long long)p->n, res->p_value, res->tol.estimate,
+                 res->tol.ci_lo, res->tol.ci_hi, res->tol.budget,
+                 p->budget.what != NULL ? p->budget.what : "the formats", res->tol.min_excess,
+                 (double)p->sampling.temperature, (int)p->sampling.top_k,
+                 (double)p->sampling.top_p, (int)res->df + 1);
+        goto out;
     }
     struct assay_test_result tr;
     st = assay_homogeneity_test(ca, cb, (int32_t)k, p->alpha, p->power, 5.0, &tr);

@@ -93,6 +93,51 @@
 #define ASSAY_DIST_TOL_TOP_P 1e-4
 #define ASSAY_DIST_TOL_LOGIT 1e-3
 
+struct assay_dist_params;
+
+/*
+ * The TV from the oracle that a numerics budget allows at each output
+ * position of one sequence (the PIT under a budget): seq holds the prompt
+ * (prompt_len tokens) and the engine's n output tokens; oracle_rows the
+ * oracle's logits, row prompt_len - 1 + j predicting output j (borrowed
+ * for the call); allow[0..n) gets the allowances, each in [0, 1], and
+ * reference[0..n) the reference's own TV they were made from (for the
+ * report). Called once per sequence, on the rank that owns it.
+ */
+typedef enum assay_status (*assay_dist_along_fn)(void *ctx, const struct assay_dist_params *p,
+                                                  const int32_t *seq, int32_t prompt_len,
+                                                  int32_t n, const double *oracle_rows,
+                                                  double *allow, double *reference);
+
+/*
+ * A numerics budget (the audit's): the engine computes in other formats
+ * than the oracle, so a check's null is "the engine's distance from the
+ * oracle is within the budget", a set, tested by a tolerance test
+ * (checks/tolerance.h) whose alpha bounds the false alarms of every engine
+ * inside it. Off: exact arithmetic, the point null and the chi-squared and
+ * KS tests. The caller measures what a correct implementation of the
+ * engine's formats does (the reference) and states the allowance.
+ */
+struct assay_dist_budget {
+    bool on;
+    /* gof, homogeneity: the TV the null allows (gof: between the engine's
+     * and the oracle's distribution of the first token; homogeneity:
+     * between the two engines'), and for the report the parts it was made
+     * from: the reference's own TV and what the cuts the budget can move
+     * add */
+    double tv;
+    double reference;
+    double boundary;
+    /* homogeneity: the distribution the TV bins are fixed from, before
+     * either sample (the oracle's at the prompt, vocab entries), borrowed */
+    const double *bins_from;
+    /* pit: the allowance at each position (mean over the positions: the
+     * null's CDF distance) */
+    assay_dist_along_fn along;
+    void *ctx;
+    const char *what; /* the formats in a few words, for the summary; borrowed */
+};
+
 struct assay_dist_params {
     int64_t n;            /* gof, homogeneity: requests (per engine); pit,
                              acceptance: sequences */
@@ -119,6 +164,10 @@ struct assay_dist_params {
                              can leave no boundary safe); borrowed for the call */
     uint64_t seed;        /* everything random in the check derives from it */
     uint64_t prompt_seed; /* the prompts' seed; 0: derived from seed */
+    const int32_t *prompt; /* gof, homogeneity: the prompt (prompt_len tokens)
+                             the caller chose, borrowed for the call; NULL:
+                             chosen here from the prompt seed */
+    struct assay_dist_budget budget; /* off by default */
 };
 
 /* The PIT's conditional test: groups of the oracle's entropy, and equal
@@ -192,6 +241,22 @@ enum assay_status assay_dist_gof_n_for_floor(const double *prob, int64_t k, doub
 enum assay_status assay_dist_choose_prompt(const struct assay_model *model,
                                            const struct assay_dist_params *p, int32_t *prompt,
                                            double *prob);
+
+/* Candidate prompt `candidate` (0, 1, ...) of p's prompt seed, p->prompt_len
+ * tokens into out: the prompts assay_dist_gof chooses among. */
+void assay_dist_candidate_prompt(const struct assay_dist_params *p, int32_t candidate,
+                                 int32_t *out);
+
+/* The number of tokens (the top ones by logit) the kept set of `row`'s
+ * processed distribution under p holds when its cuts are loosened by the
+ * tolerances: top-k to every token within p->tol_logit of the k-th logit,
+ * top-p raised by p->tol_top_p. A token of oracle probability 0 ranked
+ * below it is one the tolerances cannot explain. scratch: v doubles. */
+int32_t assay_dist_widened_kept(const double *row, int32_t v, const struct assay_dist_params *p,
+                                double *scratch);
+
+/* The rank of x among the logits (0 = largest; lower id first on ties). */
+int32_t assay_dist_logit_rank(const double *row, int32_t v, int32_t x);
 
 /* The whole-sequence PIT check described above; arguments and returns as
  * assay_dist_gof. parts (may be NULL) gets the two component p-values. */

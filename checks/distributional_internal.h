@@ -22,6 +22,7 @@
 #include "../oracles/oracle.h"
 #include "distributional.h"
 #include "stats.h"
+#include "tolerance.h"
 
 /* The purpose of the draws that make prompt tokens (assay_rng_u01). */
 #define PROMPT_PURPOSE 0x70726f6du
@@ -107,6 +108,13 @@ enum assay_status assay_dist_boundary_safe(const double *row, int32_t v,
                                            const struct assay_dist_params *p,
                                            const struct assay_oracle_dist_info *inf,
                                            double *scratch, bool *safe);
+
+/* A tolerance test's figures into res (checks/tolerance.h; `distance`
+ * names the distance): alpha, n, p, power, min_tv = budget + min_excess,
+ * statistic = the estimate, and res->tol with the budget's parts. */
+void assay_dist_fill_tolerance(struct assay_check_result *res,
+                               const struct assay_tolerance_result *tr,
+                               const struct assay_dist_budget *b, const char *distance);
 
 /* A seeded GSL mt19937 (NULL when out of memory); gsl_rng_free it. */
 gsl_rng *assay_dist_make_rng(uint64_t seed);

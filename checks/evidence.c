@@ -123,6 +123,56 @@ void assay_evidence_homogeneity(struct assay_evidence *ev, const int64_t *a, con
     assay_gof_bins_free(bins);
 }
 
+void assay_evidence_tv(struct assay_evidence *ev, const int64_t *order, int64_t n_pos,
+                       const int32_t *bin_of, const double *bin_prob, int32_t n_bins,
+                       const int64_t *a, const int64_t *b, int32_t pair_vocab)
+{
+    memset(ev->bins, 0, sizeof ev->bins);
+    ev->kind = b == NULL ? ASSAY_EVIDENCE_GOF : ASSAY_EVIDENCE_HOMOGENEITY;
+    ev->n_bins = n_bins < ASSAY_EVIDENCE_MAX_BINS ? n_bins : ASSAY_EVIDENCE_MAX_BINS;
+    ev->n_test_bins = ev->n_bins;
+    ev->n_folded = 0;
+    int64_t n1 = 0, n2 = 0;
+    for (int32_t k = 0; k < ev->n_bins; k++) {
+        n1 += a[k];
+        n2 += b != NULL ? b[k] : 0;
+    }
+    /* each run's first category and size, in the bins' order */
+    int64_t first[ASSAY_EVIDENCE_MAX_BINS], size[ASSAY_EVIDENCE_MAX_BINS];
+    for (int32_t k = 0; k < ASSAY_EVIDENCE_MAX_BINS; k++) {
+        first[k] = -1;
+        size[k] = 0;
+    }
+    for (int64_t j = 0; j < n_pos; j++) {
+        int32_t k = bin_of[order[j]];
+        if (k >= 0 && k < ev->n_bins) {
+            first[k] = first[k] < 0 ? order[j] : first[k];
+            size[k]++;
+        }
+    }
+    for (int32_t k = 0; k < ev->n_bins; k++) {
+        struct assay_evidence_bin *e = &ev->bins[k];
+        e->observed = (double)a[k];
+        e->observed_b = b != NULL ? (double)b[k] : NAN;
+        e->expected = b != NULL ? (double)n1 * (double)(a[k] + b[k]) / (double)(n1 + n2)
+                                : (double)n1 * bin_prob[k];
+        char cat[28];
+        if (first[k] < 0) {
+            snprintf(e->label, sizeof e->label, "p = 0");
+            continue;
+        }
+        label_category(cat, sizeof cat, first[k], pair_vocab);
+        if (size[k] == 1) {
+            snprintf(e->label, sizeof e->label, "%s", cat);
+        } else {
+            /* cat is at most 27 bytes, the count below 10^7 for any vocabulary */
+            int more = size[k] - 1 < 9999999 ? (int)(size[k] - 1) : 9999999;
+            snprintf(e->label, sizeof e->label, "%.20s + %d more", cat, more);
+            e->pooled = k == ev->n_bins - 1 || first[k + 1] < 0;
+        }
+    }
+}
+
 void assay_evidence_pit(struct assay_evidence *ev, const double *u, int64_t n, double d)
 {
     memset(ev->pit, 0, sizeof ev->pit);

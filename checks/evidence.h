@@ -35,6 +35,20 @@ void assay_evidence_gof(struct assay_evidence *ev, const struct assay_gof_bins *
 void assay_evidence_homogeneity(struct assay_evidence *ev, const int64_t *a, const int64_t *b,
                                 int32_t k, double min_expected, int32_t pair_vocab);
 
+/*
+ * The bins of a tolerance test on TV (checks/tolerance.h, assay_tv_bins):
+ * order[0..n_pos) the positive categories in the bins' order and bin_of
+ * each category's bin, bin_prob[0..n_bins), a[0..n_bins) the engine's
+ * counts per bin; b (NULL for one sample) the second engine's. Expected counts: the
+ * oracle's n P for one sample, the first engine's count were both samples
+ * from one distribution for two. A bin of one token is labelled by it, a
+ * run by its first token and how many more it holds ("17 + 12 more"; the
+ * last run is marked pooled), the bin of tokens of probability 0 "p = 0".
+ */
+void assay_evidence_tv(struct assay_evidence *ev, const int64_t *order, int64_t n_pos,
+                       const int32_t *bin_of, const double *bin_prob, int32_t n_bins,
+                       const int64_t *a, const int64_t *b, int32_t pair_vocab);
+
 /* The histogram of u[0..n) (values in [0, 1]) and their KS distance d. */
 void assay_evidence_pit(struct assay_evidence *ev, const double *u, int64_t n, double d);
 

@@ -69,6 +69,13 @@ void assay_check_result_init(struct assay_check_result *r, const char *name,
     r->p_adjusted = NAN;
     r->min_tv = NAN;
     r->power = NAN;
+    r->tol.budget = NAN;
+    r->tol.reference = NAN;
+    r->tol.boundary = NAN;
+    r->tol.estimate = NAN;
+    r->tol.ci_lo = NAN;
+    r->tol.ci_hi = NAN;
+    r->tol.min_excess = NAN;
 }
 
 static int severity(enum assay_verdict v)

@@ -137,6 +137,21 @@ struct assay_check_result {
      * the rule fired. Both false on a PASS. */
     bool rule_fired;
     bool statistic_fired;
+    /* Under a numerics budget the null is "within the budget", tested by a
+     * tolerance test (checks/tolerance.h); tol.tested is false for a test
+     * of the point null (exact arithmetic). min_tv is then budget +
+     * min_excess: the smallest distance from the oracle detected with
+     * `power`. */
+    struct assay_tolerance_figures {
+        bool tested;
+        char distance[16];  /* "TV" (on bins) or "PIT CDF" (on a grid) */
+        double budget;      /* the distance the null allows */
+        double reference;   /* the reference's own distance it was made from */
+        double boundary;    /* what top-k/top-p cuts the budget can move add */
+        double estimate;    /* the distance estimated from the samples */
+        double ci_lo, ci_hi; /* its 95% interval */
+        double min_excess;  /* beyond the budget, detected with `power` */
+    } tol;
     struct assay_evidence evidence;
     /* property */
     int64_t n_steps;

@@ -226,6 +226,17 @@ enum assay_status assay_report_check_json(const struct assay_check_result *r, cJ
                  assay_json_add_bool(f, "rule_fired", r->rule_fired) &&
                  assay_json_add_bool(f, "statistic_fired", r->statistic_fired) &&
                  add_evidence(c, &r->evidence);
+            if (ok && r->tol.tested) {
+                cJSON *t = cJSON_AddObjectToObject(f, "tolerance");
+                ok = t != NULL && cJSON_AddStringToObject(t, "distance", r->tol.distance) != NULL &&
+                     assay_json_add_num(t, "budget", r->tol.budget) &&
+                     assay_json_add_num(t, "reference", r->tol.reference) &&
+                     assay_json_add_num(t, "boundary", r->tol.boundary) &&
+                     assay_json_add_num(t, "estimate", r->tol.estimate) &&
+                     assay_json_add_num(t, "ci_lo", r->tol.ci_lo) &&
+                     assay_json_add_num(t, "ci_hi", r->tol.ci_hi) &&
+                     assay_json_add_num(t, "min_excess", r->tol.min_excess);
+            }
             break;
         case ASSAY_FAMILY_PROPERTY:
             ok = assay_json_add_num(f, "n_requests", (double)r->n_requests) &&
@@ -359,6 +370,24 @@ char *assay_report_check_figures(const cJSON *c, char *buf, size_t size)
                 assay_text_num(f, sizeof f, assay_json_num(c, "figures.logprobs.top1_agreement"),
                                4));
         }
+    } else if (strcmp(family, "distributional") == 0 &&
+               assay_json_path(c, "figures.tolerance") != NULL) {
+        char h[32], i2[32], j2[32], k2[32];
+        snprintf(buf, size,
+                 "p %s (Holm %s), n %s, alpha %s; %s distance %s (95%% %s to %s) within budget "
+                 "%s; detects %s beyond it at power %s",
+                 assay_text_num(a, sizeof a, assay_json_num(c, "figures.p_value"), 3),
+                 assay_text_num(b2, sizeof b2, assay_json_num(c, "figures.p_adjusted"), 3),
+                 assay_text_num(d, sizeof d, assay_json_num(c, "figures.n"), 12),
+                 assay_text_num(e, sizeof e, assay_json_num(c, "figures.alpha"), 3),
+                 assay_json_str(c, "figures.tolerance.distance", "the"),
+                 assay_text_num(f, sizeof f, assay_json_num(c, "figures.tolerance.estimate"), 3),
+                 assay_text_num(g, sizeof g, assay_json_num(c, "figures.tolerance.ci_lo"), 3),
+                 assay_text_num(h, sizeof h, assay_json_num(c, "figures.tolerance.ci_hi"), 3),
+                 assay_text_num(i2, sizeof i2, assay_json_num(c, "figures.tolerance.budget"), 3),
+                 assay_text_num(j2, sizeof j2, assay_json_num(c, "figures.tolerance.min_excess"),
+                                3),
+                 assay_text_num(k2, sizeof k2, assay_json_num(c, "figures.power"), 3));
     } else if (strcmp(family, "distributional") == 0) {
         snprintf(buf, size, "p %s (Holm %s), n %s, alpha %s, min TV %s at power %s",
                  assay_text_num(a, sizeof a, assay_json_num(c, "figures.p_value"), 3),

@@ -1,0 +1,563 @@
+/*
+ * audit_dist.c - the audit's distributional checks on a server (audit.h):
+ * its first tokens and whole sequences against the oracle's exact
+ * distributions, and its first tokens against the bundled engine's.
+ *
+ * Under a numerics budget (a server computing in llama.cpp's formats) each
+ * check's null is "within the budget" and its test a tolerance test
+ * (checks/tolerance.h), so the stated alpha bounds the false alarms of
+ * every server inside the budget, at the full sample size:
+ *  - a first-token goodness of fit allows, at its prompt, twice the TV
+ *    between the reference's (the same formats, computed correctly) and
+ *    the oracle's processed distributions, plus what the top-k / top-p cuts
+ *    that the budget can move add (boundary_term); among its candidate
+ *    prompts (and, for the filtered check, cuts) it takes the one whose
+ *    allowance is smallest, chosen from the oracle and the reference alone
+ *    before any sample;
+ *  - the PIT allows, at each position of the server's own sequences, twice
+ *    the reference's TV there (a reference pass per sequence), and tests
+ *    the mean;
+ *  - the two-sample test allows the server's allowance plus the bundled
+ *    engine's own distance (it computes the reference's formats).
+ * In exact arithmetic (no budget beyond the fixed tolerances) the checks
+ * test the point null as `assay verify` does.
+ *
+ * Cost: one oracle and one reference pass per candidate prompt (64 of 2-3
+ * tokens) and, for the PIT, one reference pass per sequence and variant
+ * beside the oracle's.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "../adapters/gate.h"
+#include "../adapters/spec.h"
+#include "../core/alloc.h"
+#include "../core/rng.h"
+#include "../oracles/oracle.h"
+#include "audit_checks.h"
+#include "distributional.h"
+#include "equivalence.h"
+#include "tolerance.h"
+
+#include "audit_internal.h"
+
+enum dist_kind { D_GOF, D_PIT, D_HOMOGENEITY };
+
+/* Candidate cuts of the filtered first-token check (temperature 0.8): the
+ * prompt and the cut whose allowance is smallest are tested. */
+static const struct {
+    int32_t top_k;
+    float top_p;
+} k_cuts[] = {{30, 0.8f}, {12, 0.9f}, {6, 0.95f}, {3, 0.9f}};
+
+static double tv_of(const double *p, const double *q, int32_t v)
+{
+    double d = 0.0;
+    for (int32_t k = 0; k < v; k++) {
+        d += fabs(p[k] - q[k]);
+    }
+    return 0.5 * d;
+}
+
+/* The softmax of row / t into out. */
+static void tempered(const double *row, int32_t v, double t, double *out)
+{
+    double mx = -INFINITY, z = 0.0;
+    for (int32_t k = 0; k < v; k++) {
+        mx = row[k] / t > mx ? row[k] / t : mx;
+    }
+    for (int32_t k = 0; k < v; k++) {
+        out[k] = exp(row[k] / t - mx);
+        z += out[k];
+    }
+    for (int32_t k = 0; k < v; k++) {
+        out[k] /= z;
+    }
+}
+
+/* The processed distribution of a logit (or log-softmax) row under p's
+ * sampling and order; without a cut simply the tempered softmax, which
+ * needs no sort. */
+static enum assay_status processed(const double *row, int32_t v,
+                                   const struct assay_dist_params *p, double *out)
+{
+    if ((p->sampling.top_k <= 0 || p->sampling.top_k >= v) && p->sampling.top_p >= 1.0f) {
+        tempered(row, v, (double)p->sampling.temperature, out);
+        return ASSAY_OK;
+    }
+    return assay_oracle_distribution(row, v, &p->sampling, p->order, out, NULL);
+}
+
+static int by_desc(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a < b) - (a > b);
+}
+
+/*
+ * What the top-k / top-p cuts that the budget can move add to a first
+ * token's allowance, at the oracle's logits `row` under s: every cut the
+ * budget allows keeps a prefix (by logit) between the narrow one N (top-k
+ * to the tokens more than tol_logit above the (k+1)-th logit, top-p
+ * lowered by tol_mass) and the wide one W (assay_dist_widened_kept), and
+ * for any such K' the TV between the tempered weights w renormalised on
+ * K' and on the oracle's K is at most w(W \ N) / w(N) (the three parts of
+ * the TV, A = K and K', B = K \ K', C = K' \ K, each at most
+ * (w(B) + w(C)) / min(w(K), w(K')), halved). 0 when no cut can move; 1
+ * when nothing is sure to be kept. scratch: 3 v.
+ */
+static double boundary_term(const double *row, int32_t v, const struct assay_dist_params *dp,
+                            double *scratch)
+{
+    const struct assay_sampling *s = &dp->sampling;
+    const int32_t n_wide = assay_dist_widened_kept(row, v, dp, scratch);
+    struct assay_sampling tight = *s;
+    struct assay_oracle_dist_info inf;
+    if (assay_oracle_distribution(row, v, s, dp->order, scratch, &inf) != ASSAY_OK) {
+        return 1.0;
+    }
+    int32_t n_narrow = inf.n_kept;
+    if (s->top_k > 0 && s->top_k < v && inf.n_kept == s->top_k) {
+        /* the (k+1)-th logit, and the kept tokens sure to stay above it */
+        double next = -INFINITY;
+        for (int32_t y = 0; y < v; y++) {
+            if (scratch[y] == 0.0 && row[y] > next) {
+                next = row[y];
+            }
+        }
+        int32_t sure = 0;
+        for (int32_t y = 0; y < v; y++) {
+            sure += row[y] > next + dp->tol_logit;
+        }
+        n_narrow = sure < n_narrow ? sure : n_narrow;
+    }
+    if (s->top_p < 1.0f) {
+        double tp = (double)s->top_p - dp->tol_top_p;
+        tight.top_p = (float)(tp > 1e-6 ? tp : 1e-6);
+        if (assay_oracle_distribution(row, v, &tight, dp->order, scratch, &inf) != ASSAY_OK) {
+            return 1.0;
+        }
+        n_narrow = inf.n_kept < n_narrow ? inf.n_kept : n_narrow;
+    }
+    if (n_narrow >= n_wide) {
+        return 0.0;
+    }
+    if (n_narrow <= 0) {
+        return 1.0;
+    }
+    /* w of the tokens of rank < n_narrow and of those between, by the
+     * logits at those ranks (a tie at a threshold counts on the narrow
+     * side's favour: it only makes the term larger) */
+    double *w = scratch + v, *sorted = scratch + 2 * (int64_t)v;
+    tempered(row, v, (double)s->temperature, w);
+    memcpy(sorted, row, sizeof(double) * (size_t)v);
+    qsort(sorted, (size_t)v, sizeof(double), by_desc);
+    const double thr_n = sorted[n_narrow - 1], thr_w = sorted[n_wide - 1];
+    double in_n = 0.0, between = 0.0;
+    for (int32_t y = 0; y < v; y++) {
+        in_n += row[y] > thr_n ? w[y] : 0.0;
+        between += row[y] <= thr_n && row[y] >= thr_w ? w[y] : 0.0;
+    }
+    return in_n > 0.0 ? fmin(1.0, between / in_n) : 1.0;
+}
+
+/* Scratch of the allowance computations (vocab each). */
+struct allow_scratch {
+    double *row, *prob, *ref, *ref_prob, *t_o, *t_r, *work;
+    int64_t *order;  /* (vocab) for the TV bins */
+    int32_t *bin_of; /* (vocab) */
+    int32_t cap;     /* rows of row and ref */
+};
+
+static void scratch_free(struct allow_scratch *s)
+{
+    assay_free(s->row);
+    assay_free(s->prob);
+    assay_free(s->ref);
+    assay_free(s->ref_prob);
+    assay_free(s->t_o);
+    assay_free(s->t_r);
+    assay_free(s->work);
+    assay_free(s->order);
+    assay_free(s->bin_of);
+    memset(s, 0, sizeof *s);
+}
+
+static enum assay_status scratch_init(struct allow_scratch *s, int32_t v, int32_t rows)
+{
+    memset(s, 0, sizeof *s);
+    s->cap = rows;
+    s->row = assay_malloc(sizeof(double) * (size_t)v * (size_t)rows);
+    s->ref = assay_malloc(sizeof(double) * (size_t)v * (size_t)rows);
+    s->prob = assay_malloc(sizeof(double) * (size_t)v);
+    s->ref_prob = assay_malloc(sizeof(double) * (size_t)v);
+    s->t_o = assay_malloc(sizeof(double) * (size_t)v);
+    s->t_r = assay_malloc(sizeof(double) * (size_t)v);
+    s->work = assay_malloc(sizeof(double) * 3 * (size_t)v);
+    s->order = assay_malloc(sizeof(int64_t) * (size_t)v);
+    s->bin_of = assay_malloc(sizeof(int32_t) * (size_t)v);
+    if (s->row == NULL || s->ref == NULL || s->prob == NULL || s->ref_prob == NULL ||
+        s->t_o == NULL || s->t_r == NULL || s->work == NULL || s->order == NULL ||
+        s->bin_of == NULL) {
+        scratch_free(s);
+        return ASSAY_ERR_NOMEM;
+    }
+    return ASSAY_OK;
+}
+
+/* A first token's allowance and its parts. */
+struct first_allowance {
+    double allow;     /* the TV the null allows */
+    double reference; /* the reference's TV from the oracle (larger variant) */
+    double boundary;  /* what movable cuts add */
+    double tol_mass;  /* the mass a cut may move: twice the tempered TV */
+};
+
+/*
+ * The allowance of a first-token check at prompt under dp: the oracle's
+ * processed distribution into s->prob, the reference's (each variant) at
+ * the same prompt, and out. `extra` counts further engines at the
+ * reference's distance that the null's distance spans (0: the server
+ * against the oracle; 1: the server against the bundled engine). dp's
+ * tol_top_p is set to out->tol_mass for the boundary term (and the
+ * check's hard rule after it).
+ */
+static enum assay_status first_allowance(struct assay_audit *a, struct assay_oracle *o,
+                                         const int32_t *prompt, struct assay_dist_params *dp,
+                                         double extra, struct allow_scratch *s,
+                                         struct first_allowance *out)
+{
+    const int32_t v = a->model->cfg.vocab, len = dp->prompt_len;
+    enum assay_status st = assay_oracle_logits(o, prompt, len, s->row);
+    const double *row = s->row + (int64_t)(len - 1) * v;
+    if (st == ASSAY_OK) {
+        st = processed(row, v, dp, s->prob);
+    }
+    const double t = (double)dp->sampling.temperature;
+    double r = 0.0, mass = 0.0;
+    tempered(row, v, t, s->t_o);
+    for (int32_t var = 0; st == ASSAY_OK && var < a->budget.n_variants; var++) {
+        const int32_t next = 0; /* any token: only the row before it is read */
+        st = assay_audit_reference_lsm(a, var, prompt, len, &next, 1, s->ref);
+        if (st == ASSAY_OK) {
+            st = processed(s->ref, v, dp, s->ref_prob);
+        }
+        if (st == ASSAY_OK) {
+            r = fmax(r, tv_of(s->ref_prob, s->prob, v));
+            tempered(s->ref, v, t, s->t_r);
+            mass = fmax(mass, tv_of(s->t_r, s->t_o, v));
+        }
+    }
+    if (st != ASSAY_OK) {
+        return st;
+    }
+    out->reference = r;
+    out->tol_mass = fmin(1.0, ASSAY_AUDIT_BUDGET_FACTOR * mass);
+    dp->tol_top_p = fmax(ASSAY_DIST_TOL_TOP_P, out->tol_mass);
+    out->boundary = boundary_term(row, v, dp, s->work);
+    out->allow = fmin(1.0, (ASSAY_AUDIT_BUDGET_FACTOR + extra) * r + out->boundary);
+    return ASSAY_OK;
+}
+
+/* The number of TV bins a tolerance test makes of prob (tolerance.h). */
+static int32_t tv_bins_of(const double *prob, int32_t v, struct allow_scratch *s)
+{
+    double bin_prob[64];
+    int32_t n_bins = 0;
+    if (assay_tv_bins(prob, v, 16, s->order, s->bin_of, bin_prob, &n_bins) != ASSAY_OK) {
+        return 0;
+    }
+    return n_bins;
+}
+
+/*
+ * The prompt (and for the filtered check the cut) of a first-token check
+ * under the budget: among prompt_tries candidates of the prompt seed (and
+ * the cuts of k_cuts), the one with the smallest allowance that leaves at
+ * least 4 TV bins and, when filtered, a cut that binds. The chosen prompt
+ * into prompt, its oracle distribution into s->prob, dp's sampling (and
+ * tol_top_p) set. ASSAY_ERR_INVALID when no candidate qualifies.
+ */
+static enum assay_status choose_first(struct assay_audit *a, struct assay_dist_params *dp,
+                                      bool filtered, double extra, int32_t *prompt,
+                                      struct allow_scratch *s, struct first_allowance *best)
+{
+    const int32_t v = a->model->cfg.vocab, len = dp->prompt_len;
+    struct assay_oracle *o = NULL;
+    enum assay_status st = assay_oracle_init(&o, a->model, len + 1);
+    int32_t cand[64];
+    double *best_prob = assay_malloc(sizeof(double) * (size_t)v);
+    if (st == ASSAY_OK && best_prob == NULL) {
+        st = ASSAY_ERR_NOMEM;
+    }
+        const int32_t n_cuts = filtered ? (int32_t)(sizeof k_cuts / sizeof k_cuts[0]) : 1;
+    struct assay_sampling chosen = dp->sampling;
+    double chosen_tol = dp->tol_top_p;
+    bool found = false;
+    best->allow = INFINITY;
+    for (int32_t c = 0; st == ASSAY_OK && c < dp->prompt_tries && len <= 64; c++) {
+        assay_dist_candidate_prompt(dp, c, cand);
+        for (int32_t j = 0; st == ASSAY_OK && j < n_cuts; j++) {
+            struct assay_dist_params trial = *dp;
+            if (filtered) {
+                trial.sampling.top_k = k_cuts[j].top_k;
+                trial.sampling.top_p = k_cuts[j].top_p;
+            }
+            struct first_allowance fa;
+            st = first_allowance(a, o, cand, &trial, extra, s, &fa);
+            if (st != ASSAY_OK) {
+                break;
+            }
+            bool binds = true;
+            if (filtered) {
+                int32_t kept = 0;
+                for (int32_t k = 0; k < v; k++) {
+                    kept += s->prob[k] > 0.0;
+                }
+                binds = kept < v && kept <= trial.sampling.top_k;
+            }
+            if (binds && fa.allow < best->allow && tv_bins_of(s->prob, v, s) >= 4) {
+                *best = fa;
+                memcpy(prompt, cand, sizeof(int32_t) * (size_t)len);
+                memcpy(best_prob, s->prob, sizeof(double) * (size_t)v);
+                chosen = trial.sampling;
+                chosen_tol = trial.tol_top_p;
+                found = true;
+            }
+        }
+    }
+    if (st == ASSAY_OK && !found) {
+        st = ASSAY_ERR_INVALID;
+    }
+    if (st == ASSAY_OK) {
+        memcpy(s->prob, best_prob, sizeof(double) * (size_t)v);
+        dp->sampling = chosen;
+        dp->tol_top_p = chosen_tol;
+    }
+    assay_free(best_prob);
+    assay_oracle_free(o);
+    return st;
+}
+
+/* The PIT's allowance per position (assay_dist_along_fn): at each position
+ * of the server's sequence, twice the larger variant's TV between the
+ * reference's and the oracle's processed distributions. */
+struct along_ctx {
+    struct assay_audit *a;
+    struct allow_scratch s;
+};
+
+static enum assay_status along(void *ctx, const struct assay_dist_params *p, const int32_t *seq,
+                               int32_t prompt_len, int32_t n, const double *oracle_rows,
+                               double *allow, double *reference)
+{
+    struct along_ctx *c = ctx;
+    struct assay_audit *a = c->a;
+    const int32_t v = a->model->cfg.vocab;
+    if (n > c->s.cap) {
+        return ASSAY_ERR_INVALID;
+    }
+    /* the oracle's processed rows once, then each variant's beside them */
+    enum assay_status st = ASSAY_OK;
+    for (int32_t j = 0; st == ASSAY_OK && j < n; j++) {
+        reference[j] = 0.0;
+        st = processed(oracle_rows + (int64_t)(prompt_len - 1 + j) * v, v, p,
+                       c->s.row + (int64_t)j * v);
+    }
+    for (int32_t var = 0; st == ASSAY_OK && var < a->budget.n_variants; var++) {
+        st = assay_audit_reference_lsm(a, var, seq, prompt_len, seq + prompt_len, n, c->s.ref);
+        for (int32_t j = 0; st == ASSAY_OK && j < n; j++) {
+            st = processed(c->s.ref + (int64_t)j * v, v, p, c->s.ref_prob);
+            if (st == ASSAY_OK) {
+                double d = tv_of(c->s.ref_prob, c->s.row + (int64_t)j * v, v);
+                reference[j] = d > reference[j] ? d : reference[j];
+            }
+        }
+    }
+    for (int32_t j = 0; j < n; j++) {
+        allow[j] = fmin(1.0, ASSAY_AUDIT_BUDGET_FACTOR * reference[j]);
+    }
+    return st;
+}
+
+/* The budget is in force (beyond the fixed tolerances of exact arithmetic). */
+static bool budget_in_force(const struct assay_audit_budget *bud)
+{
+    return bud->measured &&
+           (bud->gap > ASSAY_EQUIV_TIE_TOL || bud->logprob > ASSAY_AUDIT_LOGPROB_TOL);
+}
+
+static enum assay_status check_dist(struct assay_audit *a, enum dist_kind kind, bool filtered,
+                                    struct assay_check_result *res)
+{
+    struct assay_dist_params dp = assay_dist_default_params();
+    dp.order = a->p.order;
+    const struct assay_audit_budget *bud = assay_audit_budget_in_force(a);
+    const bool tolerant = budget_in_force(bud);
+    dp.seed = assay_seed_derive(a->p.seed, res->name);
+    dp.window = 2 * a->p.slots;
+    dp.sampling.seeded = true;
+    if (filtered) {
+        dp.sampling.temperature = 0.8f;
+        dp.sampling.top_k = 30;
+        dp.sampling.top_p = 0.8f;
+    } else {
+        dp.sampling.temperature = 1.0f;
+        dp.sampling.top_k = 0;
+        dp.sampling.top_p = 1.0f;
+    }
+    if (kind == D_GOF) {
+        dp.n = a->p.quick ? 6000 : 20000;
+        dp.positions = 1;
+        dp.out_len = 1;
+        dp.prompt_len = 3;
+    } else if (kind == D_PIT) {
+        dp.n = a->p.quick ? 160 : 320;
+        dp.out_len = 16;
+        dp.prompt_len = 4;
+        dp.n_prompts = 16;
+        if (filtered) {
+            dp.sampling.temperature = 0.9f;
+            dp.sampling.top_k = 50;
+            dp.sampling.top_p = 0.95f;
+        }
+    } else {
+        dp.n = a->p.quick ? 6000 : 20000;
+        dp.positions = 1;
+        dp.out_len = 1;
+        dp.prompt_len = 2;
+        /* More in flight: the bundled engine then fills a batch of 16 a
+         * step (the server queues what its slots cannot take). */
+        dp.window = 4 * a->p.slots;
+        dp.sampling.temperature = 0.7f;
+        dp.sampling.top_k = 40;
+        dp.sampling.top_p = 0.9f;
+    }
+    /* A top-k boundary the formats can move is within the tie budget. */
+    dp.tol_logit = fmax(dp.tol_logit, bud->gap);
+    struct allow_scratch s;
+    memset(&s, 0, sizeof s);
+    struct along_ctx actx;
+    memset(&actx, 0, sizeof actx);
+    int32_t prompt[8];
+    char what[160] = "";
+    enum assay_status st = ASSAY_OK;
+    if (tolerant && kind != D_PIT) {
+        /* The prompt (and cut) with the smallest allowance, from the oracle
+         * and the reference alone. */
+        struct first_allowance fa = {NAN, NAN, NAN, NAN};
+        st = scratch_init(&s, a->model->cfg.vocab, dp.prompt_len);
+        if (st == ASSAY_OK) {
+            st = choose_first(a, &dp, filtered && kind == D_GOF,
+                              kind == D_HOMOGENEITY ? 1.0 : 0.0, prompt, &s, &fa);
+        }
+        if (st != ASSAY_OK) {
+            scratch_free(&s);
+            assay_check_error(res, "the numerics budget at the check's prompts: %s",
+                              st == ASSAY_ERR_INVALID ? "no candidate prompt leaves a testable "
+                                                        "distribution"
+                                                      : assay_status_str(st));
+            return st;
+        }
+        dp.prompt = prompt;
+        dp.budget.on = true;
+        dp.budget.tv = fa.allow;
+        dp.budget.reference = fa.reference;
+        dp.budget.boundary = fa.boundary;
+        dp.budget.bins_from = s.prob;
+        snprintf(what, sizeof what, "%s%g x the reference's TV %.4f%s%.4f from cuts it can move",
+                 kind == D_HOMOGENEITY ? "the bundled engine's own and " : "",
+                 ASSAY_AUDIT_BUDGET_FACTOR, fa.reference, " + ", fa.boundary);
+        dp.budget.what = what;
+    } else if (tolerant) {
+        actx.a = a;
+        st = scratch_init(&actx.s, a->model->cfg.vocab, dp.out_len);
+        if (st != ASSAY_OK) {
+            assay_check_error(res, "out of memory");
+            return st;
+        }
+        dp.budget.on = true;
+        dp.budget.along = along;
+        dp.budget.ctx = &actx;
+        snprintf(what, sizeof what, "%g x the reference's TV at each position",
+                 ASSAY_AUDIT_BUDGET_FACTOR);
+        dp.budget.what = what;
+    }
+    snprintf(res->workload, sizeof res->workload,
+             "generated by the check: n=%lld, len=%d, prompt=%d%s, t=%g, top_k=%d, top_p=%g, "
+             "order=%s, %d in flight",
+             (long long)dp.n, (int)dp.out_len, (int)dp.prompt_len,
+             kind == D_PIT ? ", 16 prompts" : "", (double)dp.sampling.temperature,
+             (int)dp.sampling.top_k, (double)dp.sampling.top_p,
+             dp.order == ASSAY_SAMPLING_JOINT ? "joint" : "sequential", (int)dp.window);
+    /* Exactly max_tokens, EOS sampled like any token: the gate. */
+    struct assay_gate_params gp = assay_gate_default_params();
+    gp.continue_token = a->p.eos_token;
+    struct assay_adapter gate;
+    st = assay_gate_open(&a->srv, &gp, &gate);
+    if (st != ASSAY_OK) {
+        scratch_free(&s);
+        scratch_free(&actx.s);
+        assay_check_error(res, "could not open the gate: %s", assay_status_str(st));
+        return st;
+    }
+    char keep_name[96];
+    snprintf(keep_name, sizeof keep_name, "%s", res->name);
+    if (kind == D_GOF) {
+        st = assay_dist_gof(&gate, a->model, &dp, res);
+    } else if (kind == D_PIT) {
+        st = assay_dist_pit(&gate, a->model, &dp, res, NULL);
+    } else {
+        /* The audit's own bundled engine, with a batch as large as the
+         * window (the comparison's has one per server slot); a bundled
+         * engine the caller named runs as named. */
+        struct assay_adapter wide = {NULL, NULL};
+        const struct assay_adapter *b = &a->bundled;
+        if (a->bundled_default) {
+            char spec[1500];
+            struct assay_diag diag;
+            assay_diag_clear(&diag);
+            snprintf(spec, sizeof spec, "bundled:model=%s,order=%s,batch=%d,%s", a->model_path,
+                     a->p.order == ASSAY_SAMPLING_JOINT ? "joint" : "sequential", (int)dp.window,
+                     assay_audit_numerics_spec(&a->p));
+            if (assay_adapter_open_spec_cached(spec, a->models, &wide, &diag) == ASSAY_OK) {
+                b = &wide;
+                snprintf(res->engine, sizeof res->engine, "%.150s vs %.160s", a->srv_spec, spec);
+            }
+        }
+        st = assay_dist_homogeneity(&gate, b, &dp, res);
+        assay_adapter_close(&wide);
+    }
+    snprintf(res->name, sizeof res->name, "%s", keep_name);
+    struct assay_gate_stats gs;
+    assay_gate_get_stats(&gate, &gs);
+    assay_adapter_close(&gate);
+    scratch_free(&s);
+    scratch_free(&actx.s);
+    if (gs.n_continued > 0) {
+        size_t l = strlen(res->summary);
+        snprintf(res->summary + l, sizeof res->summary - l,
+                 "; the server stopped at EOS %lld times and was continued after it",
+                 (long long)gs.n_continued);
+    }
+    return st;
+}
+
+#define DIST_RUNNER(fn, kind, filtered)                                                            \
+    enum assay_status fn(struct assay_verify_ctx *ctx, const struct assay_plan_item *item,         \
+                         const struct assay_target *t, const struct assay_workload *w,             \
+                         struct assay_check_result *res)                                           \
+    {                                                                                              \
+        (void)ctx;                                                                                 \
+        (void)item;                                                                                \
+        (void)w;                                                                                   \
+        return check_dist(t->owner, kind, filtered, res);                                          \
+    }
+
+DIST_RUNNER(assay_audit_run_gof_t1, D_GOF, false)
+DIST_RUNNER(assay_audit_run_gof_filtered, D_GOF, true)
+DIST_RUNNER(assay_audit_run_pit_t1, D_PIT, false)
+DIST_RUNNER(assay_audit_run_pit_filtered, D_PIT, true)
+DIST_RUNNER(assay_audit_run_homogeneity, D_HOMOGENEITY, false)
