@@ -73,7 +73,8 @@ static double since(int64_t t0)
 }
 
 static enum assay_status open_server(const struct assay_audit *a, int32_t n_probs, bool stream,
-                                     struct assay_adapter *out, struct assay_diag *diag)
+                                     int cache_prompt, struct assay_adapter *out,
+                                     struct assay_diag *diag)
 {
     struct assay_openai_params op = assay_openai_default_params();
     op.url = a->url;
@@ -85,6 +86,7 @@ static enum assay_status open_server(const struct assay_audit *a, int32_t n_prob
     op.eos_token = a->p.eos_token;
     op.stall_timeout_ms = a->p.stall_ms;
     op.stream = stream;
+    op.cache_prompt = cache_prompt;
     return assay_openai_open(&op, out, diag);
 }
 
@@ -283,13 +285,19 @@ enum assay_status assay_audit_open(const struct assay_audit_params *p, struct as
         st = assay_oracle_memo_set_threads(a->memo, threads);
     }
     if (st == ASSAY_OK) {
-        st = open_server(a, a->p.api == ASSAY_OPENAI_API_V1 ? 1 : 0, true, &a->srv, diag);
+        st = open_server(a, a->p.api == ASSAY_OPENAI_API_V1 ? 1 : 0, true, -1, &a->srv, diag);
     }
     if (st == ASSAY_OK) {
-        st = open_server(a, a->p.n_probs, true, &a->srv_lp, diag);
+        st = open_server(a, a->p.n_probs, true, -1, &a->srv_lp, diag);
     }
     if (st == ASSAY_OK) {
-        st = open_server(a, a->p.api == ASSAY_OPENAI_API_V1 ? 1 : 0, false, &a->srv_ns, diag);
+        st = open_server(a, a->p.api == ASSAY_OPENAI_API_V1 ? 1 : 0, false, -1, &a->srv_ns,
+                         diag);
+    }
+    if (st == ASSAY_OK) {
+        st = open_server(a, a->p.api == ASSAY_OPENAI_API_V1 ? 1 : 0, true,
+                         a->p.seed_promise == ASSAY_SEED_PROMISE_BITWISE ? -1 : 0, &a->srv_det,
+                         diag);
     }
     if (st == ASSAY_OK) {
         st = assay_model_cache_init(&a->models);
@@ -470,6 +478,7 @@ void assay_audit_close(struct assay_audit *a)
     assay_adapter_close(&a->srv);
     assay_adapter_close(&a->srv_lp);
     assay_adapter_close(&a->srv_ns);
+    assay_adapter_close(&a->srv_det);
     assay_adapter_close(&a->bundled);
     assay_model_cache_free(a->models);
     assay_oracle_memo_free(a->memo);

@@ -131,6 +131,25 @@
 
 #define ASSAY_AUDIT_EOS_FROM_MODEL (-2)
 
+/*
+ * What a server promises about one seed's tokens across runs, which the
+ * seeded checks hold it to:
+ *   ALONE    a lone repeat (nothing else running, its prompt not cached:
+ *            the seeded checks send "cache_prompt": false) gives the same
+ *            tokens bit for bit, as llama.cpp does; runs whose batch or
+ *            cache differ may part where the numerics budget can move the
+ *            draw (llama.cpp's batched products are not the lone ones')
+ *   BITWISE  every run bit for bit: the server claims batch invariance
+ *   BUDGET   every run up to the budget, lone repeats too
+ * Any other difference, and every seed bug (a seed ignored, cut, shared,
+ * restarted), fails.
+ */
+enum assay_seed_promise {
+    ASSAY_SEED_PROMISE_ALONE = 0,
+    ASSAY_SEED_PROMISE_BITWISE = 1,
+    ASSAY_SEED_PROMISE_BUDGET = 2,
+};
+
 struct assay_audit_params {
     const char *url;          /* required: http(s)://host:port of the server */
     enum assay_openai_api api;
@@ -158,6 +177,8 @@ struct assay_audit_params {
     enum assay_kv_type kv_type; /* the server's KV cache (default F16: llama.cpp's) */
     bool flash_attn;          /* the server runs flash attention (default true:
                                  llama.cpp's "auto" turns it on on CPU) */
+    enum assay_seed_promise seed_promise; /* what the seeded checks hold the
+                                 server to (below; default ALONE) */
 };
 
 /* The defaults above, with url and model_path NULL. */

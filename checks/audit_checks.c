@@ -1263,7 +1263,12 @@ enum seeded_kind { S_POSITIONS, S_UNSEEDED, S_PAIRS };
 static enum assay_status check_seeded(struct assay_audit *a, const struct assay_plan_item *item,
                                       enum seeded_kind kind, struct assay_check_result *res)
 {
-    struct assay_seeded_opts o = {ASSAY_OPENAI_SEED_MAX, MAX_STEPS};
+    struct assay_seeded_opts o = {ASSAY_OPENAI_SEED_MAX, MAX_STEPS, NULL, NULL, false};
+    if (a->p.seed_promise != ASSAY_SEED_PROMISE_BITWISE) {
+        o.explain = assay_audit_seed_explain;
+        o.explain_ctx = a;
+        o.explain_alone = a->p.seed_promise == ASSAY_SEED_PROMISE_BUDGET;
+    }
     uint64_t seed = assay_seed_derive(a->p.seed, item->name);
     struct assay_adapter_info info;
     assay_adapter_get_info(&a->srv, &info);
@@ -1271,7 +1276,9 @@ static enum assay_status check_seeded(struct assay_audit *a, const struct assay_
     switch (kind) {
     case S_POSITIONS: {
         int32_t n_ctx = info.n_ctx > 0 ? info.n_ctx : a->model->cfg.n_ctx;
-        st = assay_check_seed_positions(&a->srv, a->model->cfg.vocab, n_ctx, seed, &o, res);
+        /* A lone repeat of a seed, its prompt not cached: what llama.cpp
+         * reproduces bit for bit. */
+        st = assay_check_seed_positions(&a->srv_det, a->model->cfg.vocab, n_ctx, seed, &o, res);
         break;
     }
     case S_UNSEEDED: st = assay_check_seed_unseeded(&a->srv, a->model, seed, &o, res); break;
@@ -1284,8 +1291,11 @@ static enum assay_status check_seeded(struct assay_audit *a, const struct assay_
     if (res->verdict == ASSAY_VERDICT_PASS) {
         size_t used = strlen(res->summary);
         if (snprintf(res->summary + used, sizeof res->summary - used,
-                     "; seeds up to %llu, the largest the adapter sends as given",
-                     (unsigned long long)o.seed_max) >= (int)(sizeof res->summary - used)) {
+                     "; seeds up to %llu, the largest the adapter sends as given%s",
+                     (unsigned long long)o.seed_max,
+                     kind == S_POSITIONS && a->p.seed_promise != ASSAY_SEED_PROMISE_BITWISE
+                         ? "; asked not to reuse the prompt cache (cache_prompt false)"
+                         : "") >= (int)(sizeof res->summary - used)) {
             memcpy(res->summary + sizeof res->summary - 4, "...", 4); /* cut, and said so */
         }
     }

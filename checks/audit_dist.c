@@ -50,7 +50,8 @@ enum dist_kind { D_GOF, D_PIT, D_HOMOGENEITY };
 static const struct {
     int32_t top_k;
     float top_p;
-} k_cuts[] = {{30, 0.8f}, {12, 0.9f}, {6, 0.95f}, {3, 0.9f}};
+} k_cuts[] = {{30, 0.8f}, {20, 0.9f}, {12, 0.9f}, {8, 0.8f},  {6, 0.95f},
+              {5, 0.7f},  {4, 0.9f},  {3, 0.9f},  {3, 0.6f}, {2, 0.9f}};
 
 static double tv_of(const double *p, const double *q, int32_t v)
 {
@@ -101,12 +102,11 @@ static int by_desc(const void *x, const void *y)
  * token's allowance, at the oracle's logits `row` under s: every cut the
  * budget allows keeps a prefix (by logit) between the narrow one N (top-k
  * to the tokens more than tol_logit above the (k+1)-th logit, top-p
- * lowered by tol_mass) and the wide one W (assay_dist_widened_kept), and
- * for any such K' the TV between the tempered weights w renormalised on
- * K' and on the oracle's K is at most w(W \ N) / w(N) (the three parts of
- * the TV, A = K and K', B = K \ K', C = K' \ K, each at most
- * (w(B) + w(C)) / min(w(K), w(K')), halved). 0 when no cut can move; 1
- * when nothing is sure to be kept. scratch: 3 v.
+ * lowered by tol_mass) and the wide one W (assay_dist_widened_kept). The
+ * TV between the tempered weights w renormalised on nested prefixes
+ * A within B is w(B \ A) / w(B), so a cut K' instead of the oracle's K
+ * moves the distribution by at most max(w(K \ N) / w(K), w(W \ K) / w(W)).
+ * 0 when no cut can move. scratch: 3 v.
  */
 static double boundary_term(const double *row, int32_t v, const struct assay_dist_params *dp,
                             double *scratch)
@@ -118,8 +118,9 @@ static double boundary_term(const double *row, int32_t v, const struct assay_dis
     if (assay_oracle_distribution(row, v, s, dp->order, scratch, &inf) != ASSAY_OK) {
         return 1.0;
     }
-    int32_t n_narrow = inf.n_kept;
-    if (s->top_k > 0 && s->top_k < v && inf.n_kept == s->top_k) {
+    const int32_t n_kept = inf.n_kept;
+    int32_t n_narrow = n_kept;
+    if (s->top_k > 0 && s->top_k < v && n_kept == s->top_k) {
         /* the (k+1)-th logit, and the kept tokens sure to stay above it */
         double next = -INFINITY;
         for (int32_t y = 0; y < v; y++) {
@@ -141,26 +142,27 @@ static double boundary_term(const double *row, int32_t v, const struct assay_dis
         }
         n_narrow = inf.n_kept < n_narrow ? inf.n_kept : n_narrow;
     }
-    if (n_narrow >= n_wide) {
+    if (n_narrow >= n_kept && n_wide <= n_kept) {
         return 0.0;
     }
-    if (n_narrow <= 0) {
-        return 1.0;
-    }
-    /* w of the tokens of rank < n_narrow and of those between, by the
-     * logits at those ranks (a tie at a threshold counts on the narrow
-     * side's favour: it only makes the term larger) */
+    /* w of the ranks below n_narrow, n_kept and n_wide, by the logits at
+     * those ranks (ties at a threshold are rare; they fall on the side
+     * that makes the term larger) */
     double *w = scratch + v, *sorted = scratch + 2 * (int64_t)v;
     tempered(row, v, (double)s->temperature, w);
     memcpy(sorted, row, sizeof(double) * (size_t)v);
     qsort(sorted, (size_t)v, sizeof(double), by_desc);
-    const double thr_n = sorted[n_narrow - 1], thr_w = sorted[n_wide - 1];
-    double in_n = 0.0, between = 0.0;
+    const double thr_k = sorted[n_kept - 1], thr_w = sorted[n_wide - 1];
+    const double thr_n = n_narrow > 0 ? sorted[n_narrow - 1] : INFINITY;
+    double w_n = 0.0, w_k = 0.0, w_w = 0.0;
     for (int32_t y = 0; y < v; y++) {
-        in_n += row[y] > thr_n ? w[y] : 0.0;
-        between += row[y] <= thr_n && row[y] >= thr_w ? w[y] : 0.0;
+        w_n += row[y] >= thr_n ? w[y] : 0.0;
+        w_k += row[y] >= thr_k ? w[y] : 0.0;
+        w_w += row[y] >= thr_w ? w[y] : 0.0;
     }
-    return in_n > 0.0 ? fmin(1.0, between / in_n) : 1.0;
+    double out_k = w_k > 0.0 ? (w_k - w_n) / w_k : 1.0;
+    double in_w = w_w > 0.0 ? (w_w - w_k) / w_w : 0.0;
+    return fmin(1.0, fmax(out_k, in_w));
 }
 
 /* Scratch of the allowance computations (vocab each). */
@@ -215,38 +217,46 @@ struct first_allowance {
     double tol_mass;  /* the mass a cut may move: twice the tempered TV */
 };
 
+/* The oracle's logits after prompt (dp->prompt_len tokens) into s->row's
+ * last row, and each variant's reference log-softmax there into s->ref's
+ * rows 0 (and 1). */
+static enum assay_status prompt_rows(struct assay_audit *a, struct assay_oracle *o,
+                                     const int32_t *prompt, int32_t len, struct allow_scratch *s)
+{
+    enum assay_status st = assay_oracle_logits(o, prompt, len, s->row);
+    const int32_t v = a->model->cfg.vocab;
+    for (int32_t var = 0; st == ASSAY_OK && var < a->budget.n_variants; var++) {
+        const int32_t next = 0; /* any token: only the row before it is read */
+        st = assay_audit_reference_lsm(a, var, prompt, len, &next, 1, s->ref + (int64_t)var * v);
+    }
+    return st;
+}
+
 /*
- * The allowance of a first-token check at prompt under dp: the oracle's
- * processed distribution into s->prob, the reference's (each variant) at
- * the same prompt, and out. `extra` counts further engines at the
- * reference's distance that the null's distance spans (0: the server
- * against the oracle; 1: the server against the bundled engine). dp's
- * tol_top_p is set to out->tol_mass for the boundary term (and the
- * check's hard rule after it).
+ * The allowance of a first-token check under dp at the prompt whose rows
+ * prompt_rows left in s: the oracle's processed distribution into s->prob,
+ * and out. `extra` counts further engines at the reference's distance
+ * that the null's distance spans (0: the server against the oracle; 1:
+ * the server against the bundled engine). dp's tol_top_p is set to
+ * out->tol_mass for the boundary term (and the check's hard rule after
+ * it).
  */
-static enum assay_status first_allowance(struct assay_audit *a, struct assay_oracle *o,
-                                         const int32_t *prompt, struct assay_dist_params *dp,
+static enum assay_status first_allowance(struct assay_audit *a, struct assay_dist_params *dp,
                                          double extra, struct allow_scratch *s,
                                          struct first_allowance *out)
 {
-    const int32_t v = a->model->cfg.vocab, len = dp->prompt_len;
-    enum assay_status st = assay_oracle_logits(o, prompt, len, s->row);
-    const double *row = s->row + (int64_t)(len - 1) * v;
-    if (st == ASSAY_OK) {
-        st = processed(row, v, dp, s->prob);
-    }
+    const int32_t v = a->model->cfg.vocab;
+    const double *row = s->row + (int64_t)(dp->prompt_len - 1) * v;
+    enum assay_status st = processed(row, v, dp, s->prob);
     const double t = (double)dp->sampling.temperature;
     double r = 0.0, mass = 0.0;
     tempered(row, v, t, s->t_o);
     for (int32_t var = 0; st == ASSAY_OK && var < a->budget.n_variants; var++) {
-        const int32_t next = 0; /* any token: only the row before it is read */
-        st = assay_audit_reference_lsm(a, var, prompt, len, &next, 1, s->ref);
-        if (st == ASSAY_OK) {
-            st = processed(s->ref, v, dp, s->ref_prob);
-        }
+        const double *ref = s->ref + (int64_t)var * v;
+        st = processed(ref, v, dp, s->ref_prob);
         if (st == ASSAY_OK) {
             r = fmax(r, tv_of(s->ref_prob, s->prob, v));
-            tempered(s->ref, v, t, s->t_r);
+            tempered(ref, v, t, s->t_r);
             mass = fmax(mass, tv_of(s->t_r, s->t_o, v));
         }
     }
@@ -299,6 +309,7 @@ static enum assay_status choose_first(struct assay_audit *a, struct assay_dist_p
     best->allow = INFINITY;
     for (int32_t c = 0; st == ASSAY_OK && c < dp->prompt_tries && len <= 64; c++) {
         assay_dist_candidate_prompt(dp, c, cand);
+        st = prompt_rows(a, o, cand, len, s);
         for (int32_t j = 0; st == ASSAY_OK && j < n_cuts; j++) {
             struct assay_dist_params trial = *dp;
             if (filtered) {
@@ -306,7 +317,7 @@ static enum assay_status choose_first(struct assay_audit *a, struct assay_dist_p
                 trial.sampling.top_p = k_cuts[j].top_p;
             }
             struct first_allowance fa;
-            st = first_allowance(a, o, cand, &trial, extra, s, &fa);
+            st = first_allowance(a, &trial, extra, s, &fa);
             if (st != ASSAY_OK) {
                 break;
             }
@@ -341,45 +352,201 @@ static enum assay_status choose_first(struct assay_audit *a, struct assay_dist_p
     return st;
 }
 
-/* The PIT's allowance per position (assay_dist_along_fn): at each position
- * of the server's sequence, twice the larger variant's TV between the
- * reference's and the oracle's processed distributions. */
+/*
+ * The PIT's allowances per position (assay_dist_along_fn). A PIT value is
+ * u = F(x-) + V p(x) in the oracle's order (descending probability, ties
+ * the lower id first), so an engine sampling q there has P(u <= s) =
+ * sum_x q(x) h_x(s), h_x(s) = (s - F(x-)) / p(x) clipped to [0, 1] (0 for a
+ * token of probability 0, which is u = 1). The reference's deviation
+ * |P_ref(u <= s_k) - s_k| at each grid point, the larger variant's, times
+ * the budget's factor, is the allowance there: what a correct server's
+ * CDF may show at that position. It is at most the reference's TV, and
+ * usually far less (the TV is the largest deviation over every event,
+ * the CDF's only over {u <= s}).
+ */
 struct along_ctx {
     struct assay_audit *a;
     struct allow_scratch s;
+    int32_t *order; /* (len, vocab) the oracle's order at each position */
 };
+
+static int by_prob_then_id(const void *x, const void *y, void *ctx)
+{
+    const double *p = ctx;
+    int32_t a = *(const int32_t *)x, b = *(const int32_t *)y;
+    if (p[a] != p[b]) {
+        return p[a] > p[b] ? -1 : 1;
+    }
+    return (a > b) - (a < b);
+}
+
+/* |P_q(u <= s_k) - s_k| for k = 1 .. grid-1 into dev (max with what is
+ * there), p in `order` (the oracle's order of p). */
+static void cdf_deviation(const double *p, const double *q, const int32_t *order, int32_t v,
+                          int32_t grid, double *dev)
+{
+    double f = 0.0, g = 0.0; /* F(x-) and P_q(u < F(x-)) so far */
+    int32_t i = 0;
+    for (int32_t k = 1; k < grid; k++) {
+        const double sk = (double)k / grid;
+        while (i < v && p[order[i]] > 0.0 && f + p[order[i]] <= sk) {
+            f += p[order[i]];
+            g += q[order[i]];
+            i++;
+        }
+        double at = g;
+        if (i < v && p[order[i]] > 0.0) {
+            at += q[order[i]] * (sk - f) / p[order[i]];
+        }
+        double d = fabs(at - sk);
+        dev[k - 1] = d > dev[k - 1] ? d : dev[k - 1];
+    }
+}
 
 static enum assay_status along(void *ctx, const struct assay_dist_params *p, const int32_t *seq,
                                int32_t prompt_len, int32_t n, const double *oracle_rows,
-                               double *allow, double *reference)
+                               double *allow, double *reference, double *mass)
 {
     struct along_ctx *c = ctx;
     struct assay_audit *a = c->a;
-    const int32_t v = a->model->cfg.vocab;
+    const int32_t v = a->model->cfg.vocab, gp = p->pit_bins - 1;
     if (n > c->s.cap) {
         return ASSAY_ERR_INVALID;
     }
     /* the oracle's processed rows once, then each variant's beside them */
     enum assay_status st = ASSAY_OK;
+    const double t = (double)p->sampling.temperature;
     for (int32_t j = 0; st == ASSAY_OK && j < n; j++) {
         reference[j] = 0.0;
+        mass[j] = 0.0;
+        for (int32_t k = 0; k < gp; k++) {
+            allow[(int64_t)j * gp + k] = 0.0;
+        }
         st = processed(oracle_rows + (int64_t)(prompt_len - 1 + j) * v, v, p,
                        c->s.row + (int64_t)j * v);
     }
     for (int32_t var = 0; st == ASSAY_OK && var < a->budget.n_variants; var++) {
         st = assay_audit_reference_lsm(a, var, seq, prompt_len, seq + prompt_len, n, c->s.ref);
         for (int32_t j = 0; st == ASSAY_OK && j < n; j++) {
-            st = processed(c->s.ref + (int64_t)j * v, v, p, c->s.ref_prob);
-            if (st == ASSAY_OK) {
-                double d = tv_of(c->s.ref_prob, c->s.row + (int64_t)j * v, v);
-                reference[j] = d > reference[j] ? d : reference[j];
+            const double *ref = c->s.ref + (int64_t)j * v;
+            const double *pj = c->s.row + (int64_t)j * v;
+            st = processed(ref, v, p, c->s.ref_prob);
+            if (st != ASSAY_OK) {
+                break;
             }
+            double d = tv_of(c->s.ref_prob, pj, v);
+            reference[j] = d > reference[j] ? d : reference[j];
+            /* the tempered distributions before any cut: how far the
+             * formats move a cumulative mass */
+            tempered(oracle_rows + (int64_t)(prompt_len - 1 + j) * v, v, t, c->s.t_o);
+            tempered(ref, v, t, c->s.t_r);
+            d = tv_of(c->s.t_r, c->s.t_o, v);
+            mass[j] = d > mass[j] ? d : mass[j];
+            int32_t *order = c->order + (int64_t)j * v;
+            if (var == 0) {
+                for (int32_t x = 0; x < v; x++) {
+                    order[x] = x;
+                }
+                qsort_r(order, (size_t)v, sizeof(int32_t), by_prob_then_id, (void *)pj);
+            }
+            cdf_deviation(pj, c->s.ref_prob, order, v, p->pit_bins, allow + (int64_t)j * gp);
         }
     }
     for (int32_t j = 0; j < n; j++) {
-        allow[j] = fmin(1.0, ASSAY_AUDIT_BUDGET_FACTOR * reference[j]);
+        for (int32_t k = 0; k < gp; k++) {
+            double *x = &allow[(int64_t)j * gp + k];
+            *x = fmin(1.0, ASSAY_AUDIT_BUDGET_FACTOR * *x);
+        }
+        mass[j] = fmin(1.0, ASSAY_AUDIT_BUDGET_FACTOR * mass[j]);
     }
     return st;
+}
+
+/* Token z comes before token x in the order of descending probability
+ * (ties: the lower id first). */
+static bool before(const double *p, int32_t z, int32_t x)
+{
+    return p[z] > p[x] || (p[z] == p[x] && z < x);
+}
+
+bool assay_audit_seed_explain(void *ctx, const int32_t *prompt, int32_t len,
+                              const struct assay_sampling *s, const int32_t *prefix, int32_t k,
+                              int32_t x, int32_t y, char *why, size_t size)
+{
+    struct assay_audit *a = ctx;
+    const int32_t v = a->model->cfg.vocab;
+    const struct assay_audit_budget *bud = assay_audit_budget_in_force(a);
+    struct assay_dist_params dp = assay_dist_default_params();
+    dp.sampling = *s;
+    dp.order = a->p.order;
+    dp.tol_logit = fmax(dp.tol_logit, bud->gap);
+    int32_t *out = assay_malloc(sizeof(int32_t) * (size_t)(k + 1));
+    struct allow_scratch sc;
+    enum assay_status st = out == NULL ? ASSAY_ERR_NOMEM : scratch_init(&sc, v, k + 1);
+    if (st != ASSAY_OK) {
+        assay_free(out);
+        snprintf(why, size, "could not be judged: %s", assay_status_str(st));
+        return false;
+    }
+    memcpy(out, prefix, sizeof(int32_t) * (size_t)k);
+    out[k] = x;
+    const double *rows = NULL;
+    st = assay_oracle_memo_rows(a->memo, prompt, len, out, k + 1, &rows);
+    const double *row = st == ASSAY_OK ? rows + (int64_t)k * v : NULL;
+    if (st == ASSAY_OK) {
+        st = processed(row, v, &dp, sc.prob);
+    }
+    /* the mass a correct server's draw can move here: twice the
+     * reference's TV from the oracle at this context (the larger variant) */
+    double r = 0.0;
+    for (int32_t var = 0; st == ASSAY_OK && bud->measured && var < bud->n_variants; var++) {
+        st = assay_audit_reference_lsm(a, var, prompt, len, out, k + 1, sc.ref);
+        if (st == ASSAY_OK) {
+            st = processed(sc.ref + (int64_t)k * v, v, &dp, sc.ref_prob);
+        }
+        if (st == ASSAY_OK) {
+            r = fmax(r, tv_of(sc.ref_prob, sc.prob, v));
+        }
+    }
+    bool ok = false;
+    if (st != ASSAY_OK) {
+        snprintf(why, size, "could not be judged: %s", assay_status_str(st));
+    } else {
+        const double m = fmax(ASSAY_DIST_TOL_TOP_P, ASSAY_AUDIT_BUDGET_FACTOR * r);
+        dp.tol_top_p = m;
+        const int32_t n_wide = assay_dist_widened_kept(row, v, &dp, sc.work);
+        const int32_t rx = assay_dist_logit_rank(row, v, x), ry = assay_dist_logit_rank(row, v, y);
+        const double g = dp.tol_logit;
+        /* the mass strictly between the two in the oracle's order, less the
+         * tokens the tie budget can reorder with either */
+        int32_t lo = before(sc.prob, x, y) ? x : y, hi = lo == x ? y : x;
+        double between = 0.0;
+        for (int32_t z = 0; z < v; z++) {
+            if (z != lo && z != hi && before(sc.prob, lo, z) && before(sc.prob, z, hi) &&
+                fabs(row[z] - row[x]) > g && fabs(row[z] - row[y]) > g) {
+                between += sc.prob[z];
+            }
+        }
+        if (rx >= n_wide || ry >= n_wide) {
+            snprintf(why, size,
+                     "token %d is outside every cut the budget allows (logit rank %d, %d kept at "
+                     "most)",
+                     (int)(rx >= n_wide ? x : y), (int)(rx >= n_wide ? rx : ry), (int)n_wide);
+        } else if (fabs(row[x] - row[y]) <= g) {
+            ok = true;
+            snprintf(why, size, "their logits are %.3g apart, within the tie budget %.3g",
+                     fabs(row[x] - row[y]), g);
+        } else {
+            ok = between <= 2.0 * m;
+            snprintf(why, size,
+                     "oracle probabilities %.4f and %.4f, %.4f of mass between them in its "
+                     "order against twice the %.4f a correct draw can move here",
+                     sc.prob[x], sc.prob[y], between, m);
+        }
+    }
+    scratch_free(&sc);
+    assay_free(out);
+    return ok;
 }
 
 /* The budget is in force (beyond the fixed tolerances of exact arithmetic). */
@@ -448,7 +615,7 @@ static enum assay_status check_dist(struct assay_audit *a, enum dist_kind kind, 
         /* The prompt (and cut) with the smallest allowance, from the oracle
          * and the reference alone. */
         struct first_allowance fa = {NAN, NAN, NAN, NAN};
-        st = scratch_init(&s, a->model->cfg.vocab, dp.prompt_len);
+        st = scratch_init(&s, a->model->cfg.vocab, dp.prompt_len > 2 ? dp.prompt_len : 2);
         if (st == ASSAY_OK) {
             st = choose_first(a, &dp, filtered && kind == D_GOF,
                               kind == D_HOMOGENEITY ? 1.0 : 0.0, prompt, &s, &fa);
@@ -474,6 +641,12 @@ static enum assay_status check_dist(struct assay_audit *a, enum dist_kind kind, 
     } else if (tolerant) {
         actx.a = a;
         st = scratch_init(&actx.s, a->model->cfg.vocab, dp.out_len);
+        actx.order =
+            assay_malloc(sizeof(int32_t) * (size_t)a->model->cfg.vocab * (size_t)dp.out_len);
+        if (st == ASSAY_OK && actx.order == NULL) {
+            scratch_free(&actx.s);
+            st = ASSAY_ERR_NOMEM;
+        }
         if (st != ASSAY_OK) {
             assay_check_error(res, "out of memory");
             return st;
@@ -481,7 +654,7 @@ static enum assay_status check_dist(struct assay_audit *a, enum dist_kind kind, 
         dp.budget.on = true;
         dp.budget.along = along;
         dp.budget.ctx = &actx;
-        snprintf(what, sizeof what, "%g x the reference's TV at each position",
+        snprintf(what, sizeof what, "%g x the reference's CDF deviation at each position",
                  ASSAY_AUDIT_BUDGET_FACTOR);
         dp.budget.what = what;
     }
@@ -536,6 +709,7 @@ static enum assay_status check_dist(struct assay_audit *a, enum dist_kind kind, 
     assay_adapter_close(&gate);
     scratch_free(&s);
     scratch_free(&actx.s);
+    assay_free(actx.order);
     if (gs.n_continued > 0) {
         size_t l = strlen(res->summary);
         snprintf(res->summary + l, sizeof res->summary - l,

@@ -37,6 +37,7 @@ struct assay_audit {
     struct assay_adapter srv;    /* streamed, no logprobs (v1: one) */
     struct assay_adapter srv_lp; /* streamed, n_probs top logprobs */
     struct assay_adapter srv_ns; /* non-streamed */
+    struct assay_adapter srv_det; /* streamed, "cache_prompt": false (the seeded checks) */
     struct assay_adapter bundled;
     struct assay_model_cache *models;
     char findings[MAX_FINDINGS][640];
@@ -59,6 +60,19 @@ void assay_audit_note(struct assay_audit *a, const char *fmt, ...)
 /* The budgets in force: measured on first use; where the reference could
  * not be measured, the fixed tolerances (said once in the findings). */
 const struct assay_audit_budget *assay_audit_budget_in_force(struct assay_audit *a);
+
+/* assay_seed_explain_fn (checks/seeded.h) for a server that does not claim
+ * batch invariance (ctx: the audit): a parting at output position k is one
+ * the numerics can make when both tokens are ones a cut the budget allows
+ * keeps and either their logits are within the tie budget, or the
+ * oracle's mass strictly between them in its order (descending
+ * probability; the tokens within the tie budget of either left out, as
+ * the formats can reorder them) is at most twice the mass a correct
+ * server's draw can move there, twice the reference's TV from the oracle
+ * at that context. */
+bool assay_audit_seed_explain(void *ctx, const int32_t *prompt, int32_t len,
+                              const struct assay_sampling *s, const int32_t *prefix, int32_t k,
+                              int32_t x, int32_t y, char *why, size_t size);
 
 /* Measure the numerics budget (audit.h) unless it was: ASSAY_OK with
  * a->budget filled, else the status, with a->budget.why saying why (the

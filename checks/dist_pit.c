@@ -256,11 +256,12 @@ static enum assay_status conditional_uniformity(const double *u, const int8_t *g
 
 /*
  * The PIT under a numerics budget: u[0..n_u) with their groups and, per
- * value, (allowance, reference TV) pairs in allow. Two tolerance tests
- * (tolerance.h), each at alpha / 2 and combined by Bonferroni: the pooled
- * CDF distance on the grid of p->pit_bins against the mean allowance, and
- * the distance within the entropy groups against each group's mean
- * allowance, the planned group size cells / groups. Fills res (verdict on
+ * value, p->pit_bins - 1 allowances (one per grid point) and the
+ * reference's TV in allow. Two tolerance tests (tolerance.h), each at
+ * alpha / 2 and combined by Bonferroni: the pooled CDF distance on the
+ * grid of p->pit_bins against the mean allowance at each grid point, and
+ * the same within the entropy groups against each group's means, the
+ * planned group size cells / groups. Fills res (verdict on
  * the statistic, figures, summary, the PIT evidence) and parts.
  */
 static enum assay_status pit_tolerance(const struct assay_dist_params *p, const double *u,
@@ -268,17 +269,29 @@ static enum assay_status pit_tolerance(const struct assay_dist_params *p, const 
                                        int64_t cells, struct assay_check_result *res,
                                        struct assay_dist_parts *parts, const double *edges)
 {
-    double sum = 0.0, ref = 0.0, g_sum[ASSAY_DIST_PIT_GROUPS] = {0};
+    /* each grid point's budget: the mean allowance there, over all
+     * positions and within each group */
+    const int32_t per = p->pit_bins, gp = per - 1;
+    double *budget = assay_calloc((size_t)gp * (ASSAY_DIST_PIT_GROUPS + 1), sizeof(double));
+    if (budget == NULL) {
+        return ASSAY_ERR_NOMEM;
+    }
+    double *g_budget = budget + gp, ref = 0.0;
     int64_t g_n[ASSAY_DIST_PIT_GROUPS] = {0};
     for (int64_t i = 0; i < n_u; i++) {
-        sum += allow[2 * i];
-        ref += allow[2 * i + 1];
-        g_sum[group[i]] += allow[2 * i];
+        for (int32_t k = 0; k < gp; k++) {
+            budget[k] += allow[i * per + k];
+            g_budget[(int64_t)group[i] * gp + k] += allow[i * per + k];
+        }
+        ref += allow[i * per + gp];
         g_n[group[i]]++;
     }
-    double g_budget[ASSAY_DIST_PIT_GROUPS];
-    for (int32_t g = 0; g < ASSAY_DIST_PIT_GROUPS; g++) {
-        g_budget[g] = g_n[g] > 0 ? fmin(1.0, g_sum[g] / (double)g_n[g]) : 0.0;
+    for (int32_t k = 0; k < gp; k++) {
+        budget[k] = fmin(1.0, budget[k] / (double)n_u);
+        for (int32_t g = 0; g < ASSAY_DIST_PIT_GROUPS; g++) {
+            double *x = &g_budget[(int64_t)g * gp + k];
+            *x = g_n[g] > 0 ? fmin(1.0, *x / (double)g_n[g]) : 0.0;
+        }
     }
     struct assay_dist_budget b = p->budget;
     b.reference = ref / (double)n_u;
@@ -286,14 +299,14 @@ static enum assay_status pit_tolerance(const struct assay_dist_params *p, const 
     struct assay_tolerance_result tm, tg;
     int32_t worst = -1;
     double d_ks = NAN;
-    enum assay_status st = assay_cdf_tolerance(u, n_u, p->pit_bins, fmin(1.0, sum / (double)n_u),
-                                               p->alpha / 2, p->power, &tm);
+    enum assay_status st =
+        assay_cdf_tolerance(u, n_u, per, budget, p->alpha / 2, p->power, &tm);
     if (st == ASSAY_OK) {
         st = assay_cdf_tolerance_groups(u, group, n_u, ASSAY_DIST_PIT_GROUPS, g_budget,
-                                        (double)cells / ASSAY_DIST_PIT_GROUPS,
-                                        ASSAY_DIST_PIT_GROUP_BINS, p->alpha / 2, p->power, &tg,
-                                        &worst);
+                                        (double)cells / ASSAY_DIST_PIT_GROUPS, per,
+                                        p->alpha / 2, p->power, &tg, &worst);
     }
+    assay_free(budget);
     if (st == ASSAY_OK) {
         st = assay_ks_uniform(u, (size_t)n_u, &d_ks, NULL);
     }
@@ -322,8 +335,8 @@ static enum assay_status pit_tolerance(const struct assay_dist_params *p, const 
     if (p_marg <= p->alpha) {
         assay_check_fail(res,
                          "the PIT values' CDF is %.4f from the uniform's (95%% interval %.4f to "
-                         "%.4f), beyond the budget %.4f (the mean of the positions' allowed TV): "
-                         "p %.3g <= alpha %.0e; %s",
+                         "%.4f), beyond the budget %.4f at that point (the mean of the positions' "
+                         "allowances): p %.3g <= alpha %.0e; %s",
                          tm.distance, tm.ci_lo, tm.ci_hi, tm.budget, p_marg, p->alpha, groups);
     } else if (p_ctx <= p->alpha) {
         assay_check_fail(res,
@@ -333,8 +346,9 @@ static enum assay_status pit_tolerance(const struct assay_dist_params *p, const 
                          groups, p->alpha, tm.distance, tm.budget);
     }
     snprintf(res->summary, sizeof res->summary,
-             "alpha %.0e n %lld p %.3g | PIT CDF distance %.4f [%.4f, %.4f] within budget %.4f "
-             "(%s; the reference's mean TV %.4f), detects %.4f beyond it; by entropy p %.3g; T "
+             "alpha %.0e n %lld p %.3g | PIT CDF distance %.4f [%.4f, %.4f] against its budget "
+             "%.4f there (%s; the reference's mean TV %.4f), detects %.4f beyond it; by "
+             "entropy p %.3g; T "
              "%.2g top-k %d top-p %.2g",
              p->alpha, (long long)n_u, res->p_value, tm.distance, tm.ci_lo, tm.ci_hi, tm.budget,
              p->budget.what != NULL ? p->budget.what : "the formats", b.reference,
@@ -375,12 +389,15 @@ enum assay_status assay_dist_pit(const struct assay_adapter *a, const struct ass
     const int64_t cells = p->n * len;
     int64_t *rec = assay_calloc((size_t)cells, sizeof(int64_t));
     double *rec_u = assay_calloc((size_t)cells, sizeof(double));
-    /* Under a numerics budget: each position's allowance and the
-     * reference's TV there, recorded at the position's index. */
+    /* Under a numerics budget: each position's allowances (one per grid
+     * point) and the reference's TV there, `per` values recorded at the
+     * position's index. */
     const bool tolerant = p->budget.on;
-    double *rec_allow = tolerant ? assay_calloc((size_t)cells * 2, sizeof(double)) : NULL;
-    double *allow_seq = tolerant ? assay_malloc(sizeof(double) * 2 * (size_t)len) : NULL;
-    double *u_allow = tolerant ? assay_malloc(sizeof(double) * 2 * (size_t)cells) : NULL;
+    const int32_t per = p->pit_bins; /* pit_bins - 1 allowances, the TV */
+    double *rec_allow = tolerant ? assay_calloc((size_t)cells * (size_t)per, sizeof(double)) : NULL;
+    double *allow_seq =
+        tolerant ? assay_malloc(sizeof(double) * (size_t)(per + 2) * (size_t)len) : NULL;
+    double *u_allow = tolerant ? assay_malloc(sizeof(double) * (size_t)per * (size_t)cells) : NULL;
     struct assay_oracle *o = NULL;
     struct sample_set ss;
     memset(&ss, 0, sizeof ss);
@@ -432,7 +449,8 @@ enum assay_status assay_dist_pit(const struct assay_adapter *a, const struct ass
         st = assay_oracle_logits(o, seq, plen + len - 1, rows);
         if (st == ASSAY_OK && tolerant) {
             st = p->budget.along(p->budget.ctx, p, seq, plen, len, rows, allow_seq,
-                                 allow_seq + len);
+                                 allow_seq + (int64_t)(per - 1) * len,
+                                 allow_seq + (int64_t)per * len);
         }
         for (int32_t j = 0; j < len && st == ASSAY_OK; j++) {
             const double *row = rows + (int64_t)(plen - 1 + j) * v;
@@ -444,16 +462,21 @@ enum assay_status assay_dist_pit(const struct assay_adapter *a, const struct ass
             int32_t x = t[j];
             int64_t c = i * len + j;
             if (tolerant) {
-                rec_allow[2 * c] = allow_seq[j];
-                rec_allow[2 * c + 1] = allow_seq[len + j];
+                memcpy(rec_allow + c * per, allow_seq + (int64_t)j * (per - 1),
+                       sizeof(double) * (size_t)(per - 1));
+                rec_allow[c * per + per - 1] = allow_seq[(int64_t)(per - 1) * len + j];
             }
             /* Under a budget a token that a cut the formats can move keeps
              * is a PIT value of 1 (F(x-) = 1 past every kept token): it
              * counts against the engine in the CDF distance, which the
              * allowance bounds. */
-            bool widened = tolerant && pd[x] == 0.0 &&
-                           assay_dist_logit_rank(row, v, x) <
-                               assay_dist_widened_kept(row, v, p, u_scratch);
+            bool widened = false;
+            if (tolerant && pd[x] == 0.0) {
+                struct assay_dist_params pj = *p;
+                pj.tol_top_p = fmax(p->tol_top_p, allow_seq[(int64_t)per * len + j]);
+                widened = assay_dist_logit_rank(row, v, x) <
+                          assay_dist_widened_kept(row, v, &pj, u_scratch);
+            }
             if (pd[x] > 0.0 || widened) {
                 double vv = assay_rng_u01(v_seed, (uint64_t)c, PIT_V_PURPOSE);
                 double w = widened ? 1.0 : cdf_before(pd, v, x) + vv * pd[x];
@@ -490,7 +513,7 @@ enum assay_status assay_dist_pit(const struct assay_adapter *a, const struct ass
         st = assay_shard_allreduce(rec_u, cells, ASSAY_SHARD_F64, ASSAY_SHARD_SUM);
     }
     if (st == ASSAY_OK && tolerant) {
-        st = assay_shard_allreduce(rec_allow, 2 * cells, ASSAY_SHARD_F64, ASSAY_SHARD_SUM);
+        st = assay_shard_allreduce(rec_allow, per * cells, ASSAY_SHARD_F64, ASSAY_SHARD_SUM);
     }
     if (st == ASSAY_OK) {
         st = assay_shard_first_text(first_key, first, sizeof first);
@@ -503,8 +526,7 @@ enum assay_status assay_dist_pit(const struct assay_adapter *a, const struct ass
         if (rec[c] >= 1 && rec[c] <= ASSAY_DIST_PIT_GROUPS) {
             group[n_u] = (int8_t)(rec[c] - 1);
             if (tolerant) {
-                u_allow[2 * n_u] = rec_allow[2 * c];
-                u_allow[2 * n_u + 1] = rec_allow[2 * c + 1];
+                memcpy(u_allow + n_u * per, rec_allow + c * per, sizeof(double) * (size_t)per);
             }
             u[n_u++] = rec_u[c];
         } else if (rec[c] == REC_BOUNDARY) {

@@ -100,14 +100,20 @@ struct assay_dist_params;
  * position of one sequence (the PIT under a budget): seq holds the prompt
  * (prompt_len tokens) and the engine's n output tokens; oracle_rows the
  * oracle's logits, row prompt_len - 1 + j predicting output j (borrowed
- * for the call); allow[0..n) gets the allowances, each in [0, 1], and
- * reference[0..n) the reference's own TV they were made from (for the
- * report). Called once per sequence, on the rank that owns it.
+ * for the call). Output j's allowances go to allow[j * (G - 1) ..
+ * (j + 1) * (G - 1)), G = p->pit_bins: at each grid point s_k = k / G,
+ * k = 1 .. G-1, how far in [0, 1] the CDF of a correct engine's PIT value
+ * there, P(u <= s_k), may lie from s_k. reference[0..n) gets the
+ * reference's TV from the oracle at each output (for the report), and
+ * mass[0..n) the most a correct engine's cumulative mass can move there (a
+ * top-p crossing that close is one the numerics can move). Called once per
+ * sequence, on the rank that owns it.
  */
 typedef enum assay_status (*assay_dist_along_fn)(void *ctx, const struct assay_dist_params *p,
                                                   const int32_t *seq, int32_t prompt_len,
                                                   int32_t n, const double *oracle_rows,
-                                                  double *allow, double *reference);
+                                                  double *allow, double *reference,
+                                                  double *mass);
 
 /*
  * A numerics budget (the audit's): the engine computes in other formats
@@ -131,8 +137,9 @@ struct assay_dist_budget {
     /* homogeneity: the distribution the TV bins are fixed from, before
      * either sample (the oracle's at the prompt, vocab entries), borrowed */
     const double *bins_from;
-    /* pit: the allowance at each position (mean over the positions: the
-     * null's CDF distance) */
+    /* pit: the allowance at each position and grid point (the null: at
+     * each grid point the PIT values' CDF lies within the mean of the
+     * positions' allowances of the uniform's) */
     assay_dist_along_fn along;
     void *ctx;
     const char *what; /* the formats in a few words, for the summary; borrowed */

@@ -163,7 +163,7 @@ const uint64_t assay_edge_seeds[ASSAY_N_EDGE_SEEDS] = {
 
 struct assay_seeded_opts assay_seeded_opts_default(void)
 {
-    return (struct assay_seeded_opts){UINT64_MAX, 0};
+    return (struct assay_seeded_opts){UINT64_MAX, 0, NULL, NULL, false};
 }
 
 void assay_seed_probes(uint64_t seed_max, uint64_t out[ASSAY_N_EDGE_SEEDS])
@@ -258,9 +258,18 @@ static void draw_prompt(uint64_t seed, uint64_t which, int32_t vocab, int32_t le
     }
 }
 
-/* Request j of t against reference tokens ref[0..n_ref): false with msg. */
+/* Partings the numerics explained (assay_seeded_opts.explain). */
+struct partings {
+    int64_t n;
+    char first[400];
+};
+
+/* Request j of t against reference tokens ref[0..n_ref): false with msg.
+ * With o->explain a difference it explains ends the comparison there
+ * (counted in pt) instead of failing it. */
 static bool same_stream(const struct assay_transcript *t, int32_t j, const int32_t *ref,
-                        int32_t n_ref, const struct sreq *r, const char *where, char *msg,
+                        int32_t n_ref, const struct sreq *r, const char *where,
+                        const struct assay_seeded_opts *o, struct partings *pt, char *msg,
                         size_t size)
 {
     const struct assay_transcript_req *q = &t->reqs[j];
@@ -273,11 +282,30 @@ static bool same_stream(const struct assay_transcript *t, int32_t j, const int32
     int32_t n = q->n_events < q->cap ? q->n_events : q->cap;
     for (int32_t k = 0; k < n && k < n_ref; k++) {
         if (q->tokens[k] != ref[k]) {
+            char why[300] = "";
+            if (o->explain != NULL) {
+                struct assay_sampling smp;
+                memset(&smp, 0, sizeof smp);
+                smp.temperature = (float)r->temperature;
+                smp.top_k = r->top_k;
+                smp.top_p = (float)r->top_p;
+                if (o->explain(o->explain_ctx, r->prompt, r->len, &smp, ref, k, ref[k],
+                               q->tokens[k], why, sizeof why)) {
+                    if (pt->n++ == 0) {
+                        snprintf(pt->first, sizeof pt->first,
+                                 "seed %llu at output position %d, %d alone but %d %s: %s",
+                                 (unsigned long long)r->seed, (int)k, (int)ref[k],
+                                 (int)q->tokens[k], where, why);
+                    }
+                    return true; /* the contexts differ from here on */
+                }
+            }
             snprintf(msg, size,
                      "seed %llu (prompt of %d tokens, T %.2g, top-k %d, top-p %.2g): output "
-                     "position %d is token %d alone but %d %s",
+                     "position %d is token %d alone but %d %s%s%s",
                      (unsigned long long)r->seed, (int)r->len, r->temperature, (int)r->top_k,
-                     r->top_p, (int)k, (int)ref[k], (int)q->tokens[k], where);
+                     r->top_p, (int)k, (int)ref[k], (int)q->tokens[k], where,
+                     why[0] != '\0' ? "; not a parting the numerics can make: " : "", why);
             return false;
         }
     }
@@ -324,6 +352,7 @@ enum assay_status assay_check_seed_positions(const struct assay_adapter *a, int3
     enum assay_status st = ASSAY_OK;
     char msg[600];
     int64_t runs = 0, compared = 0;
+    struct partings pt = {0, ""};
     /* Alone, then alone again, then twice within one batch. */
     for (int32_t pass = 0; pass < 3 && st == ASSAY_OK; pass++) {
         for (int32_t i = 0; i < N_PROBES && st == ASSAY_OK && res->verdict == ASSAY_VERDICT_PASS;
@@ -356,7 +385,14 @@ enum assay_status assay_check_seed_positions(const struct assay_adapter *a, int3
                                                    "(the variable: its twin)"
                                                  : "as the second of two copies in one batch "
                                                    "(the variable: its twin)";
-                    if (!same_stream(t, k, ref[i], n_ref[i], &probe[i], where, msg, sizeof msg)) {
+                    /* a lone repeat is held bit for bit unless the engine
+                     * cannot even promise that */
+                    struct assay_seeded_opts lone = *o;
+                    if (pass == 1 && !o->explain_alone) {
+                        lone.explain = NULL;
+                    }
+                    if (!same_stream(t, k, ref[i], n_ref[i], &probe[i], where, &lone, &pt, msg,
+                                     sizeof msg)) {
                         assay_check_fail(res, "%s", msg);
                         break;
                     }
@@ -417,7 +453,7 @@ enum assay_status assay_check_seed_positions(const struct assay_adapter *a, int3
         res->n_steps += t->n_steps;
         for (int32_t i = 0; i < N_PROBES && res->verdict == ASSAY_VERDICT_PASS; i++) {
             compared += PROBE_TOKENS;
-            if (!same_stream(t, at[i], ref[i], n_ref[i], &probe[i], arrangement[v], msg,
+            if (!same_stream(t, at[i], ref[i], n_ref[i], &probe[i], arrangement[v], o, &pt, msg,
                              sizeof msg)) {
                 assay_check_fail(res, "%s", msg);
             }
@@ -444,12 +480,31 @@ enum assay_status assay_check_seed_positions(const struct assay_adapter *a, int3
         }
     }
     if (snprintf(res->summary, sizeof res->summary,
-                 "%d seeds (%s%s), each alone, alone again, twice in one batch and among %d "
-                 "neighbours in 4 arrangements: %lld tokens compared in %lld runs",
-                 N_PROBES, list, full ? "" : "; seeds honoured up to the engine's limit",
-                 N_NEIGHBOURS, (long long)compared,
-                 (long long)runs) >= (int)sizeof res->summary) {
+                 "%s: %lld tokens of %d seeds compared in %lld runs, each alone, alone "
+                 "again, twice in one batch and among %d neighbours in 4 arrangements; seeds %s%s",
+                 o->explain == NULL    ? "bit for bit"
+                 : o->explain_alone    ? "up to the numerics budget"
+                                       : "a lone repeat bit for bit, the rest up to the numerics "
+                                         "budget",
+                 (long long)compared, N_PROBES, (long long)runs, N_NEIGHBOURS, list,
+                 full ? "" : " (the engine's limit)") >=
+        (int)sizeof res->summary) {
         memcpy(res->summary + sizeof res->summary - 4, "...", 4); /* cut, and said so */
+    }
+    if (pt.n > 0 && res->verdict == ASSAY_VERDICT_PASS) {
+        /* before the seed list, which is the part a cut may lose */
+        char head[sizeof res->summary], tail[sizeof res->summary] = "";
+        snprintf(head, sizeof head, "%s", res->summary);
+        char *list_at = strstr(head, "; seeds ");
+        if (list_at != NULL) {
+            snprintf(tail, sizeof tail, "%s", list_at);
+            *list_at = '\0';
+        }
+        if (snprintf(res->summary, sizeof res->summary,
+                     "%s; %lld runs parted where the numerics can move the draw (first: %s)%s",
+                     head, (long long)pt.n, pt.first, tail) >= (int)sizeof res->summary) {
+            memcpy(res->summary + sizeof res->summary - 4, "...", 4);
+        }
     }
     res->seconds = (double)(assay_now_ns() - t0) / 1e9;
     return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;

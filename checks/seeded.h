@@ -30,6 +30,8 @@
 #ifndef ASSAY_SEEDED_H
 #define ASSAY_SEEDED_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "../adapters/adapter.h"
@@ -75,12 +77,37 @@ extern const uint64_t assay_edge_seeds[ASSAY_N_EDGE_SEEDS];
  * harness's bound from the workload's size; an HTTP adapter's steps are
  * polls and need more).
  */
+/*
+ * Whether the numerics of an engine that does not claim batch invariance
+ * can explain a difference between two runs of one seed: at output
+ * position k after prompt (len tokens) and prefix[0..k) (the tokens both
+ * runs gave before it), under sampling s, one run drew x and the other y.
+ * True when a uniform that decides the draw could lie within the
+ * numerics budget of a boundary between them; why gets the figures
+ * either way. Borrowed arrays, for the call.
+ */
+typedef bool (*assay_seed_explain_fn)(void *ctx, const int32_t *prompt, int32_t len,
+                                      const struct assay_sampling *s, const int32_t *prefix,
+                                      int32_t k, int32_t x, int32_t y, char *why, size_t size);
+
 struct assay_seeded_opts {
     uint64_t seed_max;
     int64_t max_steps;
+    /* NULL: the engine claims batch invariance, and every run of a seed
+     * must give its tokens bit for bit. Else a run whose batch, cache or
+     * neighbours differ may part from the seed's first run where this
+     * says the numerics can move the draw: the comparison of that run
+     * ends there (their contexts differ after it), and the check counts
+     * and reports such partings; any other difference fails. */
+    assay_seed_explain_fn explain;
+    void *explain_ctx;
+    /* With explain: whether a lone repeat of a seed (nothing else running)
+     * may part too; false: it must give the first run's tokens bit for
+     * bit, the promise llama.cpp makes with its prompt cache off. */
+    bool explain_alone;
 };
 
-/* 64-bit seeds, the harness's bound. */
+/* 64-bit seeds, the harness's bound, bit for bit. */
 struct assay_seeded_opts assay_seeded_opts_default(void);
 
 /*

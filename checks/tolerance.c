@@ -204,10 +204,13 @@ enum assay_status assay_tv_tolerance_two(const int64_t *a, const int64_t *b, int
     return ASSAY_OK;
 }
 
-/* max over s = j / grid, j = 1 .. grid-1, of |F_n(s) - s| for the values of
- * u whose group is g (g < 0: all); *m gets their count. counts: grid. */
-static double grid_distance(const double *u, const int8_t *group, int64_t n, int32_t g,
-                            int32_t grid, int64_t *counts, int64_t *m)
+/* The largest excess max_j (|F_n(s_j) - s_j| - budget[j - 1]) over the
+ * grid s_j = j / grid, j = 1 .. grid-1, for the values of u whose group is
+ * g (g < 0: all); *d and *b the distance and the budget at that point, *m
+ * their count. counts: grid. */
+static double grid_excess(const double *u, const int8_t *group, int64_t n, int32_t g,
+                          int32_t grid, const double *budget, int64_t *counts, int64_t *m,
+                          double *d, double *b)
 {
     memset(counts, 0, sizeof *counts * (size_t)grid);
     int64_t cnt = 0;
@@ -221,14 +224,20 @@ static double grid_distance(const double *u, const int8_t *group, int64_t n, int
         cnt++;
     }
     *m = cnt;
-    double d = 0.0;
+    double best = -INFINITY;
+    *d = 0.0;
+    *b = budget[0];
     int64_t below = 0;
     for (int32_t j = 1; j < grid && cnt > 0; j++) {
         below += counts[j - 1];
         double x = fabs((double)below / (double)cnt - (double)j / grid);
-        d = x > d ? x : d;
+        if (x - budget[j - 1] > best) {
+            best = x - budget[j - 1];
+            *d = x;
+            *b = budget[j - 1];
+        }
     }
-    return d;
+    return best;
 }
 
 static bool values_ok(const double *u, int64_t n)
@@ -241,12 +250,22 @@ static bool values_ok(const double *u, int64_t n)
     return true;
 }
 
-enum assay_status assay_cdf_tolerance(const double *u, int64_t n, int32_t grid, double budget,
-                                      double alpha, double power,
+static bool budgets_ok(const double *budget, int64_t n)
+{
+    for (int64_t j = 0; j < n; j++) {
+        if (!(budget[j] >= 0.0 && budget[j] <= 1.0)) {
+            return false;
+        }
+    }
+    return true;
+}
+
+enum assay_status assay_cdf_tolerance(const double *u, int64_t n, int32_t grid,
+                                      const double *budget, double alpha, double power,
                                       struct assay_tolerance_result *out)
 {
-    if (u == NULL || out == NULL || n < 1 || grid < 2 || grid > 1000 ||
-        !levels_ok(alpha, power) || !(budget >= 0.0 && budget <= 1.0) || !values_ok(u, n)) {
+    if (u == NULL || budget == NULL || out == NULL || n < 1 || grid < 2 || grid > 1000 ||
+        !levels_ok(alpha, power) || !budgets_ok(budget, grid - 1) || !values_ok(u, n)) {
         return ASSAY_ERR_INVALID;
     }
     int64_t *counts = assay_malloc(sizeof *counts * (size_t)grid);
@@ -254,12 +273,13 @@ enum assay_status assay_cdf_tolerance(const double *u, int64_t n, int32_t grid, 
         return ASSAY_ERR_NOMEM;
     }
     int64_t m = 0;
-    double d = grid_distance(u, NULL, n, -1, grid, counts, &m);
+    double d = 0.0, b = 0.0;
+    grid_excess(u, NULL, n, -1, grid, budget, counts, &m, &d, &b);
     assay_free(counts);
     memset(out, 0, sizeof *out);
     out->n = n;
     out->n_bins = grid;
-    fill(out, d, budget, log(2.0 * (grid - 1)), (double)n, alpha, power);
+    fill(out, d, b, log(2.0 * (grid - 1)), (double)n, alpha, power);
     return ASSAY_OK;
 }
 
@@ -274,10 +294,8 @@ enum assay_status assay_cdf_tolerance_groups(const double *u, const int8_t *grou
         !levels_ok(alpha, power) || !values_ok(u, n)) {
         return ASSAY_ERR_INVALID;
     }
-    for (int32_t g = 0; g < n_groups; g++) {
-        if (!(budget[g] >= 0.0 && budget[g] <= 1.0)) {
-            return ASSAY_ERR_INVALID;
-        }
+    if (!budgets_ok(budget, (int64_t)n_groups * (grid - 1))) {
+        return ASSAY_ERR_INVALID;
     }
     int64_t *counts = assay_malloc(sizeof *counts * (size_t)grid);
     if (counts == NULL) {
@@ -290,21 +308,24 @@ enum assay_status assay_cdf_tolerance_groups(const double *u, const int8_t *grou
     const double log_k = log(2.0 * (grid - 1) * n_groups);
     double best_lp = INFINITY;
     int32_t best = -1;
-    double best_d = 0.0;
+    double best_d = 0.0, best_b = 0.0;
     int64_t best_m = 0;
     for (int32_t g = 0; g < n_groups; g++) {
         int64_t m = 0;
-        double d = grid_distance(u, group, n, g, grid, counts, &m);
+        double d = 0.0, b = 0.0;
+        double excess = grid_excess(u, group, n, g, grid, budget + (int64_t)g * (grid - 1),
+                                    counts, &m, &d, &b);
         if (m == 0) {
             continue;
         }
-        double s = (double)m * (d - budget[g]);
+        double s = (double)m * excess;
         double r = 1.0 + (double)m / n_star;
         double lp = s <= 0.0 ? 0.0 : log_k - 8.0 * s * s / (n_star * r * r);
         if (best < 0 || lp < best_lp) {
             best_lp = lp;
             best = g;
             best_d = d;
+            best_b = b;
             best_m = m;
         }
     }
@@ -321,7 +342,7 @@ enum assay_status assay_cdf_tolerance_groups(const double *u, const int8_t *grou
     }
     /* Figures at the planned size, where the stitched bound is Hoeffding's;
      * the p-value is the stitched one at the group's actual size. */
-    fill(out, best_d, budget[best], log_k, n_star, alpha, power);
+    fill(out, best_d, best_b, log_k, n_star, alpha, power);
     out->p_value = best_lp >= 0.0 ? 1.0 : exp(best_lp);
     out->n = best_m;
     if (worst_group != NULL) {

@@ -140,17 +140,21 @@ enum assay_status assay_tv_tolerance_two(const int64_t *a, const int64_t *b, int
 
 /*
  * The CDF distance of u[0..n) (values in [0, 1], borrowed) from U(0, 1) on
- * the grid j / grid, j = 1 .. grid-1, H0: the mean of the positions' TVs
- * is at most budget. grid in 2 .. 1000, n >= 1; else ASSAY_ERR_INVALID.
+ * the grid s_j = j / grid, j = 1 .. grid-1, against a budget per grid point
+ * budget[0..grid-1) (budget[j - 1] at s_j, each in [0, 1]; one value
+ * everywhere is the null "the mean of the positions' TVs is at most it"):
+ * H0: |mean_i (G_i(s_j) - s_j)| <= budget[j - 1] for every j. The estimate
+ * and the budget reported are those of the grid point farthest beyond its
+ * budget. grid in 2 .. 1000, n >= 1; else ASSAY_ERR_INVALID.
  */
-enum assay_status assay_cdf_tolerance(const double *u, int64_t n, int32_t grid, double budget,
-                                      double alpha, double power,
+enum assay_status assay_cdf_tolerance(const double *u, int64_t n, int32_t grid,
+                                      const double *budget, double alpha, double power,
                                       struct assay_tolerance_result *out);
 
 /*
  * The same within n_groups groups (group[i] in 0 .. n_groups-1 for every i;
- * a value outside is ignored), group g against budget[g], each on the grid
- * j / grid, with the planned group size n_star > 0 (fixed before any
+ * a value outside is ignored), group g against budget[g * (grid - 1) ..],
+ * each on the grid j / grid, with the planned group size n_star > 0 (fixed before any
  * sample, e.g. n / n_groups for groups at quantiles): the union over
  * groups, grid points and signs. *out holds the group with the smallest
  * p-value (distance and budget are that group's; n its size, n_eff

@@ -34,6 +34,7 @@ static void usage(FILE *out)
             "                   [--served-model NAME] [--quick] [--seed N] [--check NAME]...\n"
             "                   [--slots N] [--eos ID] [--order sequential|joint]\n"
             "                   [--kv-type f16|f32] [--flash-attn on|off]\n"
+            "                   [--seed-promise alone|bitwise|budget]\n"
             "                   [--bundled SPEC] [--workload FILE]\n"
             "                   [--slo FILE] [--runs N] [--rate R] [--stall-ms N] [--no-bench]\n"
             "                   [--json] [--list]\n"
@@ -67,6 +68,11 @@ static void usage(FILE *out)
             "                      the audit measures its numerics budget: how far the\n"
             "                      bundled engine computing the same formats lands from the\n"
             "                      oracle (README \"Numerics budget\")\n"
+            "  --seed-promise P    what the server promises of one seed's tokens: alone\n"
+            "                      (default: a lone repeat with its prompt cache off is bit\n"
+            "                      for bit, batched runs may part where the numerics budget\n"
+            "                      can move the draw), bitwise (batch invariance: every run\n"
+            "                      bit for bit) or budget (every run up to the budget)\n"
             "  --bundled SPEC      the bundled engine to compare with (default\n"
             "                      bundled:model=FILE.gguf,order=ORDER,batch=SLOTS and the\n"
             "                      server's numerics: act=ggml,kv_type=...,fa=...)\n"
@@ -94,6 +100,7 @@ struct audit_opts {
     long eos;
     double rate;
     bool quick, no_bench, json, list;
+    enum assay_seed_promise seed_promise;
     enum assay_kv_type kv_type;
     bool flash_attn;
 };
@@ -112,6 +119,7 @@ static int parse(int argc, char **argv, struct audit_opts *o)
         {"json", no_argument, NULL, 'j'},           {"list", no_argument, NULL, 'l'},
         {"stall-ms", required_argument, NULL, 'T'}, {"order", required_argument, NULL, 'O'},
         {"kv-type", required_argument, NULL, 'K'},  {"flash-attn", required_argument, NULL, 'F'},
+        {"seed-promise", required_argument, NULL, 'P'},
         {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
     };
     int c;
@@ -129,6 +137,20 @@ static int parse(int argc, char **argv, struct audit_opts *o)
         case 'B': o->no_bench = true; break;
         case 'j': o->json = true; break;
         case 'l': o->list = true; break;
+        case 'P':
+            if (strcmp(optarg, "alone") == 0) {
+                o->seed_promise = ASSAY_SEED_PROMISE_ALONE;
+            } else if (strcmp(optarg, "bitwise") == 0) {
+                o->seed_promise = ASSAY_SEED_PROMISE_BITWISE;
+            } else if (strcmp(optarg, "budget") == 0) {
+                o->seed_promise = ASSAY_SEED_PROMISE_BUDGET;
+            } else {
+                fprintf(stderr,
+                        "assay audit: --seed-promise expects alone, bitwise or budget, got '%s'\n",
+                        optarg);
+                return ASSAY_EXIT_USAGE;
+            }
+            break;
         case 'a':
             if (strcmp(optarg, "completion") == 0) {
                 o->api = ASSAY_OPENAI_API_COMPLETION;
@@ -417,6 +439,7 @@ int assay_cmd_audit(int argc, char **argv)
     ap.slots = (int32_t)o.slots;
     ap.kv_type = o.kv_type;
     ap.flash_attn = o.flash_attn;
+    ap.seed_promise = o.seed_promise;
     ap.stall_ms = (int32_t)o.stall_ms;
     ap.order = o.order;
     ap.program = assay_cli_program();

@@ -134,15 +134,26 @@ static void test_cdf_formula(void **state)
     /* 10 values, grid 4 (s = 0.25, 0.5, 0.75): F = 0.5, 0.6, 0.9 -> D 0.25 */
     const double u[] = {0.1, 0.2, 0.05, 0.24, 0.01, 0.3, 0.6, 0.7, 0.74, 0.9};
     struct assay_tolerance_result r;
-    assert_int_equal(assay_cdf_tolerance(u, 10, 4, 0.05, 0.01, 0.99, &r), ASSAY_OK);
+    const double flat[] = {0.05, 0.05, 0.05}, zero[] = {0.0, 0.0, 0.0};
+    assert_int_equal(assay_cdf_tolerance(u, 10, 4, flat, 0.01, 0.99, &r), ASSAY_OK);
     assert_true(close_to("D", r.distance, 0.25, 1e-12));
     assert_true(close_to("p", r.p_value, fmin(1.0, 6.0 * exp(-20.0 * 0.2 * 0.2)), 1e-12));
+    /* A budget per grid point: the farthest beyond its own budget decides
+     * (|F - s| = 0.25, 0.1, 0.15 at 0.25, 0.5, 0.75). */
+    const double per[] = {0.24, 0.0, 0.05};
+    assert_int_equal(assay_cdf_tolerance(u, 10, 4, per, 0.01, 0.99, &r), ASSAY_OK);
+    assert_true(close_to("D at 0.5 or 0.75", r.distance, 0.1, 1e-12) ||
+                close_to("D at 0.75", r.distance, 0.15, 1e-12));
+    assert_true(close_to("excess", r.distance - r.budget, 0.1, 1e-12));
     const double bad[] = {0.5, 1.5};
-    assert_int_equal(assay_cdf_tolerance(bad, 2, 4, 0.0, 0.01, 0.99, &r), ASSAY_ERR_INVALID);
-    assert_int_equal(assay_cdf_tolerance(u, 10, 1, 0.0, 0.01, 0.99, &r), ASSAY_ERR_INVALID);
+    const double bad_budget[] = {0.0, -0.1, 0.0};
+    assert_int_equal(assay_cdf_tolerance(bad, 2, 4, zero, 0.01, 0.99, &r), ASSAY_ERR_INVALID);
+    assert_int_equal(assay_cdf_tolerance(u, 10, 1, zero, 0.01, 0.99, &r), ASSAY_ERR_INVALID);
+    assert_int_equal(assay_cdf_tolerance(u, 10, 4, bad_budget, 0.01, 0.99, &r),
+                     ASSAY_ERR_INVALID);
     /* Groups: group 1 holds the skewed half. */
     const int8_t g[] = {1, 1, 1, 1, 1, 0, 0, 0, 0, 0};
-    const double budget[] = {0.0, 0.1};
+    const double budget[] = {0.0, 0.0, 0.0, 0.1, 0.1, 0.1};
     int32_t worst = -2;
     assert_int_equal(assay_cdf_tolerance_groups(u, g, 10, 2, budget, 5.0, 4, 0.01, 0.99, &r,
                                                 &worst),
@@ -279,8 +290,16 @@ static void test_cdf_size_and_power(void **state)
         u[i] = 0.5;
     }
     /* min_excess depends on n and the grid only */
-    assert_int_equal(assay_cdf_tolerance(u, N, GRID, delta, alpha, power, &r), ASSAY_OK);
+    double one[GRID - 1];
+    for (int j = 0; j < GRID - 1; j++) {
+        one[j] = delta;
+    }
+    assert_int_equal(assay_cdf_tolerance(u, N, GRID, one, alpha, power, &r), ASSAY_OK);
     double excess = r.min_excess;
+    double budgets[GRID - 1];
+    for (int j = 0; j < GRID - 1; j++) {
+        budgets[j] = delta;
+    }
     int64_t lo, hi;
     for (int pass = 0; pass < 2; pass++) {
         double d = pass == 0 ? delta : delta + excess;
@@ -289,7 +308,8 @@ static void test_cdf_size_and_power(void **state)
             for (int i = 0; i < N; i++) {
                 u[i] = skewed(rng, 2.0 * d);
             }
-            assert_int_equal(assay_cdf_tolerance(u, N, GRID, delta, alpha, power, &r), ASSAY_OK);
+            assert_int_equal(assay_cdf_tolerance(u, N, GRID, budgets, alpha, power, &r),
+                             ASSAY_OK);
             assert_true(close_to("min_excess", r.min_excess, excess, 1e-12));
             rejected += r.p_value <= alpha;
         }
@@ -315,7 +335,7 @@ static void test_out_of_memory(void **state)
     const double prob[] = {0.5, 0.3, 0.2, 0.0};
     const double u[] = {0.1, 0.5, 0.9};
     const int8_t g[] = {0, 1, 0};
-    const double budget[] = {0.0, 0.0};
+    const double budget[] = {0.0, 0.0, 0.0, 0.0, 0.0, 0.0};
     int64_t order[4];
     int32_t bin_of[4], n_bins;
     double bin_prob[8];
@@ -326,7 +346,7 @@ static void test_out_of_memory(void **state)
             assay_test_fail_alloc_at(k);
             enum assay_status st = fn == 0   ? assay_tv_bins(prob, 4, 4, order, bin_of, bin_prob,
                                                              &n_bins)
-                                   : fn == 1 ? assay_cdf_tolerance(u, 3, 4, 0.0, 0.01, 0.99, &r)
+                                   : fn == 1 ? assay_cdf_tolerance(u, 3, 4, budget, 0.01, 0.99, &r)
                                              : assay_cdf_tolerance_groups(u, g, 3, 2, budget, 1.5,
                                                                           4, 0.01, 0.99, &r, NULL);
             bool hit = assay_test_alloc_count() >= k;
