@@ -212,7 +212,7 @@ static enum assay_status scratch_init(struct allow_scratch *s, int32_t v, int32_
 /* A first token's allowance and its parts. */
 struct first_allowance {
     double allow;     /* the TV the null allows */
-    double reference; /* the reference's TV from the oracle (larger variant) */
+    double reference; /* the reference's TV from the oracle it was made from */
     double boundary;  /* what movable cuts add */
     double tol_mass;  /* the mass a cut may move: twice the tempered TV */
 };
@@ -233,42 +233,32 @@ static enum assay_status prompt_rows(struct assay_audit *a, struct assay_oracle 
 }
 
 /*
- * The allowance of a first-token check under dp at the prompt whose rows
- * prompt_rows left in s: the oracle's processed distribution into s->prob,
- * and out. `extra` counts further engines at the reference's distance
- * that the null's distance spans (0: the server against the oracle; 1:
- * the server against the bundled engine). dp's tol_top_p is set to
- * out->tol_mass for the boundary term (and the check's hard rule after
- * it).
+ * At the prompt whose rows prompt_rows left in s, under dp: the oracle's
+ * processed distribution into s->prob, the reference's TV from it (*r,
+ * the larger variant) and the TV of the tempered distributions before any
+ * cut (*t: how far the formats move a cumulative mass).
  */
-static enum assay_status first_allowance(struct assay_audit *a, struct assay_dist_params *dp,
-                                         double extra, struct allow_scratch *s,
-                                         struct first_allowance *out)
+static enum assay_status reference_distance(struct assay_audit *a,
+                                            const struct assay_dist_params *dp,
+                                            struct allow_scratch *s, double *r, double *t)
 {
     const int32_t v = a->model->cfg.vocab;
     const double *row = s->row + (int64_t)(dp->prompt_len - 1) * v;
     enum assay_status st = processed(row, v, dp, s->prob);
-    const double t = (double)dp->sampling.temperature;
-    double r = 0.0, mass = 0.0;
-    tempered(row, v, t, s->t_o);
+    const double temp = (double)dp->sampling.temperature;
+    *r = 0.0;
+    *t = 0.0;
+    tempered(row, v, temp, s->t_o);
     for (int32_t var = 0; st == ASSAY_OK && var < a->budget.n_variants; var++) {
         const double *ref = s->ref + (int64_t)var * v;
         st = processed(ref, v, dp, s->ref_prob);
         if (st == ASSAY_OK) {
-            r = fmax(r, tv_of(s->ref_prob, s->prob, v));
-            tempered(ref, v, t, s->t_r);
-            mass = fmax(mass, tv_of(s->t_r, s->t_o, v));
+            *r = fmax(*r, tv_of(s->ref_prob, s->prob, v));
+            tempered(ref, v, temp, s->t_r);
+            *t = fmax(*t, tv_of(s->t_r, s->t_o, v));
         }
     }
-    if (st != ASSAY_OK) {
-        return st;
-    }
-    out->reference = r;
-    out->tol_mass = fmin(1.0, ASSAY_AUDIT_BUDGET_FACTOR * mass);
-    dp->tol_top_p = fmax(ASSAY_DIST_TOL_TOP_P, out->tol_mass);
-    out->boundary = boundary_term(row, v, dp, s->work);
-    out->allow = fmin(1.0, (ASSAY_AUDIT_BUDGET_FACTOR + extra) * r + out->boundary);
-    return ASSAY_OK;
+    return st;
 }
 
 /* The number of TV bins a tolerance test makes of prob (tolerance.h). */
@@ -284,70 +274,118 @@ static int32_t tv_bins_of(const double *prob, int32_t v, struct allow_scratch *s
 
 /*
  * The prompt (and for the filtered check the cut) of a first-token check
- * under the budget: among prompt_tries candidates of the prompt seed (and
- * the cuts of k_cuts), the one with the smallest allowance that leaves at
- * least 4 TV bins and, when filtered, a cut that binds. The chosen prompt
- * into prompt, its oracle distribution into s->prob, dp's sampling (and
- * tol_top_p) set. ASSAY_ERR_INVALID when no candidate qualifies.
+ * under the budget, and its allowance.
+ *
+ * The choice must not look at how close the reference happens to be to
+ * the oracle at a candidate: the candidate where it is closest is where
+ * the budget would be smallest by luck, not where a correct server is
+ * close (the winner's curse). So among prompt_tries candidates of the
+ * prompt seed (and the cuts of k_cuts) it takes the first with the
+ * smallest boundary term, on the oracle's logits alone with a mass
+ * tolerance fixed before the search (twice the budget's mean TV), that
+ * leaves at least 4 TV bins and, filtered, a cut that binds. The
+ * allowance then uses the reference's distance at the chosen prompt or
+ * its mean over all the candidates (same cut), whichever is larger, and
+ * so for the mass a cut may move: (FACTOR + extra) x that + the boundary
+ * term, extra counting engines at the reference's own distance that the
+ * null spans (0: the server against the oracle; 1 x the chosen prompt's
+ * distance: against the bundled engine, which computes the reference's
+ * formats). The chosen prompt into prompt, its oracle distribution into
+ * s->prob, dp's sampling and tol_top_p set. ASSAY_ERR_INVALID when no
+ * candidate qualifies.
  */
 static enum assay_status choose_first(struct assay_audit *a, struct assay_dist_params *dp,
-                                      bool filtered, double extra, int32_t *prompt,
+                                      bool filtered, bool two_engines, int32_t *prompt,
                                       struct allow_scratch *s, struct first_allowance *best)
 {
-    const int32_t v = a->model->cfg.vocab, len = dp->prompt_len;
+    enum { MAX_CUTS = sizeof k_cuts / sizeof k_cuts[0] };
+    const int32_t v = a->model->cfg.vocab, len = dp->prompt_len, tries = dp->prompt_tries;
+    const int32_t n_cuts = filtered ? MAX_CUTS : 1;
     struct assay_oracle *o = NULL;
-    enum assay_status st = assay_oracle_init(&o, a->model, len + 1);
+    enum assay_status st = len <= 64 && tries >= 1 ? assay_oracle_init(&o, a->model, len + 1)
+                                                   : ASSAY_ERR_INVALID;
     int32_t cand[64];
-    double *best_prob = assay_malloc(sizeof(double) * (size_t)v);
-    if (st == ASSAY_OK && best_prob == NULL) {
+    /* pass 1: each candidate's oracle row, reference distance per cut and
+     * tempered distance, kept for pass 2 */
+    double *rows = assay_malloc(sizeof(double) * (size_t)v * (size_t)tries);
+    double *r = assay_malloc(sizeof(double) * (size_t)tries * MAX_CUTS);
+    double *t = assay_malloc(sizeof(double) * (size_t)tries);
+    if (st == ASSAY_OK && (rows == NULL || r == NULL || t == NULL)) {
         st = ASSAY_ERR_NOMEM;
     }
-        const int32_t n_cuts = filtered ? (int32_t)(sizeof k_cuts / sizeof k_cuts[0]) : 1;
-    struct assay_sampling chosen = dp->sampling;
-    double chosen_tol = dp->tol_top_p;
-    bool found = false;
-    best->allow = INFINITY;
-    for (int32_t c = 0; st == ASSAY_OK && c < dp->prompt_tries && len <= 64; c++) {
+    double r_mean[MAX_CUTS] = {0}, t_mean = 0.0;
+    for (int32_t c = 0; st == ASSAY_OK && c < tries; c++) {
         assay_dist_candidate_prompt(dp, c, cand);
         st = prompt_rows(a, o, cand, len, s);
+        if (st == ASSAY_OK) {
+            memcpy(rows + (int64_t)c * v, s->row + (int64_t)(len - 1) * v,
+                   sizeof(double) * (size_t)v);
+        }
         for (int32_t j = 0; st == ASSAY_OK && j < n_cuts; j++) {
             struct assay_dist_params trial = *dp;
             if (filtered) {
                 trial.sampling.top_k = k_cuts[j].top_k;
                 trial.sampling.top_p = k_cuts[j].top_p;
             }
-            struct first_allowance fa;
-            st = first_allowance(a, &trial, extra, s, &fa);
-            if (st != ASSAY_OK) {
-                break;
-            }
-            bool binds = true;
+            st = reference_distance(a, &trial, s, &r[c * MAX_CUTS + j], &t[c]);
+            r_mean[j] += r[c * MAX_CUTS + j] / tries;
+        }
+        t_mean += t[c] / tries;
+    }
+    /* pass 2: the smallest boundary term, each candidate's mass tolerance
+     * its own tempered distance or the mean, whichever is larger */
+    double best_boundary = INFINITY;
+    int32_t best_c = -1, best_j = -1;
+    for (int32_t c = 0; st == ASSAY_OK && c < tries; c++) {
+        const double *row = rows + (int64_t)c * v;
+        for (int32_t j = 0; st == ASSAY_OK && j < n_cuts; j++) {
+            struct assay_dist_params trial = *dp;
             if (filtered) {
-                int32_t kept = 0;
-                for (int32_t k = 0; k < v; k++) {
-                    kept += s->prob[k] > 0.0;
-                }
-                binds = kept < v && kept <= trial.sampling.top_k;
+                trial.sampling.top_k = k_cuts[j].top_k;
+                trial.sampling.top_p = k_cuts[j].top_p;
             }
-            if (binds && fa.allow < best->allow && tv_bins_of(s->prob, v, s) >= 4) {
-                *best = fa;
-                memcpy(prompt, cand, sizeof(int32_t) * (size_t)len);
-                memcpy(best_prob, s->prob, sizeof(double) * (size_t)v);
-                chosen = trial.sampling;
-                chosen_tol = trial.tol_top_p;
-                found = true;
+            st = processed(row, v, &trial, s->prob);
+            int32_t kept = 0;
+            for (int32_t k = 0; k < v; k++) {
+                kept += s->prob[k] > 0.0;
+            }
+            bool binds = !filtered || (kept < v && kept <= trial.sampling.top_k);
+            if (st != ASSAY_OK || !binds || tv_bins_of(s->prob, v, s) < 4) {
+                continue;
+            }
+            trial.tol_top_p = fmax(ASSAY_DIST_TOL_TOP_P,
+                                   fmin(1.0, ASSAY_AUDIT_BUDGET_FACTOR * fmax(t[c], t_mean)));
+            double bt = boundary_term(row, v, &trial, s->work);
+            if (bt < best_boundary) {
+                best_boundary = bt;
+                best_c = c;
+                best_j = j;
             }
         }
     }
-    if (st == ASSAY_OK && !found) {
+    if (st == ASSAY_OK && best_c < 0) {
         st = ASSAY_ERR_INVALID;
     }
     if (st == ASSAY_OK) {
-        memcpy(s->prob, best_prob, sizeof(double) * (size_t)v);
-        dp->sampling = chosen;
-        dp->tol_top_p = chosen_tol;
+        const double *row = rows + (int64_t)best_c * v;
+        if (filtered) {
+            dp->sampling.top_k = k_cuts[best_j].top_k;
+            dp->sampling.top_p = k_cuts[best_j].top_p;
+        }
+        assay_dist_candidate_prompt(dp, best_c, prompt);
+        const double r_at = r[best_c * MAX_CUTS + best_j];
+        const double r_eff = fmax(r_at, r_mean[best_j]);
+        best->reference = r_eff;
+        best->tol_mass = fmin(1.0, ASSAY_AUDIT_BUDGET_FACTOR * fmax(t[best_c], t_mean));
+        dp->tol_top_p = fmax(ASSAY_DIST_TOL_TOP_P, best->tol_mass);
+        best->boundary = best_boundary;
+        best->allow = fmin(1.0, ASSAY_AUDIT_BUDGET_FACTOR * r_eff + (two_engines ? r_at : 0.0) +
+                                    best->boundary);
+        st = processed(row, v, dp, s->prob);
     }
-    assay_free(best_prob);
+    assay_free(rows);
+    assay_free(r);
+    assay_free(t);
     assay_oracle_free(o);
     return st;
 }
@@ -617,8 +655,8 @@ static enum assay_status check_dist(struct assay_audit *a, enum dist_kind kind, 
         struct first_allowance fa = {NAN, NAN, NAN, NAN};
         st = scratch_init(&s, a->model->cfg.vocab, dp.prompt_len > 2 ? dp.prompt_len : 2);
         if (st == ASSAY_OK) {
-            st = choose_first(a, &dp, filtered && kind == D_GOF,
-                              kind == D_HOMOGENEITY ? 1.0 : 0.0, prompt, &s, &fa);
+            st = choose_first(a, &dp, filtered && kind == D_GOF, kind == D_HOMOGENEITY, prompt,
+                              &s, &fa);
         }
         if (st != ASSAY_OK) {
             scratch_free(&s);
@@ -634,9 +672,11 @@ static enum assay_status check_dist(struct assay_audit *a, enum dist_kind kind, 
         dp.budget.reference = fa.reference;
         dp.budget.boundary = fa.boundary;
         dp.budget.bins_from = s.prob;
-        snprintf(what, sizeof what, "%s%g x the reference's TV %.4f%s%.4f from cuts it can move",
+        snprintf(what, sizeof what,
+                 "%s%g x the reference's TV %.4f (at this prompt or over the candidates) + %.4f "
+                 "from cuts it can move",
                  kind == D_HOMOGENEITY ? "the bundled engine's own and " : "",
-                 ASSAY_AUDIT_BUDGET_FACTOR, fa.reference, " + ", fa.boundary);
+                 ASSAY_AUDIT_BUDGET_FACTOR, fa.reference, fa.boundary);
         dp.budget.what = what;
     } else if (tolerant) {
         actx.a = a;

@@ -443,6 +443,200 @@ static void test_homogeneity_of_fakes(void **state)
     fake_close(&f3);
 }
 
+/*
+ * Under a numerics budget the goodness of fit tests "within the budget": a
+ * sampler biased by a TV of 0.03 fails the point null at this n and passes
+ * a budget of 0.05; biased beyond budget + the distance it detects, it
+ * fails. A token the cut removes fails by the rule unless a cut the
+ * tolerances allow keeps it.
+ */
+static void test_gof_within_budget(void **state)
+{
+    (void)state;
+    struct fake f;
+    struct assay_adapter a;
+    struct assay_check_result r;
+    struct assay_dist_params p = small_params();
+    fake_open(&f, &a, FAKE_BIASED, 0.03, 21);
+    assay_check_result_init(&r, "fake", ASSAY_FAMILY_DISTRIBUTIONAL);
+    assert_int_equal(assay_dist_gof(&a, g_mini, &p, &r), ASSAY_OK);
+    printf("  TV 0.03, point null: %s\n", r.summary);
+    assert_int_equal(r.verdict, ASSAY_VERDICT_FAIL);
+    assert_false(r.tol.tested);
+    fake_close(&f);
+
+    p.budget.on = true;
+    p.budget.tv = 0.05;
+    p.budget.reference = 0.025;
+    p.budget.boundary = 0.0;
+    fake_open(&f, &a, FAKE_BIASED, 0.03, 21);
+    assay_check_result_init(&r, "fake", ASSAY_FAMILY_DISTRIBUTIONAL);
+    assert_int_equal(assay_dist_gof(&a, g_mini, &p, &r), ASSAY_OK);
+    printf("  TV 0.03, budget 0.05: %s\n", r.summary);
+    assert_int_equal(r.verdict, ASSAY_VERDICT_PASS);
+    assert_true(r.tol.tested);
+    assert_string_equal(r.tol.distance, "TV");
+    assert_true(r.tol.budget == 0.05 && r.tol.reference == 0.025);
+    assert_true(r.tol.ci_lo <= 0.03 && 0.03 <= r.tol.ci_hi);
+    assert_true(r.tol.min_excess > 0.0 && r.tol.min_excess < 0.05);
+    assert_true(fabs(r.min_tv - (0.05 + r.tol.min_excess)) < 1e-12);
+    const double beyond = 0.05 + r.tol.min_excess + 0.01;
+    fake_close(&f);
+
+    fake_open(&f, &a, FAKE_BIASED, beyond, 22);
+    assay_check_result_init(&r, "fake", ASSAY_FAMILY_DISTRIBUTIONAL);
+    assert_int_equal(assay_dist_gof(&a, g_mini, &p, &r), ASSAY_OK);
+    printf("  TV %.3f, budget 0.05: %s\n  %s\n", beyond, r.summary, r.failure);
+    assert_int_equal(r.verdict, ASSAY_VERDICT_FAIL);
+    assert_true(r.statistic_fired && !r.rule_fired);
+    assert_non_null(strstr(r.failure, "beyond the budget 0.05"));
+    fake_close(&f);
+
+    /* A token past the cut: outside every cut the tolerances allow, the
+     * rule; inside, it counts in the distance. */
+    p.n = 400;
+    fake_open(&f, &a, FAKE_PAST_CUT, 0, 23);
+    assay_check_result_init(&r, "fake", ASSAY_FAMILY_DISTRIBUTIONAL);
+    assert_int_equal(assay_dist_gof(&a, g_mini, &p, &r), ASSAY_OK);
+    assert_int_equal(r.verdict, ASSAY_VERDICT_FAIL);
+    assert_true(r.rule_fired);
+    fake_close(&f);
+    /* the same prompt (no prompt keeps its cut beyond tolerances this wide:
+     * under a budget the caller chooses it) */
+    int32_t prompt[3];
+    double *prob = calloc((size_t)g_mini->cfg.vocab, sizeof(double));
+    assert_non_null(prob);
+    assert_int_equal(assay_dist_choose_prompt(g_mini, &p, prompt, prob), ASSAY_OK);
+    free(prob);
+    p.prompt = prompt;
+    p.tol_top_p = 1.0;
+    p.tol_logit = 1e9;
+    fake_open(&f, &a, FAKE_PAST_CUT, 0, 23);
+    assay_check_result_init(&r, "fake", ASSAY_FAMILY_DISTRIBUTIONAL);
+    assert_int_equal(assay_dist_gof(&a, g_mini, &p, &r), ASSAY_OK);
+    printf("  past the cut, wide tolerances: %s\n", r.summary);
+    assert_int_equal(r.verdict, ASSAY_VERDICT_PASS);
+    assert_int_equal(r.n_impossible, 0);
+    fake_close(&f);
+}
+
+/* A PIT allowance that is the same at every position and grid point. */
+static enum assay_status flat_allowance(void *ctx, const struct assay_dist_params *p,
+                                        const int32_t *seq, int32_t prompt_len, int32_t n,
+                                        const double *oracle_rows, double *allow,
+                                        double *reference, double *mass)
+{
+    (void)seq;
+    (void)prompt_len;
+    (void)oracle_rows;
+    const double *d = ctx;
+    for (int32_t j = 0; j < n; j++) {
+        for (int32_t k = 0; k < p->pit_bins - 1; k++) {
+            allow[j * (p->pit_bins - 1) + k] = *d;
+        }
+        reference[j] = *d / 2;
+        mass[j] = 0.0;
+    }
+    return ASSAY_OK;
+}
+
+/* The PIT under a budget: the CDF of u from a sampler biased by TV b is
+ * within b of the uniform's, so 0.02 passes an allowance of 0.03, and 0.25
+ * fails it; without the callback the parameters are refused. */
+static void test_pit_within_budget(void **state)
+{
+    (void)state;
+    struct assay_dist_params p = assay_dist_default_params();
+    char why[200];
+    assert_int_equal(assay_dist_parse_params(
+                         "n=6000,len=1,prompt=3,prompts=4,t=0.7,top_k=20,top_p=0.9", &p, why,
+                         sizeof why),
+                     ASSAY_OK);
+    p.seed = 9;
+    double allowance = 0.03;
+    p.budget.on = true;
+    struct fake f;
+    struct assay_adapter a;
+    struct assay_check_result r;
+    fake_open(&f, &a, FAKE_BIASED, 0.02, 31);
+    assay_check_result_init(&r, "fake", ASSAY_FAMILY_DISTRIBUTIONAL);
+    assert_int_equal(assay_dist_pit(&a, g_mini, &p, &r, NULL), ASSAY_ERR_INVALID);
+    assert_int_equal(r.verdict, ASSAY_VERDICT_ERROR);
+    fake_close(&f);
+    p.budget.along = flat_allowance;
+    p.budget.ctx = &allowance;
+    struct assay_dist_parts parts;
+    fake_open(&f, &a, FAKE_BIASED, 0.02, 31);
+    assay_check_result_init(&r, "fake", ASSAY_FAMILY_DISTRIBUTIONAL);
+    assert_int_equal(assay_dist_pit(&a, g_mini, &p, &r, &parts), ASSAY_OK);
+    printf("  TV 0.02, allowance 0.03: %s\n", r.summary);
+    assert_int_equal(r.verdict, ASSAY_VERDICT_PASS);
+    assert_true(r.tol.tested);
+    assert_string_equal(r.tol.distance, "PIT CDF");
+    assert_true(fabs(r.tol.budget - 0.03) < 1e-12);
+    assert_true(fabs(r.tol.reference - 0.015) < 1e-12);
+    assert_int_equal(parts.n, 2);
+    fake_close(&f);
+    fake_open(&f, &a, FAKE_BIASED, 0.25, 32);
+    assay_check_result_init(&r, "fake", ASSAY_FAMILY_DISTRIBUTIONAL);
+    assert_int_equal(assay_dist_pit(&a, g_mini, &p, &r, NULL), ASSAY_OK);
+    printf("  TV 0.25, allowance 0.03: %s\n  %s\n", r.summary, r.failure);
+    assert_int_equal(r.verdict, ASSAY_VERDICT_FAIL);
+    assert_true(r.statistic_fired);
+    fake_close(&f);
+}
+
+/* Homogeneity under a budget: bins fixed from a given distribution, the
+ * engines' TV against it; two exact samplers pass a zero budget's test,
+ * 0.08 apart pass a budget of 0.1 and fail one of 0. */
+static void test_homogeneity_within_budget(void **state)
+{
+    (void)state;
+    struct fake f1, f2;
+    struct assay_adapter a1, a2;
+    struct assay_dist_params p = small_params();
+    const int32_t v = g_mini->cfg.vocab;
+    double *prob = calloc((size_t)v, sizeof(double));
+    int32_t prompt[3];
+    assert_non_null(prob);
+    p.prompt_len = 2;
+    assay_dist_candidate_prompt(&p, 0, prompt);
+    struct assay_oracle *o = NULL;
+    double *rows = calloc((size_t)v * 2, sizeof(double));
+    assert_non_null(rows);
+    assert_int_equal(assay_oracle_init(&o, g_mini, 4), ASSAY_OK);
+    assert_int_equal(assay_oracle_logits(o, prompt, 2, rows), ASSAY_OK);
+    assert_int_equal(assay_oracle_distribution(rows + v, v, &p.sampling, ASSAY_SAMPLING_JOINT,
+                                               prob, NULL),
+                     ASSAY_OK);
+    p.prompt = prompt;
+    p.budget.on = true;
+    p.budget.bins_from = prob;
+    p.budget.tv = 0.1;
+    fake_open(&f1, &a1, FAKE_EXACT, 0, 41);
+    fake_open(&f2, &a2, FAKE_BIASED, 0.08, 42);
+    struct assay_check_result r;
+    assay_check_result_init(&r, "fake", ASSAY_FAMILY_DISTRIBUTIONAL);
+    assert_int_equal(assay_dist_homogeneity(&a1, &a2, &p, &r), ASSAY_OK);
+    printf("  0.08 apart, budget 0.1: %s\n", r.summary);
+    assert_int_equal(r.verdict, ASSAY_VERDICT_PASS);
+    assert_true(r.tol.tested && r.tol.estimate > 0.04);
+    fake_close(&f1);
+    fake_close(&f2);
+    p.budget.tv = 0.0;
+    fake_open(&f1, &a1, FAKE_EXACT, 0, 43);
+    fake_open(&f2, &a2, FAKE_BIASED, 0.08, 44);
+    assay_check_result_init(&r, "fake", ASSAY_FAMILY_DISTRIBUTIONAL);
+    assert_int_equal(assay_dist_homogeneity(&a1, &a2, &p, &r), ASSAY_OK);
+    printf("  0.08 apart, budget 0: %s\n", r.summary);
+    assert_int_equal(r.verdict, ASSAY_VERDICT_FAIL);
+    fake_close(&f1);
+    fake_close(&f2);
+    assay_oracle_free(o);
+    free(rows);
+    free(prob);
+}
+
 static void test_parse_params(void **state)
 {
     (void)state;
@@ -571,6 +765,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_gof_no_safe_prompt),
         cmocka_unit_test(test_pit_cut_moved_by_tolerances),
         cmocka_unit_test(test_homogeneity_of_fakes),
+        cmocka_unit_test(test_gof_within_budget),
+        cmocka_unit_test(test_pit_within_budget),
+        cmocka_unit_test(test_homogeneity_within_budget),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     assay_model_free(g_mini);
