@@ -57,6 +57,8 @@ shape_of() {
     llama-hd128) echo "d_model=1024,layers=12,heads=8,kv_heads=2,head_dim=128,d_ff=2816,vocab=32000,ctx=2048" ;;
     qwen2-hd64) echo "d_model=768,layers=12,heads=12,kv_heads=3,head_dim=64,d_ff=2048,vocab=151936,ctx=2048,arch=qwen2,bias=1,tied=1,rope_theta=1000000" ;;
     llama-small) echo "d_model=256,layers=4,heads=4,kv_heads=2,head_dim=64,d_ff=768,vocab=8192,ctx=2048" ;;
+    llama-draft) echo "d_model=256,layers=2,heads=4,kv_heads=1,head_dim=64,d_ff=768,vocab=32000,ctx=2048" ;;
+    qwen2-draft) echo "d_model=256,layers=2,heads=4,kv_heads=1,head_dim=64,d_ff=768,vocab=151936,ctx=2048,arch=qwen2,bias=1,tied=1,rope_theta=1000000" ;;
     *) return 1 ;;
     esac
 }
@@ -99,7 +101,7 @@ trap 'rm -f "$manifest"' EXIT
 printf '%-12s %-7s %10s %9s  %s\n' model type size seconds file
 
 for name in $names; do
-    shape="$(shape_of "$name")" || die "unknown model '$name' (expected llama-hd64, llama-hd128, qwen2-hd64 or llama-small)"
+    shape="$(shape_of "$name")" || die "unknown model '$name' (expected llama-hd64, llama-hd128, qwen2-hd64, llama-small, llama-draft or qwen2-draft)"
     args=(--shape "$shape" --seed "$seed")
     [ -n "$gain" ] && args+=(--gain "$gain")
     key="$(printf '%s\n' "format 1" "$shape" "seed $seed" "gain ${gain:-default}" \
