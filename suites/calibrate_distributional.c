@@ -54,6 +54,7 @@
 #include "adapters/spec.h"
 #include "checks/distributional.h"
 #include "checks/stats.h"
+#include "checks/tolerance.h"
 #include "core/clock.h"
 #include "core/rng.h"
 #include "oracles/oracle.h"
@@ -428,11 +429,245 @@ static void test_power_calibration(void **state)
     }
 }
 
+/*
+ * Under a numerics budget (group "tolerance"): the goodness of fit, the
+ * two-sample test and the PIT through the checks themselves, on a correct
+ * engine bent to sit exactly at the edge of the null, and beyond it by
+ * the excess each test states it detects with power 0.99.
+ *
+ * The bend moves mass c from the tail of the oracle's order (the last TV
+ * bins, holding at least c) to its first TV bin: TV(p, q) = c on the bins
+ * and on the tokens, the shape that puts the whole distance on one event.
+ * At c = budget a correct-in-the-budget engine: its false alarms at
+ * CAL_ALPHA must not exceed the upper end of Bin(R, CAL_ALPHA)'s 1 - 1e-3
+ * interval (the tests are conservative by construction: far fewer is
+ * expected). At c = budget + min_excess: its detections must reach the
+ * lower end of Bin(R, 0.99)'s. The PIT (one output per sequence, the bent
+ * first token) is given, at each grid point, exactly the bend's own CDF
+ * deviation there as its allowance: the edge of its null.
+ */
+#define TOL_N 4000
+#define TOL_BUDGET 0.03
+
+/* Set the bend of c on h (p: the oracle's distribution of the prompt). */
+static void bend_tv(struct planted *h, const double *pj, int32_t v, double c)
+{
+    int64_t *order = calloc((size_t)v, sizeof(int64_t));
+    int32_t *bin_of = calloc((size_t)v, sizeof(int32_t));
+    double bin_prob[64];
+    int32_t n_bins = 0;
+    assert_non_null(order);
+    assert_non_null(bin_of);
+    assert_int_equal(assay_tv_bins(pj, v, 16, order, bin_of, bin_prob, &n_bins), ASSAY_OK);
+    int32_t last = n_bins - 1;
+    while (last > 0 && bin_prob[last] == 0.0) {
+        last--; /* the bin of probability 0, when there is one */
+    }
+    double tail = 0.0;
+    int32_t first_tail = last;
+    while (first_tail > 1 && tail + bin_prob[first_tail] < c) {
+        tail += bin_prob[first_tail--];
+    }
+    tail += bin_prob[first_tail];
+    assert_true(tail >= c && first_tail > 0);
+    double cum = 0.0;
+    for (int32_t x = 0; x < v; x++) {
+        int32_t b = pj[x] > 0.0 ? bin_of[x] : -1;
+        h->t[x] = b == 0 ? 1.0 / bin_prob[0] : b >= first_tail && b <= last ? -1.0 / tail : 0.0;
+        cum += h->t[x] > 0 ? pj[x] * h->t[x] : 0.0;
+        h->up_cdf[x] = cum;
+    }
+    h->c = c;
+    free(order);
+    free(bin_of);
+}
+
+/* The bend's CDF deviation |Q(u <= s_k) - s_k| at each grid point of
+ * `grid`, in the oracle's order (descending probability, lower id first). */
+static void bend_deviation(const struct planted *h, const double *pj, int32_t v, int32_t grid,
+                           double *dev)
+{
+    for (int32_t k = 1; k < grid; k++) {
+        double s = (double)k / grid, g = 0.0;
+        for (int32_t x = 0; x < v; x++) {
+            if (!(pj[x] > 0.0)) {
+                continue;
+            }
+            double before = 0.0;
+            for (int32_t y = 0; y < v; y++) {
+                before += pj[y] > pj[x] || (pj[y] == pj[x] && y < x) ? pj[y] : 0.0;
+            }
+            double hx = (s - before) / pj[x];
+            hx = hx < 0.0 ? 0.0 : hx > 1.0 ? 1.0 : hx;
+            g += pj[x] * (1.0 + h->c * h->t[x]) * hx;
+        }
+        dev[k - 1] = fabs(g - s);
+    }
+}
+
+static const double *g_pit_allow; /* the PIT's allowance per grid point */
+
+static enum assay_status pit_allow(void *ctx, const struct assay_dist_params *p,
+                                   const int32_t *seq, int32_t prompt_len, int32_t n,
+                                   const double *oracle_rows, double *allow, double *reference,
+                                   double *mass)
+{
+    (void)ctx;
+    (void)seq;
+    (void)prompt_len;
+    (void)oracle_rows;
+    for (int32_t j = 0; j < n; j++) {
+        memcpy(allow + (int64_t)j * (p->pit_bins - 1), g_pit_allow,
+               sizeof(double) * (size_t)(p->pit_bins - 1));
+        reference[j] = 0.0;
+        mass[j] = 0.0;
+    }
+    return ASSAY_OK;
+}
+
+enum tol_kind { TOL_GOF, TOL_HOMOGENEITY, TOL_PIT };
+
+/* R replicates of one test under the bend of c: the count rejected at
+ * CAL_ALPHA; *excess gets the min_excess the test states. */
+static int64_t tolerance_run(enum tol_kind kind, struct planted *h, struct assay_adapter *a,
+                             struct assay_adapter *exact, const struct assay_model *model,
+                             struct assay_dist_params p, int32_t reps, const char *tag,
+                             double *excess)
+{
+    int64_t rejected = 0;
+    uint64_t base = assay_seed_derive(MASTER_SEED, tag);
+    for (int32_t r = 0; r < reps; r++) {
+        p.seed = assay_mix64(base ^ (uint64_t)(r + 1));
+        p.seed = p.seed == 0 ? 1 : p.seed;
+        gsl_rng_set(h->rng, (unsigned long)(p.seed & 0xffffffffu) | 1u);
+        struct assay_check_result res;
+        assay_check_result_init(&res, tag, ASSAY_FAMILY_DISTRIBUTIONAL);
+        enum assay_status st = kind == TOL_GOF ? assay_dist_gof(a, model, &p, &res)
+                               : kind == TOL_PIT
+                                   ? assay_dist_pit(a, model, &p, &res, NULL)
+                                   : assay_dist_homogeneity(a, exact, &p, &res);
+        if (st != ASSAY_OK || !res.tol.tested || res.n_impossible > 0) {
+            fail_msg("%s replicate %d: %s: %s", tag, (int)r, assay_verdict_str(res.verdict),
+                     res.failure);
+        }
+        rejected += res.p_value <= CAL_ALPHA;
+        *excess = res.tol.min_excess;
+    }
+    return rejected;
+}
+
+static void test_tolerance_calibration(void **state)
+{
+    (void)state;
+    struct planted h;
+    memset(&h, 0, sizeof h);
+    open_or_fail("bundled:model=mini,batch=256", &h.inner);
+    struct assay_adapter a = {&k_planted_vt, &h}, exact;
+    open_or_fail("bundled:model=mini,batch=256", &exact);
+    const struct assay_model *model = assay_engine_params(assay_bundled_engine(&h.inner))->model;
+    const int32_t v = model->cfg.vocab;
+    struct assay_dist_params p = assay_dist_default_params();
+    char why[300];
+    assert_int_equal(assay_dist_parse_params("pos=1,len=1,prompt=3,prompts=1,t=0.7,top_k=20,"
+                                             "top_p=0.9",
+                                             &p, why, sizeof why),
+                     ASSAY_OK);
+    p.alpha = CAL_ALPHA;
+    p.n = TOL_N;
+    p.prompt_seed = assay_seed_derive(MASTER_SEED, "tolerance-prompt");
+    int32_t prompt[3];
+    double *pj = calloc((size_t)v, sizeof(double));
+    h.t = calloc((size_t)v, sizeof(double));
+    h.up_cdf = calloc((size_t)v, sizeof(double));
+    h.rng = gsl_rng_alloc(gsl_rng_mt19937);
+    double *dev = calloc((size_t)p.pit_bins, sizeof(double));
+    assert_non_null(pj);
+    assert_non_null(h.t);
+    assert_non_null(h.up_cdf);
+    assert_non_null(h.rng);
+    assert_non_null(dev);
+    assert_int_equal(assay_dist_choose_prompt(model, &p, prompt, pj), ASSAY_OK);
+    h.v = v;
+    h.p = pj;
+    p.prompt = prompt;
+    p.budget.on = true;
+    p.budget.bins_from = pj;
+    p.budget.along = pit_allow;
+    g_pit_allow = dev;
+    const int32_t reps = g_reps;
+    int64_t lo = 0, hi = 0, lo_p = 0, hi_p = 0;
+    assert_int_equal(assay_binomial_two_sided_bound(reps, CAL_ALPHA, BOUND_ALPHA, &lo, &hi),
+                     ASSAY_OK);
+    assert_int_equal(assay_binomial_two_sided_bound(reps, 0.99, BOUND_ALPHA, &lo_p, &hi_p),
+                     ASSAY_OK);
+    printf("  %-44s %5s  %-9s %-9s %s\n", "under a budget, an engine bent by a TV of", "R",
+           "bend", "budget", "rejected at 0.01");
+    bool ok = true;
+    const char *names[3] = {"tolerance: gof (TV on bins)", "tolerance: homogeneity (two samples)",
+                            "tolerance: PIT (CDF per grid point)"};
+    for (int kind = TOL_GOF; kind <= TOL_PIT; kind++) {
+        double excess = 0.0;
+        for (int pass = 0; pass < 2; pass++) {
+            double c = pass == 0 ? TOL_BUDGET : TOL_BUDGET + excess;
+            bend_tv(&h, pj, v, c);
+            p.budget.tv = TOL_BUDGET;
+            if (kind == TOL_PIT) {
+                /* the edge of the PIT's null: the bend's deviation itself,
+                 * at the null's edge and beyond it by the excess */
+                bend_tv(&h, pj, v, TOL_BUDGET);
+                bend_deviation(&h, pj, v, p.pit_bins, dev);
+                bend_tv(&h, pj, v, c);
+                if (pass == 1) {
+                    /* beyond: the allowance stays, the bend grows until its
+                     * deviation passes the allowance by the excess at some
+                     * grid point */
+                    double now[64];
+                    assert_true(p.pit_bins <= 64);
+                    for (double cc = TOL_BUDGET; cc < 0.9; cc += 0.002) {
+                        bend_tv(&h, pj, v, cc);
+                        bend_deviation(&h, pj, v, p.pit_bins, now);
+                        double beyond = 0.0;
+                        for (int32_t k = 0; k < p.pit_bins - 1; k++) {
+                            beyond = fmax(beyond, now[k] - dev[k]);
+                        }
+                        c = cc;
+                        if (beyond >= excess) {
+                            break;
+                        }
+                    }
+                }
+            }
+            int64_t t0 = assay_now_ns();
+            int64_t rejected = tolerance_run((enum tol_kind)kind, &h, &a, &exact, model, p, reps,
+                                             names[kind], &excess);
+            bool good = pass == 0 ? rejected <= hi : rejected >= lo_p;
+            ok = ok && good;
+            printf("  %-44s %5d  %-9.4f %-9.4f %4lld (%s %lld)%9s %s; %.1f s\n", names[kind],
+                   (int)reps, c, TOL_BUDGET, (long long)rejected,
+                   pass == 0 ? "at most" : "at least", (long long)(pass == 0 ? hi : lo_p), "",
+                   good ? "ok" : "NOT CALIBRATED", (double)(assay_now_ns() - t0) / 1e9);
+            fflush(stdout);
+        }
+    }
+    free(pj);
+    free(h.t);
+    free(h.up_cdf);
+    free(dev);
+    gsl_rng_free(h.rng);
+    assay_adapter_close(&h.inner);
+    assay_adapter_close(&exact);
+    if (!ok) {
+        fail_msg("a tolerance test's size or power departs from what it states");
+    }
+}
+
 int main(int argc, char **argv)
 {
     assay_test_init(argc, argv);
-    if (argc < 2 || (strcmp(argv[1], "tokens") != 0 && strcmp(argv[1], "sequences") != 0)) {
-        fprintf(stderr, "usage: calibrate_distributional tokens|sequences [REPLICATES]\n");
+    if (argc < 2 || (strcmp(argv[1], "tokens") != 0 && strcmp(argv[1], "sequences") != 0 &&
+                     strcmp(argv[1], "tolerance") != 0)) {
+        fprintf(stderr,
+                "usage: calibrate_distributional tokens|sequences|tolerance [REPLICATES]\n");
         return 2;
     }
     g_group = argv[1];
@@ -451,8 +686,14 @@ int main(int argc, char **argv)
     const struct CMUnitTest sequences[] = {
         cmocka_unit_test(test_null_calibration),
     };
+    const struct CMUnitTest tolerance[] = {
+        cmocka_unit_test(test_tolerance_calibration),
+    };
     if (strcmp(g_group, "tokens") == 0) {
         return cmocka_run_group_tests(tokens, NULL, NULL);
+    }
+    if (strcmp(g_group, "tolerance") == 0) {
+        return cmocka_run_group_tests(tolerance, NULL, NULL);
     }
     return cmocka_run_group_tests(sequences, NULL, NULL);
 }
