@@ -1,0 +1,250 @@
+/*
+ * Unit tests of seed.positions' promise modes (checks/seeded.h): a correct
+ * engine (the bundled one, batch-invariant) is wrapped by an adapter whose
+ * batched runs part from the lone ones the way a batch-dependent server's
+ * do, or whose lone repeat differs, and the check's explain hook decides
+ * which partings the numerics could make. Bit for bit, every parting
+ * fails; with the hook, an explained parting ends its comparison and is
+ * counted, an unexplained one fails; a lone repeat stays bit for bit
+ * unless explain_alone says otherwise.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "adapters/adapter.h"
+#include "adapters/spec.h"
+#include "checks/result.h"
+#include "checks/seeded.h"
+#include "checks/stats.h"
+#include "support.h"
+
+enum wrap_mode {
+    WRAP_NONE,
+    WRAP_BATCHED, /* a request's tokens in a step shared with others: x -> x ^ 1 */
+    WRAP_REPEAT,  /* the second lone run of a seed: its first token x -> x ^ 1 */
+};
+
+struct wrap {
+    struct assay_adapter inner;
+    enum wrap_mode mode;
+    struct {
+        uint64_t id, seed;
+    } live[64];
+    int32_t n_live;
+    struct {
+        uint64_t seed;
+        int32_t lone_runs;
+    } seen[64];
+    int32_t n_seen;
+    struct assay_event ev[4096];
+};
+
+static enum assay_status w_add(void *self, const struct assay_request *r)
+{
+    struct wrap *w = self;
+    enum assay_status st = w->inner.vt->add_request(w->inner.self, r);
+    if (st == ASSAY_OK && w->n_live < 64) {
+        w->live[w->n_live].id = r->id;
+        w->live[w->n_live].seed = r->sampling.seeded ? r->sampling.seed : UINT64_MAX;
+        w->n_live++;
+    }
+    return st;
+}
+
+static bool w_has_work(void *self)
+{
+    struct wrap *w = self;
+    return w->inner.vt->has_work(w->inner.self);
+}
+
+/* The entry of seed in w->seen, made on first sight. */
+static int32_t seen_index(struct wrap *w, uint64_t seed)
+{
+    for (int32_t i = 0; i < w->n_seen; i++) {
+        if (w->seen[i].seed == seed) {
+            return i;
+        }
+    }
+    assert_true(w->n_seen < 64);
+    w->seen[w->n_seen].seed = seed;
+    w->seen[w->n_seen].lone_runs = 0;
+    return w->n_seen++;
+}
+
+static enum assay_status w_step(void *self, const struct assay_event **ev, size_t *n)
+{
+    struct wrap *w = self;
+    const struct assay_event *in = NULL;
+    enum assay_status st = w->inner.vt->step(w->inner.self, &in, n);
+    assert_true(*n <= sizeof w->ev / sizeof w->ev[0]);
+    /* one request in the engine: a lone run */
+    const bool alone = w->n_live == 1;
+    for (size_t i = 0; i < *n; i++) {
+        w->ev[i] = in[i];
+        struct assay_event *e = &w->ev[i];
+        int32_t k = 0;
+        while (k < w->n_live && w->live[k].id != e->request_id) {
+            k++;
+        }
+        if (k == w->n_live || e->kind != ASSAY_EVENT_TOKEN || w->live[k].seed == UINT64_MAX) {
+            continue;
+        }
+        if (w->mode == WRAP_BATCHED && !alone) {
+            e->token ^= 1;
+        }
+        if (w->mode == WRAP_REPEAT && alone && e->index == 0 &&
+            ++w->seen[seen_index(w, w->live[k].seed)].lone_runs == 2) {
+            e->token ^= 1;
+        }
+    }
+    for (size_t i = 0; i < *n; i++) {
+        if (w->ev[i].kind == ASSAY_EVENT_FINISH) {
+            for (int32_t k = 0; k < w->n_live; k++) {
+                if (w->live[k].id == w->ev[i].request_id) {
+                    w->live[k] = w->live[--w->n_live];
+                    break;
+                }
+            }
+        }
+    }
+    *ev = w->ev;
+    return st;
+}
+
+static enum assay_status w_abort(void *self, uint64_t id)
+{
+    struct wrap *w = self;
+    return w->inner.vt->abort(w->inner.self, id);
+}
+
+static void w_free(void *self)
+{
+    (void)self;
+}
+
+static enum assay_status w_info(void *self, struct assay_adapter_info *out)
+{
+    struct wrap *w = self;
+    assay_adapter_get_info(&w->inner, out);
+    return ASSAY_OK;
+}
+
+static const struct assay_adapter_vtable k_wrap_vt = {
+    ASSAY_ADAPTER_ABI_VERSION, "wrap", w_add, w_has_work, w_step, w_abort, w_free, w_info, NULL,
+    NULL, NULL, NULL, NULL};
+
+/* The hook: a parting to x ^ 1 is one the numerics can make; any other not. */
+static int g_explained;
+
+static bool explain_flip(void *ctx, const int32_t *prompt, int32_t len,
+                         const struct assay_sampling *s, const int32_t *prefix, int32_t k,
+                         int32_t x, int32_t y, char *why, size_t size)
+{
+    (void)ctx;
+    (void)prompt;
+    (void)len;
+    (void)s;
+    (void)prefix;
+    (void)k;
+    g_explained++;
+    snprintf(why, size, "%s", (x ^ 1) == y ? "neighbours" : "far apart");
+    return (x ^ 1) == y;
+}
+
+static bool explain_never(void *ctx, const int32_t *prompt, int32_t len,
+                          const struct assay_sampling *s, const int32_t *prefix, int32_t k,
+                          int32_t x, int32_t y, char *why, size_t size)
+{
+    (void)ctx;
+    (void)prompt;
+    (void)len;
+    (void)s;
+    (void)prefix;
+    (void)k;
+    (void)x;
+    (void)y;
+    snprintf(why, size, "no numerics part these");
+    return false;
+}
+
+static void run(enum wrap_mode mode, assay_seed_explain_fn explain, bool explain_alone,
+                struct assay_check_result *res)
+{
+    static struct wrap w;
+    memset(&w, 0, sizeof w);
+    struct assay_diag diag;
+    assay_diag_clear(&diag);
+    assert_int_equal(assay_adapter_open_spec("bundled:model=mini,batch=16", &w.inner, &diag),
+                     ASSAY_OK);
+    w.mode = mode;
+    struct assay_adapter a = {&k_wrap_vt, &w};
+    struct assay_adapter_info info;
+    assay_adapter_get_info(&w.inner, &info);
+    struct assay_seeded_opts o = assay_seeded_opts_default();
+    o.explain = explain;
+    o.explain_ctx = NULL;
+    o.explain_alone = explain_alone;
+    assay_check_result_init(res, "seed.positions", ASSAY_FAMILY_SEEDED);
+    assert_int_equal(assay_check_seed_positions(&a, info.vocab, info.n_ctx, 7, &o, res), ASSAY_OK);
+    printf("  %s: %s\n    %s\n", assay_verdict_str(res->verdict), res->summary, res->failure);
+    assay_adapter_close(&w.inner);
+}
+
+static void test_bitwise(void **state)
+{
+    (void)state;
+    struct assay_check_result r;
+    run(WRAP_NONE, NULL, false, &r);
+    assert_int_equal(r.verdict, ASSAY_VERDICT_PASS);
+    assert_non_null(strstr(r.summary, "bit for bit"));
+    run(WRAP_BATCHED, NULL, false, &r);
+    assert_int_equal(r.verdict, ASSAY_VERDICT_FAIL);
+    assert_non_null(strstr(r.failure, "twin"));
+}
+
+static void test_batched_partings(void **state)
+{
+    (void)state;
+    struct assay_check_result r;
+    g_explained = 0;
+    run(WRAP_BATCHED, explain_flip, false, &r);
+    assert_int_equal(r.verdict, ASSAY_VERDICT_PASS);
+    assert_true(g_explained > 0);
+    assert_non_null(strstr(r.summary, "a lone repeat bit for bit"));
+    assert_non_null(strstr(r.summary, "runs parted where the numerics can move the draw"));
+    run(WRAP_BATCHED, explain_never, false, &r);
+    assert_int_equal(r.verdict, ASSAY_VERDICT_FAIL);
+    assert_non_null(strstr(r.failure, "not a parting the numerics can make: no numerics"));
+}
+
+static void test_lone_repeat(void **state)
+{
+    (void)state;
+    struct assay_check_result r;
+    g_explained = 0;
+    run(WRAP_REPEAT, explain_flip, false, &r);
+    assert_int_equal(r.verdict, ASSAY_VERDICT_FAIL);
+    assert_non_null(strstr(r.failure, "alone again"));
+    assert_int_equal(g_explained, 0); /* a lone repeat is never asked about */
+    run(WRAP_REPEAT, explain_flip, true, &r);
+    assert_int_equal(r.verdict, ASSAY_VERDICT_PASS);
+    assert_true(g_explained > 0);
+    assert_non_null(strstr(r.summary, "up to the numerics budget"));
+}
+
+int main(int argc, char **argv)
+{
+    assay_test_init(argc, argv);
+    assay_stats_init();
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_bitwise),
+        cmocka_unit_test(test_batched_partings),
+        cmocka_unit_test(test_lone_repeat),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
