@@ -122,12 +122,15 @@ audit_one() {
 }
 
 echo "one letter per check in the audit's plan order (P pass, F fail, S skip, E error)"
-for name in $models; do
-    for type in $types; do
-        for seed in $seeds; do
+# Seed by seed, so that an interrupted run has covered every format once.
+for seed in $seeds; do
+    for name in $models; do
+        for type in $types; do
             audit_one "$name" "$type" "$seed" no
         done
     done
+done
+for name in $models; do
     for type in $spec_types; do
         audit_one "$name" "$type" 1 yes
     done
