@@ -211,6 +211,16 @@ static void mark_bad(struct sample_set *s, const char *fmt, long long id, long l
     }
 }
 
+/* The same with the text made by the caller. */
+static void mark_bad_text(struct sample_set *s, long long id, const char *text)
+{
+    s->n_bad++;
+    if (id < s->bad_key) {
+        s->bad_key = id;
+        snprintf(s->bad, sizeof s->bad, "%s", text);
+    }
+}
+
 /*
  * The ranks' samples brought together (checks/shard.h): every rank's rows
  * at their request ids, the wrong deliveries counted and the lowest one's
@@ -366,13 +376,17 @@ enum assay_status assay_dist_draw_samples(const struct assay_adapter *a,
                 finished[i] = 1;
                 done++;
                 if (x->reason != ASSAY_FINISH_LENGTH || got[i] != out_len) {
-                    mark_bad(out, "request %lld finished with reason %lld", (long long)i,
-                             (long long)x->reason);
-                    if (out->n_bad == 1) {
-                        size_t l = strlen(out->bad);
-                        snprintf(out->bad + l, sizeof out->bad - l, " after %d of %d tokens",
-                                 (int)got[i], (int)out_len);
-                    }
+                    /* the reason in words and, for an error, what the
+                     * engine or server said */
+                    char text[sizeof out->bad];
+                    snprintf(text, sizeof text,
+                             "request %lld finished (%s) after %d of %d tokens%s%.180s",
+                             (long long)i, assay_finish_reason_str(x->reason), (int)got[i],
+                             (int)out_len,
+                             x->reason == ASSAY_FINISH_ERROR && x->message != NULL ? ": " : "",
+                             x->reason == ASSAY_FINISH_ERROR && x->message != NULL ? x->message
+                                                                                   : "");
+                    mark_bad_text(out, (long long)i, text);
                 }
             } else if (x->kind == ASSAY_EVENT_SPEC_ROUND && keep_rounds) {
                 if (out->n_rounds == out->cap_rounds) {

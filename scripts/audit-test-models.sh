@@ -53,9 +53,12 @@
 #   ASSAY_AUDIT_PERTURB_MODEL  the model of the perturbed files (llama-hd64)
 #   ASSAY_AUDIT_PERTURB_TYPES  their formats (default: F16 Q4_K_M; none: "")
 #   ASSAY_AUDIT_PARTS   which parts run (default: formats rope rope-scaled
-#                       perturb): the audits per format, the RoPE must-fail
-#                       controls on the F32 files, the small RoPE-scaled
-#                       model and its controls, the perturbed files
+#                       perturb every-check): the audits per format, the
+#                       RoPE must-fail controls on the F32 files, the small
+#                       RoPE-scaled model and its controls, the perturbed
+#                       files, and every check of the audit on one quantized
+#                       file (ASSAY_AUDIT_EVERY_MODEL, default llama-small;
+#                       ASSAY_AUDIT_EVERY_TYPE, default Q4_K_M)
 #   ASSAY_PERTURB_SCALE, ASSAY_PERTURB_ROPE, ASSAY_PERTURB_REQUANT  the
 #                       perturbations' sizes, a list each (a suffix _TYPE,
 #                       e.g. ASSAY_PERTURB_SCALE_Q4_K_M, for one format;
@@ -79,7 +82,9 @@ checks_f32="${ASSAY_AUDIT_CHECKS:-audit.equiv.logprobs audit.equiv.alone audit.p
 checks_other="${ASSAY_AUDIT_CHECKS_OTHER:-$checks_f32}"
 perturb_model="${ASSAY_AUDIT_PERTURB_MODEL:-llama-hd64}"
 perturb_types="${ASSAY_AUDIT_PERTURB_TYPES-F16 Q4_K_M}"
-parts="${ASSAY_AUDIT_PARTS:-formats rope rope-scaled perturb}"
+parts="${ASSAY_AUDIT_PARTS:-formats rope rope-scaled perturb every-check}"
+every_model="${ASSAY_AUDIT_EVERY_MODEL:-llama-small}"
+every_type="${ASSAY_AUDIT_EVERY_TYPE:-Q4_K_M}"
 ladder="${ASSAY_PERTURB_LADDER:-0}"
 # perturb_size KIND TYPE: the sizes of perturbation KIND tried on TYPE, in
 # order (scale factors, RoPE bases, lower types of output.weight): from
@@ -124,6 +129,10 @@ make_names="$models" make_types="${quantized# }"
 if has_part perturb && [ -n "$perturb_types" ]; then
     make_names="$make_names $perturb_model"
     make_types="$make_types $perturb_types"
+fi
+if has_part every-check; then
+    make_names="$make_names $every_model"
+    make_types="$make_types $every_type"
 fi
 ASSAY_MODEL_NAMES="$(echo "$make_names" | tr ' ' '\n' | sort -u | xargs)" \
     ASSAY_MODEL_TYPES="$(echo "$make_types" | tr ' ' '\n' | sort -u | xargs)" \
@@ -388,6 +397,35 @@ if has_part perturb && [ -n "$perturb_types" ]; then
         done
     done
     [ "$ladder" = 1 ] && printf 'perturbation ladder (%s):\n%s' "$perturb_model" "$ladder_summary"
+fi
+
+if has_part every-check; then
+    # Every check, --quick, on one quantized file in llama-server's default
+    # configuration: a correct server must pass each (idle-kv may SKIP:
+    # this llama.cpp exports no KV-cache gauge), none may ERROR, and every
+    # distributional check must have tested "within the budget".
+    file="$(manifest_file "$every_model" "$every_type")"
+    dir="$reports/$every_model-$every_type-every-check"
+    if [ -z "$file" ]; then
+        fail "$every_model $every_type: not in $manifest"
+    else
+        start=$(date +%s)
+        rc="$(audit default "$file" "$file" "$dir")"
+        secs=$(($(date +%s) - start))
+        verdicts="$(jq -r '[.checks[] | "\(.name | sub("^audit\\."; "")) \(.verdict)"] | join(", ")' \
+            "$dir/report.json" 2>/dev/null)" || verdicts="no report"
+        echo "every check, $every_model $every_type, default configuration: exit $rc in" \
+            "${secs} s: $verdicts"
+        [ "$rc" = 0 ] || fail "$every_model $every_type: the audit of every check exited $rc"
+        bad="$(jq -r '.checks[] | select(.verdict == "ERROR" or .verdict == "FAIL" or
+            (.verdict == "SKIP" and .name != "audit.prop.idle-kv")) |
+            "\(.name) \(.verdict): \(.failure)"' "$dir/report.json" 2>/dev/null)" || bad="no report"
+        [ -z "$bad" ] || fail "$every_model $every_type: $bad"
+        untested="$(jq -r '.checks[] | select(.family == "distributional" and
+            .figures.tolerance == null) | .name' "$dir/report.json" 2>/dev/null)" ||
+            untested="no report"
+        [ -z "$untested" ] || fail "$every_model $every_type: no tolerance test in $untested"
+    fi
 fi
 
 if [ "$failures" -gt 0 ]; then
