@@ -197,47 +197,6 @@ enum assay_status assay_dist_choose_prompt(const struct assay_model *model,
     return st;
 }
 
-/* The TV a gof test over prob detects at n (NAN: no test possible). */
-static enum assay_status gof_min_tv_at(const double *prob, int64_t k, double alpha, double power,
-                                       int64_t n, double *min_tv)
-{
-    struct assay_gof_bins *bins = NULL;
-    enum assay_status st = assay_gof_bins_make(prob, (int32_t)k, (double)n, 5.0, &bins);
-    *min_tv = NAN;
-    if (st == ASSAY_OK && bins->n_bins >= 2) {
-        st = assay_min_detectable_tv(alpha, bins->n_bins - 1, power, (double)n, min_tv);
-    }
-    assay_gof_bins_free(bins);
-    return st;
-}
-
-enum assay_status assay_dist_gof_n_for_floor(const double *prob, int64_t k, double alpha,
-                                             double power, int64_t n_max, int64_t n_min,
-                                             double tv_floor, int64_t *n_out, double *min_tv)
-{
-    *n_out = n_max;
-    enum assay_status st = gof_min_tv_at(prob, k, alpha, power, n_max, min_tv);
-    if (st != ASSAY_OK || !(tv_floor > 0) || !(*min_tv < tv_floor)) {
-        return st;
-    }
-    /* The TV detected shrinks about as 1/sqrt(n) (the bins change a
-     * little with n): step down by that rule, then by tenths until it
-     * holds. */
-    int64_t n = n_max;
-    for (int32_t it = 0; it < 64 && n > n_min && *min_tv < tv_floor; it++) {
-        double r = *min_tv / tv_floor;
-        int64_t next = it < 4 ? (int64_t)((double)n * r * r) : n - (n + 9) / 10;
-        next = next >= n ? n - 1 : next;
-        n = next > n_min ? next : n_min;
-        st = gof_min_tv_at(prob, k, alpha, power, n, min_tv);
-        if (st != ASSAY_OK) {
-            return st;
-        }
-    }
-    *n_out = n;
-    return *min_tv >= tv_floor ? ASSAY_OK : ASSAY_ERR_INVALID;
-}
-
 static void describe_category(int64_t c, int32_t positions, int32_t v, char *buf, size_t size)
 {
     if (positions == 1) {

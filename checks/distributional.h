@@ -222,22 +222,6 @@ enum assay_status assay_dist_gof(const struct assay_adapter *a, const struct ass
                                  struct assay_check_result *res);
 
 /*
- * The sample size for assay_dist_gof over prob[0..k) (the tested
- * distribution, as assay_dist_choose_prompt gives it) at which the test
- * detects no total-variation distance below tv_floor (at alpha, with
- * power): the largest n <= n_max to within a few percent, from the bins
- * that n makes, into *n_out,
- * with the TV it detects into *min_tv. A distance that a correct
- * implementation's own numerics explain (the audit's floor) is then not
- * a FAIL. Without a floor (tv_floor <= 0) n_max. ASSAY_ERR_INVALID when
- * even n_min detects less than tv_floor (*n_out is then n_min);
- * ASSAY_ERR_NOMEM.
- */
-enum assay_status assay_dist_gof_n_for_floor(const double *prob, int64_t k, double alpha,
-                                             double power, int64_t n_max, int64_t n_min,
-                                             double tv_floor, int64_t *n_out, double *min_tv);
-
-/*
  * The prompt assay_dist_gof tests under p (the first candidate from the
  * prompt seed whose boundaries are comfortable), into prompt
  * (p->prompt_len), and the oracle's exact distribution of the first

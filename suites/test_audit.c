@@ -841,9 +841,9 @@ static void test_mustfail(void **state)
     cJSON_Delete(r);
 
     /* The same other weights with the audit told the server's default
-     * formats (an F16 KV cache, flash attention): the goodness of fit's
-     * sample is held to twice the reference's distance at its prompt,
-     * and other weights are still far beyond that. */
+     * formats (an F16 KV cache, flash attention): the goodness of fit
+     * tests "within twice the reference's distance", and other weights
+     * are far beyond that. */
     assay_test_scratch("audit-mustfail-weights-f16", out, sizeof out);
     snprintf(cmd, sizeof cmd,
              "rm -rf '%s' && '%s' audit --url '%s' --model '%s' --out '%s' --quick --check "
@@ -853,7 +853,11 @@ static void test_mustfail(void **state)
     r = load_report(out);
     const cJSON *gf = find_check(r, "audit.dist.gof.t1");
     assert_string_equal(assay_json_str(gf, "verdict", ""), "FAIL");
-    assert_non_null(strstr(assay_json_str(gf, "summary", ""), "the reference is a TV of"));
+    assert_non_null(strstr(assay_json_str(gf, "summary", ""), "x the reference's TV"));
+    assert_non_null(cJSON_GetObjectItemCaseSensitive(cJSON_GetObjectItemCaseSensitive(gf,
+                                                                                      "figures"),
+                                                     "tolerance"));
+    assert_non_null(strstr(assay_json_str(gf, "failure", ""), "beyond the budget"));
     printf("# audit.dist.gof.t1 (default formats) FAIL: %.300s\n",
            assay_json_str(gf, "summary", ""));
     cJSON_Delete(r);

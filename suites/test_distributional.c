@@ -704,47 +704,6 @@ static void test_holm_across_family(void **state)
     assert_non_null(strstr(r[1].failure, "Holm"));
 }
 
-/* The goodness of fit's sample held to a TV floor: the largest n (to a few
- * percent) that detects no TV below it; no floor, the n asked for; a floor
- * no sample of n_min reaches, an error. */
-static void test_gof_n_for_floor(void **state)
-{
-    (void)state;
-    enum { K = 60 };
-    double prob[K], z = 0.0;
-    for (int i = 0; i < K; i++) {
-        prob[i] = 1.0 / (1.0 + i);
-        z += prob[i];
-    }
-    for (int i = 0; i < K; i++) {
-        prob[i] /= z;
-    }
-    int64_t n = 0;
-    double tv = NAN, tv_full = NAN;
-    assert_int_equal(assay_dist_gof_n_for_floor(prob, K, 1e-6, 0.99, 20000, 200, 0.0, &n,
-                                                &tv_full),
-                     ASSAY_OK);
-    assert_int_equal(n, 20000);
-    assert_true(tv_full > 0 && tv_full < 0.1);
-    double floor = 2.0 * tv_full;
-    assert_int_equal(assay_dist_gof_n_for_floor(prob, K, 1e-6, 0.99, 20000, 200, floor, &n, &tv),
-                     ASSAY_OK);
-    printf("# floor %.4f: n %lld detects %.4f (n 20000: %.4f)\n", floor, (long long)n, tv, tv_full);
-    assert_true(n < 20000 && n >= 200);
-    assert_true(tv >= floor);
-    /* Near the largest: 10%% more samples would detect less than the floor. */
-    int64_t n2 = 0;
-    double tv2 = NAN;
-    assert_int_equal(assay_dist_gof_n_for_floor(prob, K, 1e-6, 0.99, n + n / 10, n + n / 10, 0.0,
-                                                &n2, &tv2),
-                     ASSAY_OK);
-    assert_true(tv2 < floor);
-    /* A floor beyond what 200 samples detect. */
-    assert_int_equal(assay_dist_gof_n_for_floor(prob, K, 1e-6, 0.99, 20000, 200, 0.95, &n, &tv),
-                     ASSAY_ERR_INVALID);
-    assert_int_equal(n, 200);
-}
-
 int main(int argc, char **argv)
 {
     assay_test_init(argc, argv);
@@ -755,7 +714,6 @@ int main(int argc, char **argv)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_params),
-        cmocka_unit_test(test_gof_n_for_floor),
         cmocka_unit_test(test_holm_across_family),
         cmocka_unit_test(test_gof_passes_exact_sampler),
         cmocka_unit_test(test_gof_fails_biased_sampler),
