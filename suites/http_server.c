@@ -372,7 +372,7 @@ static bool read_request(struct http_conn *c, struct http_request *rq, size_t *e
         refuse(c, 414, "the request target is longer than 255 bytes");
         return false;
     }
-    snprintf(rq->path, sizeof rq->path, "%s", target);
+    memcpy(rq->path, target, strlen(target) + 1);
     char v[256];
     bool http11 = strcmp(version, "HTTP/1.1") == 0;
     c->keep_alive = http11;
