@@ -239,7 +239,10 @@ static void stream_job(struct server *S, struct http_conn *c, const struct compl
             started = true;
             gone = !http_stream_begin(c, "text/event-stream");
         }
-        struct completion_outcome o = {S->model, job->slot, 0, "none", 0.0, 0.0};
+        /* Tokens were seen under the loop's mutex, so the job's slot,
+         * set when it entered the engine, may be read. */
+        struct completion_outcome o = {S->model, sent < n_out ? job->slot : -1, 0, "none", 0.0,
+                                       0.0};
         for (; !gone && sent < n_out; sent++) {
             int32_t token = 0;
             double lp = 0.0;
