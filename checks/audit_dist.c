@@ -534,16 +534,41 @@ bool assay_audit_seed_explain(void *ctx, const int32_t *prompt, int32_t len,
     if (st == ASSAY_OK) {
         st = processed(row, v, &dp, sc.prob);
     }
-    /* the mass a correct server's draw can move here: twice the
-     * reference's TV from the oracle at this context (the larger variant) */
-    double r = 0.0;
+    /* what a correct server's numerics can do here, from the reference at
+     * this very context (the larger variant): move the draw's mass by twice
+     * its TV from the oracle, and reorder tokens whose logits are within
+     * twice the largest change of a logit difference among the tokens the
+     * oracle keeps. The audit-wide tie budget is a worst case over many
+     * positions, far wider than one context's: with it any two of a flat
+     * distribution's tokens could part. */
+    double r = 0.0, gap = 0.0;
     for (int32_t var = 0; st == ASSAY_OK && bud->measured && var < bud->n_variants; var++) {
         st = assay_audit_reference_lsm(a, var, prompt, len, out, k + 1, sc.ref);
+        const double *ref = sc.ref + (int64_t)k * v;
         if (st == ASSAY_OK) {
-            st = processed(sc.ref + (int64_t)k * v, v, &dp, sc.ref_prob);
+            st = processed(ref, v, &dp, sc.ref_prob);
         }
         if (st == ASSAY_OK) {
             r = fmax(r, tv_of(sc.ref_prob, sc.prob, v));
+            /* log-softmax differences over the kept tokens: the spread of
+             * ref - oracle is the largest change of a difference */
+            double mx = row[0], sum = 0.0;
+            for (int32_t z = 1; z < v; z++) {
+                mx = row[z] > mx ? row[z] : mx;
+            }
+            for (int32_t z = 0; z < v; z++) {
+                sum += exp(row[z] - mx);
+            }
+            const double lse = mx + log(sum);
+            double lo = INFINITY, hi = -INFINITY;
+            for (int32_t z = 0; z < v; z++) {
+                if (sc.prob[z] > 0.0 || z == x || z == y) {
+                    double d = ref[z] - (row[z] - lse);
+                    lo = d < lo ? d : lo;
+                    hi = d > hi ? d : hi;
+                }
+            }
+            gap = fmax(gap, hi - lo);
         }
     }
     bool ok = false;
@@ -554,7 +579,8 @@ bool assay_audit_seed_explain(void *ctx, const int32_t *prompt, int32_t len,
         dp.tol_top_p = m;
         const int32_t n_wide = assay_dist_widened_kept(row, v, &dp, sc.work);
         const int32_t rx = assay_dist_logit_rank(row, v, x), ry = assay_dist_logit_rank(row, v, y);
-        const double g = dp.tol_logit;
+        const double g = fmin(dp.tol_logit,
+                              fmax(ASSAY_EQUIV_TIE_TOL, ASSAY_AUDIT_BUDGET_FACTOR * gap));
         /* the mass strictly between the two in the oracle's order, less the
          * tokens the tie budget can reorder with either */
         int32_t lo = before(sc.prob, x, y) ? x : y, hi = lo == x ? y : x;
@@ -572,7 +598,8 @@ bool assay_audit_seed_explain(void *ctx, const int32_t *prompt, int32_t len,
                      (int)(rx >= n_wide ? x : y), (int)(rx >= n_wide ? rx : ry), (int)n_wide);
         } else if (fabs(row[x] - row[y]) <= g) {
             ok = true;
-            snprintf(why, size, "their logits are %.3g apart, within the tie budget %.3g",
+            snprintf(why, size,
+                     "their logits are %.3g apart, within the %.3g the numerics can reorder here",
                      fabs(row[x] - row[y]), g);
         } else {
             ok = between <= 2.0 * m;

@@ -425,6 +425,26 @@ if has_part every-check; then
             .figures.tolerance == null) | .name' "$dir/report.json" 2>/dev/null)" ||
             untested="no report"
         [ -z "$untested" ] || fail "$every_model $every_type: no tolerance test in $untested"
+        # Seed bugs that act only in batches, where this file's wide budget
+        # (a tie budget of about 1.2 logits) explains many partings: served
+        # by the bundled engine in llama.cpp's formats with the bug planted
+        # (suites/engine_server), the seeded checks must still fail them,
+        # and pass the engine without it.
+        for m in none seed-restart-after-preempt unseeded-steals-seeds; do
+            keys="kv=paged,block=4,chunk=8,batch=8,blocks=20,act=ggml,kv_type=f16,fa=on"
+            expect=1
+            if [ "$m" = none ]; then expect=0; else keys="mutant=$m,$keys"; fi
+            rc=0
+            "$repo/suites/engine_server_audit.sh" "$build/suites/engine_server" "$assay" \
+                "$file" "$reports/$every_model-$every_type-seeded-$m" "$expect" "$keys" \
+                --check audit.seed.positions --check audit.seed.unseeded \
+                --check audit.seed.pairs --kv-type f16 --flash-attn on \
+                >"$reports/$every_model-$every_type-seeded-$m.log" 2>&1 || rc=$?
+            echo "seeded checks, $every_model $every_type served with ${m/none/no bug}:" \
+                "$([ "$rc" = 0 ] && echo "as expected (audit exit $expect)" || echo "NOT as expected")"
+            [ "$rc" = 0 ] || fail "$every_model $every_type seeded checks with $m: the audit" \
+                "did not exit $expect (see $reports/$every_model-$every_type-seeded-$m.log)"
+        done
     fi
 fi
 
