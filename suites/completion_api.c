@@ -523,6 +523,9 @@ int completion_parse(const char *body, size_t len, const struct completion_limit
         return status;
     }
     out->sampling.temperature = out->temperature > 0.0f ? out->temperature : 0.0f;
+    if (lim->temperature_scale > 0.0f) {
+        out->sampling.temperature *= lim->temperature_scale;
+    }
     out->sampling.top_k = out->top_k > 0 ? out->top_k : 0;
     out->sampling.top_p = out->top_p < 1.0f ? out->top_p : 1.0f;
     out->stop_token = !out->ignore_eos && lim->eos_token >= 0 ? lim->eos_token : -1;

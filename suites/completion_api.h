@@ -60,6 +60,8 @@ struct completion_limits {
     int32_t eos_token;   /* the engine's end-of-generation token; -1: none */
     enum assay_sampling_order order;
     bool logits;         /* n_probs > 0 can be served */
+    float temperature_scale; /* the engine samples at this times the request's
+                                temperature (1: as asked; a calibration knob) */
 };
 
 /* One request, read. */

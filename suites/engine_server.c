@@ -5,6 +5,7 @@
  * all, through exactly the adapter path a third-party server takes:
  *
  *   engine_server --engine SPEC [--port N] [--port-file PATH] [--slots N]
+ *                 [--temperature-scale F]
  *
  *   --engine SPEC     any engine spec (adapters/spec.h), e.g.
  *                     bundled:model=tinygpt-s1.gguf,order=sequential; in a
@@ -77,6 +78,7 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: engine_server --engine SPEC [--port N] [--port-file PATH] [--slots N]\n"
+            "                     [--temperature-scale F]\n"
             "\n"
             "Serve the engine SPEC (e.g. bundled:model=FILE.gguf,order=sequential) on\n"
             "http://127.0.0.1:PORT as llama.cpp's llama-server: POST /completion, GET /health,\n"
@@ -88,6 +90,9 @@ static void usage(FILE *out)
             "  --port-file PATH  write the port to PATH once listening\n"
             "  --slots N         requests in the engine at once, 1-1024 (default 4); the\n"
             "                    rest wait in a FIFO queue\n"
+            "  --temperature-scale F  sample every request at F times its temperature\n"
+            "                    (default 1): a server moved from the oracle by a known\n"
+            "                    bias, for calibrating the audit's power\n"
             "\n"
             "Exit status: 0 stopped by a signal, 1 could not serve, 2 bad arguments or an\n"
             "engine that could not be opened.\n");
@@ -389,6 +394,7 @@ struct options {
     const char *port_file;
     long port;
     long slots;
+    float temperature_scale;
 };
 
 /* A whole decimal number in [lo, hi]. */
@@ -410,10 +416,12 @@ static int parse_args(int argc, char **argv, struct options *o)
     static const struct option opts[] = {
         {"engine", required_argument, NULL, 'e'},    {"port", required_argument, NULL, 'p'},
         {"port-file", required_argument, NULL, 'f'}, {"slots", required_argument, NULL, 's'},
+        {"temperature-scale", required_argument, NULL, 't'},
         {"help", no_argument, NULL, 'h'},            {NULL, 0, NULL, 0},
     };
     memset(o, 0, sizeof *o);
     o->slots = 4;
+    o->temperature_scale = 1.0f;
     opterr = 0;
     int ch;
     while ((ch = getopt_long(argc, argv, ":", opts, NULL)) != -1) {
@@ -432,6 +440,20 @@ static int parse_args(int argc, char **argv, struct options *o)
                 return 2;
             }
             break;
+        case 't': {
+            char *end = NULL;
+            errno = 0;
+            double v = strtod(optarg, &end);
+            if (end == optarg || *end != '\0' || errno != 0 || !(v > 0.0 && v <= 10.0)) {
+                fprintf(stderr,
+                        "engine_server: --temperature-scale: expected a number in (0, 10], got "
+                        "\"%s\"\n",
+                        optarg);
+                return 2;
+            }
+            o->temperature_scale = (float)v;
+            break;
+        }
         case 'h': usage(stdout); exit(0);
         case ':':
             fprintf(stderr, "engine_server: %s needs a value\n", argv[optind - 1]);
@@ -525,6 +547,7 @@ int main(int argc, char **argv)
     S.lim.n_ctx = info.n_ctx;
     S.lim.eos_token = engine != NULL ? assay_engine_params(engine)->model->eos_token : -1;
     S.lim.order = info.sampling_order;
+    S.lim.temperature_scale = o.temperature_scale;
     snprintf(S.model, sizeof S.model, "%s",
              info.model_name != NULL && info.model_name[0] != '\0' ? info.model_name : "engine");
     if (info.vocab <= 0) {
