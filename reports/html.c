@@ -366,7 +366,7 @@ struct bins_work {
  * test draws the two engines' bars side by side, each with the count it
  * would have were both samples from one distribution.
  */
-static void bins_plot(struct assay_text *t, const char *name, const cJSON *ev)
+static void bins_plot(struct assay_text *t, const char *name, const cJSON *ev, bool tolerance)
 {
     const cJSON *bins = cJSON_GetObjectItemCaseSensitive(ev, "bins");
     bool two = strcmp(assay_json_str(ev, "test", ""), "homogeneity") == 0;
@@ -470,12 +470,16 @@ static void bins_plot(struct assay_text *t, const char *name, const cJSON *ev)
     snprintf(note, sizeof note, "%.0f test bins%s", assay_json_num(ev, "n_test_bins"),
              assay_json_num(ev, "n_folded") > 0 ? ", some folded" : "");
     snprintf(caption, sizeof caption,
-             "%s Bins in the test's order (largest expected count first); the pooled tail holds "
-             "the categories whose expected count alone is below 5.%s Hover a bar for its counts.",
+             "%s %s%s Hover a bar for its counts.",
              two ? "Each bin's count in the two engines' samples (bars) and what each would be "
                    "were both samples from one distribution (dots)."
                  : "The engine's count per bin (bars) against the oracle's expected count "
                    "(dots).",
+             tolerance ? "Bins of the tolerance test: runs of the oracle's order (most likely "
+                         "first) holding at least 1/16 of its mass each, named by their first "
+                         "token; the bin \"p = 0\" holds the tokens the oracle's cut removes."
+                       : "Bins in the test's order (largest expected count first); the pooled "
+                         "tail holds the categories whose expected count alone is below 5.",
              assay_json_num(ev, "n_folded") > 0
                  ? " The test has more bins than are drawn: the smaller ones are folded into "
                    "\"others\"."
@@ -565,8 +569,9 @@ static void render_evidence(struct assay_text *t, const cJSON *r)
     }
     assay_text_puts(t, "<section id=\"evidence\"><h2>Distributional evidence</h2>\n"
                        "<p class=\"para\">What each distributional check saw: the counts per bin of its "
-                       "chi-squared test against what the oracle (or the other engine) says "
-                       "they should be, and the histogram of its PIT values.</p>\n");
+                       "test (chi-squared, or under a numerics budget the tolerance test on TV) "
+                       "against what the oracle (or the other engine) says they should be, and "
+                       "the histogram of its PIT values.</p>\n");
     cJSON_ArrayForEach(c, checks)
     {
         const cJSON *ev = cJSON_GetObjectItemCaseSensitive(c, "evidence");
@@ -582,7 +587,7 @@ static void render_evidence(struct assay_text *t, const cJSON *r)
         verdict_span(t, assay_json_str(c, "verdict", ""));
         assay_text_puts(t, "</h3>\n");
         if (cJSON_IsArray(cJSON_GetObjectItemCaseSensitive(ev, "bins"))) {
-            bins_plot(t, name, ev);
+            bins_plot(t, name, ev, assay_json_path(c, "figures.tolerance") != NULL);
         }
         const cJSON *pit = cJSON_GetObjectItemCaseSensitive(ev, "pit");
         if (cJSON_IsObject(pit)) {
