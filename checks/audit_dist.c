@@ -9,16 +9,20 @@
  * every server inside the budget, at the full sample size:
  *  - a first-token goodness of fit allows, at its prompt, twice the TV
  *    between the reference's (the same formats, computed correctly) and
- *    the oracle's processed distributions, plus what the top-k / top-p cuts
- *    that the budget can move add (boundary_term); among its candidate
- *    prompts (and, for the filtered check, cuts) it takes the one whose
- *    allowance is smallest, chosen from the oracle and the reference alone
- *    before any sample;
- *  - the PIT allows, at each position of the server's own sequences, twice
- *    the reference's TV there (a reference pass per sequence), and tests
- *    the mean;
+ *    the oracle's processed distributions (or its mean over the candidate
+ *    prompts, whichever is larger), plus what the top-k / top-p cuts that
+ *    the budget can move add (boundary_term); the prompt (and, for the
+ *    filtered check, the cut) is the candidate with the smallest boundary
+ *    term, chosen before any sample and never by how close the reference
+ *    happens to be (choose_first);
+ *  - the PIT allows, at each grid point of each position of the server's
+ *    own sequences, twice the reference's deviation of the PIT's CDF there
+ *    (a reference pass per sequence; along), and tests the means;
  *  - the two-sample test allows the server's allowance plus the bundled
- *    engine's own distance (it computes the reference's formats).
+ *    engine's own distance (it computes the reference's formats);
+ *  - the seeded checks ask, of a parting between two runs of one seed,
+ *    whether the numerics at that context can make it
+ *    (assay_audit_seed_explain).
  * In exact arithmetic (no budget beyond the fixed tolerances) the checks
  * test the point null as `assay verify` does.
  *
@@ -46,7 +50,7 @@
 enum dist_kind { D_GOF, D_PIT, D_HOMOGENEITY };
 
 /* Candidate cuts of the filtered first-token check (temperature 0.8): the
- * prompt and the cut whose allowance is smallest are tested. */
+ * prompt and the cut whose boundary term is smallest are tested. */
 static const struct {
     int32_t top_k;
     float top_p;
