@@ -511,110 +511,177 @@ static bool before(const double *p, int32_t z, int32_t x)
     return p[z] > p[x] || (p[z] == p[x] && z < x);
 }
 
+/* What a correct server's numerics can do at one context of a seed's run:
+ * the oracle's processed distribution there, the mass by which a correct
+ * draw's CDF can move (m: twice the reference's TV from the oracle), the
+ * logit distance within which it can reorder tokens (g: twice the spread
+ * of the reference's logprob errors over the kept tokens, at most the tie
+ * budget), and the tokens any cut the budgets allow keeps (n_wide, the
+ * top ones by logit). */
+struct draw_room {
+    double m, g;
+    int32_t n_wide;
+};
+
+/* The room at the context whose oracle logits are row and whose reference
+ * log-softmax rows (one per variant) are ref[var]; prob gets the oracle's
+ * processed distribution. scratch: 2 v. */
+static enum assay_status draw_room_at(const struct assay_audit *a, struct assay_dist_params *dp,
+                                      const double *row, const double *const *ref,
+                                      int32_t n_ref, double *prob, double *scratch,
+                                      struct draw_room *out)
+{
+    const int32_t v = a->model->cfg.vocab;
+    enum assay_status st = processed(row, v, dp, prob);
+    double mx = row[0], sum = 0.0;
+    for (int32_t z = 1; z < v; z++) {
+        mx = row[z] > mx ? row[z] : mx;
+    }
+    for (int32_t z = 0; z < v; z++) {
+        sum += exp(row[z] - mx);
+    }
+    const double lse = mx + log(sum);
+    double r = 0.0, gap = 0.0;
+    for (int32_t var = 0; st == ASSAY_OK && var < n_ref; var++) {
+        st = processed(ref[var], v, dp, scratch);
+        if (st != ASSAY_OK) {
+            break;
+        }
+        r = fmax(r, tv_of(scratch, prob, v));
+        double lo = INFINITY, hi = -INFINITY;
+        for (int32_t z = 0; z < v; z++) {
+            if (prob[z] > 0.0) {
+                double d = ref[var][z] - (row[z] - lse);
+                lo = d < lo ? d : lo;
+                hi = d > hi ? d : hi;
+            }
+        }
+        gap = fmax(gap, hi - lo);
+    }
+    out->m = fmax(ASSAY_DIST_TOL_TOP_P, ASSAY_AUDIT_BUDGET_FACTOR * r);
+    out->g = fmin(dp->tol_logit, fmax(ASSAY_EQUIV_TIE_TOL, ASSAY_AUDIT_BUDGET_FACTOR * gap));
+    struct assay_dist_params wide = *dp;
+    wide.tol_top_p = out->m;
+    out->n_wide = assay_dist_widened_kept(row, v, &wide, scratch);
+    return st;
+}
+
+/* The uniforms that draw token t by inverse CDF over the oracle's order
+ * (descending probability, lower id first: llama.cpp's order once its
+ * top-k has sorted the tokens), [*lo, *hi], widened by the room: the mass
+ * the CDF can move, and the tokens the numerics can reorder with t. */
+static void draw_interval(const double *prob, const double *row, int32_t v, int32_t t,
+                          const struct draw_room *room, double *lo, double *hi)
+{
+    double f = 0.0, swap_before = 0.0, swap_after = 0.0;
+    for (int32_t z = 0; z < v; z++) {
+        if (z == t) {
+            continue;
+        }
+        bool near = fabs(row[z] - row[t]) <= room->g;
+        if (before(prob, z, t)) {
+            f += prob[z];
+            swap_before += near ? prob[z] : 0.0;
+        } else if (near) {
+            swap_after += prob[z];
+        }
+    }
+    *lo = f - swap_before - room->m;
+    *hi = f + prob[t] + swap_after + room->m;
+}
+
 bool assay_audit_seed_explain(void *ctx, const int32_t *prompt, int32_t len,
-                              const struct assay_sampling *s, const int32_t *prefix, int32_t k,
-                              int32_t x, int32_t y, char *why, size_t size)
+                              const struct assay_sampling *s, const int32_t *ta,
+                              const int32_t *tb, int32_t n, int32_t k, char *why, size_t size)
 {
     struct assay_audit *a = ctx;
     const int32_t v = a->model->cfg.vocab;
     const struct assay_audit_budget *bud = assay_audit_budget_in_force(a);
+    const int32_t n_var = bud->measured ? bud->n_variants : 0;
     struct assay_dist_params dp = assay_dist_default_params();
     dp.sampling = *s;
     dp.order = a->p.order;
     dp.tol_logit = fmax(dp.tol_logit, bud->gap);
-    int32_t *out = assay_malloc(sizeof(int32_t) * (size_t)(k + 1));
-    struct allow_scratch sc;
-    enum assay_status st = out == NULL ? ASSAY_ERR_NOMEM : scratch_init(&sc, v, k + 1);
-    if (st != ASSAY_OK) {
-        assay_free(out);
-        snprintf(why, size, "could not be judged: %s", assay_status_str(st));
-        return false;
-    }
-    memcpy(out, prefix, sizeof(int32_t) * (size_t)k);
-    out[k] = x;
-    const double *rows = NULL;
-    st = assay_oracle_memo_rows(a->memo, prompt, len, out, k + 1, &rows);
-    const double *row = st == ASSAY_OK ? rows + (int64_t)k * v : NULL;
+    /* the reference's rows along both runs, each variant */
+    double *ref = assay_malloc(sizeof(double) * (size_t)v * (size_t)n * 4);
+    double *pa = assay_malloc(sizeof(double) * (size_t)v * 4);
+    enum assay_status st = ref == NULL || pa == NULL ? ASSAY_ERR_NOMEM : ASSAY_OK;
+    double *pb = pa + v, *scratch = pa + 2 * (int64_t)v;
+    const double *rows_a = NULL, *rows_b = NULL;
     if (st == ASSAY_OK) {
-        st = processed(row, v, &dp, sc.prob);
+        st = assay_oracle_memo_rows(a->memo, prompt, len, ta, n, &rows_a);
     }
-    /* what a correct server's numerics can do here, from the reference at
-     * this very context (the larger variant): move the draw's mass by twice
-     * its TV from the oracle, and reorder tokens whose logits are within
-     * twice the largest change of a logit difference among the tokens the
-     * oracle keeps. The audit-wide tie budget is a worst case over many
-     * positions, far wider than one context's: with it any two of a flat
-     * distribution's tokens could part. */
-    double r = 0.0, gap = 0.0;
-    for (int32_t var = 0; st == ASSAY_OK && bud->measured && var < bud->n_variants; var++) {
-        st = assay_audit_reference_lsm(a, var, prompt, len, out, k + 1, sc.ref);
-        const double *ref = sc.ref + (int64_t)k * v;
+    if (st == ASSAY_OK) {
+        st = assay_oracle_memo_rows(a->memo, prompt, len, tb, n, &rows_b);
+    }
+    for (int32_t var = 0; st == ASSAY_OK && var < n_var; var++) {
+        st = assay_audit_reference_lsm(a, var, prompt, len, ta, n,
+                                       ref + (int64_t)(2 * var) * n * v);
         if (st == ASSAY_OK) {
-            st = processed(ref, v, &dp, sc.ref_prob);
-        }
-        if (st == ASSAY_OK) {
-            r = fmax(r, tv_of(sc.ref_prob, sc.prob, v));
-            /* log-softmax differences over the kept tokens: the spread of
-             * ref - oracle is the largest change of a difference */
-            double mx = row[0], sum = 0.0;
-            for (int32_t z = 1; z < v; z++) {
-                mx = row[z] > mx ? row[z] : mx;
-            }
-            for (int32_t z = 0; z < v; z++) {
-                sum += exp(row[z] - mx);
-            }
-            const double lse = mx + log(sum);
-            double lo = INFINITY, hi = -INFINITY;
-            for (int32_t z = 0; z < v; z++) {
-                if (sc.prob[z] > 0.0 || z == x || z == y) {
-                    double d = ref[z] - (row[z] - lse);
-                    lo = d < lo ? d : lo;
-                    hi = d > hi ? d : hi;
-                }
-            }
-            gap = fmax(gap, hi - lo);
+            st = assay_audit_reference_lsm(a, var, prompt, len, tb, n,
+                                           ref + (int64_t)(2 * var + 1) * n * v);
         }
     }
-    bool ok = false;
+    /* From the parting on, both runs drew each output with the same
+     * uniform (one per token, from the seed): at the parting both tokens
+     * come from one context, after it each from its own run's, and at
+     * every such position a single uniform must draw both, up to the room
+     * the numerics leave there. */
+    bool ok = st == ASSAY_OK;
     if (st != ASSAY_OK) {
         snprintf(why, size, "could not be judged: %s", assay_status_str(st));
-    } else {
-        const double m = fmax(ASSAY_DIST_TOL_TOP_P, ASSAY_AUDIT_BUDGET_FACTOR * r);
-        dp.tol_top_p = m;
-        const int32_t n_wide = assay_dist_widened_kept(row, v, &dp, sc.work);
-        const int32_t rx = assay_dist_logit_rank(row, v, x), ry = assay_dist_logit_rank(row, v, y);
-        const double g = fmin(dp.tol_logit,
-                              fmax(ASSAY_EQUIV_TIE_TOL, ASSAY_AUDIT_BUDGET_FACTOR * gap));
-        /* the mass strictly between the two in the oracle's order, less the
-         * tokens the tie budget can reorder with either */
-        int32_t lo = before(sc.prob, x, y) ? x : y, hi = lo == x ? y : x;
-        double between = 0.0;
-        for (int32_t z = 0; z < v; z++) {
-            if (z != lo && z != hi && before(sc.prob, lo, z) && before(sc.prob, z, hi) &&
-                fabs(row[z] - row[x]) > g && fabs(row[z] - row[y]) > g) {
-                between += sc.prob[z];
-            }
+    }
+    for (int32_t j = k; ok && j < n; j++) {
+        const double *row_a = rows_a + (int64_t)j * v, *row_b = rows_b + (int64_t)j * v;
+        const double *ra[2], *rb[2];
+        for (int32_t var = 0; var < n_var; var++) {
+            ra[var] = ref + ((int64_t)(2 * var) * n + j) * v;
+            rb[var] = ref + ((int64_t)(2 * var + 1) * n + j) * v;
         }
-        if (rx >= n_wide || ry >= n_wide) {
+        struct draw_room room_a, room_b;
+        st = draw_room_at(a, &dp, row_a, ra, n_var, pa, scratch, &room_a);
+        if (st == ASSAY_OK) {
+            st = draw_room_at(a, &dp, row_b, rb, n_var, pb, scratch, &room_b);
+        }
+        if (st != ASSAY_OK) {
+            snprintf(why, size, "could not be judged: %s", assay_status_str(st));
+            ok = false;
+            break;
+        }
+        const int32_t rank_a = assay_dist_logit_rank(row_a, v, ta[j]);
+        const int32_t rank_b = assay_dist_logit_rank(row_b, v, tb[j]);
+        if (rank_a >= room_a.n_wide || rank_b >= room_b.n_wide) {
             snprintf(why, size,
-                     "token %d is outside every cut the budget allows (logit rank %d, %d kept at "
-                     "most)",
-                     (int)(rx >= n_wide ? x : y), (int)(rx >= n_wide ? rx : ry), (int)n_wide);
-        } else if (fabs(row[x] - row[y]) <= g) {
-            ok = true;
+                     "at output position %d token %d is outside every cut the budget allows "
+                     "(logit rank %d, %d kept at most)",
+                     (int)j, (int)(rank_a >= room_a.n_wide ? ta[j] : tb[j]),
+                     (int)(rank_a >= room_a.n_wide ? rank_a : rank_b),
+                     (int)(rank_a >= room_a.n_wide ? room_a.n_wide : room_b.n_wide));
+            ok = false;
+            break;
+        }
+        double lo_a, hi_a, lo_b, hi_b;
+        draw_interval(pa, row_a, v, ta[j], &room_a, &lo_a, &hi_a);
+        draw_interval(pb, row_b, v, tb[j], &room_b, &lo_b, &hi_b);
+        if (fmax(lo_a, lo_b) > fmin(hi_a, hi_b)) {
             snprintf(why, size,
-                     "their logits are %.3g apart, within the %.3g the numerics can reorder here",
-                     fabs(row[x] - row[y]), g);
-        } else {
-            ok = between <= 2.0 * m;
+                     "%s%d: token %d takes uniforms [%.4f, %.4f] and token %d [%.4f, %.4f] of "
+                     "the oracle's CDF, widened by what the numerics can move there: no one "
+                     "uniform draws both, as one seed's would",
+                     j == k ? "at the parting, output position " : "after the parting, at "
+                                                                   "output position ",
+                     (int)j, (int)ta[j], lo_a, hi_a, (int)tb[j], lo_b, hi_b);
+            ok = false;
+        } else if (j == k) {
             snprintf(why, size,
-                     "oracle probabilities %.4f and %.4f, %.4f of mass between them in its "
-                     "order against twice the %.4f a correct draw can move here",
-                     sc.prob[x], sc.prob[y], between, m);
+                     "tokens %d and %d (oracle probabilities %.4f and %.4f) take overlapping "
+                     "uniforms, widened by the %.4f of mass and the %.3g logits the numerics "
+                     "can move there, and so does every later pair of the two runs",
+                     (int)ta[j], (int)tb[j], pa[ta[j]], pa[tb[j]], room_a.m, room_a.g);
         }
     }
-    scratch_free(&sc);
-    assay_free(out);
+    assay_free(ref);
+    assay_free(pa);
     return ok;
 }
 

@@ -62,17 +62,19 @@ void assay_audit_note(struct assay_audit *a, const char *fmt, ...)
 const struct assay_audit_budget *assay_audit_budget_in_force(struct assay_audit *a);
 
 /* assay_seed_explain_fn (checks/seeded.h) for a server that does not claim
- * batch invariance (ctx: the audit): a parting at output position k is one
- * the numerics can make when both tokens are ones a cut the budget allows
- * keeps and either their logits are within the tie budget, or the
- * oracle's mass strictly between them in its order (descending
- * probability; the tokens within the tie budget of either left out, as
- * the formats can reorder them) is at most twice the mass a correct
- * server's draw can move there, twice the reference's TV from the oracle
- * at that context. */
+ * batch invariance (ctx: the audit). Two runs of one seed drew each output
+ * with the same uniform (one per token, by inverse CDF over the kept tokens
+ * in descending probability: llama.cpp's dist sampler after its top-k
+ * sort), so from their parting on, at every position, one uniform must
+ * draw both runs' tokens, each under its own run's context, up to what
+ * the numerics can move there: the mass of twice the reference's TV from
+ * the oracle at that context, and the tokens whose logits lie within
+ * twice the spread of the reference's errors there; and every token must
+ * be one a cut the budget allows keeps. A seed ignored, restarted or
+ * taken by another request draws with other uniforms, and fails this. */
 bool assay_audit_seed_explain(void *ctx, const int32_t *prompt, int32_t len,
-                              const struct assay_sampling *s, const int32_t *prefix, int32_t k,
-                              int32_t x, int32_t y, char *why, size_t size);
+                              const struct assay_sampling *s, const int32_t *ta,
+                              const int32_t *tb, int32_t n, int32_t k, char *why, size_t size);
 
 /* Measure the numerics budget (audit.h) unless it was: ASSAY_OK with
  * a->budget filled, else the status, with a->budget.why saying why (the

@@ -289,8 +289,9 @@ static bool same_stream(const struct assay_transcript *t, int32_t j, const int32
                 smp.temperature = (float)r->temperature;
                 smp.top_k = r->top_k;
                 smp.top_p = (float)r->top_p;
-                if (o->explain(o->explain_ctx, r->prompt, r->len, &smp, ref, k, ref[k],
-                               q->tokens[k], why, sizeof why)) {
+                int32_t n_both = n < n_ref ? n : n_ref;
+                if (o->explain(o->explain_ctx, r->prompt, r->len, &smp, ref, q->tokens, n_both,
+                               k, why, sizeof why)) {
                     if (pt->n++ == 0) {
                         snprintf(pt->first, sizeof pt->first,
                                  "seed %llu at output position %d, %d alone but %d %s: %s",

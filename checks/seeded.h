@@ -79,16 +79,16 @@ extern const uint64_t assay_edge_seeds[ASSAY_N_EDGE_SEEDS];
  */
 /*
  * Whether the numerics of an engine that does not claim batch invariance
- * can explain a difference between two runs of one seed: at output
- * position k after prompt (len tokens) and prefix[0..k) (the tokens both
- * runs gave before it), under sampling s, one run drew x and the other y.
- * True when a uniform that decides the draw could lie within the
- * numerics budget of a boundary between them; why gets the figures
- * either way. Borrowed arrays, for the call.
+ * can explain a difference between two runs of one seed: after prompt
+ * (len tokens), under sampling s, the runs gave ta[0..n) and tb[0..n),
+ * equal before output position k and parting there (ta[k] != tb[k]).
+ * True when the numerics can explain the parting and everything after it;
+ * why gets the figures either way. Borrowed arrays, for the call.
  */
 typedef bool (*assay_seed_explain_fn)(void *ctx, const int32_t *prompt, int32_t len,
-                                      const struct assay_sampling *s, const int32_t *prefix,
-                                      int32_t k, int32_t x, int32_t y, char *why, size_t size);
+                                      const struct assay_sampling *s, const int32_t *ta,
+                                      const int32_t *tb, int32_t n, int32_t k, char *why,
+                                      size_t size);
 
 struct assay_seeded_opts {
     uint64_t seed_max;

@@ -142,32 +142,35 @@ static const struct assay_adapter_vtable k_wrap_vt = {
 static int g_explained;
 
 static bool explain_flip(void *ctx, const int32_t *prompt, int32_t len,
-                         const struct assay_sampling *s, const int32_t *prefix, int32_t k,
-                         int32_t x, int32_t y, char *why, size_t size)
+                         const struct assay_sampling *s, const int32_t *ta, const int32_t *tb,
+                         int32_t n, int32_t k, char *why, size_t size)
 {
     (void)ctx;
     (void)prompt;
     (void)len;
     (void)s;
-    (void)prefix;
-    (void)k;
+    assert_true(k < n);
+    for (int32_t j = 0; j < k; j++) {
+        assert_int_equal(ta[j], tb[j]); /* the runs agree before the parting */
+    }
+    const int32_t x = ta[k], y = tb[k];
     g_explained++;
     snprintf(why, size, "%s", (x ^ 1) == y ? "neighbours" : "far apart");
     return (x ^ 1) == y;
 }
 
 static bool explain_never(void *ctx, const int32_t *prompt, int32_t len,
-                          const struct assay_sampling *s, const int32_t *prefix, int32_t k,
-                          int32_t x, int32_t y, char *why, size_t size)
+                          const struct assay_sampling *s, const int32_t *ta, const int32_t *tb,
+                          int32_t n, int32_t k, char *why, size_t size)
 {
     (void)ctx;
     (void)prompt;
     (void)len;
     (void)s;
-    (void)prefix;
+    (void)ta;
+    (void)tb;
+    (void)n;
     (void)k;
-    (void)x;
-    (void)y;
     snprintf(why, size, "no numerics part these");
     return false;
 }
