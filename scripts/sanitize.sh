@@ -28,14 +28,16 @@
 #     verify label without sanitizers.
 #   valgrind: the unit tests whose code is not pure number crunching
 #     (core, gguf, sse, property, distributional, openai with its HTTP
-#     server, faults, bench, stamp, the mutants catalog) and, of the verify
-#     label, block conservation and trace consistency (memcheck_verify_property:
+#     server, bench, stamp, the mutants catalog) and, of the verify label,
+#     block conservation and trace consistency (memcheck_verify_property:
 #     prop.blocks, prop.blocks-spec, prop.trace, on the mini model). Left to
 #     the asan run: test_engine, test_stats and the equivalence,
 #     distributional, isolation and soak checks, which spend their time in
 #     BLAS and GSL loops on TinyGPT (prop.isolation alone ran over 9 minutes
-#     under valgrind). Measured here: test_faults about 5 minutes (it fails
-#     every allocation in turn), the rest about 4 minutes together.
+#     under valgrind), and test_faults (about 5 minutes under valgrind, the
+#     step's longest pole: it fails every allocation in turn, and ASan's
+#     leak checker sees each of those paths in the asan run). The rest
+#     about 4 minutes together, in two groups, one per core.
 #     OPENBLAS_CORETYPE=Haswell, since valgrind cannot run OpenBLAS's AVX-512
 #     kernels.
 set -euo pipefail
@@ -45,8 +47,8 @@ step="${1:-}"
 [ $# -gt 0 ] && shift
 
 ASAN_MUTANTS='^mutants_catalog$|^mutant\.(abort-double-free|evictable-counted-free|prefix-entry-dangling|preempt-resets-boundary|abort-leaks-blocks|admit-ignores-promised|padding-row-nan|spec-rollback-leak|attn-neighbour-leak|chunk-rope-off-by-one|unseeded-steals-seeds)$'
-VALGRIND_A='^(test_gguf|test_openai|test_sse|test_stamp|mutants_catalog|test_core|test_property|test_distributional|test_bench|memcheck_verify_property)$'
-VALGRIND_B='^(test_faults)$'
+VALGRIND_A='^(test_gguf|test_openai|test_sse|test_stamp|mutants_catalog|test_core|memcheck_verify_property)$'
+VALGRIND_B='^(test_property|test_distributional|test_bench)$'
 
 case "$step" in
     asan)
@@ -55,7 +57,8 @@ case "$step" in
         export ASAN_OPTIONS="detect_leaks=1"
         export UBSAN_OPTIONS="print_stacktrace=1"
         status=0
-        ctest --preset asan -L '^(unit|verify)$' -E '^verify_distributional_' "$@" || status=1
+        ctest --preset asan -L '^(unit|verify)$' -E '^verify_distributional_|^check_docs' "$@" ||
+            status=1
         ctest --preset asan -R "$ASAN_MUTANTS" "$@" || status=1
         exit $status
         ;;
@@ -68,8 +71,7 @@ case "$step" in
         # Slow runs: the tests' upper time bounds are scaled by this.
         export ASSAY_TEST_TIME_SCALE=40
         export OPENBLAS_CORETYPE=Haswell
-        # Two groups of about equal length (test_faults alone, and the rest),
-        # one per core; each test has an
+        # Two groups of about equal length, one per core; each test has an
         # hour (scripts/memcheck.cmake: ctest -T memcheck would keep the
         # tests' own time limits, which valgrind overruns).
         status=0
