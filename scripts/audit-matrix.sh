@@ -62,6 +62,10 @@ ASSAY_MODEL_NAMES="$models$drafts" \
     ASSAY_MODEL_TYPES="$(echo "$types $spec_types F16" | tr ' ' '\n' | sort -u | xargs)" \
     "$here/make-test-models.sh" "$out" >&2
 mkdir -p "$reports"
+# The files of this run, kept: another run of make-test-models.sh (the
+# audit label's, say) rewrites the folder's manifest with its own models.
+manifest_copy="$reports/manifest.tsv"
+cp "$out/manifest.tsv" "$manifest_copy"
 state="$(mktemp -d "${TMPDIR:-/tmp}/assay-matrix.XXXXXX")"
 trap '"$here/llama-server-ctl.sh" stop "$state" 2>/dev/null; rm -rf "$state"' EXIT
 
@@ -74,12 +78,12 @@ audit_one() {
     local name="$1" type="$2" seed="$3" spec="$4" server_args=()
     local file tag dir
     file="$(manifest_file "$name" "$type")"
-    [ -n "$file" ] || die "$name $type: not in $out/manifest.tsv"
+    [ -n "$file" ] || die "$name $type: not in $manifest_copy"
     tag="$name-$type-s$seed"
     if [ "$spec" = yes ]; then
         local draft
         draft="$(manifest_file "${name%%-*}-draft" F16)"
-        [ -n "$draft" ] || die "${name%%-*}-draft F16: not in $out/manifest.tsv"
+        [ -n "$draft" ] || die "${name%%-*}-draft F16: not in $manifest_copy"
         server_args=(-md "$draft" --spec-type draft-simple --spec-draft-n-max 4)
         tag="$tag-spec"
     fi

@@ -137,10 +137,13 @@ fi
 ASSAY_MODEL_NAMES="$(echo "$make_names" | tr ' ' '\n' | sort -u | xargs)" \
     ASSAY_MODEL_TYPES="$(echo "$make_types" | tr ' ' '\n' | sort -u | xargs)" \
     "$here/make-test-models.sh" "$out" >&2
-manifest="$out/manifest.tsv"
-
 rm -rf "$reports"
 mkdir -p "$reports"
+# This run's files, kept: another make-test-models.sh (the matrix's, say)
+# may rewrite the folder's manifest with its own models meanwhile.
+manifest="$reports/manifest.tsv"
+cp "$out/manifest.tsv" "$manifest"
+manifest_copy="$manifest"
 state="$(mktemp -d "${TMPDIR:-/tmp}/assay-audit-models.XXXXXX")"
 trap '"$here/llama-server-ctl.sh" stop "$state" 2>/dev/null; rm -rf "$state"' EXIT
 

@@ -12,7 +12,10 @@ out="${1:-$cache/models}"
 build="${ASSAY_BUILD:-$repo/build/test}"
 
 # manifest_file NAME TYPE: the path of model NAME's TYPE file, as
-# make-test-models.sh listed it in $out/manifest.tsv (nothing when absent).
+# make-test-models.sh listed it in $out/manifest.tsv, or in $manifest_copy
+# when the caller kept a copy (a later make-test-models.sh of other models
+# rewrites the folder's manifest); nothing when absent.
 manifest_file() {
-    awk -F'\t' -v n="$1" -v t="$2" '$1 == n && $2 == t { print $3 }' "$out/manifest.tsv"
+    awk -F'\t' -v n="$1" -v t="$2" '$1 == n && $2 == t { print $3 }' \
+        "${manifest_copy:-$out/manifest.tsv}"
 }
