@@ -502,3 +502,26 @@ void assay_dist_candidate_prompt(const struct assay_dist_params *p, int32_t cand
 {
     assay_dist_make_prompt(assay_dist_prompt_seed_of(p), candidate, p->prompt_len, out);
 }
+
+enum assay_status assay_dist_make_prompts(const struct assay_dist_params *p, int32_t **out)
+{
+    *out = assay_malloc(sizeof(int32_t) * (size_t)p->n_prompts * (size_t)p->prompt_len);
+    if (*out == NULL) {
+        return ASSAY_ERR_NOMEM;
+    }
+    uint64_t seed = assay_dist_prompt_seed_of(p);
+    for (int32_t c = 0; c < p->n_prompts; c++) {
+        assay_dist_make_prompt(seed, c, p->prompt_len, *out + (int64_t)c * p->prompt_len);
+    }
+    return ASSAY_OK;
+}
+
+gsl_rng *assay_dist_make_rng(uint64_t seed)
+{
+    gsl_rng *r = gsl_rng_alloc(gsl_rng_mt19937);
+    if (r != NULL) {
+        unsigned long s = (unsigned long)(seed & 0xffffffffu);
+        gsl_rng_set(r, s == 0 ? 1 : s); /* seed 0 is mt19937's default 4357 */
+    }
+    return r;
+}
