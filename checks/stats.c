@@ -89,11 +89,19 @@ static void ks_rescale(double *v, int m, int64_t *e)
             big = fabs(v[i]);
         }
     }
-    if (big > KS_SCALE_BIG) {
+    /* As often as it takes: a squared matrix can exceed the scale by far
+     * more than one step of it (n = 41,606, d = 0.003 grew by 1e140 a
+     * squaring, and one step a squaring overflowed to inf, then NaN). */
+    int steps = 0;
+    while (big > KS_SCALE_BIG) {
+        big = ldexp(big, -KS_SCALE_BITS);
+        steps++;
+    }
+    if (steps > 0) {
         for (size_t i = 0; i < mm; i++) {
-            v[i] = ldexp(v[i], -KS_SCALE_BITS);
+            v[i] = ldexp(v[i], -KS_SCALE_BITS * steps);
         }
-        *e += KS_SCALE_BITS;
+        *e += (int64_t)KS_SCALE_BITS * steps;
     }
 }
 

@@ -198,6 +198,31 @@ static void test_ks_exact_vs_asymptotic(void **state)
     }
 }
 
+/* The exact method at large n, where its matrix power grows by far more
+ * than one rescaling step a squaring: n = 41,606, d = 0.003 (a PIT of
+ * 41,606 values, the acceptance test's size) overflowed to NaN before the
+ * rescaling looped. Every (n, d) here takes the exact path and must agree
+ * with Stephens' series to its stated accuracy. */
+static void test_ks_exact_large_n(void **state)
+{
+    (void)state;
+    const int64_t ns[] = {20000, 41606, 60000, 100000};
+    const double scale[] = {0.4, 0.6, 0.8, 1.0, 1.2};
+    for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+        for (size_t j = 0; j < sizeof scale / sizeof scale[0]; j++) {
+            double d = scale[j] / sqrt((double)ns[i]), exact = NAN, asym = NAN, p = NAN;
+            assert_int_equal(assay_ks_pvalue_exact(ns[i], d, &exact), ASSAY_OK);
+            assert_int_equal(assay_ks_pvalue_asymptotic(ns[i], d, &asym), ASSAY_OK);
+            assert_int_equal(assay_ks_pvalue(ns[i], d, &p), ASSAY_OK);
+            assert_true(close_to("exact against asymptotic", exact, asym, 2e-3, 0.0));
+            assert_true(isfinite(p) && p >= 0.0 && p <= 1.0);
+        }
+    }
+    double p = NAN;
+    assert_int_equal(assay_ks_pvalue(41606, 0.0029827372319626982, &p), ASSAY_OK);
+    assert_true(close_to("n 41606, d 0.00298", p, 0.8518, 1e-3, 0.0));
+}
+
 static void test_ks_uniform_statistic(void **state)
 {
     (void)state;
@@ -1038,6 +1063,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_ks_known_values),
         cmocka_unit_test(test_ks_limits),
         cmocka_unit_test(test_ks_exact_vs_asymptotic),
+        cmocka_unit_test(test_ks_exact_large_n),
         cmocka_unit_test(test_ks_uniform_statistic),
         cmocka_unit_test(test_ks_monte_carlo),
         cmocka_unit_test(test_ncchisq_values),
