@@ -66,6 +66,21 @@ static double tv_of(const double *p, const double *q, int32_t v)
     return 0.5 * d;
 }
 
+/*
+ * The mass a cut may move by, as far as the hard rules go (a token no cut
+ * the budget allows keeps fails a check by itself): at least twice the
+ * largest TV between the reference's and the oracle's distributions over
+ * the budget's positions, at temperature t. One position's own figure can
+ * be smaller by luck, and a single token decides a hard rule: measured, an
+ * engine computing the formats without flash attention crossed a top-p
+ * cut 0.0013 away where twice its position's figure was smaller (2 PIT
+ * checks of 20 failed), within twice the largest (0.0045).
+ */
+static double hard_rule_mass(const struct assay_audit_budget *bud, double t)
+{
+    return bud->measured ? fmin(1.0, ASSAY_AUDIT_BUDGET_FACTOR * bud->tv_max / t) : 0.0;
+}
+
 /* The softmax of row / t into out. */
 static void tempered(const double *row, int32_t v, double t, double *out)
 {
@@ -358,7 +373,10 @@ static enum assay_status choose_first(struct assay_audit *a, struct assay_dist_p
                 continue;
             }
             trial.tol_top_p = fmax(ASSAY_DIST_TOL_TOP_P,
-                                   fmin(1.0, ASSAY_AUDIT_BUDGET_FACTOR * fmax(t[c], t_mean)));
+                                   fmin(1.0, fmax(ASSAY_AUDIT_BUDGET_FACTOR * fmax(t[c], t_mean),
+                                                  hard_rule_mass(&a->budget,
+                                                                 (double)trial.sampling
+                                                                     .temperature))));
             double bt = boundary_term(row, v, &trial, s->work);
             if (bt < best_boundary) {
                 best_boundary = bt;
@@ -380,7 +398,9 @@ static enum assay_status choose_first(struct assay_audit *a, struct assay_dist_p
         const double r_at = r[best_c * MAX_CUTS + best_j];
         const double r_eff = fmax(r_at, r_mean[best_j]);
         best->reference = r_eff;
-        best->tol_mass = fmin(1.0, ASSAY_AUDIT_BUDGET_FACTOR * fmax(t[best_c], t_mean));
+        best->tol_mass = fmin(1.0, fmax(ASSAY_AUDIT_BUDGET_FACTOR * fmax(t[best_c], t_mean),
+                                        hard_rule_mass(&a->budget,
+                                                       (double)dp->sampling.temperature)));
         dp->tol_top_p = fmax(ASSAY_DIST_TOL_TOP_P, best->tol_mass);
         best->boundary = best_boundary;
         best->allow = fmin(1.0, ASSAY_AUDIT_BUDGET_FACTOR * r_eff + (two_engines ? r_at : 0.0) +
@@ -561,7 +581,7 @@ static enum assay_status draw_room_at(const struct assay_audit *a, struct assay_
     out->m = fmax(ASSAY_DIST_TOL_TOP_P, ASSAY_AUDIT_BUDGET_FACTOR * r);
     out->g = fmin(dp->tol_logit, fmax(ASSAY_EQUIV_TIE_TOL, ASSAY_AUDIT_BUDGET_FACTOR * gap));
     struct assay_dist_params wide = *dp;
-    wide.tol_top_p = out->m;
+    wide.tol_top_p = fmax(out->m, hard_rule_mass(&a->budget, (double)dp->sampling.temperature));
     out->n_wide = assay_dist_widened_kept(row, v, &wide, scratch);
     return st;
 }
@@ -738,8 +758,14 @@ static enum assay_status check_dist(struct assay_audit *a, enum dist_kind kind, 
         dp.sampling.top_k = 40;
         dp.sampling.top_p = 0.9f;
     }
-    /* A top-k boundary the formats can move is within the tie budget. */
+    /* A top-k boundary the formats can move is within the tie budget; a
+     * top-p crossing, within the hard rules' mass (the PIT takes each
+     * position's own figure when larger). */
     dp.tol_logit = fmax(dp.tol_logit, bud->gap);
+    if (tolerant) {
+        dp.tol_top_p = fmax(dp.tol_top_p,
+                            hard_rule_mass(bud, (double)dp.sampling.temperature));
+    }
     struct allow_scratch s;
     memset(&s, 0, sizeof s);
     struct along_ctx actx;
