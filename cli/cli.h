@@ -79,6 +79,18 @@ bool assay_cli_shrink_failures(const char *cmd, struct assay_verify_ctx *ctx,
  * what it checks (`assay verify --list`, `audit --list`, `compare --list`). */
 void assay_cli_list_checks(const struct assay_plan_item *checks, size_t n);
 
+/*
+ * The options of a subcommand are read with getopt_long(argc, argv,
+ * ASSAY_CLI_OPTSTRING, ...) after assay_cli_options_begin(), which resets
+ * getopt and stops it printing; a '?' or ':' it returns goes to
+ * assay_cli_bad_option, which prints one line naming the option and
+ * pointing to --help ("assay verify: unknown option '--bogus' (assay verify
+ * --help lists the options)") and returns ASSAY_EXIT_USAGE.
+ */
+#define ASSAY_CLI_OPTSTRING ":"
+void assay_cli_options_begin(void);
+int assay_cli_bad_option(const char *cmd, int c, int argc, char **argv);
+
 /* Parse an unsigned integer option; false (and a message) when malformed. */
 bool assay_cli_parse_u64(const char *option, const char *text, uint64_t *out);
 

@@ -123,8 +123,8 @@ static int parse(int argc, char **argv, struct audit_opts *o)
         {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
     };
     int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    assay_cli_options_begin();
+    while ((c = getopt_long(argc, argv, ASSAY_CLI_OPTSTRING, opts, NULL)) != -1) {
         switch (c) {
         case 'u': o->url = optarg; break;
         case 'm': o->model = optarg; break;
@@ -252,7 +252,7 @@ static int parse(int argc, char **argv, struct audit_opts *o)
             o->checks[o->n_checks++] = optarg;
             break;
         case 'h': usage(stdout); return -1;
-        default: usage(stderr); return ASSAY_EXIT_USAGE;
+        default: return assay_cli_bad_option("audit", c, argc, argv);
         }
     }
     if (optind < argc) {

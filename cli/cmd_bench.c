@@ -117,8 +117,8 @@ static int parse(int argc, char **argv, struct bench_opts *o)
     };
     int c;
     uint64_t u;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    assay_cli_options_begin();
+    while ((c = getopt_long(argc, argv, ASSAY_CLI_OPTSTRING, opts, NULL)) != -1) {
         switch (c) {
         case 'm':
             if (strcmp(optarg, "open") == 0) {
@@ -201,7 +201,7 @@ static int parse(int argc, char **argv, struct bench_opts *o)
         case 'o': o->out = optarg; break;
         case 'j': o->json = true; break;
         case 'h': usage(stdout); return -1;
-        default: usage(stderr); return ASSAY_EXIT_USAGE;
+        default: return assay_cli_bad_option("bench", c, argc, argv);
         }
     }
     if (optind < argc) {

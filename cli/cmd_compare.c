@@ -170,8 +170,8 @@ static int parse(int argc, char **argv, struct opts *o)
         {"help", no_argument, NULL, 'h'},             {NULL, 0, NULL, 0},
     };
     int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+    assay_cli_options_begin();
+    while ((c = getopt_long(argc, argv, ASSAY_CLI_OPTSTRING, lo, NULL)) != -1) {
         bool ok = true;
         switch (c) {
         case 'o': o->out = optarg; break;
@@ -240,7 +240,7 @@ static int parse(int argc, char **argv, struct opts *o)
         case 'L': ok = assay_cli_parse_timeout(optarg, &o->timeout_s); break;
         case 'F': o->no_fork = true; break;
         case 'h': usage(stdout); return -1;
-        default: usage(stderr); return ASSAY_EXIT_USAGE;
+        default: return assay_cli_bad_option("compare", c, argc, argv);
         }
         if (!ok) {
             return ASSAY_EXIT_USAGE;

@@ -40,14 +40,14 @@ int assay_cmd_report(int argc, char **argv)
     const char *out_dir = NULL;
     bool markdown = false, json = false;
     int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    assay_cli_options_begin();
+    while ((c = getopt_long(argc, argv, ASSAY_CLI_OPTSTRING, opts, NULL)) != -1) {
         switch (c) {
         case 'o': out_dir = optarg; break;
         case 'm': markdown = true; break;
         case 'j': json = true; break;
         case 'h': usage(stdout); return ASSAY_EXIT_OK;
-        default: usage(stderr); return ASSAY_EXIT_USAGE;
+        default: return assay_cli_bad_option("report", c, argc, argv);
         }
     }
     if (optind != argc - 1) {

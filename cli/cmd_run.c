@@ -85,8 +85,8 @@ static int parse(int argc, char **argv, struct run_opts *o)
         {NULL, 0, NULL, 0},
     };
     int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    assay_cli_options_begin();
+    while ((c = getopt_long(argc, argv, ASSAY_CLI_OPTSTRING, opts, NULL)) != -1) {
         switch (c) {
         case 'o': o->out = optarg; break;
         case 'e': o->engine = optarg; break;
@@ -133,7 +133,7 @@ static int parse(int argc, char **argv, struct run_opts *o)
             break;
         case 'F': o->iso.fork = false; break;
         case 'h': usage(stdout); return -1;
-        default: usage(stderr); return ASSAY_EXIT_USAGE;
+        default: return assay_cli_bad_option("run", c, argc, argv);
         }
     }
     if (optind < argc) {

@@ -63,8 +63,8 @@ int assay_cmd_verify(int argc, char **argv)
     uint64_t seed = 1;
     bool list = false;
     int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    assay_cli_options_begin();
+    while ((c = getopt_long(argc, argv, ASSAY_CLI_OPTSTRING, opts, NULL)) != -1) {
         switch (c) {
         case 'e': engine = optarg; break;
         case 'c':
@@ -91,7 +91,7 @@ int assay_cmd_verify(int argc, char **argv)
             break;
         case 'F': iso.fork = false; break;
         case 'h': usage(stdout); return ASSAY_EXIT_OK;
-        default: usage(stderr); return ASSAY_EXIT_USAGE;
+        default: return assay_cli_bad_option("verify", c, argc, argv);
         }
     }
     if (optind < argc) {

@@ -1,4 +1,5 @@
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -61,6 +62,38 @@ const char *assay_cli_program(void)
         }
     }
     return path;
+}
+
+void assay_cli_options_begin(void)
+{
+    optind = 1;
+    opterr = 0;
+}
+
+int assay_cli_bad_option(const char *cmd, int c, int argc, char **argv)
+{
+    /* getopt_long has moved optind past what it refused (for a short
+     * option inside a group it may not have: optopt names it then). */
+    const char *arg = optind >= 1 && optind - 1 < argc ? argv[optind - 1] : "";
+    char shortopt[3] = {'-', (char)optopt, '\0'};
+    if (optopt != 0 && strncmp(arg, "--", 2) != 0) {
+        arg = shortopt;
+    }
+    char name[128];
+    size_t n = strcspn(arg, "=");
+    snprintf(name, sizeof name, "%.*s", (int)(n < 100 ? n : 100), arg);
+    if (c == ':') {
+        fprintf(stderr, "assay %s: option '%s' needs a value (assay %s --help)\n", cmd, name, cmd);
+    } else if (strncmp(arg, "--", 2) == 0 && strchr(arg, '=') != NULL) {
+        fprintf(stderr,
+                "assay %s: unknown option '%s', or one that takes no value (assay %s --help "
+                "lists the options)\n",
+                cmd, name, cmd);
+    } else {
+        fprintf(stderr, "assay %s: unknown option '%s' (assay %s --help lists the options)\n", cmd,
+                name, cmd);
+    }
+    return ASSAY_EXIT_USAGE;
 }
 
 bool assay_cli_parse_u64(const char *option, const char *text, uint64_t *out)

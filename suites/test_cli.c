@@ -1,0 +1,190 @@
+/*
+ * test_cli - the assay command's own behaviour, through the built binary:
+ * what a user sees around the checks rather than the checks themselves.
+ *
+ *   test_cli ASSAY_BINARY PLUGIN_MODULE
+ *
+ * (PLUGIN_MODULE: suites/plugin_fixture.c built as a correct engine, which
+ * offers none of the capabilities most checks need, so most of the plan
+ * is skipped on it.) Each test runs the command through /bin/sh with its
+ * stdout and stderr kept apart, and asserts what the user reads: one line
+ * for a mistyped option, the version, the same --arrival kinds for bench
+ * and compare, and so on. The messages themselves (exit status 2, which
+ * file, which field) are the bad-input corpus's (test_bad_inputs); these
+ * are the behaviours a single message cannot show.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <ctype.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "reports/stamp.h"
+#include "support.h"
+
+static const char *g_assay = "assay";
+static const char *g_plugin = "";
+
+#define OUT_SIZE (1 << 20)
+
+/* What a command did: its exit status (-1: killed, the signal in sig),
+ * its stdout and its stderr. */
+struct run {
+    int status;
+    int sig;
+    char *out;
+    char *err;
+};
+
+static char *slurp(const char *path)
+{
+    char *buf = calloc(1, OUT_SIZE);
+    assert_non_null(buf);
+    FILE *f = fopen(path, "rb");
+    if (f != NULL) {
+        size_t n = fread(buf, 1, OUT_SIZE - 1, f);
+        buf[n] = '\0';
+        fclose(f);
+    }
+    return buf;
+}
+
+/* Run `sh -c cmd` from dir (NULL: here), stdout and stderr kept apart. */
+static struct run run_in(const char *dir, const char *cmd)
+{
+    char scratch[1024], out_path[1100], err_path[1100];
+    assay_test_scratch("cli-output", scratch, sizeof scratch);
+    mkdir(scratch, 0755);
+    snprintf(out_path, sizeof out_path, "%s/stdout", scratch);
+    snprintf(err_path, sizeof err_path, "%s/stderr", scratch);
+    size_t size = strlen(cmd) + 3 * sizeof scratch;
+    char *full = malloc(size);
+    assert_non_null(full);
+    snprintf(full, size, "%s%s%s(%s) >'%s' 2>'%s' </dev/null", dir != NULL ? "cd '" : "",
+             dir != NULL ? dir : "", dir != NULL ? "' && " : "", cmd, out_path, err_path);
+    printf("$ %s\n", cmd);
+    int st = system(full);
+    free(full);
+    struct run r = {-1, 0, slurp(out_path), slurp(err_path)};
+    if (WIFEXITED(st)) {
+        r.status = WEXITSTATUS(st);
+    } else if (WIFSIGNALED(st)) {
+        r.sig = WTERMSIG(st);
+    }
+    return r;
+}
+
+static struct run run(const char *cmd)
+{
+    return run_in(NULL, cmd);
+}
+
+static void run_free(struct run *r)
+{
+    free(r->out);
+    free(r->err);
+}
+
+static int count_lines(const char *s)
+{
+    int n = 0;
+    for (; *s != '\0'; s++) {
+        n += *s == '\n';
+    }
+    return n;
+}
+
+static void expect_in(const char *where, const char *text, const char *want)
+{
+    if (strstr(text, want) == NULL) {
+        fail_msg("%s does not say \"%s\"; it says:\n%s", where, want, text);
+    }
+}
+
+/* ---- options ------------------------------------------------------------- */
+
+/* A mistyped option gets one line on stderr that names it and points to
+ * --help, not the whole usage; nothing on stdout. So does an option left
+ * without its value, and an unknown command. */
+static void test_unknown_option_one_line(void **state)
+{
+    (void)state;
+    static const char *const commands[] = {"run", "verify", "bench", "report",
+                                           "audit", "compare", "mutants"};
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        char cmd[1200], want[200];
+        snprintf(cmd, sizeof cmd, "'%s' %s --bogus-flag", g_assay, commands[i]);
+        struct run r = run(cmd);
+        assert_int_equal(r.status, 2);
+        snprintf(want, sizeof want,
+                 "assay %s: unknown option '--bogus-flag' (assay %s --help lists the options)\n",
+                 commands[i], commands[i]);
+        assert_string_equal(r.err, want);
+        assert_string_equal(r.out, "");
+        run_free(&r);
+    }
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "'%s' verify --engine", g_assay);
+    struct run r = run(cmd);
+    assert_int_equal(r.status, 2);
+    assert_int_equal(count_lines(r.err), 1);
+    expect_in("stderr", r.err, "option '--engine' needs a value (assay verify --help)");
+    run_free(&r);
+    snprintf(cmd, sizeof cmd, "'%s' frobnicate", g_assay);
+    r = run(cmd);
+    assert_int_equal(r.status, 2);
+    assert_string_equal(r.err, "assay: unknown command 'frobnicate' (assay --help lists the commands)\n");
+    run_free(&r);
+}
+
+/* `assay --version` and `assay version`: the version and the content hash
+ * of the sources, the same that every report's stamp carries. */
+static void test_version(void **state)
+{
+    (void)state;
+    struct assay_build_facts bf;
+    assay_build_facts_get(&bf);
+    static const char *const spellings[] = {"--version", "version"};
+    for (int i = 0; i < 2; i++) {
+        char cmd[1200], want[200];
+        snprintf(cmd, sizeof cmd, "'%s' %s", g_assay, spellings[i]);
+        struct run r = run(cmd);
+        assert_int_equal(r.status, 0);
+        assert_string_equal(r.err, "");
+        snprintf(want, sizeof want, "assay %s\n", bf.version);
+        assert_true(strncmp(r.out, want, strlen(want)) == 0);
+        snprintf(want, sizeof want, "sources sha256 %s (%d files)", bf.source_sha256,
+                 bf.source_files);
+        expect_in("--version", r.out, want);
+        snprintf(want, sizeof want, "commit %s", bf.git_commit);
+        expect_in("--version", r.out, want);
+        run_free(&r);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    assay_test_init(argc, argv);
+    if (argc < 3) {
+        fprintf(stderr, "usage: test_cli ASSAY_BINARY PLUGIN_MODULE\n");
+        return 2;
+    }
+    g_assay = argv[1];
+    g_plugin = argv[2];
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_unknown_option_one_line),
+        cmocka_unit_test(test_version),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
