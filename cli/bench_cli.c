@@ -28,6 +28,45 @@ bool assay_cli_open_engine(const char *cmd, const char *spec, struct assay_adapt
     return true;
 }
 
+bool assay_cli_parse_arrival(const char *cmd, const char *text, enum assay_arrival_kind *out)
+{
+    static const struct {
+        const char *name;
+        enum assay_arrival_kind kind;
+    } kinds[] = {{"poisson", ASSAY_ARRIVAL_POISSON},
+                 {"gamma", ASSAY_ARRIVAL_GAMMA},
+                 {"constant", ASSAY_ARRIVAL_CONSTANT},
+                 {"trace", ASSAY_ARRIVAL_TRACE}};
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        if (strcmp(text, kinds[i].name) == 0) {
+            *out = kinds[i].kind;
+            return true;
+        }
+    }
+    fprintf(stderr, "assay %s: --arrival expects " ASSAY_CLI_ARRIVAL_KINDS ", got '%s'\n", cmd,
+            text);
+    return false;
+}
+
+bool assay_cli_check_open_arrival(const char *cmd, bool arrival_set, enum assay_arrival_kind kind,
+                                  double rate)
+{
+    if (!arrival_set) {
+        return true;
+    }
+    if (kind == ASSAY_ARRIVAL_TRACE && rate > 0) {
+        fprintf(stderr, "assay %s: --arrival trace replays the workload's own arrival times and "
+                        "takes no --rate\n", cmd);
+        return false;
+    }
+    if (kind != ASSAY_ARRIVAL_TRACE && !(rate > 0)) {
+        fprintf(stderr, "assay %s: --arrival %s draws its arrivals at --rate, which is missing\n",
+                cmd, assay_arrival_kind_str(kind));
+        return false;
+    }
+    return true;
+}
+
 /* path as given when it exists, else under the fixtures folder. */
 static const char *resolve(const char *path, char *buf, size_t size)
 {

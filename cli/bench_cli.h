@@ -25,6 +25,20 @@
 #define ASSAY_CLI_BENCH_WORKLOAD "workloads/bench-seed-ch28.json"
 #define ASSAY_CLI_BENCH_SLO "slo/interactive.json"
 
+/*
+ * --arrival KIND, as bench and compare read it: poisson, gamma, constant or
+ * trace (the workload's own arrival times). False and a message naming the
+ * command otherwise.
+ */
+#define ASSAY_CLI_ARRIVAL_KINDS "poisson, gamma, constant or trace"
+bool assay_cli_parse_arrival(const char *cmd, const char *text, enum assay_arrival_kind *out);
+
+/* An open loop's --arrival against its --rate: poisson, gamma and constant
+ * draw a schedule at the rate and need it; trace replays the workload's
+ * own times and takes none. False and a message otherwise. */
+bool assay_cli_check_open_arrival(const char *cmd, bool arrival_set, enum assay_arrival_kind kind,
+                                  double rate);
+
 /* Open the engine named by spec; false (and a message naming the command)
  * when it cannot be opened. */
 bool assay_cli_open_engine(const char *cmd, const char *spec, struct assay_adapter *out);

@@ -40,7 +40,9 @@ static void usage(FILE *out)
             "  --rate R          offered req/s (open: default the workload's own arrival\n"
             "                    times; seedtable: default 2.5 x measured capacity; sweep: first\n"
             "                    probe, default the measured capacity)\n"
-            "  --arrival KIND    open loop's arrival process with --rate (default poisson)\n"
+            "  --arrival KIND    the open loop's arrivals: trace (the workload's own times,\n"
+            "                    the default without --rate), or with --rate poisson (the\n"
+            "                    default with it), gamma or constant\n"
             "  --cv X            gamma's coefficient of variation (burstiness; default 2)\n"
             "  --workers N[,N]   closed: workers (default 4); seedtable: the closed rows\n"
             "                    (default 2,4,8)\n"
@@ -145,18 +147,7 @@ static int parse(int argc, char **argv, struct bench_opts *o)
             break;
         case 'a':
             o->arrival_set = true;
-            if (strcmp(optarg, "poisson") == 0) {
-                o->arrival = ASSAY_ARRIVAL_POISSON;
-            } else if (strcmp(optarg, "gamma") == 0) {
-                o->arrival = ASSAY_ARRIVAL_GAMMA;
-            } else if (strcmp(optarg, "constant") == 0) {
-                o->arrival = ASSAY_ARRIVAL_CONSTANT;
-            } else if (strcmp(optarg, "trace") == 0) {
-                o->arrival = ASSAY_ARRIVAL_TRACE;
-            } else {
-                fprintf(stderr,
-                        "assay bench: --arrival expects poisson, gamma, constant or trace, got '%s'\n",
-                        optarg);
+            if (!assay_cli_parse_arrival("bench", optarg, &o->arrival)) {
                 return ASSAY_EXIT_USAGE;
             }
             break;
@@ -212,8 +203,8 @@ static int parse(int argc, char **argv, struct bench_opts *o)
         fprintf(stderr, "assay bench: --arrival trace is for --mode open only\n");
         return ASSAY_EXIT_USAGE;
     }
-    if (o->mode == MODE_OPEN && o->arrival_set && o->arrival != ASSAY_ARRIVAL_TRACE && o->rate <= 0) {
-        fprintf(stderr, "assay bench: --arrival %s needs --rate\n", assay_arrival_kind_str(o->arrival));
+    if (o->mode == MODE_OPEN &&
+        !assay_cli_check_open_arrival("bench", o->arrival_set, o->arrival, o->rate)) {
         return ASSAY_EXIT_USAGE;
     }
     if (o->mode == MODE_CLOSED && o->n_workers > 1) {

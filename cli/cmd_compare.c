@@ -57,7 +57,9 @@ static void usage(FILE *out)
             "  --slo FILE            SLO of goodput (default fixtures/" ASSAY_CLI_BENCH_SLO ")\n"
             "  --pairs N             interleaved pairs of runs, >= 2 (default %d)\n"
             "  --rate R              offered req/s (default: the workload's own arrival times)\n"
-            "  --arrival KIND        with --rate: poisson (default), gamma (cv 2) or constant\n"
+            "  --arrival KIND        the open loop's arrivals: trace (the workload's own times,\n"
+            "                        the default without --rate), or with --rate poisson\n"
+            "                        (the default with it), gamma (cv 2) or constant\n"
             "  --threshold F         a significant slowdown beyond F is a regression (default %g)\n"
             "  --gate FIGURES        figures whose regression fails the run, comma-separated\n"
             "                        (default all: ttft_p50,ttft_p90,ttft_p99,tpot_p50,tpot_p90,\n"
@@ -181,17 +183,7 @@ static int parse(int argc, char **argv, struct opts *o)
         case 'R': ok = parse_double("--rate", optarg, 1e-6, 1e9, &o->rate); break;
         case 'a':
             o->arrival_set = true;
-            if (strcmp(optarg, "poisson") == 0) {
-                o->arrival = ASSAY_ARRIVAL_POISSON;
-            } else if (strcmp(optarg, "gamma") == 0) {
-                o->arrival = ASSAY_ARRIVAL_GAMMA;
-            } else if (strcmp(optarg, "constant") == 0) {
-                o->arrival = ASSAY_ARRIVAL_CONSTANT;
-            } else {
-                fprintf(stderr, "assay compare: --arrival expects poisson, gamma or constant, got "
-                                "'%s'\n", optarg);
-                ok = false;
-            }
+            ok = assay_cli_parse_arrival("compare", optarg, &o->arrival);
             break;
         case 't': ok = parse_double("--threshold", optarg, 0, 1e6, &o->threshold); break;
         case 'g': o->gate = optarg; break;
@@ -261,8 +253,7 @@ static int parse(int argc, char **argv, struct opts *o)
         fprintf(stderr, "assay compare: --no-bench and --no-checks leave nothing to do\n");
         return ASSAY_EXIT_USAGE;
     }
-    if (o->arrival_set && o->rate <= 0) {
-        fprintf(stderr, "assay compare: --arrival needs --rate\n");
+    if (!assay_cli_check_open_arrival("compare", o->arrival_set, o->arrival, o->rate)) {
         return ASSAY_EXIT_USAGE;
     }
     const char *specs[2] = {o->baseline, o->candidate};

@@ -30,6 +30,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "reports/report.h"
+#include "reports/schema.h"
 #include "reports/stamp.h"
 #include "support.h"
 
@@ -112,6 +114,20 @@ static void expect_in(const char *where, const char *text, const char *want)
     }
 }
 
+/* DIR/report.json, read and checked against the schema. */
+static cJSON *load_report(const char *dir)
+{
+    char path[1100];
+    snprintf(path, sizeof path, "%s/report.json", dir);
+    cJSON *r = NULL;
+    struct assay_diag d;
+    if (assay_report_load(path, &r, &d) != ASSAY_OK) {
+        char why[900];
+        fail_msg("%s: %s", path, assay_diag_format(&d, why, sizeof why));
+    }
+    return r;
+}
+
 /* ---- options ------------------------------------------------------------- */
 
 /* A mistyped option gets one line on stderr that names it and points to
@@ -173,6 +189,48 @@ static void test_version(void **state)
     }
 }
 
+/* ---- bench and compare read --arrival alike ------------------------------ */
+
+/* Every arrival kind bench takes, compare takes: both read it through one
+ * parser, so a bad engine spec after it is what each complains about.
+ * And compare runs a trace: the workload's own arrival times. */
+static void test_arrival_kinds(void **state)
+{
+    (void)state;
+    static const char *const kinds[] = {"poisson", "gamma", "constant", "trace"};
+    for (int i = 0; i < 4; i++) {
+        const char *rate = strcmp(kinds[i], "trace") == 0 ? "" : " --rate 5";
+        char cmd[1400];
+        snprintf(cmd, sizeof cmd, "'%s' bench --engine bundled:nope=1 --arrival %s%s", g_assay,
+                 kinds[i], rate);
+        struct run b = run(cmd);
+        snprintf(cmd, sizeof cmd, "'%s' compare bundled:nope=1 bundled --arrival %s%s", g_assay,
+                 kinds[i], rate);
+        struct run c = run(cmd);
+        assert_int_equal(b.status, 2);
+        assert_int_equal(c.status, 2);
+        expect_in("bench's stderr", b.err, "assay bench: --engine: engine spec: nope");
+        expect_in("compare's stderr", c.err, "assay compare: BASELINE: engine spec: nope");
+        run_free(&b);
+        run_free(&c);
+    }
+    char dir[1024], cmd[2400];
+    assay_test_scratch("cli-compare-trace", dir, sizeof dir);
+    snprintf(cmd, sizeof cmd,
+             "rm -rf '%s' && '%s' compare bundled:model=mini bundled:model=mini --no-checks "
+             "--workload workloads/compare-speed.json --arrival trace --pairs 2 --out '%s'",
+             dir, g_assay, dir);
+    struct run r = run(cmd);
+    assert_int_equal(r.status, 0);
+    cJSON *report = load_report(dir);
+    assert_string_equal(assay_json_str(report, "compare.speed.baseline_bench.generator.arrival", ""),
+                        "trace");
+    assert_string_equal(assay_json_str(report, "compare.speed.candidate_bench.generator.arrival", ""),
+                        "trace");
+    cJSON_Delete(report);
+    run_free(&r);
+}
+
 int main(int argc, char **argv)
 {
     assay_test_init(argc, argv);
@@ -185,6 +243,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unknown_option_one_line),
         cmocka_unit_test(test_version),
+        cmocka_unit_test(test_arrival_kinds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
