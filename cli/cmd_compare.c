@@ -608,6 +608,21 @@ int assay_cmd_compare(int argc, char **argv)
              assay_cli_load_slo("compare", o.slo, &sp.slo);
         sp.has_slo = true;
     }
+    for (size_t i = 0; ok && !o.no_checks && i < o.n_cw; i++) {
+        /* A bad file is the user's to fix, not a check's ERROR row. */
+        size_t n_all;
+        const struct assay_plan_item *all = assay_plan_for(ASSAY_COMMAND_COMPARE, &n_all);
+        const struct assay_plan_item *item = &all[o.cw[i].check];
+        st = assay_pairwise_check_workload(pw, item, o.cw[i].path, &diag);
+        if (st != ASSAY_OK) {
+            char why[1200];
+            fprintf(stderr, "assay compare: --check-workload %s=%s: %s\n", item->name,
+                    o.cw[i].path,
+                    st == ASSAY_ERR_NOMEM ? "out of memory"
+                                          : assay_diag_format(&diag, why, sizeof why));
+            ok = false;
+        }
+    }
     if (!assay_cli_mpi_ready(ok)) {
         status = ASSAY_EXIT_USAGE;
         goto out;

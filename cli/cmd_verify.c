@@ -156,6 +156,23 @@ int assay_cmd_verify(int argc, char **argv)
         free(res);
         return ASSAY_EXIT_USAGE;
     }
+    if (workload != NULL) {
+        /* A bad file is the user's to fix, not a check's ERROR row; every
+         * rank of an MPI run finds it bad alike and stops, rank 0 says why. */
+        enum assay_status st = assay_verify_check_workload(ctx, sel[0], engine, workload, &diag);
+        if (st != ASSAY_OK && assay_shard_world_rank() == 0) {
+            char why[900];
+            fprintf(stderr, "assay verify: --workload: %s\n",
+                    st == ASSAY_ERR_NOMEM ? "out of memory"
+                                          : assay_diag_format(&diag, why, sizeof why));
+        }
+        if (st != ASSAY_OK) {
+            assay_verify_ctx_free(ctx);
+            free(sel);
+            free(res);
+            return ASSAY_EXIT_USAGE;
+        }
+    }
     assay_verify_set_program(ctx, assay_cli_program());
     assay_verify_set_repro_dir(ctx, repro_dir);
     assay_verify_set_isolation(ctx, &iso);
