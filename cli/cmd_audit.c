@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "core/alloc.h"
 #include "core/clock.h"
+#include "engine/model.h"
 #include "reports/audit_report.h"
 #include "reports/report.h"
 #include "reports/stamp.h"
@@ -269,6 +270,31 @@ static int parse(int argc, char **argv, struct audit_opts *o)
     return ASSAY_EXIT_OK;
 }
 
+/* Whether the file behind --model can be audited, read from its metadata
+ * alone (no weight is loaded): a model assay reads, with a context the
+ * audit's sequences fit in. False with the reason on stderr. */
+static bool model_fits(const char *path, struct assay_diag *diag)
+{
+    struct assay_model_config cfg;
+    assay_diag_clear(diag);
+    enum assay_status st = assay_model_config_from_gguf(path, &cfg, diag);
+    if (st != ASSAY_OK) {
+        char why[1200];
+        fprintf(stderr, "assay audit: --model: %s\n",
+                st == ASSAY_ERR_NOMEM ? "out of memory" : assay_diag_format(diag, why, sizeof why));
+        return false;
+    }
+    if (cfg.n_ctx < ASSAY_AUDIT_MIN_CONTEXT) {
+        fprintf(stderr,
+                "assay audit: --model: %s: %s.context_length: expected a context of at least %d "
+                "tokens (the audit's oracle and workloads hold sequences of up to %d), got %d\n",
+                path, assay_arch_name(cfg.arch), ASSAY_AUDIT_MIN_CONTEXT, ASSAY_AUDIT_MIN_CONTEXT,
+                (int)cfg.n_ctx);
+        return false;
+    }
+    return true;
+}
+
 static void list_checks(void)
 {
     size_t n;
@@ -443,15 +469,20 @@ int assay_cmd_audit(int argc, char **argv)
     ap.stall_ms = (int32_t)o.stall_ms;
     ap.order = o.order;
     ap.program = assay_cli_program();
+    struct assay_diag diag;
+    if (!model_fits(o.model, &diag)) {
+        (void)assay_cli_mpi_ready(false);
+        return ASSAY_EXIT_USAGE;
+    }
     fprintf(stderr, "assay audit: loading %s and asking %s for one token\n", o.model, o.url);
     struct assay_audit *a = NULL;
-    struct assay_diag diag;
     assay_diag_clear(&diag);
     enum assay_status st = assay_audit_open(&ap, &a, &diag);
     if (st != ASSAY_OK) {
         char why[1200];
+        assay_diag_format(&diag, why, sizeof why);
         fprintf(stderr, "assay audit: %s: %s\n", assay_status_str(st),
-                assay_diag_format(&diag, why, sizeof why));
+                why[0] != '\0' ? why : "the audit could not start, and gave no reason");
         (void)assay_cli_mpi_ready(false);
         return ASSAY_EXIT_USAGE;
     }
