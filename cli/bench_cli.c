@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -111,6 +112,81 @@ bool assay_cli_load_slo(const char *cmd, const char *path, struct assay_slo *out
     return true;
 }
 
+/*
+ * The folders assay_cli_prepare_out_dir made, outermost first, so that a
+ * command that ends without writing into them (an input error found after
+ * the check, a part that failed, Ctrl-C) leaves no empty folder behind. At
+ * exit and on SIGINT, SIGTERM or SIGHUP each is removed, innermost first,
+ * with rmdir, which removes only an empty folder (async-signal-safe) - and
+ * only by the process that made them: the children a check runs in exit
+ * through the same handlers. Process-wide state by nature: a signal
+ * handler can reach nothing else.
+ */
+#define OUT_DIRS_MAX 16
+static char g_made[OUT_DIRS_MAX][PATH_MAX];
+static volatile sig_atomic_t g_n_made;
+static pid_t g_maker;
+static struct sigaction g_old_actions[3];
+static const int g_signals[3] = {SIGINT, SIGTERM, SIGHUP};
+
+static void remove_made(void)
+{
+    if (getpid() != g_maker) {
+        return;
+    }
+    for (int i = (int)g_n_made - 1; i >= 0; i--) {
+        (void)rmdir(g_made[i]);
+    }
+}
+
+static void on_signal(int sig)
+{
+    remove_made();
+    for (int i = 0; i < 3; i++) {
+        if (g_signals[i] == sig) {
+            (void)sigaction(sig, &g_old_actions[i], NULL);
+        }
+    }
+    (void)raise(sig);
+}
+
+static void remember_made(const char *path)
+{
+    if (g_n_made == 0 && g_maker == 0) {
+        g_maker = getpid();
+        atexit(remove_made);
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_signal;
+        sigemptyset(&sa.sa_mask);
+        for (int i = 0; i < 3; i++) {
+            /* A signal ignored when the command started (a background job
+             * of a shell, nohup) stays ignored. */
+            if (sigaction(g_signals[i], NULL, &g_old_actions[i]) == 0 &&
+                g_old_actions[i].sa_handler != SIG_IGN) {
+                (void)sigaction(g_signals[i], &sa, NULL);
+            }
+        }
+    }
+    if (g_n_made < OUT_DIRS_MAX) {
+        snprintf(g_made[g_n_made], sizeof g_made[0], "%s", path);
+        g_n_made = g_n_made + 1; /* after the name is complete */
+    }
+}
+
+static bool make_dir(const char *cmd, const char *path)
+{
+    if (mkdir(path, 0755) == 0) {
+        remember_made(path);
+        return true;
+    }
+    if (errno == EEXIST) {
+        return true;
+    }
+    fprintf(stderr, "assay %s: cannot create directory %s: %s\n", cmd, path, strerror(errno));
+    return false;
+}
+
 bool assay_cli_prepare_out_dir(const char *cmd, const char *dir)
 {
     char path[PATH_MAX];
@@ -122,16 +198,14 @@ bool assay_cli_prepare_out_dir(const char *cmd, const char *dir)
     for (char *p = path + 1; *p != '\0'; p++) {
         if (*p == '/') {
             *p = '\0';
-            if (mkdir(path, 0755) != 0 && errno != EEXIST) {
-                fprintf(stderr, "assay %s: cannot create directory %s: %s\n", cmd, path,
-                        strerror(errno));
+            bool made = make_dir(cmd, path);
+            *p = '/';
+            if (!made) {
                 return false;
             }
-            *p = '/';
         }
     }
-    if (mkdir(path, 0755) != 0 && errno != EEXIST) {
-        fprintf(stderr, "assay %s: cannot create directory %s: %s\n", cmd, path, strerror(errno));
+    if (!make_dir(cmd, path)) {
         return false;
     }
     struct stat st;

@@ -55,7 +55,10 @@ bool assay_cli_load_workload(const char *cmd, const char *path, const struct ass
 bool assay_cli_load_slo(const char *cmd, const char *path, struct assay_slo *out);
 
 /* Create dir (and its parents) if missing and check that a file can be
- * created in it, before any long run; false and a message otherwise. */
+ * created in it, before any long run; false and a message otherwise. A
+ * folder it made is removed again, if still empty, when the process exits
+ * or is interrupted (SIGINT, SIGTERM, SIGHUP): a command that wrote nothing
+ * leaves no empty folder behind. */
 bool assay_cli_prepare_out_dir(const char *cmd, const char *dir);
 
 /* A line on a terminal that shows a long phase's elapsed time every half

@@ -21,6 +21,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -114,6 +115,22 @@ static void expect_in(const char *where, const char *text, const char *want)
     }
 }
 
+/* A fresh scratch folder (its path in buf). */
+static const char *fresh_dir(const char *name, char *buf, size_t size)
+{
+    assay_test_scratch(name, buf, size);
+    char cmd[2200];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s' && mkdir -p '%s'", buf, buf);
+    assert_int_equal(system(cmd), 0);
+    return buf;
+}
+
+static bool exists(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0;
+}
+
 /* DIR/report.json, read and checked against the schema. */
 static cJSON *load_report(const char *dir)
 {
@@ -183,8 +200,12 @@ static void test_version(void **state)
         snprintf(want, sizeof want, "sources sha256 %s (%d files)", bf.source_sha256,
                  bf.source_files);
         expect_in("--version", r.out, want);
-        snprintf(want, sizeof want, "commit %s", bf.git_commit);
-        expect_in("--version", r.out, want);
+        /* The commit as the binary saw it when it was linked: 40 hex digits
+         * or "unknown" (a later commit need not relink it). */
+        const char *c = strstr(r.out, "\ncommit ");
+        assert_non_null(c);
+        c += strlen("\ncommit ");
+        assert_true(strspn(c, "0123456789abcdef") == 40 || strncmp(c, "unknown", 7) == 0);
         run_free(&r);
     }
 }
@@ -231,6 +252,123 @@ static void test_arrival_kinds(void **state)
     run_free(&r);
 }
 
+/* ---- output folders ---------------------------------------------------------- */
+
+/* A command that fails after making its output folder (here an audit whose
+ * model is refused once --out exists) leaves no empty folder behind, nor
+ * the parents it made; a folder that was there before stays. */
+static void test_failed_run_leaves_no_folder(void **state)
+{
+    (void)state;
+    char dir[1024], cmd[2400], path[1200];
+    fresh_dir("cli-no-folder", dir, sizeof dir);
+    snprintf(cmd, sizeof cmd,
+             "'%s' audit --url http://127.0.0.1:9 --model /nonexistent/model.gguf; "
+             "'%s' audit --url http://127.0.0.1:9 --model /nonexistent/model.gguf --out a/b/c",
+             g_assay, g_assay);
+    struct run r = run_in(dir, cmd);
+    assert_int_equal(r.status, 2);
+    expect_in("stderr", r.err, "assay audit: --model: /nonexistent/model.gguf");
+    run_free(&r);
+    snprintf(path, sizeof path, "%s/assay-audit", dir);
+    assert_false(exists(path));
+    snprintf(path, sizeof path, "%s/a", dir);
+    assert_false(exists(path));
+    snprintf(path, sizeof path, "%s/mine", dir);
+    assert_int_equal(mkdir(path, 0755), 0);
+    snprintf(cmd, sizeof cmd,
+             "'%s' audit --url http://127.0.0.1:9 --model /nonexistent/model.gguf --out mine",
+             g_assay);
+    r = run_in(dir, cmd);
+    assert_int_equal(r.status, 2);
+    run_free(&r);
+    assert_true(exists(path));
+}
+
+/* Ctrl-C in the middle of the checks (SIGINT to the command's process
+ * group, as a terminal sends it): the command dies of it, and the output
+ * folder it made and had not written into is gone. */
+static void test_interrupted_run_leaves_no_folder(void **state)
+{
+    (void)state;
+    char dir[1024], out[1200];
+    fresh_dir("cli-interrupted", dir, sizeof dir);
+    snprintf(out, sizeof out, "%s/report", dir);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        setpgid(0, 0);
+        signal(SIGINT, SIG_DFL);
+        int devnull = open("/dev/null", O_WRONLY);
+        dup2(devnull, STDOUT_FILENO);
+        dup2(devnull, STDERR_FILENO);
+        execl(g_assay, g_assay, "run", "--no-bench", "--family", "equivalence", "--out", out,
+              (char *)NULL);
+        _exit(127);
+    }
+    setpgid(pid, pid);
+    /* Wait for the folder, then a little more: the checks are running. */
+    for (int i = 0; i < 3000 && !exists(out); i++) {
+        usleep(10000);
+    }
+    assert_true(exists(out));
+    usleep(500000);
+    assert_int_equal(kill(-pid, SIGINT), 0);
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    printf("the run ended %s %d\n", WIFSIGNALED(st) ? "by signal" : "with status",
+           WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+    assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGINT);
+    assert_false(exists(out));
+}
+
+/* Every folder a command writes by default (the "(default assay-...)" of
+ * --out and --repro-dir in each --help) is in .gitignore, so a run in a
+ * clone leaves git status clean. */
+static void test_default_folders_ignored(void **state)
+{
+    (void)state;
+    char path[1200];
+    snprintf(path, sizeof path, "%s/../.gitignore", getenv("ASSAY_FIXTURES"));
+    char *ignore = slurp(path);
+    assert_true(ignore[0] != '\0');
+    static const char *const commands[] = {"run", "verify", "bench", "audit", "compare",
+                                           "report", "mutants"};
+    int n_found = 0;
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        char cmd[1200];
+        snprintf(cmd, sizeof cmd, "'%s' %s --help", g_assay, commands[i]);
+        struct run r = run(cmd);
+        assert_int_equal(r.status, 0);
+        /* The help wraps its lines: read it as one line of words. */
+        char *flat = r.out;
+        size_t k = 0;
+        for (size_t j = 0; flat[j] != '\0'; j++) {
+            bool space = isspace((unsigned char)flat[j]);
+            if (!space || (k > 0 && flat[k - 1] != ' ')) {
+                flat[k++] = space ? ' ' : flat[j];
+            }
+        }
+        flat[k] = '\0';
+        for (const char *p = strstr(flat, "(default assay-"); p != NULL;
+             p = strstr(p + 1, "(default assay-")) {
+            char name[64], want[80];
+            int len = (int)strcspn(p + 9, ") ,;");
+            snprintf(name, sizeof name, "%.*s", len, p + 9);
+            snprintf(want, sizeof want, "\n/%s/\n", name);
+            printf("assay %s writes %s/ by default\n", commands[i], name);
+            if (strstr(ignore, want) == NULL) {
+                fail_msg(".gitignore has no line /%s/ (assay %s writes it by default)", name,
+                         commands[i]);
+            }
+            n_found++;
+        }
+        run_free(&r);
+    }
+    assert_true(n_found >= 4); /* assay-report, -repro, -audit, -compare */
+    free(ignore);
+}
+
 int main(int argc, char **argv)
 {
     assay_test_init(argc, argv);
@@ -244,6 +382,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_unknown_option_one_line),
         cmocka_unit_test(test_version),
         cmocka_unit_test(test_arrival_kinds),
+        cmocka_unit_test(test_failed_run_leaves_no_folder),
+        cmocka_unit_test(test_interrupted_run_leaves_no_folder),
+        cmocka_unit_test(test_default_folders_ignored),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
