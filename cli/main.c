@@ -31,7 +31,8 @@ static void usage(FILE *out)
             "  audit      check an OpenAI-compatible server serving a GGUF file against the\n"
             "             oracle, and benchmark it beside the bundled engine\n"
             "  compare    BASELINE CANDIDATE: is the candidate still right, and really faster?\n"
-            "  version    this assay's version and the content hash of its sources\n"
+            "  version    this assay's version and the content hash of its sources (also\n"
+            "             assay --version)\n"
             "\n"
             "`assay COMMAND --help` describes each command. Exit status: 0 all passed,\n"
             "1 a check failed, 2 usage or input error, 3 performance regression (compare).\n");
@@ -65,6 +66,12 @@ static int dispatch(int argc, char **argv)
         return ASSAY_EXIT_OK;
     }
     if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
+        if (argc > 2 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0)) {
+            printf("usage: assay version (or assay --version)\n\nPrint this assay's version, "
+                   "its git commit, the content hash of the sources that built\nit (the one "
+                   "every report's stamp carries) and whether the planted bugs are compiled in.\n");
+            return ASSAY_EXIT_OK;
+        }
         if (argc > 2) {
             fprintf(stderr, "assay %s: takes no argument, got '%s'\n", cmd, argv[2]);
             return ASSAY_EXIT_USAGE;
