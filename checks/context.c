@@ -411,12 +411,16 @@ enum assay_status assay_run_plan_item(struct assay_verify_ctx *ctx,
     const struct assay_plan_item *same = bundled_base(base_spec) ? NULL : ran_before(ctx, item);
     if (same != NULL) {
         res->repro[0] = '\0';
-        assay_check_skip(res,
-                         "the same check as %s on this engine: its options (%.200s) configure the "
-                         "bundled engine only, and its check and workload are %s's",
-                         same->name, item->options, same->name);
-        snprintf(res->summary, sizeof res->summary, "not run again: the same check as %s",
-                 same->name);
+        /* One reason for every such check (the report groups the SKIPs
+         * that share one); which check it repeats, and its options, are in
+         * the summary. */
+        assay_check_skip(res, "not run again: on an engine other than the bundled one, its "
+                              "options configure nothing, and its check and workload are "
+                              "another's, which ran");
+        snprintf(res->summary, sizeof res->summary,
+                 "the same check as %s on this engine (its options %.200s configure the bundled "
+                 "engine only)",
+                 same->name, item->options);
         return ASSAY_OK;
     }
     if (!bundled_base(base_spec) && ctx->n_ran < (int32_t)(sizeof ctx->ran / sizeof ctx->ran[0])) {

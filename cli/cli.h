@@ -17,15 +17,12 @@
 #include "checks/context.h"
 #include "checks/isolate.h"
 #include "checks/plan.h"
+#include "reports/outcome.h"
 #include "reports/report.h"
 #include "reports/write.h"
 
-enum {
-    ASSAY_EXIT_OK = 0,         /* everything checked passed */
-    ASSAY_EXIT_FAIL = 1,       /* a check failed */
-    ASSAY_EXIT_USAGE = 2,      /* bad usage or bad input (file, spec, option) */
-    ASSAY_EXIT_REGRESSION = 3, /* compare: a significant performance regression */
-};
+/* The exit statuses (enum assay_exit) are reports/outcome.h's: a report
+ * records the one its command ended with. */
 
 int assay_cmd_verify(int argc, char **argv);
 int assay_cmd_mutants(int argc, char **argv);
@@ -153,7 +150,22 @@ void assay_progress_end(struct assay_progress *p);
 void assay_cli_print_results(FILE *out, const struct assay_check_result *results, size_t n);
 
 /* The exit status for a set of results: FAIL if any failed, USAGE if any
- * could not run (ERROR), else OK (SKIPs do not fail a run; they are listed). */
-int assay_cli_exit_status(const struct assay_check_result *results, size_t n);
+ * could not run (ERROR), TOO_FEW if fewer ran (PASS or FAIL) than rq
+ * requires (rq may be NULL: nothing required; the shortfall is then said on
+ * stderr, prefixed with cmd), else OK: SKIPs do not fail a run, they are
+ * listed, and the counts line says when most checks were skipped. */
+int assay_cli_exit_status(const char *cmd, const struct assay_check_result *results, size_t n,
+                          const struct assay_require *rq);
+
+/* --require-checks N or P% (reports/outcome.h); false and a message when
+ * it is neither. */
+bool assay_cli_parse_require(const char *cmd, const char *text, struct assay_require *out);
+
+/* The lines of usage text about --require-checks. */
+#define ASSAY_CLI_REQUIRE_HELP                                                                     \
+    "  --require-checks N  at least N checks must run (PASS or FAIL; a SKIP checks\n"            \
+    "                      nothing), or N%% of the checks selected; fewer is exit\n"             \
+    "                      status 4 (default: none required, but the counts line says\n"        \
+    "                      when most checks were skipped)\n"
 
 #endif

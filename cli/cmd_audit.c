@@ -38,7 +38,7 @@ static void usage(FILE *out)
             "                   [--seed-promise alone|bitwise|budget]\n"
             "                   [--bundled SPEC] [--workload FILE]\n"
             "                   [--slo FILE] [--runs N] [--rate R] [--stall-ms N] [--no-bench]\n"
-            "                   [--json] [--list]\n"
+            "                   [--require-checks N] [--json] [--list]\n"
             "\n"
             "Audit an OpenAI-compatible server that serves FILE.gguf: greedy equivalence with\n"
             "the oracle alone and under concurrency, top logprobs, the distributional family\n"
@@ -84,11 +84,13 @@ static void usage(FILE *out)
             "  --rate R            open-loop rate, req/s (default: half the lower batched rate)\n"
             "  --stall-ms N        a request fails after N ms without a byte (default 60000)\n"
             "  --no-bench          the checks only\n"
+            ASSAY_CLI_REQUIRE_HELP
             "  --json              print the report's JSON instead of the tables\n"
             "  --list              list the checks and exit\n"
             "\n"
             "Exit status: 0 everything checked passed (skips are listed), 1 a check failed,\n"
-            "2 usage or input error, the server could not be reached, or a part could not run.\n");
+            "2 usage or input error, the server could not be reached, or a part could not run,\n"
+            "4 fewer checks ran than --require-checks asks for.\n");
 }
 
 struct audit_opts {
@@ -104,6 +106,7 @@ struct audit_opts {
     enum assay_seed_promise seed_promise;
     enum assay_kv_type kv_type;
     bool flash_attn;
+    struct assay_require require;
 };
 
 static int parse(int argc, char **argv, struct audit_opts *o)
@@ -121,6 +124,7 @@ static int parse(int argc, char **argv, struct audit_opts *o)
         {"stall-ms", required_argument, NULL, 'T'}, {"order", required_argument, NULL, 'O'},
         {"kv-type", required_argument, NULL, 'K'},  {"flash-attn", required_argument, NULL, 'F'},
         {"seed-promise", required_argument, NULL, 'P'},
+        {"require-checks", required_argument, NULL, 'Q'},
         {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
     };
     int c;
@@ -138,6 +142,11 @@ static int parse(int argc, char **argv, struct audit_opts *o)
         case 'B': o->no_bench = true; break;
         case 'j': o->json = true; break;
         case 'l': o->list = true; break;
+        case 'Q':
+            if (!assay_cli_parse_require("audit", optarg, &o->require)) {
+                return ASSAY_EXIT_USAGE;
+            }
+            break;
         case 'P':
             if (strcmp(optarg, "alone") == 0) {
                 o->seed_promise = ASSAY_SEED_PROMISE_ALONE;
@@ -620,7 +629,20 @@ int assay_cmd_audit(int argc, char **argv)
     }
     ok = ok && assay_report_set(report, "duration_s",
                                 cJSON_CreateNumber((double)(assay_now_ns() - t0) / 1e9)) == ASSAY_OK;
-    int status = ASSAY_EXIT_OK;
+    /* The exit status, before the report that records it: a failed check
+     * first, then a part that could not run, then too few checks run. */
+    int status = ok ? ASSAY_EXIT_OK : ASSAY_EXIT_USAGE;
+    int verdict_status = assay_cli_exit_status("audit", res, n, &o.require);
+    if (verdict_status == ASSAY_EXIT_FAIL) {
+        status = ASSAY_EXIT_FAIL;
+    } else if (status == ASSAY_EXIT_OK && (verdict_status == ASSAY_EXIT_USAGE || bench_failed)) {
+        status = ASSAY_EXIT_USAGE;
+    } else if (status == ASSAY_EXIT_OK) {
+        status = verdict_status;
+    }
+    ok = ok && assay_report_set_outcome(report, o.require.given ? o.require.text : NULL,
+                                        assay_require_needed(&o.require, (int64_t)n),
+                                        status) == ASSAY_OK;
     struct assay_report_paths paths;
     if (!ok) {
         fprintf(stderr, "assay audit: out of memory while building the report\n");
@@ -647,12 +669,6 @@ int assay_cmd_audit(int argc, char **argv)
             printf("\nReport: %s\n        %s\n        %s\n", paths.json, paths.html, paths.md);
         }
         printf("(%.0f s)\n", (double)(assay_now_ns() - t0) / 1e9);
-    }
-    int verdict_status = assay_cli_exit_status(res, n);
-    if (verdict_status == ASSAY_EXIT_FAIL) {
-        status = ASSAY_EXIT_FAIL;
-    } else if (status == ASSAY_EXIT_OK && (verdict_status != ASSAY_EXIT_OK || bench_failed)) {
-        status = ASSAY_EXIT_USAGE;
     }
     cJSON_Delete(report);
     assay_versus_release(&cmp);

@@ -36,7 +36,7 @@ static void usage(FILE *out)
             "                     [--check NAME]... [--check-workload NAME=FILE]... [--model FILE]\n"
             "                     [--samples N] [--dist-params P] [--tie-tol X] [--no-bench]\n"
             "                     [--no-checks] [--no-shrink] [--shrink-seconds S] [--timeout S]\n"
-            "                     [--no-fork] [--list] [--json]\n"
+            "                     [--no-fork] [--require-checks N] [--list] [--json]\n"
             "\n"
             "Validate an optimisation before merging: is CANDIDATE still right, and is it\n"
             "really faster than BASELINE? Both are engine specs (bundled:..., openai:URL,\n"
@@ -82,12 +82,17 @@ static void usage(FILE *out)
             "  --no-fork             run the checks in this process (for a debugger); by\n"
             "                        default each runs in a child process, so a crash, an\n"
             "                        abort or a hang of the candidate is that check's FAIL\n"
+            "  --require-checks N    at least N correctness checks must run (PASS or FAIL; a\n"
+            "                        SKIP checks nothing), or N%% of those selected; fewer is\n"
+            "                        exit status 4\n"
             "  --list                list the correctness checks and exit\n"
             "  --json                print the report's JSON instead of the tables\n"
             "\n"
             "Exit status: 0 the candidate is correct and no gated figure is slower beyond\n"
             "the threshold; 1 a correctness check failed; 2 usage or input error, or a\n"
-            "part could not run; 3 a significant performance regression.\n",
+            "part could not run; 3 a significant performance regression; 4 fewer\n"
+            "correctness checks ran than --require-checks asks for (1 and 2 outrank 4, which\n"
+            "outranks 3).\n",
             ASSAY_SPEEDUP_DEFAULT_PAIRS, ASSAY_SPEEDUP_DEFAULT_THRESHOLD,
             ASSAY_SPEEDUP_DEFAULT_CONFIDENCE, ASSAY_SPEEDUP_DEFAULT_BOOT,
             ASSAY_PAIRWISE_DEFAULT_SAMPLES, ASSAY_SHRINK_MAX_SECONDS);
@@ -124,6 +129,7 @@ struct opts {
     size_t n_cw;
     bool no_bench, no_checks, no_shrink, list, json, no_fork;
     double timeout_s;
+    struct assay_require require;
 };
 
 static bool parse_double(const char *option, const char *text, double lo, double hi, double *out)
@@ -169,6 +175,7 @@ static int parse(int argc, char **argv, struct opts *o)
         {"no-shrink", no_argument, NULL, 'X'},        {"shrink-seconds", required_argument, NULL, 'x'},
         {"list", no_argument, NULL, 'l'},             {"json", no_argument, NULL, 'j'},
         {"timeout", required_argument, NULL, 'L'},    {"no-fork", no_argument, NULL, 'F'},
+        {"require-checks", required_argument, NULL, 'Q'},
         {"help", no_argument, NULL, 'h'},             {NULL, 0, NULL, 0},
     };
     int c;
@@ -231,6 +238,7 @@ static int parse(int argc, char **argv, struct opts *o)
         case 'j': o->json = true; break;
         case 'L': ok = assay_cli_parse_timeout(optarg, &o->timeout_s); break;
         case 'F': o->no_fork = true; break;
+        case 'Q': ok = assay_cli_parse_require("compare", optarg, &o->require); break;
         case 'h': usage(stdout); return -1;
         default: return assay_cli_bad_option("compare", c, argc, argv);
         }
@@ -662,13 +670,15 @@ int assay_cmd_compare(int argc, char **argv)
         have_speed = true;
     }
     /* The exit status: a correctness failure first, then a part that could
-     * not run, then a regression. */
-    int verdict_status = assay_cli_exit_status(k.res, k.n);
+     * not run, then too few checks run, then a regression. */
+    int verdict_status = assay_cli_exit_status("compare", k.res, k.n, &o.require);
     if (verdict_status == ASSAY_EXIT_FAIL) {
         status = ASSAY_EXIT_FAIL;
     } else if (verdict_status == ASSAY_EXIT_USAGE ||
                (have_speed && speed.verdict == ASSAY_SPEEDUP_NOT_MEASURED)) {
         status = ASSAY_EXIT_USAGE;
+    } else if (verdict_status == ASSAY_EXIT_TOO_FEW) {
+        status = ASSAY_EXIT_TOO_FEW;
     } else if (have_speed && speed.verdict == ASSAY_SPEEDUP_REGRESSION) {
         status = ASSAY_EXIT_REGRESSION;
     }
@@ -707,6 +717,9 @@ int assay_cmd_compare(int argc, char **argv)
     }
     ok = ok && assay_report_set(report, "duration_s",
                                 cJSON_CreateNumber((double)(assay_now_ns() - t0) / 1e9)) == ASSAY_OK;
+    ok = ok && assay_report_set_outcome(report, o.require.given ? o.require.text : NULL,
+                                        assay_require_needed(&o.require, (int64_t)k.n),
+                                        status) == ASSAY_OK;
     if (!ok) {
         fprintf(stderr, "assay compare: out of memory while building the report\n");
         status = ASSAY_EXIT_USAGE;

@@ -23,7 +23,8 @@ static void usage(FILE *out)
             "usage: assay run [--out DIR] [--engine SPEC] [--bench-engine SPEC]\n"
             "                 [--workload FILE] [--slo FILE] [--seed N] [--runs N] [--rate R]\n"
             "                 [--quick] [--check NAME]... [--family FAMILY] [--no-bench]\n"
-            "                 [--no-shrink] [--timeout SECONDS] [--no-fork] [--json]\n"
+            "                 [--no-shrink] [--timeout SECONDS] [--no-fork]\n"
+            "                 [--require-checks N] [--json]\n"
             "\n"
             "Verify an engine with the whole plan, benchmark the bundled engine the way the\n"
             "seed chapter says benchmarks must be done, and write the report: DIR/report.json\n"
@@ -50,12 +51,14 @@ static void usage(FILE *out)
             "                      smaller pool) while it still fails, written into DIR and\n"
             "                      confirmed by a rerun\n"
             ASSAY_CLI_ISOLATION_HELP
+            ASSAY_CLI_REQUIRE_HELP
             "  --json              print the report's JSON on stdout instead of the tables\n"
             "\n"
             "About 2 minutes on 2 idle cores, up to 5 on a busy machine; verification is\n"
             "about half of it, and --quick shortens the benchmark (one run per row).\n"
             "Exit status: 0 all passed, 1 a check failed, 2 usage or input error, or a part\n"
-            "that could not run (the report says which).\n");
+            "that could not run (the report says which), 4 fewer checks ran than\n"
+            "--require-checks asks for.\n");
 }
 
 struct run_opts {
@@ -68,6 +71,7 @@ struct run_opts {
     double rate;
     bool quick, no_bench, no_shrink, json;
     struct assay_isolation iso;
+    struct assay_require require;
 };
 
 static int parse(int argc, char **argv, struct run_opts *o)
@@ -80,7 +84,7 @@ static int parse(int argc, char **argv, struct run_opts *o)
         {"quick", no_argument, NULL, 'q'},          {"check", required_argument, NULL, 'c'},
         {"family", required_argument, NULL, 'f'},   {"no-bench", no_argument, NULL, 'n'},
         {"no-shrink", no_argument, NULL, 'N'},      {"timeout", required_argument, NULL, 't'},
-        {"no-fork", no_argument, NULL, 'F'},
+        {"no-fork", no_argument, NULL, 'F'},        {"require-checks", required_argument, NULL, 'Q'},
         {"json", no_argument, NULL, 'j'},           {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
@@ -132,6 +136,11 @@ static int parse(int argc, char **argv, struct run_opts *o)
             }
             break;
         case 'F': o->iso.fork = false; break;
+        case 'Q':
+            if (!assay_cli_parse_require("run", optarg, &o->require)) {
+                return ASSAY_EXIT_USAGE;
+            }
+            break;
         case 'h': usage(stdout); return -1;
         default: return assay_cli_bad_option("run", c, argc, argv);
         }
@@ -445,6 +454,23 @@ int assay_cmd_run(int argc, char **argv)
         fprintf(stderr, "assay run: out of memory while building the report\n");
         status = ASSAY_EXIT_USAGE;
     }
+    /* The exit status, before the report that records it: a failed check
+     * first, then a part that could not run, then too few checks run. */
+    int verdict_status = assay_cli_exit_status("run", res, n, &o.require);
+    if (verdict_status == ASSAY_EXIT_FAIL) {
+        status = ASSAY_EXIT_FAIL;
+    } else if (status == ASSAY_EXIT_OK && (verdict_status == ASSAY_EXIT_USAGE || b.failed)) {
+        status = ASSAY_EXIT_USAGE;
+    } else if (status == ASSAY_EXIT_OK) {
+        status = verdict_status;
+    }
+    if (ok && assay_report_set_outcome(report, o.require.given ? o.require.text : NULL,
+                                       assay_require_needed(&o.require, (int64_t)n),
+                                       status) != ASSAY_OK) {
+        fprintf(stderr, "assay run: out of memory while building the report\n");
+        status = ASSAY_EXIT_USAGE;
+        ok = false;
+    }
     struct assay_report_paths paths;
     if (ok && !assay_cli_write_report("run", report, o.out, &paths)) {
         status = ASSAY_EXIT_USAGE;
@@ -470,12 +496,6 @@ int assay_cmd_run(int argc, char **argv)
             printf("\nReport: %s\n        %s\n        %s\n", paths.json, paths.html, paths.md);
         }
         printf("(%.0f s)\n", (double)(assay_now_ns() - t0) / 1e9);
-    }
-    int verdict_status = assay_cli_exit_status(res, n);
-    if (verdict_status == ASSAY_EXIT_FAIL) {
-        status = ASSAY_EXIT_FAIL;
-    } else if (status == ASSAY_EXIT_OK && (verdict_status != ASSAY_EXIT_OK || b.failed)) {
-        status = ASSAY_EXIT_USAGE;
     }
     cJSON_Delete(report);
     free(res);

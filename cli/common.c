@@ -146,45 +146,110 @@ void assay_progress_end(struct assay_progress *p)
     }
 }
 
-void assay_cli_print_results(FILE *out, const struct assay_check_result *r, size_t n)
+/* One check's lines of the table. */
+static void print_result(FILE *out, const struct assay_check_result *r)
 {
-    size_t counts[4] = {0, 0, 0, 0};
-    fprintf(out, "%-30s %-15s %-7s %8s  %s\n", "check", "family", "verdict", "seconds", "summary");
-    for (size_t i = 0; i < n; i++) {
-        counts[r[i].verdict]++;
-        fprintf(out, "%-30s %-15s %-7s %8.2f  %s\n", r[i].name, assay_family_str(r[i].family),
-                assay_verdict_str(r[i].verdict), r[i].seconds, r[i].summary);
-        if (r[i].verdict != ASSAY_VERDICT_PASS) {
-            fprintf(out, "    %s: %s\n", r[i].verdict == ASSAY_VERDICT_SKIP ? "skipped" : "why",
-                    r[i].failure);
-        }
-        if (r[i].verdict == ASSAY_VERDICT_FAIL && r[i].family == ASSAY_FAMILY_DISTRIBUTIONAL) {
-            fprintf(out, "    fired: %s\n",
-                    r[i].rule_fired || r[i].statistic_fired
-                        ? assay_check_fired_str(r[i].rule_fired, r[i].statistic_fired)
-                        : "neither the hard rule nor the statistic (see why)");
-        }
-        if (r[i].verdict == ASSAY_VERDICT_FAIL && r[i].repro[0] != '\0') {
-            fprintf(out, "    reproduce: %s\n", r[i].repro);
-        }
+    fprintf(out, "%-30s %-15s %-7s %8.2f  %s\n", r->name, assay_family_str(r->family),
+            assay_verdict_str(r->verdict), r->seconds, r->summary);
+    if (r->verdict != ASSAY_VERDICT_PASS) {
+        fprintf(out, "    %s: %s\n", r->verdict == ASSAY_VERDICT_SKIP ? "skipped" : "why",
+                r->failure);
     }
-    fprintf(out, "\n%zu checks: %zu passed, %zu failed, %zu skipped, %zu could not run\n", n,
-            counts[ASSAY_VERDICT_PASS], counts[ASSAY_VERDICT_FAIL], counts[ASSAY_VERDICT_SKIP],
-            counts[ASSAY_VERDICT_ERROR]);
+    if (r->verdict == ASSAY_VERDICT_FAIL && r->family == ASSAY_FAMILY_DISTRIBUTIONAL) {
+        fprintf(out, "    fired: %s\n",
+                r->rule_fired || r->statistic_fired
+                    ? assay_check_fired_str(r->rule_fired, r->statistic_fired)
+                    : "neither the hard rule nor the statistic (see why)");
+    }
+    if (r->verdict == ASSAY_VERDICT_FAIL && r->repro[0] != '\0') {
+        fprintf(out, "    reproduce: %s\n", r->repro);
+    }
 }
 
-int assay_cli_exit_status(const struct assay_check_result *r, size_t n)
+static bool same_skip(const struct assay_check_result *a, const struct assay_check_result *b)
 {
-    int status = ASSAY_EXIT_OK;
-    for (size_t i = 0; i < n; i++) {
-        if (r[i].verdict == ASSAY_VERDICT_FAIL) {
-            return ASSAY_EXIT_FAIL;
-        }
-        if (r[i].verdict == ASSAY_VERDICT_ERROR) {
-            status = ASSAY_EXIT_USAGE;
+    return a->verdict == ASSAY_VERDICT_SKIP && b->verdict == ASSAY_VERDICT_SKIP &&
+           strcmp(a->failure, b->failure) == 0;
+}
+
+/* Failures first, then what could not run, what passed, and the SKIPs,
+ * those with one reason together in one entry: a plan mostly skipped on an
+ * engine must not bury its failures (the reports order their tables so,
+ * reports/outcome.h). */
+void assay_cli_print_results(FILE *out, const struct assay_check_result *r, size_t n)
+{
+    fprintf(out, "%-30s %-15s %-7s %8s  %s\n", "check", "family", "verdict", "seconds", "summary");
+    static const enum assay_verdict order[] = {ASSAY_VERDICT_FAIL, ASSAY_VERDICT_ERROR,
+                                               ASSAY_VERDICT_PASS};
+    for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
+        for (size_t i = 0; i < n; i++) {
+            if (r[i].verdict == order[k]) {
+                print_result(out, &r[i]);
+            }
         }
     }
+    for (size_t i = 0; i < n; i++) {
+        bool first = r[i].verdict == ASSAY_VERDICT_SKIP;
+        size_t n_same = 0;
+        for (size_t j = 0; j < n && first; j++) {
+            first = !(j < i && same_skip(&r[j], &r[i]));
+            n_same += same_skip(&r[j], &r[i]);
+        }
+        if (!first) {
+            continue;
+        }
+        if (n_same == 1) {
+            print_result(out, &r[i]);
+            continue;
+        }
+        char count[32];
+        snprintf(count, sizeof count, "%zu checks, named below", n_same);
+        fprintf(out, "%-30s %-15s %-7s %8s  skipped: %s\n", count, "", "SKIP", "", r[i].failure);
+        size_t col = 0;
+        for (size_t j = i; j < n; j++) {
+            if (same_skip(&r[j], &r[i])) {
+                size_t len = strlen(r[j].name);
+                if (col > 0 && col + 2 + len > 96) {
+                    fputc('\n', out);
+                    col = 0;
+                }
+                col += (size_t)fprintf(out, "%s%s", col == 0 ? "    " : ", ", r[j].name);
+            }
+        }
+        fputc('\n', out);
+    }
+    struct assay_counts c;
+    assay_counts_of_results(r, n, &c);
+    char line[256];
+    fprintf(out, "\n%s\n", assay_counts_line(&c, line, sizeof line));
+}
+
+int assay_cli_exit_status(const char *cmd, const struct assay_check_result *r, size_t n,
+                          const struct assay_require *rq)
+{
+    struct assay_counts c;
+    assay_counts_of_results(r, n, &c);
+    int status = assay_outcome_exit_status(&c, rq);
+    if (status == ASSAY_EXIT_TOO_FEW) {
+        fprintf(stderr,
+                "assay %s: only %lld of the %lld checks ran (PASS or FAIL), fewer than the %lld "
+                "that --require-checks %s asks for: exit status %d\n",
+                cmd, (long long)assay_counts_ran(&c), (long long)c.checks,
+                (long long)assay_require_needed(rq, c.checks), rq->text, ASSAY_EXIT_TOO_FEW);
+    }
     return status;
+}
+
+bool assay_cli_parse_require(const char *cmd, const char *text, struct assay_require *out)
+{
+    if (assay_require_parse(text, out) != ASSAY_OK) {
+        fprintf(stderr,
+                "assay %s: --require-checks expects a number of checks >= 1 or a share such as "
+                "50%%, got '%s'\n",
+                cmd, text);
+        return false;
+    }
+    return true;
 }
 
 void assay_cli_join_argv(int argc, char **argv, char *buf, size_t size)

@@ -7,7 +7,9 @@
 
 #include "audit_report.h"
 #include "compare_report.h"
+#include "../core/alloc.h"
 #include "html_parts.h"
+#include "outcome.h"
 #include "report.h"
 #include "schema.h"
 #include "text.h"
@@ -26,7 +28,8 @@ static const char css[] =
     "white-space:nowrap}\n"
     ".PASS{color:#fff;background:#1a7f37}.FAIL{color:#fff;background:#cf222e}"
     ".SKIP{color:#1b1b1b;background:#d0d7de}.ERROR{color:#fff;background:#bc4c00}"
-    ".NONE{color:#1b1b1b;background:#d0d7de}\n"
+    ".NONE{color:#1b1b1b;background:#d0d7de}.WARN{color:#1b1b1b;background:#f2cc60}\n"
+    "p.warn{background:#fff4d6;border-left:4px solid #f2cc60;padding:.4em .8em;max-width:58em}\n"
     "span.v{display:inline-block;padding:.05em .5em;border-radius:.3em;font-weight:600;"
     "font-size:.9em}\n"
     ".banner{font-size:1.25em;padding:.6em 1em;border-radius:.4em;margin:.6em 0}\n"
@@ -108,25 +111,105 @@ int assay_html_array_size(const cJSON *a)
 
 /* ---- header and verdict ------------------------------------------------ */
 
+/* The banner's colour: green when everything checked passed and the
+ * checks mostly ran, amber when they were mostly skipped, red for a failed
+ * check, a regression or too few checks run, orange for what could not
+ * run, grey for a benchmark alone. */
+static const char *banner_class(const cJSON *r, int status)
+{
+    struct assay_counts c;
+    assay_counts_of_report(r, &c);
+    switch (status) {
+    case ASSAY_EXIT_OK:
+        if (c.checks == 0) {
+            return cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(r, "compare")) ? "WARN" : "NONE";
+        }
+        return assay_counts_mostly_skipped(&c) ? "WARN" : "PASS";
+    case ASSAY_EXIT_USAGE: return "ERROR";
+    default: return "FAIL";
+    }
+}
+
+static void nav_link(struct assay_text *t, bool present, const char *id, const char *name)
+{
+    if (present) {
+        assay_text_printf(t, "<a href=\"#%s\">%s</a>", id, name);
+    }
+}
+
+/* What the failures section would hold: a check that failed or could not
+ * run. */
+static bool any_failure(const cJSON *r)
+{
+    const cJSON *c;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(r, "checks"))
+    {
+        const char *v = assay_json_str(c, "verdict", "");
+        if (strcmp(v, "FAIL") == 0 || strcmp(v, "ERROR") == 0) {
+            return true;
+        }
+    }
+    return false;
+}
+
+static bool any_evidence(const cJSON *r)
+{
+    const cJSON *c;
+    cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(r, "checks"))
+    {
+        if (cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(c, "evidence"))) {
+            return true;
+        }
+    }
+    return false;
+}
+
+/*
+ * The page's header: the command, the banner with the run's verdict in
+ * words (a compare's correctness and speed; a run mostly skipped, or short
+ * of --require-checks, says so), its counts and its exit status, what made
+ * it, and links to the sections the report has - only those.
+ */
 static void render_header(struct assay_text *t, const cJSON *r)
 {
-    const char *verdict = assay_report_verdict(r);
     const cJSON *stamp = cJSON_GetObjectItemCaseSensitive(r, "stamp");
-    assay_text_puts(t, "<header><h1>assay report</h1>\n");
-    assay_text_printf(t, "<div class=\"banner %s\">", strcmp(verdict, "PASS") == 0   ? "PASS"
-                                                      : strcmp(verdict, "FAIL") == 0 ? "FAIL"
-                                                      : strcmp(verdict, "ERROR") == 0 ? "ERROR"
-                                                                                      : "NONE");
-    if (strcmp(verdict, "NONE") == 0) {
+    int status = assay_report_exit_status(r);
+    struct assay_counts c;
+    assay_counts_of_report(r, &c);
+    bool compare = cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(r, "compare"));
+    char title[200], line[256], req[256];
+    assay_text_puts(t, "<header><h1>assay ");
+    assay_html_esc(t, assay_json_str(r, "command", ""));
+    assay_text_printf(t, "</h1>\n<div class=\"banner %s\">", banner_class(r, status));
+    if (c.checks == 0 && !compare) {
         assay_text_puts(t, "No check was run: a benchmark alone");
     } else {
-        assay_text_printf(t,
-                          "%s &mdash; %g checks: %g passed, %g failed, %g skipped, %g could not run",
-                          verdict, assay_json_num(r, "counts.checks"), assay_json_num(r, "counts.pass"),
-                          assay_json_num(r, "counts.fail"), assay_json_num(r, "counts.skip"),
-                          assay_json_num(r, "counts.error"));
+        assay_html_esc(t, assay_report_title(r, title, sizeof title));
+        assay_text_puts(t, " &mdash; ");
+        if (c.checks == 0) {
+            assay_text_puts(t, "no correctness check was run");
+        } else {
+            assay_html_esc(t, assay_counts_line(&c, line, sizeof line));
+        }
     }
-    assay_text_puts(t, "</div>\n<p><code>");
+    assay_text_printf(t, "<br><small>exit status %d: %s</small></div>\n", status,
+                      assay_exit_status_str(status));
+    assay_report_require_text(r, req, sizeof req);
+    if (req[0] != '\0') {
+        assay_text_puts(t, "<p>");
+        assay_html_esc(t, req);
+        assay_text_puts(t, ".</p>\n");
+    }
+    if (c.checks > 0 && assay_counts_mostly_skipped(&c)) {
+        assay_text_printf(t,
+                          "<p class=\"warn\"><b>Mostly skipped:</b> %lld of the %lld checks were "
+                          "skipped, which checks nothing; only %lld ran.%s</p>\n",
+                          (long long)c.skip, (long long)c.checks, (long long)assay_counts_ran(&c),
+                          req[0] != '\0' ? ""
+                                          : " <code>--require-checks N</code> fails a run in "
+                                            "which fewer than N checks ran (exit status 4).");
+    }
+    assay_text_puts(t, "<p><code>");
     assay_html_esc(t, assay_json_str(r, "command_line", ""));
     assay_text_puts(t, "</code> &middot; ");
     assay_html_esc(t, assay_json_str(r, "created_utc", ""));
@@ -144,11 +227,19 @@ static void render_header(struct assay_text *t, const cJSON *r)
     assay_text_puts(t, dirty == 1 ? "</code> (dirty tree)" : dirty == 0 ? "</code> (clean)" : "</code>");
     assay_text_puts(t, ", sources <code>");
     assay_html_esc(t, assay_json_str(stamp, "assay.source_sha256", ""));
-    assay_text_puts(t, "</code></p>\n<nav><a href=\"#verdict\">Verdict</a><a href=\"#failures\">"
-                       "Failures</a><a href=\"#evidence\">Evidence</a><a href=\"#benchmark\">"
-                       "Benchmark</a><a href=\"#seed-table\">"
-                       "Seed&rsquo;s table</a><a href=\"#sweep\">Rate sweep</a><a href=\"#stamp\">"
-                       "Stamp</a></nav></header>\n");
+    assay_text_puts(t, "</code></p>\n<nav>");
+    nav_link(t, c.checks > 0, "verdict", "Verdict");
+    nav_link(t, any_failure(r), "failures", "Failures");
+    nav_link(t, any_evidence(r), "evidence", "Evidence");
+    nav_link(t, cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(r, "audit")), "audit", "Audit");
+    nav_link(t, compare, "compare", "Comparison");
+    nav_link(t, assay_html_has_benchmark(r), "benchmark", "Benchmark");
+    nav_link(t, assay_html_has_seed_table(r), "seed-table", "Seed&rsquo;s table");
+    nav_link(t, assay_html_has_sweep(r), "sweep", "Rate sweep");
+    nav_link(t, true, "stamp", "Stamp");
+    nav_link(t, assay_html_array_size(cJSON_GetObjectItemCaseSensitive(r, "notes")) > 0, "notes",
+             "Notes");
+    assay_text_puts(t, "</nav></header>\n");
 }
 
 /* The power of the distributional checks' minimum detectable TV: the one
@@ -171,15 +262,98 @@ static double shared_power(const cJSON *checks)
     return power;
 }
 
+/* One check's row: name and engine, family, verdict (and what fired),
+ * seconds, summary (and why it was skipped), a link to its evidence. */
+static void check_row(struct assay_text *t, const cJSON *c)
+{
+    assay_text_puts(t, "<tr><td><code>");
+    assay_html_esc(t, assay_json_str(c, "name", ""));
+    assay_text_puts(t, "</code><br><small><code>");
+    assay_html_esc(t, assay_json_str(c, "engine", ""));
+    assay_text_puts(t, "</code></small></td>");
+    assay_html_td_text(t, assay_json_str(c, "family", ""));
+    assay_text_puts(t, "<td>");
+    assay_html_verdict_span(t, assay_json_str(c, "verdict", ""));
+    const char *fired = assay_report_check_fired(c);
+    if (fired[0] != '\0') {
+        assay_text_puts(t, "<br><small>fired: ");
+        assay_html_esc(t, fired);
+        assay_text_puts(t, "</small>");
+    }
+    assay_text_puts(t, "</td>");
+    assay_html_td_num(t, assay_json_num(c, "seconds"), 3);
+    assay_text_puts(t, "<td class=\"summary\">");
+    assay_html_esc(t, assay_json_str(c, "summary", ""));
+    if (strcmp(assay_json_str(c, "verdict", ""), "SKIP") == 0) {
+        assay_text_puts(t, "<br><small>skipped: ");
+        assay_html_esc(t, assay_json_str(c, "failure", ""));
+        assay_text_puts(t, "</small>");
+    }
+    if (cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(c, "evidence"))) {
+        assay_text_puts(t, " <small><a href=\"#evidence-");
+        assay_html_esc(t, assay_json_str(c, "name", ""));
+        assay_text_puts(t, "\">evidence</a></small>");
+    }
+    assay_text_puts(t, "</td></tr>\n");
+}
+
+/* The SKIPs that share one reason, in one row: how many, their names, the
+ * reason once. */
+static void skip_group_row(struct assay_text *t, const cJSON *checks,
+                           const struct assay_check_row *row)
+{
+    assay_text_printf(t, "<tr class=\"skip-group\"><td>%d checks<br><small>", (int)row->n);
+    const char *families[4] = {NULL, NULL, NULL, NULL};
+    int n_families = 0, k = 0;
+    double seconds = 0;
+    const cJSON *c;
+    cJSON_ArrayForEach(c, checks)
+    {
+        if (!assay_check_row_has(row, c)) {
+            continue;
+        }
+        assay_text_puts(t, k++ > 0 ? ", <code>" : "<code>");
+        assay_html_esc(t, assay_json_str(c, "name", ""));
+        assay_text_puts(t, "</code>");
+        const char *f = assay_json_str(c, "family", "");
+        bool seen = false;
+        for (int i = 0; i < n_families; i++) {
+            seen = seen || strcmp(families[i], f) == 0;
+        }
+        if (!seen && n_families < 4) {
+            families[n_families++] = f;
+        }
+        double s1 = assay_json_num(c, "seconds");
+        seconds += isfinite(s1) ? s1 : 0;
+    }
+    assay_text_puts(t, "</small></td><td>");
+    for (int i = 0; i < n_families; i++) {
+        assay_text_puts(t, i > 0 ? ", " : "");
+        assay_html_esc(t, families[i]);
+    }
+    assay_text_puts(t, "</td><td>");
+    assay_html_verdict_span(t, "SKIP");
+    assay_text_puts(t, "</td>");
+    assay_html_td_num(t, seconds, 3);
+    assay_text_printf(t, "<td class=\"summary\">%d checks skipped: ", (int)row->n);
+    assay_html_esc(t, assay_json_str(row->check, "failure", ""));
+    assay_text_puts(t, "</td></tr>\n");
+}
+
 /*
  * The verdict table. Each check's figures appear once, in its summary (the
  * check's own line, which states them with their context); the JSON keeps
  * them as numbers under figures. A distributional check links to its
- * evidence below.
+ * evidence below. Failures come first; the SKIPs that share a reason make
+ * one row ("29 checks skipped: ..."), so that a plan mostly skipped on an
+ * engine does not bury what failed.
  */
 static void render_verdict(struct assay_text *t, const cJSON *r)
 {
     const cJSON *checks = cJSON_GetObjectItemCaseSensitive(r, "checks");
+    if (assay_html_array_size(checks) == 0) {
+        return; /* the banner says no check was run */
+    }
     assay_text_puts(t, "<section id=\"verdict\"><h2>Verdict</h2>\n");
     const cJSON *verify = cJSON_GetObjectItemCaseSensitive(r, "verify");
     double power = shared_power(checks);
@@ -201,62 +375,42 @@ static void render_verdict(struct assay_text *t, const cJSON *r)
                           "distributional checks is at power %s.</p>\n",
                           assay_text_num(pw, sizeof pw, power, 3));
     }
-    if (assay_html_array_size(checks) == 0) {
-        assay_text_puts(t, "<p class=\"muted\">No check was run.</p></section>\n");
-        return;
-    }
     assay_text_puts(t, "<table class=\"verdicts\"><tr><th>Check</th><th>Family</th><th>Verdict</th>"
                        "<th>s</th><th>Summary</th></tr>\n");
-    const cJSON *c;
-    cJSON_ArrayForEach(c, checks)
-    {
-        assay_text_puts(t, "<tr><td><code>");
-        assay_html_esc(t, assay_json_str(c, "name", ""));
-        assay_text_puts(t, "</code><br><small><code>");
-        assay_html_esc(t, assay_json_str(c, "engine", ""));
-        assay_text_puts(t, "</code></small></td>");
-        assay_html_td_text(t, assay_json_str(c, "family", ""));
-        assay_text_puts(t, "<td>");
-        assay_html_verdict_span(t, assay_json_str(c, "verdict", ""));
-        const char *fired = assay_report_check_fired(c);
-        if (fired[0] != '\0') {
-            assay_text_puts(t, "<br><small>fired: ");
-            assay_html_esc(t, fired);
-            assay_text_puts(t, "</small>");
-        }
-        assay_text_puts(t, "</td>");
-        assay_html_td_num(t, assay_json_num(c, "seconds"), 3);
-        assay_text_puts(t, "<td class=\"summary\">");
-        assay_html_esc(t, assay_json_str(c, "summary", ""));
-        if (strcmp(assay_json_str(c, "verdict", ""), "SKIP") == 0) {
-            assay_text_puts(t, "<br><small>skipped: ");
-            assay_html_esc(t, assay_json_str(c, "failure", ""));
-            assay_text_puts(t, "</small>");
-        }
-        if (cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(c, "evidence"))) {
-            assay_text_puts(t, " <small><a href=\"#evidence-");
-            assay_html_esc(t, assay_json_str(c, "name", ""));
-            assay_text_puts(t, "\">evidence</a></small>");
-        }
-        assay_text_puts(t, "</td></tr>\n");
+    int n_checks = assay_html_array_size(checks);
+    struct assay_check_row *rows = assay_calloc((size_t)n_checks, sizeof *rows);
+    if (rows == NULL) {
+        t->status = ASSAY_ERR_NOMEM; /* sticky, as a failed append's */
+        return;
     }
+    size_t n_rows = assay_report_check_rows(r, rows, (size_t)n_checks);
+    for (size_t i = 0; i < n_rows; i++) {
+        if (rows[i].n > 1) {
+            skip_group_row(t, checks, &rows[i]);
+        } else {
+            check_row(t, rows[i].check);
+        }
+    }
+    assay_free(rows);
     assay_text_puts(t, "</table></section>\n");
 }
 
+/* What failed or could not run, each with its reason and the command that
+ * reproduces it; no section when nothing did (the SKIPs' reasons are in the
+ * verdict table). */
 static void render_failures(struct assay_text *t, const cJSON *r)
 {
-    const cJSON *checks = cJSON_GetObjectItemCaseSensitive(r, "checks");
+    if (!any_failure(r)) {
+        return;
+    }
     assay_text_puts(t, "<section id=\"failures\"><h2>Failures</h2>\n");
-    int n_fail = 0, n_skip = 0;
     const cJSON *c;
-    cJSON_ArrayForEach(c, checks)
+    cJSON_ArrayForEach(c, cJSON_GetObjectItemCaseSensitive(r, "checks"))
     {
         const char *v = assay_json_str(c, "verdict", "");
         if (strcmp(v, "FAIL") != 0 && strcmp(v, "ERROR") != 0) {
-            n_skip += strcmp(v, "SKIP") == 0;
             continue;
         }
-        n_fail++;
         assay_text_puts(t, "<h3>");
         assay_html_verdict_span(t, v);
         assay_text_puts(t, " <code>");
@@ -270,23 +424,6 @@ static void render_failures(struct assay_text *t, const cJSON *r)
             assay_html_esc(t, repro);
             assay_text_puts(t, "</code></pre>\n");
         }
-    }
-    if (n_fail == 0) {
-        assay_text_puts(t, "<p>No check failed or errored.</p>\n");
-    }
-    if (n_skip > 0) {
-        assay_text_puts(t, "<h3>Skipped</h3><ul>\n");
-        cJSON_ArrayForEach(c, checks)
-        {
-            if (strcmp(assay_json_str(c, "verdict", ""), "SKIP") == 0) {
-                assay_text_puts(t, "<li><code>");
-                assay_html_esc(t, assay_json_str(c, "name", ""));
-                assay_text_puts(t, "</code>: ");
-                assay_html_esc(t, assay_json_str(c, "failure", ""));
-                assay_text_puts(t, "</li>\n");
-            }
-        }
-        assay_text_puts(t, "</ul>\n");
     }
     assay_text_puts(t, "</section>\n");
 }
@@ -392,9 +529,10 @@ enum assay_status assay_report_render_html(const cJSON *r, char **out, size_t *l
     assay_text_puts(&t, "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
                         "<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\n"
                         "<link rel=\"icon\" href=\"data:,\">\n<title>assay ");
+    char title[200];
     assay_html_esc(&t, assay_json_str(r, "command", ""));
     assay_text_puts(&t, ": ");
-    assay_html_esc(&t, assay_report_verdict(r));
+    assay_html_esc(&t, assay_report_title(r, title, sizeof title));
     assay_text_puts(&t, "</title>\n<style>\n");
     assay_text_puts(&t, css);
     assay_text_puts(&t, "</style>\n</head>\n<body><main>\n");

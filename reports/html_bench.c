@@ -392,14 +392,18 @@ static void benchmark_cdf_plot(struct assay_text *t, const cJSON *b)
     assay_plot_svg(t, &p);
 }
 
+bool assay_html_has_benchmark(const cJSON *r)
+{
+    return cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(r, "benchmark"));
+}
+
 void assay_html_benchmark(struct assay_text *t, const cJSON *r)
 {
     const cJSON *b = cJSON_GetObjectItemCaseSensitive(r, "benchmark");
-    assay_text_puts(t, "<section id=\"benchmark\"><h2>Benchmark</h2>\n");
     if (!cJSON_IsObject(b)) {
-        assay_text_puts(t, "<p class=\"muted\">No benchmark in this report.</p></section>\n");
-        return;
+        return; /* no empty section: the nav leaves it out too */
     }
+    assay_text_puts(t, "<section id=\"benchmark\"><h2>Benchmark</h2>\n");
     assay_text_puts(t, "<p>");
     describe_generator(t, b);
     assay_text_puts(t, "</p>\n");
@@ -492,15 +496,19 @@ static void seed_cdf_plot(struct assay_text *t, const cJSON *st, const char *met
     assay_plot_svg(t, &p);
 }
 
+bool assay_html_has_seed_table(const cJSON *r)
+{
+    return cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(r, "seed_table"));
+}
+
 void assay_html_seed_table(struct assay_text *t, const cJSON *r)
 {
     const cJSON *st = cJSON_GetObjectItemCaseSensitive(r, "seed_table");
-    assay_text_puts(t, "<section id=\"seed-table\"><h2>The seed&rsquo;s table: one engine, two "
-                       "load generators</h2>\n");
     if (!cJSON_IsObject(st)) {
-        assay_text_puts(t, "<p class=\"muted\">Not run for this report.</p></section>\n");
         return;
     }
+    assay_text_puts(t, "<section id=\"seed-table\"><h2>The seed&rsquo;s table: one engine, two "
+                       "load generators</h2>\n");
     assay_text_puts(t, "<table><tr><th>Generator</th><th>Setting</th><th>TTFT p50</th>"
                        "<th>TTFT p95</th><th>TTFT p99</th><th>Offered req/s</th>"
                        "<th>Achieved req/s</th><th>Goodput</th><th>E2E p99</th></tr>\n");
@@ -579,9 +587,19 @@ static void sort_xy(double *x, double *y, size_t n)
     }
 }
 
+bool assay_html_has_sweep(const cJSON *r)
+{
+    double x, y;
+    return cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(r, "rate_sweep")) ||
+           open_points(r, "goodput.fraction", &x, &y, 1) > 0;
+}
+
 void assay_html_sweep(struct assay_text *t, const cJSON *r)
 {
     const cJSON *sw = cJSON_GetObjectItemCaseSensitive(r, "rate_sweep");
+    if (!assay_html_has_sweep(r)) {
+        return; /* neither a sweep nor an open-loop run to plot */
+    }
     assay_text_puts(t, "<section id=\"sweep\"><h2>Rate sweep</h2>\n");
     enum { CAP = 128 };
     double px_[CAP], py_[CAP], bx[CAP], by[CAP], p50x[CAP], p50y[CAP], p99x[CAP], p99y[CAP];

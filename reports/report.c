@@ -1,4 +1,5 @@
 #include "report.h"
+#include "outcome.h"
 
 #include <errno.h>
 #include <math.h>
@@ -986,6 +987,9 @@ enum assay_status assay_report_validate(const cJSON *r, struct assay_diag *diag)
         if ((st = assay_report_audit_validate(au, diag)) != ASSAY_OK) {
             return st;
         }
+    }
+    if ((st = assay_report_outcome_validate(r, diag)) != ASSAY_OK) {
+        return st;
     }
     /* "compare" (assay compare only): absent, null or an assay-compare object. */
     const cJSON *cmp = cJSON_GetObjectItemCaseSensitive(r, "compare");

@@ -252,6 +252,97 @@ static void test_arrival_kinds(void **state)
     run_free(&r);
 }
 
+/* ---- a run mostly skipped, and --require-checks ----------------------------- */
+
+/* On the plugin engine the property family runs 2 of its 7 checks: the
+ * counts line says so, and --require-checks N or P% turns too few into
+ * exit status 4, with one line saying why; the report records it and
+ * `assay report` ends with the same status. */
+static void test_require_checks(void **state)
+{
+    (void)state;
+    char cmd[2400];
+    snprintf(cmd, sizeof cmd, "'%s' verify --engine 'plugin:%s' --family property", g_assay,
+             g_plugin);
+    struct run r = run(cmd);
+    assert_int_equal(r.status, 0);
+    expect_in("stdout", r.out,
+              "\n7 checks: 2 passed, 0 failed, 5 skipped, 0 could not run; MOSTLY SKIPPED: only 2 "
+              "of the 7 checks ran\n");
+    run_free(&r);
+    static const struct {
+        const char *require;
+        int status;
+    } cases[] = {{"3", 4}, {"2", 0}, {"30%", 4}, {"20%", 0}};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        snprintf(cmd, sizeof cmd, "'%s' verify --engine 'plugin:%s' --family property "
+                 "--require-checks %s", g_assay, g_plugin, cases[i].require);
+        r = run(cmd);
+        assert_int_equal(r.status, cases[i].status);
+        if (cases[i].status == 4) {
+            char want[200];
+            snprintf(want, sizeof want,
+                     "assay verify: only 2 of the 7 checks ran (PASS or FAIL), fewer than the 3 "
+                     "that --require-checks %s asks for: exit status 4\n",
+                     cases[i].require);
+            assert_string_equal(r.err, want);
+        }
+        run_free(&r);
+    }
+    char dir[1024];
+    fresh_dir("cli-require", dir, sizeof dir);
+    snprintf(cmd, sizeof cmd, "'%s' run --engine 'plugin:%s' --no-bench --family property "
+             "--require-checks 3 --out '%s/out'", g_assay, g_plugin, dir);
+    r = run(cmd);
+    assert_int_equal(r.status, 4);
+    run_free(&r);
+    char out[1100];
+    snprintf(out, sizeof out, "%s/out", dir);
+    cJSON *report = load_report(out);
+    assert_int_equal((int)assay_json_num(report, "exit_status"), 4);
+    assert_int_equal(assay_json_bool(report, "require_checks.met"), 0);
+    assert_int_equal((int)assay_json_num(report, "require_checks.needed"), 3);
+    cJSON_Delete(report);
+    snprintf(cmd, sizeof cmd, "'%s' report '%s/out/report.json' --out '%s/again'", g_assay, dir,
+             dir);
+    r = run(cmd);
+    assert_int_equal(r.status, 4);
+    expect_in("stdout", r.out, "PASS, TOO FEW CHECKS RAN (exit status 4)");
+    run_free(&r);
+    /* compare counts its correctness checks alike: one ran of two asked. */
+    snprintf(cmd, sizeof cmd, "'%s' compare bundled:model=mini bundled:model=mini --no-bench "
+             "--check compare.greedy --require-checks 2 --out '%s/compare'", g_assay, dir);
+    r = run(cmd);
+    assert_int_equal(r.status, 4);
+    expect_in("stderr", r.err, "assay compare: only 1 of the 1 checks ran");
+    run_free(&r);
+}
+
+/* The table on the terminal: the failure first, and the SKIPs that share a
+ * reason in one entry, so that 30 skips do not bury it. */
+static void test_failures_before_skips(void **state)
+{
+    (void)state;
+    char cmd[2400];
+    snprintf(cmd, sizeof cmd, "'%s' verify --engine 'plugin:%s'", g_assay, g_plugin);
+    struct run r = run(cmd);
+    assert_int_equal(r.status, 1); /* seed.positions fails on the plugin's seeds */
+    const char *fail = strstr(r.out, "\nseed.positions ");
+    const char *skip = strstr(r.out, " SKIP ");
+    assert_non_null(fail);
+    assert_non_null(skip);
+    assert_true(fail < skip);
+    expect_in("stdout", r.out, "12 checks, named below");
+    int n_skipped_lines = 0;
+    for (const char *p = strstr(r.out, "skipped: "); p != NULL; p = strstr(p + 1, "skipped: ")) {
+        n_skipped_lines++;
+    }
+    printf("%d lines of reasons for 30 skipped checks\n", n_skipped_lines);
+    assert_true(n_skipped_lines <= 8);
+    expect_in("stdout", r.out, "MOSTLY SKIPPED: only 3 of the 33 checks ran");
+    run_free(&r);
+}
+
 /* ---- output folders ---------------------------------------------------------- */
 
 /* A command that fails after making its output folder (here an audit whose
@@ -382,6 +473,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_unknown_option_one_line),
         cmocka_unit_test(test_version),
         cmocka_unit_test(test_arrival_kinds),
+        cmocka_unit_test(test_require_checks),
+        cmocka_unit_test(test_failures_before_skips),
         cmocka_unit_test(test_failed_run_leaves_no_folder),
         cmocka_unit_test(test_interrupted_run_leaves_no_folder),
         cmocka_unit_test(test_default_folders_ignored),

@@ -239,6 +239,19 @@ static void test_regression(void **state)
     assert_non_null(strstr(xml, want));
     assert_non_null(strstr(xml, "name=\"throughput\" time=\"0\">\n      <failure"));
     free(xml);
+    /* The report's views state the verdict, and `assay report` of it ends
+     * as compare did. */
+    snprintf(path, sizeof path, "%s/report.md", dir);
+    char *md = slurp(path);
+    assert_true(strncmp(md, "# assay compare: CORRECTNESS NOT CHECKED, REGRESSION\n", 53) == 0);
+    free(md);
+    snprintf(path, sizeof path, "%s/report.html", dir);
+    char *html = slurp(path);
+    assert_non_null(strstr(html, "<div class=\"banner FAIL\">CORRECTNESS NOT CHECKED, REGRESSION"));
+    assert_null(strstr(html, "id=\"benchmark\""));
+    free(html);
+    snprintf(cmd, sizeof cmd, "%s report '%s/report.json' --out '%s/again'", g_assay, dir, dir);
+    assert_int_equal(run(cmd, out, OUT_SIZE), 3);
     /* With a threshold of 1000 (a slowdown beyond 1001x; recomputing the
      * context costs at most its length, under 120 here), the same slowdown
      * is reported as slower and does not fail the run; gated on TTFT alone,
