@@ -229,22 +229,49 @@ bool assay_cli_prepare_out_dir(const char *cmd, const char *dir)
 
 struct assay_cli_ticker {
     pthread_t thread;
-    pthread_mutex_t mu;
+    pthread_mutex_t mu; /* guards label and every write to stderr while it runs */
     pthread_cond_t cv;
     bool stop;
     bool running;
+    bool tty;
     int64_t t0_ns;
-    char label[160];
+    char cmd[32];
+    char base[160]; /* the label it started with */
+    char label[320];
 };
+
+/* Everything goes out with write(2): the ticker's thread never holds
+ * stdio's lock, which a check's child process (forked while it runs)
+ * might otherwise inherit taken. */
+static void put(const char *s, size_t n)
+{
+    while (n > 0) {
+        ssize_t k = write(STDERR_FILENO, s, n);
+        if (k <= 0) {
+            if (k < 0 && errno == EINTR) {
+                continue;
+            }
+            return;
+        }
+        s += k;
+        n -= (size_t)k;
+    }
+}
+
+static void draw(struct assay_cli_ticker *t)
+{
+    char line[400];
+    double s = (double)(assay_now_ns() - t->t0_ns) / 1e9;
+    int n = snprintf(line, sizeof line, "\r\033[K[%6.1fs] %s", s, t->label);
+    put(line, n > 0 && (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+}
 
 static void *ticker_main(void *arg)
 {
     struct assay_cli_ticker *t = arg;
     pthread_mutex_lock(&t->mu);
     while (!t->stop) {
-        double s = (double)(assay_now_ns() - t->t0_ns) / 1e9;
-        fprintf(stderr, "\r\033[K[%6.1fs] %s", s, t->label);
-        fflush(stderr);
+        draw(t);
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_nsec += 500000000L;
@@ -255,27 +282,59 @@ static void *ticker_main(void *arg)
         while (!t->stop && pthread_cond_timedwait(&t->cv, &t->mu, &until) == 0) {
         }
     }
+    put("\r\033[K", 4);
     pthread_mutex_unlock(&t->mu);
-    fprintf(stderr, "\r\033[K");
-    fflush(stderr);
     return NULL;
 }
 
-struct assay_cli_ticker *assay_cli_ticker_start(const char *label)
+struct assay_cli_ticker *assay_cli_ticker_start(const char *cmd, const char *label)
 {
     struct assay_cli_ticker *t = calloc(1, sizeof *t);
     if (t == NULL) {
         return NULL;
     }
+    snprintf(t->cmd, sizeof t->cmd, "%s", cmd);
+    snprintf(t->base, sizeof t->base, "%s", label);
     snprintf(t->label, sizeof t->label, "%s", label);
     t->t0_ns = assay_now_ns();
-    if (!isatty(STDERR_FILENO)) {
-        return t;
-    }
+    t->tty = isatty(STDERR_FILENO) != 0;
     pthread_mutex_init(&t->mu, NULL);
     pthread_cond_init(&t->cv, NULL);
-    t->running = pthread_create(&t->thread, NULL, ticker_main, t) == 0;
+    if (t->tty) {
+        t->running = pthread_create(&t->thread, NULL, ticker_main, t) == 0;
+    }
     return t;
+}
+
+void assay_cli_ticker_line(struct assay_cli_ticker *t, const char *line)
+{
+    char buf[600];
+    int n = snprintf(buf, sizeof buf, "%sassay %s: %s\n", t != NULL && t->running ? "\r\033[K" : "",
+                     t != NULL ? t->cmd : "?", line);
+    size_t len = n > 0 && (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1;
+    if (t == NULL) {
+        put(buf, len);
+        return;
+    }
+    pthread_mutex_lock(&t->mu);
+    put(buf, len);
+    if (t->running) {
+        draw(t); /* the ticker's line again, under the new one */
+    }
+    pthread_mutex_unlock(&t->mu);
+}
+
+void assay_cli_ticker_progress(void *arg, const char *line)
+{
+    struct assay_cli_ticker *t = arg;
+    char said[400];
+    snprintf(said, sizeof said, "%s: %s", t != NULL ? t->base : "", line);
+    if (t != NULL) {
+        pthread_mutex_lock(&t->mu);
+        snprintf(t->label, sizeof t->label, "%s (last: %s)", t->base, line);
+        pthread_mutex_unlock(&t->mu);
+    }
+    assay_cli_ticker_line(t, said);
 }
 
 void assay_cli_ticker_stop(struct assay_cli_ticker *t)
@@ -289,9 +348,9 @@ void assay_cli_ticker_stop(struct assay_cli_ticker *t)
         pthread_cond_signal(&t->cv);
         pthread_mutex_unlock(&t->mu);
         pthread_join(t->thread, NULL);
-        pthread_mutex_destroy(&t->mu);
-        pthread_cond_destroy(&t->cv);
     }
+    pthread_mutex_destroy(&t->mu);
+    pthread_cond_destroy(&t->cv);
     free(t);
 }
 

@@ -61,12 +61,23 @@ bool assay_cli_load_slo(const char *cmd, const char *path, struct assay_slo *out
  * leaves no empty folder behind. */
 bool assay_cli_prepare_out_dir(const char *cmd, const char *dir);
 
-/* A line on a terminal that shows a long phase's elapsed time every half
- * second, from a thread of its own (nothing is printed when stderr is not
- * a terminal). start/stop pair; the label is copied. */
+/*
+ * A long phase's progress. On a terminal, a line that shows the phase's
+ * elapsed time every half second, from a thread of its own; with or
+ * without one, assay_cli_ticker_line prints a line of its own on stderr
+ * ("assay CMD: LINE"), above the ticking one. start/stop pair (stop
+ * clears the ticking line); cmd and label are copied. NULL (out of memory)
+ * is accepted by every call.
+ */
 struct assay_cli_ticker;
-struct assay_cli_ticker *assay_cli_ticker_start(const char *label);
+struct assay_cli_ticker *assay_cli_ticker_start(const char *cmd, const char *label);
+void assay_cli_ticker_line(struct assay_cli_ticker *t, const char *line);
 void assay_cli_ticker_stop(struct assay_cli_ticker *t);
+
+/* A benchmark's progress hook (bench/loadgen.h, struct assay_bench_progress)
+ * for arg = a ticker: each run's line is printed, prefixed with the
+ * ticker's label, and the ticking line says the last one. */
+void assay_cli_ticker_progress(void *arg, const char *line);
 
 /* Print one configuration's figures: percentiles (median over runs, with
  * the p99's spread), offered and achieved rate, goodput, sufficiency. */

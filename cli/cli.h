@@ -124,8 +124,9 @@ bool assay_cli_mpi_ready(bool ok);
 void assay_cli_mpi_end(void);
 
 /*
- * Run the plan items sel[0..n) on ctx into res, in order, with the
- * progress line, each check started together on every rank of an MPI run
+ * Run the plan items sel[0..n) on ctx into res, in order, each verdict
+ * said as it comes (assay_cli_check_done), each check started together
+ * on every rank of an MPI run
  * (a distributional check shared among them, any other run by rank 0
  * alone; checks/shard.h). *n_done becomes the number run. False when
  * memory ran out or the ranks could not communicate (the reason on
@@ -135,15 +136,20 @@ bool assay_cli_run_items(const char *cmd, struct assay_verify_ctx *ctx,
                          const struct assay_plan_item *const *sel, size_t n, const char *engine,
                          const char *workload, struct assay_check_result *res, size_t *n_done);
 
-/* A progress line on stderr, only when stderr is a terminal. */
-struct assay_progress {
-    bool tty;
-    int64_t t0_ns;
-    size_t total;
-};
-void assay_progress_begin(struct assay_progress *p, size_t total);
-void assay_progress_step(struct assay_progress *p, size_t done, const char *what);
-void assay_progress_end(struct assay_progress *p);
+/*
+ * What the user reads while checks run: assay_cli_check_started before
+ * check i of n (on a terminal, a ticking line with its elapsed time; NULL
+ * otherwise, and on MPI ranks other than 0) and assay_cli_check_done after
+ * it, which stops that line and prints one on stderr, with or without a
+ * terminal, as each verdict comes: "assay verify: [3/33] equiv.paged PASS
+ * 1.9 s (6 s in all)", with the reason of a SKIP, FAIL or ERROR (and what
+ * sharing it among MPI ranks cost). t0_ns: when the checks began.
+ */
+struct assay_cli_ticker;
+struct assay_cli_ticker *assay_cli_check_started(const char *cmd, size_t i, size_t n,
+                                                 const char *name);
+void assay_cli_check_done(const char *cmd, struct assay_cli_ticker *t, size_t i, size_t n,
+                          const struct assay_check_result *r, int64_t t0_ns);
 
 /* The pass/fail table of results, one line each, with failures and their
  * reproducers under them. */

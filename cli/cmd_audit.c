@@ -356,7 +356,7 @@ static bool run_checks(struct assay_audit *a, const struct audit_opts *o, bool a
         bool speak = assay_shard_world_rank() == 0;
         enum assay_status st = ASSAY_OK;
         if (assay_shard_check_begin(plan[i].name, plan[i].family, r)) {
-            struct assay_cli_ticker *tick = speak ? assay_cli_ticker_start(label) : NULL;
+            struct assay_cli_ticker *tick = speak ? assay_cli_ticker_start("audit", label) : NULL;
             st = assay_audit_run_check(a, &plan[i], r);
             assay_cli_ticker_stop(tick);
         }
@@ -574,7 +574,7 @@ int assay_cmd_audit(int argc, char **argv)
         fprintf(stderr, "assay audit: benchmark: server and bundled engine side by side "
                         "(single stream, %d workers, open loop), %d runs each ...\n",
                 (int)cp.batch_workers, (int)cp.n_runs);
-        struct assay_cli_ticker *tick = assay_cli_ticker_start("benchmark");
+        struct assay_cli_ticker *tick = assay_cli_ticker_start("audit", "benchmark");
         st = assay_versus_run(engines, 2, w, &cp, &slo, &cmp);
         assay_cli_ticker_stop(tick);
         if (st != ASSAY_OK) {

@@ -282,7 +282,8 @@ int assay_cmd_bench(int argc, char **argv)
     enum assay_status st = ASSAY_OK;
     char label[128];
     snprintf(label, sizeof label, "benchmark: %s", mode_str(o.mode));
-    struct assay_cli_ticker *tick = assay_cli_ticker_start(label);
+    struct assay_cli_ticker *tick = assay_cli_ticker_start("bench", label);
+    struct assay_bench_progress progress = {assay_cli_ticker_progress, tick, NULL};
     struct assay_bench_result br;
     memset(&br, 0, sizeof br);
     struct assay_seedtable table;
@@ -305,6 +306,7 @@ int assay_cmd_bench(int argc, char **argv)
         lp.n_workers = o.n_workers > 0 ? o.workers[0] : 4;
         lp.warmup = o.warmup;
         lp.timeout_s = o.timeout_s;
+        lp.progress = progress;
         st = assay_bench_run(&a, w, &lp, &slo, (int32_t)o.runs, &br);
         ok = ok && (br.n_runs == 0 || (assay_bench_result_to_json(&br, w, &part) == ASSAY_OK &&
                                        assay_report_set(report, "benchmark", part) == ASSAY_OK));
@@ -321,6 +323,7 @@ int assay_cmd_bench(int argc, char **argv)
         tp.n_runs = (int32_t)o.runs;
         tp.warmup = o.warmup;
         tp.timeout_s = o.timeout_s;
+        tp.progress = progress;
         st = assay_seedtable_run(&a, w, &tp, &slo, &table);
         ok = ok && (table.n_rows == 0 || (assay_report_seedtable_json(&table, w, &part) == ASSAY_OK &&
                                           assay_report_set(report, "seed_table", part) == ASSAY_OK));
@@ -341,6 +344,7 @@ int assay_cmd_bench(int argc, char **argv)
             sp.seed = o.seed;
             sp.warmup = o.warmup;
             sp.timeout_s = o.timeout_s;
+            sp.progress = progress;
             st = assay_rate_sweep(&a, w, &sp, &slo, &sr);
             ok = ok && assay_report_sweep_json(&sr, &sp, &slo, st, &part) == ASSAY_OK &&
                  assay_report_set(report, "rate_sweep", part) == ASSAY_OK;

@@ -348,12 +348,10 @@ static bool run_checks(const struct opts *o, struct assay_pairwise *pw, struct c
             k->index[k->n++] = (int32_t)i;
         }
     }
-    struct assay_progress prog;
-    assay_progress_begin(&prog, k->n);
-    prog.tty = prog.tty && assay_shard_world_rank() == 0;
+    int64_t t0_ns = assay_now_ns();
     for (size_t i = 0; i < k->n; i++) {
         const struct assay_plan_item *item = &all[k->index[i]];
-        assay_progress_step(&prog, i, item->name);
+        struct assay_cli_ticker *tick = assay_cli_check_started("compare", i, k->n, item->name);
         /* Under mpirun (checks/shard.h): a distributional check on every
          * rank, any other on rank 0 alone. */
         enum assay_status st = ASSAY_OK;
@@ -361,12 +359,12 @@ static bool run_checks(const struct opts *o, struct assay_pairwise *pw, struct c
             st = assay_pairwise_run_check(pw, item, check_workload(o, k->index[i]), &k->res[i]);
         }
         if (assay_shard_check_end(&k->res[i]) != ASSAY_OK || st != ASSAY_OK) {
-            assay_progress_end(&prog);
+            assay_cli_ticker_stop(tick);
             k->n = i;
             return false;
         }
+        assay_cli_check_done("compare", tick, i, k->n, &k->res[i], t0_ns);
     }
-    assay_progress_end(&prog);
     assay_verify_finalize(k->res, k->n);
     if (o->no_shrink || assay_shard_world_rank() != 0) {
         return true;
@@ -379,7 +377,7 @@ static bool run_checks(const struct opts *o, struct assay_pairwise *pw, struct c
         snprintf(stem, sizeof stem, "repro-%s", k->res[i].name);
         snprintf(label, sizeof label, "shrinking the failure of %s", k->res[i].name);
         struct assay_shrink_opts so = {o->out, stem, 0, o->shrink_seconds};
-        struct assay_cli_ticker *tick = assay_cli_ticker_start(label);
+        struct assay_cli_ticker *tick = assay_cli_ticker_start("compare", label);
         enum assay_status st = assay_pairwise_shrink(
             pw, &all[k->index[i]], check_workload(o, k->index[i]), &so, &k->shrunk[i]);
         assay_cli_ticker_stop(tick);
@@ -664,7 +662,8 @@ int assay_cmd_compare(int argc, char **argv)
         }
         char label[200];
         snprintf(label, sizeof label, "speed: %d interleaved pairs of runs", (int)sp.n_pairs);
-        struct assay_cli_ticker *tick = assay_cli_ticker_start(label);
+        struct assay_cli_ticker *tick = assay_cli_ticker_start("compare", label);
+        sp.gen.progress = (struct assay_bench_progress){assay_cli_ticker_progress, tick, NULL};
         assay_speedup_run(&base, &cand, w, &sp, &speed);
         assay_cli_ticker_stop(tick);
         have_speed = true;

@@ -246,8 +246,10 @@ static void bench(const struct run_opts *o, struct bench_part *b, cJSON *report)
     tp.seed = o->seed;
     tp.n_runs = runs;
     tp.timeout_s = 300;
-    struct assay_cli_ticker *tick = assay_cli_ticker_start("benchmark: the seed's table (open loop, "
-                                                           "closed loop at 2, 4, 8 workers)");
+    struct assay_cli_ticker *tick = assay_cli_ticker_start("run", "benchmark: the seed's table (open "
+                                                                  "loop, closed loop at 2, 4, 8 "
+                                                                  "workers)");
+    tp.progress = (struct assay_bench_progress){assay_cli_ticker_progress, tick, NULL};
     b->table_status = assay_seedtable_run(&b->adapter, b->w, &tp, &b->slo, &b->table);
     assay_cli_ticker_stop(tick);
     b->have_table = b->table.n_rows > 0;
@@ -259,7 +261,7 @@ static void bench(const struct run_opts *o, struct bench_part *b, cJSON *report)
                               1 + tp.n_closed);
     }
     if (!(isfinite(b->capacity) && b->capacity > 0)) {
-        tick = assay_cli_ticker_start("benchmark: measuring capacity");
+        tick = assay_cli_ticker_start("run", "benchmark: measuring capacity");
         enum assay_status st = assay_bench_capacity(&b->adapter, b->w, ASSAY_LOADGEN_WARMUP_AUTO, 300, &b->capacity);
         assay_cli_ticker_stop(tick);
         if (st != ASSAY_OK) {
@@ -279,7 +281,8 @@ static void bench(const struct run_opts *o, struct bench_part *b, cJSON *report)
     b->sweep_params.rel_tol = 0.1;
     b->sweep_params.seed = o->seed;
     b->sweep_params.timeout_s = 300;
-    tick = assay_cli_ticker_start("benchmark: rate sweep");
+    tick = assay_cli_ticker_start("run", "benchmark: rate sweep");
+    b->sweep_params.progress = (struct assay_bench_progress){assay_cli_ticker_progress, tick, NULL};
     b->sweep_status = assay_rate_sweep(&b->adapter, b->w, &b->sweep_params, &b->slo, &b->sweep);
     assay_cli_ticker_stop(tick);
     b->have_sweep = true;
@@ -315,7 +318,8 @@ static void bench(const struct run_opts *o, struct bench_part *b, cJSON *report)
                               "(%.4g of %.4g req/s).",
                               100 * b->sweep_params.target, lp.rate, b->capacity);
     }
-    tick = assay_cli_ticker_start("benchmark: open loop at the stated rate");
+    tick = assay_cli_ticker_start("run", "benchmark: open loop at the stated rate");
+    lp.progress = (struct assay_bench_progress){assay_cli_ticker_progress, tick, NULL};
     enum assay_status st = assay_bench_run(&b->adapter, b->w, &lp, &b->slo, runs, &b->bench);
     assay_cli_ticker_stop(tick);
     b->have_bench = b->bench.n_runs > 0;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "bench_cli.h"
 #include "checks/shard.h"
 #include "checks/shrink.h"
 #include "core/alloc.h"
@@ -119,31 +120,6 @@ bool assay_cli_parse_timeout(const char *text, double *out)
     }
     *out = v;
     return true;
-}
-
-void assay_progress_begin(struct assay_progress *p, size_t total)
-{
-    p->tty = isatty(STDERR_FILENO) != 0;
-    p->t0_ns = assay_now_ns();
-    p->total = total;
-}
-
-void assay_progress_step(struct assay_progress *p, size_t done, const char *what)
-{
-    if (!p->tty) {
-        return;
-    }
-    double s = (double)(assay_now_ns() - p->t0_ns) / 1e9;
-    fprintf(stderr, "\r\033[K[%zu/%zu %5.1fs] %s", done + 1, p->total, s, what);
-    fflush(stderr);
-}
-
-void assay_progress_end(struct assay_progress *p)
-{
-    if (p->tty) {
-        fprintf(stderr, "\r\033[K");
-        fflush(stderr);
-    }
 }
 
 /* One check's lines of the table. */
@@ -370,18 +346,55 @@ void assay_cli_list_checks(const struct assay_plan_item *checks, size_t n)
     }
 }
 
+struct assay_cli_ticker *assay_cli_check_started(const char *cmd, size_t i, size_t n,
+                                                 const char *name)
+{
+    if (assay_shard_world_rank() != 0 || !isatty(STDERR_FILENO)) {
+        return NULL; /* without a terminal the verdict line is enough */
+    }
+    char label[160];
+    snprintf(label, sizeof label, "[%zu/%zu] %s", i + 1, n, name);
+    return assay_cli_ticker_start(cmd, label);
+}
+
+void assay_cli_check_done(const char *cmd, struct assay_cli_ticker *t, size_t i, size_t n,
+                          const struct assay_check_result *r, int64_t t0_ns)
+{
+    assay_cli_ticker_stop(t);
+    if (assay_shard_world_rank() != 0) {
+        return; /* rank 0 speaks for the run */
+    }
+    char shared[160] = "";
+    if (assay_shard_world_size() > 1 && assay_shard_shares(r->family)) {
+        /* Under MPI: what sharing the check among the ranks cost. */
+        int64_t n_coll = 0, bytes = 0;
+        assay_shard_volume(&n_coll, &bytes);
+        snprintf(shared, sizeof shared, " [%d ranks, %lld collectives, %.3g MB sent by rank 0]",
+                 (int)assay_shard_world_size(), (long long)n_coll, (double)bytes / 1e6);
+    }
+    char where[160];
+    snprintf(where, sizeof where, "[%zu/%zu] %s", i + 1, n, r->name);
+    fprintf(stderr, "assay %s: %-40s %-5s %7.1f s (%.0f s in all)%s", cmd, where,
+            assay_verdict_str(r->verdict), r->seconds, (double)(assay_now_ns() - t0_ns) / 1e9,
+            shared);
+    if (r->verdict != ASSAY_VERDICT_PASS) {
+        fprintf(stderr, "  %s: %.160s%s", r->verdict == ASSAY_VERDICT_SKIP ? "skipped" : "why",
+                r->failure, strlen(r->failure) > 160 ? "..." : "");
+    }
+    fputc('\n', stderr);
+    fflush(stderr);
+}
+
 bool assay_cli_run_items(const char *cmd, struct assay_verify_ctx *ctx,
                          const struct assay_plan_item *const *sel, size_t n, const char *engine,
                          const char *workload, struct assay_check_result *res, size_t *n_done)
 {
-    int32_t rank = assay_shard_world_rank(), ranks = assay_shard_world_size();
-    struct assay_progress prog;
-    assay_progress_begin(&prog, n);
-    prog.tty = prog.tty && rank == 0;
+    int32_t rank = assay_shard_world_rank();
+    int64_t t0_ns = assay_now_ns();
     bool ok = true;
     size_t i = 0;
     for (; i < n && ok; i++) {
-        assay_progress_step(&prog, i, sel[i]->name);
+        struct assay_cli_ticker *tick = assay_cli_check_started(cmd, i, n, sel[i]->name);
         if (assay_shard_check_begin(sel[i]->name, sel[i]->family, &res[i]) &&
             assay_run_plan_item(ctx, sel[i], engine, workload, &res[i]) != ASSAY_OK) {
             fprintf(stderr, "assay %s: rank %d: out of memory\n", cmd, (int)rank);
@@ -392,19 +405,8 @@ bool assay_cli_run_items(const char *cmd, struct assay_verify_ctx *ctx,
                     cmd, (int)rank, sel[i]->name);
             ok = false;
         }
-        if (ranks > 1 && rank == 0 && assay_shard_shares(sel[i]->family)) {
-            /* Under MPI stderr is seldom a terminal: a line per shared
-             * check, with what it cost to share. */
-            int64_t n_coll = 0, bytes = 0;
-            assay_shard_volume(&n_coll, &bytes);
-            fprintf(stderr,
-                    "assay %s: [%zu/%zu] %-32s %-5s %8.1f s on %d ranks (%lld collectives, %.3g MB "
-                    "sent by rank 0)\n",
-                    cmd, i + 1, n, sel[i]->name, assay_verdict_str(res[i].verdict),
-                    res[i].seconds, (int)ranks, (long long)n_coll, (double)bytes / 1e6);
-        }
+        assay_cli_check_done(cmd, tick, i, n, &res[i], t0_ns);
     }
-    assay_progress_end(&prog);
     *n_done = ok ? n : i - 1;
     return ok;
 }

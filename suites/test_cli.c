@@ -285,7 +285,10 @@ static void test_require_checks(void **state)
                      "assay verify: only 2 of the 7 checks ran (PASS or FAIL), fewer than the 3 "
                      "that --require-checks %s asks for: exit status 4\n",
                      cases[i].require);
-            assert_string_equal(r.err, want);
+            /* the last line on stderr, after each check's verdict */
+            size_t n_err = strlen(r.err), n_want = strlen(want);
+            assert_true(n_err >= n_want);
+            assert_string_equal(r.err + n_err - n_want, want);
         }
         run_free(&r);
     }
@@ -340,6 +343,82 @@ static void test_failures_before_skips(void **state)
     printf("%d lines of reasons for 30 skipped checks\n", n_skipped_lines);
     assert_true(n_skipped_lines <= 8);
     expect_in("stdout", r.out, "MOSTLY SKIPPED: only 3 of the 33 checks ran");
+    run_free(&r);
+}
+
+/* ---- progress, without a terminal --------------------------------------------- */
+
+/* Each verdict is on stderr as its check ends, terminal or not: the first
+ * check's line is read while the second, prop.soak (2000 requests), is
+ * still running (stopping the command then finds it alive), and at the end
+ * there is one line per check, in order, with its verdict. */
+static void test_verdicts_as_they_come(void **state)
+{
+    (void)state;
+    int fds[2];
+    assert_int_equal(pipe(fds), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        close(fds[0]);
+        int devnull = open("/dev/null", O_WRONLY);
+        dup2(devnull, STDOUT_FILENO);
+        dup2(fds[1], STDERR_FILENO);
+        execl(g_assay, g_assay, "verify", "--check", "prop.trace", "--check", "prop.soak",
+              (char *)NULL);
+        _exit(127);
+    }
+    close(fds[1]);
+    FILE *err = fdopen(fds[0], "r");
+    assert_non_null(err);
+    char line[512];
+    assert_non_null(fgets(line, sizeof line, err));
+    printf("first line: %s", line);
+    assert_true(strncmp(line, "assay verify: [1/2] prop.trace ", 31) == 0);
+    expect_in("the first line", line, " PASS ");
+    /* The command is still at its second check: it stops, not exits. */
+    assert_int_equal(kill(pid, SIGSTOP), 0);
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, WUNTRACED), pid);
+    assert_true(WIFSTOPPED(st));
+    assert_int_equal(kill(pid, SIGCONT), 0);
+    assert_non_null(fgets(line, sizeof line, err));
+    printf("second line: %s", line);
+    assert_true(strncmp(line, "assay verify: [2/2] prop.soak ", 30) == 0);
+    assert_null(fgets(line, sizeof line, err)); /* nothing else on stderr */
+    fclose(err);
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+}
+
+/* compare and bench say which pair or run of their speed measurement they
+ * have done, terminal or not. */
+static void test_pairs_and_runs_counted(void **state)
+{
+    (void)state;
+    char dir[1024], cmd[2400];
+    fresh_dir("cli-pairs", dir, sizeof dir);
+    snprintf(cmd, sizeof cmd,
+             "'%s' compare bundled:model=mini 'bundled:model=mini,kv=off' --no-checks --workload "
+             "workloads/compare-speed.json --pairs 3 --out '%s/compare'",
+             g_assay, dir);
+    struct run r = run(cmd);
+    assert_true(r.status == 0 || r.status == 3);
+    for (int i = 1; i <= 3; i++) {
+        char want[80];
+        snprintf(want, sizeof want, "assay compare: speed: 3 interleaved pairs of runs: pair %d of 3: ",
+                 i);
+        expect_in("compare's stderr", r.err, want);
+    }
+    run_free(&r);
+    snprintf(cmd, sizeof cmd,
+             "'%s' bench --engine bundled:model=mini --workload workloads/compare-speed.json "
+             "--runs 2",
+             g_assay);
+    r = run(cmd);
+    assert_int_equal(r.status, 0);
+    expect_in("bench's stderr", r.err, "assay bench: benchmark: open loop: run 1 of 2: ");
+    expect_in("bench's stderr", r.err, "assay bench: benchmark: open loop: run 2 of 2: ");
     run_free(&r);
 }
 
@@ -475,6 +554,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_arrival_kinds),
         cmocka_unit_test(test_require_checks),
         cmocka_unit_test(test_failures_before_skips),
+        cmocka_unit_test(test_verdicts_as_they_come),
+        cmocka_unit_test(test_pairs_and_runs_counted),
         cmocka_unit_test(test_failed_run_leaves_no_folder),
         cmocka_unit_test(test_interrupted_run_leaves_no_folder),
         cmocka_unit_test(test_default_folders_ignored),
