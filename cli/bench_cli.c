@@ -456,28 +456,32 @@ void assay_cli_print_seedtable(FILE *out, const struct assay_seedtable *t, const
                 sec(d, row->result.spread.e2e[ASSAY_PCTL_P99].median));
     }
     if (explanation != NULL && explanation[0] != '\0') {
-        /* Wrap the paragraph at 100 columns. */
-        size_t col = 0;
-        const char *p = explanation;
         fputc('\n', out);
-        while (*p != '\0') {
-            size_t n = strcspn(p, " ");
-            if (col > 0 && col + 1 + n > 100) {
-                fputc('\n', out);
-                col = 0;
-            } else if (col > 0) {
-                fputc(' ', out);
-                col++;
-            }
-            fwrite(p, 1, n, out);
-            col += n;
-            p += n;
-            while (*p == ' ') {
-                p++;
-            }
-        }
-        fputc('\n', out);
+        assay_cli_print_paragraph(out, explanation);
     }
+}
+
+void assay_cli_print_paragraph(FILE *out, const char *text)
+{
+    size_t col = 0;
+    const char *p = text;
+    while (*p != '\0') {
+        size_t n = strcspn(p, " ");
+        if (col > 0 && col + 1 + n > 100) {
+            fputc('\n', out);
+            col = 0;
+        } else if (col > 0) {
+            fputc(' ', out);
+            col++;
+        }
+        fwrite(p, 1, n, out);
+        col += n;
+        p += n;
+        while (*p == ' ') {
+            p++;
+        }
+    }
+    fputc('\n', out);
 }
 
 void assay_cli_print_sweep(FILE *out, const struct assay_sweep_result *s,

@@ -84,6 +84,9 @@ void assay_cli_ticker_progress(void *arg, const char *line);
 void assay_cli_print_bench(FILE *out, const struct assay_bench_result *r,
                            const struct assay_workload *w);
 
+/* Print a paragraph wrapped at 100 columns, and a newline. */
+void assay_cli_print_paragraph(FILE *out, const char *text);
+
 /* Print the seed's table (and its paragraph, from the report's JSON). */
 void assay_cli_print_seedtable(FILE *out, const struct assay_seedtable *t,
                                const char *explanation);

@@ -394,6 +394,8 @@ int assay_cmd_bench(int argc, char **argv)
             assay_cli_print_bench(stdout, &br, w);
         }
         if (table.n_rows > 0) {
+            assay_cli_print_paragraph(stdout, ASSAY_REPORT_SEED_TABLE_ABOUT);
+            printf("\n");
             if (isfinite(table.capacity)) {
                 printf("Engine capacity (one burst of the whole workload): %.4g req/s\n", table.capacity);
             }

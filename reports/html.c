@@ -35,7 +35,10 @@ static const char css[] =
     ".banner{font-size:1.25em;padding:.6em 1em;border-radius:.4em;margin:.6em 0}\n"
     "pre{background:#f4f4f4;border:1px solid #ddd;padding:.6em;overflow-x:auto;"
     "white-space:pre-wrap;word-break:break-all}\n"
-    "code{font-family:ui-monospace,'DejaVu Sans Mono',monospace;font-size:.9em}\n"
+    "code{font-family:ui-monospace,'DejaVu Sans Mono',monospace;font-size:.9em;"
+    "overflow-wrap:anywhere}\n"
+    "table.stamp-summary th{white-space:nowrap}details.stamp-all summary{cursor:pointer;"
+    "margin:.6em 0}\n"
     "small{color:#555}.muted{color:#666}\n"
     "figure.plot{display:inline-block;margin:.6em 1em .6em 0;max-width:100%}\n"
     "figure.plot svg{max-width:100%;height:auto;border:1px solid #ddd;"
@@ -428,84 +431,6 @@ static void render_failures(struct assay_text *t, const cJSON *r)
     assay_text_puts(t, "</section>\n");
 }
 
-/* ---- stamp ------------------------------------------------------------------- */
-
-static void flat_rows(struct assay_text *t, const cJSON *o, const char *prefix)
-{
-    const cJSON *item;
-    cJSON_ArrayForEach(item, o)
-    {
-        char key[256];
-        snprintf(key, sizeof key, "%s%s%s", prefix, prefix[0] != '\0' ? "." : "",
-                 item->string != NULL ? item->string : "");
-        if (cJSON_IsObject(item)) {
-            flat_rows(t, item, key);
-            continue;
-        }
-        assay_text_puts(t, "<tr><td><code>");
-        assay_html_esc(t, key);
-        assay_text_puts(t, "</code></td><td>");
-        if (cJSON_IsString(item)) {
-            assay_html_esc(t, item->valuestring);
-        } else if (cJSON_IsNumber(item)) {
-            assay_text_printf(t, "%.17g", item->valuedouble);
-        } else if (cJSON_IsBool(item)) {
-            assay_text_puts(t, cJSON_IsTrue(item) ? "true" : "false");
-        } else if (cJSON_IsNull(item)) {
-            assay_text_puts(t, "<span class=\"muted\">null</span>");
-        } else if (cJSON_IsArray(item)) {
-            const cJSON *e;
-            int k = 0;
-            cJSON_ArrayForEach(e, item)
-            {
-                assay_text_puts(t, k++ > 0 ? ", " : "");
-                if (cJSON_IsString(e)) {
-                    assay_html_esc(t, e->valuestring);
-                } else if (cJSON_IsNumber(e)) {
-                    assay_text_printf(t, "%.17g", e->valuedouble);
-                }
-            }
-        }
-        assay_text_puts(t, "</td></tr>\n");
-    }
-}
-
-static void render_stamp(struct assay_text *t, const cJSON *r)
-{
-    const cJSON *stamp = cJSON_GetObjectItemCaseSensitive(r, "stamp");
-    assay_text_puts(t, "<section id=\"stamp\"><h2>Stamp</h2>\n<p class=\"para\">What produced "
-                       "these figures: the code (its git commit and a content hash of every "
-                       "source that built the binary), the engine and every option, the model and "
-                       "its weights, the machine, the libraries, the compiler, the seeds and the "
-                       "time. A change to any source changes the hash and invalidates the "
-                       "figures.</p>\n");
-    static const char *const groups[] = {"assay", "engine", "hardware", "libraries", "compiler",
-                                         "seeds"};
-    static const char *const titles[] = {"Code", "Engine and model", "Machine", "Libraries",
-                                         "Compiler", "Seeds"};
-    for (int i = 0; i < 6; i++) {
-        const cJSON *g = cJSON_GetObjectItemCaseSensitive(stamp, groups[i]);
-        assay_text_printf(t, "<h3>%s</h3>\n", titles[i]);
-        if (!cJSON_IsObject(g)) {
-            assay_text_puts(t, "<p class=\"muted\">none</p>\n");
-            continue;
-        }
-        assay_text_puts(t, "<table>\n");
-        flat_rows(t, g, "");
-        assay_text_puts(t, "</table>\n");
-    }
-    assay_text_puts(t, "<p>Stamped ");
-    assay_html_esc(t, assay_json_str(stamp, "time_utc", ""));
-    assay_text_puts(t, ".</p>\n");
-    const cJSON *verify = cJSON_GetObjectItemCaseSensitive(r, "verify");
-    if (cJSON_IsObject(verify)) {
-        assay_text_puts(t, "<h3>Verification run</h3><table>\n");
-        flat_rows(t, verify, "");
-        assay_text_puts(t, "</table>\n");
-    }
-    assay_text_puts(t, "</section>\n");
-}
-
 static void render_notes(struct assay_text *t, const cJSON *r)
 {
     const cJSON *notes = cJSON_GetObjectItemCaseSensitive(r, "notes");
@@ -545,7 +470,7 @@ enum assay_status assay_report_render_html(const cJSON *r, char **out, size_t *l
     assay_html_benchmark(&t, r);
     assay_html_seed_table(&t, r);
     assay_html_sweep(&t, r);
-    render_stamp(&t, r);
+    assay_html_stamp(&t, r);
     render_notes(&t, r);
     assay_text_printf(&t,
                       "<footer><p class=\"muted\">Rendered from the report&rsquo;s JSON (schema "

@@ -58,7 +58,8 @@ static void bins_plot(struct assay_text *t, const char *name, const cJSON *ev)
     struct bar_series(*bars)[3] = w->bars;
     double(*ex)[EVIDENCE_MAX] = w->ex, (*ey)[EVIDENCE_MAX] = w->ey;
     size_t n = 0;
-    double top = 0.0; /* the largest count drawn */
+    double top = 0.0;    /* the largest count of the own and pooled bins */
+    double folded = 0.0; /* the largest count of the folded bins ("others") */
     const cJSON *b;
     cJSON_ArrayForEach(b, bins)
     {
@@ -88,7 +89,11 @@ static void bins_plot(struct assay_text *t, const char *name, const cJSON *ev)
         }
         for (int sm = 0; sm < (two ? 2 : 1); sm++) {
             struct bar_series *bs = &bars[sm][kind];
-            top = fmax(top, fmax(o[sm], e[sm]));
+            if (kind == BIN_FOLDED) {
+                folded = fmax(folded, fmax(o[sm], e[sm]));
+            } else {
+                top = fmax(top, fmax(o[sm], e[sm]));
+            }
             double lo = two ? 0.1 + 0.4 * sm : 0.15, hi = two ? lo + 0.4 : 0.85;
             bs->x0[bs->n] = (double)n + lo;
             bs->x1[bs->n] = (double)n + hi;
@@ -141,7 +146,13 @@ static void bins_plot(struct assay_text *t, const char *name, const cJSON *ev)
         se.tips = names;
         series[ns++] = se;
     }
-    char title[160], note[96], caption[600];
+    /* "others" holds every bin the plot has no room for: tens of thousands
+     * of samples against a few thousand in the largest own bin. Drawn to
+     * scale it would flatten every other bar, which are what the test is
+     * about; so the axis is the own bins', and "others" is cut at its top. */
+    bool cap = folded > 1.5 * top && top > 0.0;
+    top = cap ? top : fmax(top, folded);
+    char title[160], note[96], caption[800];
     snprintf(title, sizeof title, "Bins of %s", name);
     snprintf(note, sizeof note, "%.0f test bins%s", assay_json_num(ev, "n_test_bins"),
              assay_json_num(ev, "n_folded") > 0 ? ", some folded" : "");
@@ -153,14 +164,18 @@ static void bins_plot(struct assay_text *t, const char *name, const cJSON *ev)
                  : "The engine's count per bin (bars) against the oracle's expected count "
                    "(dots).",
              assay_json_num(ev, "n_folded") > 0
-                 ? " The test has more bins than are drawn: the smaller ones are folded into "
-                   "\"others\"."
+                 ? cap ? " The test has more bins than are drawn: the smaller ones are folded into "
+                         "\"others\", whose bar is cut at the top of the axis (the break) with "
+                         "its count written above it: drawn to scale, it would flatten the rest."
+                       : " The test has more bins than are drawn: the smaller ones are folded into "
+                         "\"others\"."
                  : "");
     struct assay_plot pl = assay_plot_default();
     pl.title = title;
     pl.y_label = "samples";
     pl.y_min = 0.0;
     pl.y_max = top > 0.0 ? 1.1 * top : NAN; /* room for the tags above the bars */
+    pl.y_cap = cap;
     pl.x_min = 0.0;
     pl.x_max = (double)(n > 0 ? n : 1);
     pl.series = series;

@@ -1,9 +1,10 @@
 /*
  * html_parts.h - what the three files of the HTML rendering share (not an
  * interface: include html.h). html.c makes the page: its header and
- * verdict, the failures, the stamp and the notes, and calls the sections
- * of html_evidence.c (what each distributional check saw) and
- * html_bench.c (the benchmark, the seed's table, the rate sweep). Each
+ * verdict, the failures and the notes, and calls the sections of
+ * html_evidence.c (what each distributional check saw), html_bench.c (the
+ * benchmark, the seed's table, the rate sweep) and html_stamp.c (what
+ * produced the figures). Each
  * section renders from the report's JSON alone and writes nothing when the
  * report has nothing for it.
  */
@@ -27,6 +28,11 @@ void assay_html_verdict_span(struct assay_text *t, const char *v);
 void assay_html_td_spread_sec(struct assay_text *t, const cJSON *sp);
 /* The size of an array; 0 for anything else. */
 int assay_html_array_size(const cJSON *a);
+
+/* html_stamp.c: the "Stamp" section: what produced the figures, in a
+ * table of one row a part, and every field of the stamp (none twice) in a
+ * <details> closed by default. */
+void assay_html_stamp(struct assay_text *t, const cJSON *r);
 
 /* html_evidence.c: the "Distributional evidence" section. */
 void assay_html_evidence(struct assay_text *t, const cJSON *r);

@@ -306,7 +306,9 @@ static void seed_table(struct assay_text *t, const cJSON *r)
     if (!cJSON_IsObject(st)) {
         return;
     }
-    assay_text_puts(t, "## The seed's table\n\n| Generator | Setting | TTFT p50 | TTFT p95 | TTFT p99 "
+    assay_text_puts(t, "## The seed's table\n\n");
+    md(t, ASSAY_REPORT_SEED_TABLE_ABOUT);
+    assay_text_puts(t, "\n\n| Generator | Setting | TTFT p50 | TTFT p95 | TTFT p99 "
                        "| Offered req/s | Achieved req/s | Goodput |\n"
                        "|---|---|--:|--:|--:|--:|--:|--:|\n");
     const cJSON *row;

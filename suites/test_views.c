@@ -295,6 +295,118 @@ static void test_require_checks(void **state)
     cJSON_Delete(r);
 }
 
+/* ---- the report's pages ------------------------------------------------------------ */
+
+/* The part of text between the first `from` and the next `to` after it
+ * (a copy; free it). */
+static char *between(const char *text, const char *from, const char *to)
+{
+    const char *a = strstr(text, from);
+    assert_non_null(a);
+    const char *b = strstr(a, to);
+    assert_non_null(b);
+    size_t n = (size_t)(b - a);
+    char *out = malloc(n + 1);
+    assert_non_null(out);
+    memcpy(out, a, n);
+    out[n] = '\0';
+    return out;
+}
+
+/* dist.gof.spec-pair folds 336 bins into an "others" of 89,948 samples
+ * against 3,585 in its largest own bin: that bar is cut at the top of the
+ * axis with a break and its count, and sets no scale; a plot without a
+ * folded bin has nothing cut. */
+static void test_folded_bar_does_not_set_the_scale(void **state)
+{
+    (void)state;
+    cJSON *r = load_fixture("reports/sample-run.json");
+    char *html = render(r, true);
+    char *plot = between(html, "aria-label=\"Bins of dist.gof.spec-pair\"", "</svg>");
+    expect_in("spec-pair's plot", plot, "class=\"bar folded capped\"");
+    expect_in("spec-pair's plot", plot, "class=\"break\"");
+    expect_in("spec-pair's plot", plot, ">89948 &#8593;</text>");
+    /* The axis is the own bins': its top tick is 3500 or so, not 90,000. */
+    expect_not_in("spec-pair's plot", plot, ">80000<");
+    free(plot);
+    plot = between(html, "aria-label=\"Bins of dist.gof.first\"", "</svg>");
+    expect_not_in("dist.gof.first's plot", plot, "capped");
+    free(plot);
+    assay_free(html);
+    cJSON_Delete(r);
+}
+
+/* The stamp: one row a part, every field in a closed <details>, and there
+ * each fact once (the weights' hash and the parameter count sit twice in
+ * the stamp's JSON). */
+static void test_stamp_collapsed(void **state)
+{
+    (void)state;
+    cJSON *r = load_fixture("reports/sample-run.json");
+    char *html = render(r, true);
+    char *stamp = between(html, "<section id=\"stamp\">", "</section>");
+    expect_in("stamp", stamp, "<table class=\"stamp-summary\">");
+    expect_in("stamp", stamp, "<details class=\"stamp-all\">");
+    expect_not_in("stamp", stamp, "<details class=\"stamp-all\" open");
+    char *all = between(stamp, "<details", "</details>");
+    const char *sha = assay_json_str(r, "stamp.engine.model.weights_sha256", "?");
+    assert_int_equal(count(all, sha), 1);
+    assert_int_equal(count(all, ">5838080<"), 1);
+    expect_in("stamp's details", all, "repeated elsewhere in it left out");
+    free(all);
+    free(stamp);
+    assay_free(html);
+    cJSON_Delete(r);
+}
+
+/* Where each view first shows the seed's table, it says what it is; and
+ * the mentions before it in the page link to it. */
+static void test_seed_table_explained(void **state)
+{
+    (void)state;
+    cJSON *r = load_fixture("reports/sample-run.json");
+    char *html = render(r, true);
+    char *md = render(r, false);
+    char *section = between(html, "<section id=\"seed-table\">", "<table>");
+    expect_in("seed's table section", section, "The seed&#39;s table is the table of the book chapter");
+    free(section);
+    char *md_section = between(md, "## The seed's table", "| Generator");
+    expect_in("Markdown's seed table", md_section, ASSAY_REPORT_SEED_TABLE_ABOUT);
+    free(md_section);
+    char *bench = between(html, "<section id=\"benchmark\">", "</section>");
+    if (strstr(bench, "seed&rsquo;s table") != NULL) {
+        expect_in("benchmark section", bench, "<a href=\"#seed-table\">the seed&rsquo;s table</a>");
+    }
+    free(bench);
+    assay_free(html);
+    assay_free(md);
+    cJSON_Delete(r);
+}
+
+/* The benchmark's section and the run's note agree on the load: above the
+ * capacity the seed's table measured, requests queued; the note's
+ * headroom is the SLO's. An achieved rate below the offered one is not
+ * taken for saturation (over a finite workload it counts the drain). */
+static void test_load_said_once(void **state)
+{
+    (void)state;
+    cJSON *r = load_fixture("reports/sample-run.json");
+    char *html = render(r, true);
+    expect_in("page", html, "<b>Above capacity:</b> 44.1 req/s offered, more than the 22.1 req/s");
+    expect_in("page", html, "headroom under the SLO. It is above the 22.05 req/s");
+    expect_not_in("page", html, "Saturated");
+    expect_not_in("page", html, "a load with headroom");
+    expect_in("page", html, "whether or not a queue built");
+    assay_free(html);
+    cJSON_ReplaceItemInObjectCaseSensitive(cJSON_GetObjectItem(r, "seed_table"), "capacity",
+                                           cJSON_CreateNumber(1000));
+    html = render(r, true);
+    expect_in("page", html, "<b>Below capacity:</b> 44.1 req/s offered, less than the 1e+03 req/s");
+    expect_not_in("page", html, "Above capacity");
+    assay_free(html);
+    cJSON_Delete(r);
+}
+
 int main(int argc, char **argv)
 {
     assay_test_init(argc, argv);
@@ -302,6 +414,10 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_compare_states_its_verdict),
         cmocka_unit_test(test_mostly_skipped),
         cmocka_unit_test(test_require_checks),
+        cmocka_unit_test(test_folded_bar_does_not_set_the_scale),
+        cmocka_unit_test(test_stamp_collapsed),
+        cmocka_unit_test(test_seed_table_explained),
+        cmocka_unit_test(test_load_said_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
