@@ -655,9 +655,12 @@ static void test_slo_reader(void **state)
     assert_true(slo.ttft_s == 0.5 && slo.tpot_s == 0.05);
 
     expect_slo_error("{\"format\": \"assay-slo\", \"version\": 1, \"ttft_s\": 0.5,, }",
-                     ASSAY_ERR_PARSE, "byte 52", "well-formed JSON", "','");
-    expect_slo_error("{\"format\": \"assay-slo\"", ASSAY_ERR_PARSE, "byte 22",
-                     "a complete JSON object", "end of the input");
+                     ASSAY_ERR_PARSE, "byte 52 (line 1, column 53)", "well-formed JSON", "','");
+    expect_slo_error("{\"format\": \"assay-slo\"", ASSAY_ERR_PARSE,
+                     "byte 22 (line 1, column 23)", "a complete JSON object", "end of the input");
+    /* Where, as an editor counts it: line 2, column 15. */
+    expect_slo_error("{\"format\": \"assay-slo\",\n \"version\": 1,,}", ASSAY_ERR_PARSE,
+                     "byte 38 (line 2, column 15)", "well-formed JSON", "','");
     expect_slo_error("[1, 2]", ASSAY_ERR_PARSE, "", "a JSON object", "an array");
     expect_slo_error("{\"format\": \"assay-workload\", \"version\": 1}", ASSAY_ERR_PARSE, "format",
                      "\"assay-slo\"", "\"assay-workload\"");
@@ -679,18 +682,19 @@ static void test_slo_reader(void **state)
                      "\"ttft_s\": 2}",
                      ASSAY_ERR_PARSE, "ttft_s", "once", "twice");
     expect_slo_error("{\"format\": \"assay-slo\", \"version\": 1, \"ttft_s\": 0.5, \"tpot_s\": 1} x",
-                     ASSAY_ERR_PARSE, "byte 66", "end of the input", "'x'");
+                     ASSAY_ERR_PARSE, "byte 66 (line 1, column 67)", "end of the input", "'x'");
 
     /* Stricter than cJSON where cJSON is lenient. */
-    expect_slo_error("{\"format\": \"assay-slo\", \"version\": 01}", ASSAY_ERR_PARSE, "byte 36",
-                     "well-formed JSON", "'1'");
-    expect_slo_error("{\"format\": \"assay-slo\", \"version\": +1}", ASSAY_ERR_PARSE, "byte 35",
-                     "well-formed JSON", "'+'");
-    expect_slo_error("{\"description\": \"\\ud800x\"}", ASSAY_ERR_PARSE, "byte 23",
-                     "well-formed JSON", "'x'");
-    expect_slo_error("{\"description\": \"a\tb\"}", ASSAY_ERR_PARSE, "byte 18",
-                     "well-formed JSON", "byte 0x09");
-    expect_slo_error("", ASSAY_ERR_PARSE, "byte 0", "a complete JSON object", "end of the input");
+    expect_slo_error("{\"format\": \"assay-slo\", \"version\": 01}", ASSAY_ERR_PARSE,
+                     "byte 36 (line 1, column 37)", "well-formed JSON", "'1'");
+    expect_slo_error("{\"format\": \"assay-slo\", \"version\": +1}", ASSAY_ERR_PARSE,
+                     "byte 35 (line 1, column 36)", "well-formed JSON", "'+'");
+    expect_slo_error("{\"description\": \"\\ud800x\"}", ASSAY_ERR_PARSE,
+                     "byte 23 (line 1, column 24)", "well-formed JSON", "'x'");
+    expect_slo_error("{\"description\": \"a\tb\"}", ASSAY_ERR_PARSE,
+                     "byte 18 (line 1, column 19)", "well-formed JSON", "byte 0x09");
+    expect_slo_error("", ASSAY_ERR_PARSE, "byte 0 (line 1, column 1)", "a complete JSON object",
+                     "end of the input");
 
     /* Files: a good one, a missing one. */
     char path[512];
