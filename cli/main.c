@@ -2,9 +2,10 @@
  * assay - is this inference engine fast and still right?
  *
  * Subcommands: run, verify, bench, report, audit, compare, mutants and
- * version, as docs/cli.md documents them. Exit status: 0 when everything checked
- * passed, 1 when a check failed, 2 for a usage or input error, 3 when
- * compare finds a significant performance regression.
+ * version, as docs/cli.md documents them. Exit status (reports/outcome.h):
+ * 0 when everything checked passed, 1 when a check failed, 2 for a usage or
+ * input error, 3 when compare finds a significant performance regression,
+ * 4 when fewer checks ran than --require-checks asks for.
  */
 #include <stdio.h>
 #include <string.h>
@@ -35,7 +36,8 @@ static void usage(FILE *out)
             "             assay --version)\n"
             "\n"
             "`assay COMMAND --help` describes each command. Exit status: 0 all passed,\n"
-            "1 a check failed, 2 usage or input error, 3 performance regression (compare).\n");
+            "1 a check failed, 2 usage or input error, 3 performance regression (compare),\n"
+            "4 fewer checks ran than --require-checks asks for.\n");
 }
 
 /* `assay --version`: what the stamp of a report would say of the code. */
