@@ -367,7 +367,10 @@ int assay_cmd_bench(int argc, char **argv)
          assay_report_set(report, "stamp", stamp) == ASSAY_OK &&
          assay_report_set(report, "duration_s",
                           cJSON_CreateNumber((double)(assay_now_ns() - t0) / 1e9)) == ASSAY_OK;
+    /* A run that stopped early is exit status 2, which the report records
+     * for `assay report` to end with again. */
     int status = st == ASSAY_OK ? ASSAY_EXIT_OK : ASSAY_EXIT_USAGE;
+    ok = ok && assay_report_set_outcome(report, NULL, 0, status) == ASSAY_OK;
     if (!ok) {
         fprintf(stderr, "assay bench: out of memory while building the report\n");
         status = ASSAY_EXIT_USAGE;

@@ -328,6 +328,33 @@ static void test_require_checks(void **state)
     run_free(&r);
 }
 
+/* A benchmark whose runs cannot complete (a 1 ms limit) ends with status
+ * 2, writes its report all the same, and `assay report` of it ends with 2
+ * again: the report records it. */
+static void test_report_keeps_bench_status(void **state)
+{
+    (void)state;
+    char dir[1024], cmd[2400];
+    fresh_dir("cli-bench-status", dir, sizeof dir);
+    snprintf(cmd, sizeof cmd,
+             "'%s' bench --engine bundled:model=mini --workload workloads/compare-speed.json "
+             "--runs 1 --timeout 0.001 --out '%s/out'",
+             g_assay, dir);
+    struct run r = run(cmd);
+    assert_int_equal(r.status, 2);
+    run_free(&r);
+    char out[1100];
+    snprintf(out, sizeof out, "%s/out", dir);
+    cJSON *report = load_report(out);
+    assert_int_equal((int)assay_json_num(report, "exit_status"), 2);
+    cJSON_Delete(report);
+    snprintf(cmd, sizeof cmd, "'%s' report '%s/out/report.json' --out '%s/again'", g_assay, dir,
+             dir);
+    r = run(cmd);
+    assert_int_equal(r.status, 2);
+    run_free(&r);
+}
+
 /* The table on the terminal: the failure first, and the SKIPs that share a
  * reason in one entry, so that 30 skips do not bury it. */
 static void test_failures_before_skips(void **state)
@@ -561,6 +588,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_arrival_kinds),
         cmocka_unit_test(test_require_checks),
         cmocka_unit_test(test_failures_before_skips),
+        cmocka_unit_test(test_report_keeps_bench_status),
         cmocka_unit_test(test_verdicts_as_they_come),
         cmocka_unit_test(test_pairs_and_runs_counted),
         cmocka_unit_test(test_failed_run_leaves_no_folder),
