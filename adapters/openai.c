@@ -980,6 +980,10 @@ static enum assay_status oa_step(void *self, const struct assay_event **events, 
     check_stalls(oa);
     if (st == ASSAY_OK && oa->n_ev == 0 && !any_ending(oa) && running > 0) {
         /* Nothing ready: wait for the network, briefly. */
+        oa->stats.n_polls++;
+        if (oa->stats.poll_wait_ms_max < ASSAY_OPENAI_POLL_MS) {
+            oa->stats.poll_wait_ms_max = ASSAY_OPENAI_POLL_MS;
+        }
         CURLMcode mc = curl_multi_poll(oa->multi, NULL, 0, ASSAY_OPENAI_POLL_MS, NULL);
         if (mc != CURLM_OK) {
             set_last_error(oa, "curl_multi_poll: %s", curl_multi_strerror(mc));

@@ -233,6 +233,12 @@ struct assay_openai_stats {
     int64_t n_sse_events; /* SSE messages parsed */
     int64_t n_sse_comments;
     int64_t bytes_received; /* response bodies */
+    /* How step() waited: the waits for the network it made (at most one
+     * per step, when nothing was ready) and the longest wait it asked
+     * for, in ms - ASSAY_OPENAI_POLL_MS, by which step never blocks for
+     * long. */
+    int64_t n_polls;
+    int32_t poll_wait_ms_max;
 };
 
 /* Fill *out. ASSAY_ERR_INVALID when the adapter is not an openai adapter. */

@@ -120,9 +120,16 @@ static enum assay_status set_key(struct bundled_spec *b, const char *key, const 
         st = assay_spec_int(diag, key, v, 1, 1 << 16, &x);
         p->max_step_tokens = (int32_t)x;
     } else if (strcmp(key, "mutant") == 0) {
-        enum assay_mutant m;
+        enum assay_mutant m = ASSAY_MUTANT_NONE;
         if (assay_mutant_by_name(v, &m) != ASSAY_OK) {
             st = assay_spec_bad(diag, key, "a mutant of the catalog (assay mutants)", v);
+        } else if (m != ASSAY_MUTANT_NONE && !assay_mutants_compiled()) {
+            /* Said here, where the name is known, rather than by the
+             * engine, which only sees the catalog's number. */
+            st = assay_spec_bad(diag, key,
+                                "no planted bug in this assay (they exist only in the test "
+                                "build's assay-mutants, next to assay in build/test)",
+                                v);
         }
         p->mutant = (int)m;
     } else {

@@ -447,6 +447,16 @@ enum assay_status assay_bench_run(const struct assay_adapter *adapter,
             break;
         }
         out->n_runs = r + 1;
+        if (p->progress.fn != NULL) {
+            const struct assay_bench_summary *sm = &out->runs[r];
+            char line[256];
+            snprintf(line, sizeof line, "%s%srun %d of %d: %d requests in %.1f s, achieved %.3g req/s%s",
+                     p->progress.label != NULL ? p->progress.label : "",
+                     p->progress.label != NULL ? ": " : "", (int)r + 1, (int)n_runs,
+                     (int)sm->n_requests, sm->duration_s, sm->achieved_rate,
+                     run_st != ASSAY_OK ? " (stopped early)" : "");
+            p->progress.fn(p->progress.arg, line);
+        }
         if (run_st != ASSAY_OK) {
             st = run_st;
             break;

@@ -87,6 +87,13 @@ enum assay_status assay_seedtable_run(const struct assay_adapter *adapter,
             return st;
         }
         rate = p->capacity_factor * out->capacity;
+        if (p->progress.fn != NULL) {
+            char line[160];
+            snprintf(line, sizeof line,
+                     "capacity %.4g req/s (one burst of the workload); the open loop offers %.4g",
+                     out->capacity, rate);
+            p->progress.fn(p->progress.arg, line);
+        }
     }
     for (int32_t i = 0; i < 1 + p->n_closed; i++) {
         struct assay_seedtable_row *row = &out->rows[i];
@@ -108,6 +115,14 @@ enum assay_status assay_seedtable_run(const struct assay_adapter *adapter,
             row->rate = NAN;
             row->n_workers = lp.n_workers;
         }
+        char label[80];
+        if (i == 0) {
+            snprintf(label, sizeof label, "open loop at %.4g req/s", rate);
+        } else {
+            snprintf(label, sizeof label, "closed loop, %d workers", (int)lp.n_workers);
+        }
+        lp.progress = p->progress;
+        lp.progress.label = label;
         enum assay_status st = assay_bench_run(adapter, w, &lp, slo, p->n_runs, &row->result);
         if (row->result.n_runs > 0) {
             fill_row(row);
@@ -241,6 +256,13 @@ static enum assay_status probe(const struct assay_adapter *adapter, const struct
         pr->tpot_p99 = r.runs[0].tpot.v[ASSAY_PCTL_P99];
         pr->e2e_p99 = r.runs[0].e2e.v[ASSAY_PCTL_P99];
         *pass = pr->pass;
+        if (p->progress.fn != NULL) {
+            char line[160];
+            snprintf(line, sizeof line, "probe %d (of at most %d): %.4g req/s, goodput %.1f%%: %s",
+                     (int)out->n_probes, (int)p->max_probes, rate, 100 * pr->goodput_fraction,
+                     pr->pass ? "pass" : "fail");
+            p->progress.fn(p->progress.arg, line);
+        }
         if (pr->pass && rate > out->best_rate) {
             out->best_rate = rate;
         }

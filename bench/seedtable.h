@@ -47,6 +47,8 @@ struct assay_seedtable_params {
     int32_t n_runs;                  /* runs per row, >= 1 */
     int32_t warmup;                  /* as assay_loadgen_params.warmup */
     double timeout_s;                /* per run; 0 = none */
+    struct assay_bench_progress progress; /* after the capacity and each run, labelled
+                                             with its row (fn NULL: none) */
 };
 
 /* Poisson, open_rate 0 (measure, factor 2.5), seed 1, closed at 2, 4 and 8
@@ -130,6 +132,7 @@ struct assay_sweep_params {
     uint64_t seed;         /* the same seed at every rate */
     int32_t warmup;
     double timeout_s;      /* per probe */
+    struct assay_bench_progress progress; /* after each probe (fn NULL: none) */
 };
 
 /* start 1 req/s, target 0.99, 12 probes, rel_tol 0.05, max 1e6 req/s,

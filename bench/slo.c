@@ -327,8 +327,8 @@ enum assay_status assay_slo_parse(const char *json, size_t len, const char *file
     struct json_scan scan = {json, len, 0};
     bool syntax_ok = json_value(&scan, 0);
     if (!syntax_ok || scan.pos < len) {
-        char where[32];
-        snprintf(where, sizeof where, "byte %zu", scan.pos);
+        char where[96];
+        assay_diag_position(json, len, scan.pos, where, sizeof where);
         if (scan.pos >= len) {
             assay_diag_set(diag, name, where, "a complete JSON object", "the end of the input");
         } else if (syntax_ok) {

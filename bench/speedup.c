@@ -420,6 +420,16 @@ enum assay_status assay_speedup_run(const struct assay_adapter *baseline,
         if (st == ASSAY_OK) {
             out->n_pairs = r + 1;
         }
+        if (st == ASSAY_OK && p->gen.progress.fn != NULL) {
+            char line[256];
+            snprintf(line, sizeof line,
+                     "%s%spair %d of %d: baseline %.1f s, candidate %.1f s (%s first)",
+                     p->gen.progress.label != NULL ? p->gen.progress.label : "",
+                     p->gen.progress.label != NULL ? ": " : "", (int)r + 1, (int)p->n_pairs,
+                     out->baseline.runs[r].duration_s, out->candidate.runs[r].duration_s,
+                     out->candidate_first[r] ? "candidate" : "baseline");
+            p->gen.progress.fn(p->gen.progress.arg, line);
+        }
     }
     assay_loadgen_result_free(lr);
     out->baseline.n_runs = out->n_pairs;

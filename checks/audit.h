@@ -131,6 +131,12 @@
 
 #define ASSAY_AUDIT_EOS_FROM_MODEL (-2)
 
+/* The shortest context a model must have to be audited: the oracle holds
+ * sequences of up to this many tokens (prompt and output), and the checks'
+ * workloads are made to fit it. assay_audit_open fails on a shorter
+ * model; `assay audit` says so before it starts. */
+#define ASSAY_AUDIT_MIN_CONTEXT 512
+
 /*
  * What a server promises about one seed's tokens across runs, which the
  * seeded checks hold it to:

@@ -300,6 +300,25 @@ static enum assay_status receive_memos(void *arg, FILE *f)
     return ASSAY_OK;
 }
 
+/* What a workload may hold on adapter a: the bundled engine's own
+ * vocabulary, context and request limits; another adapter's stated
+ * vocabulary and context. */
+static struct assay_workload_limits workload_limits(const struct assay_adapter *a)
+{
+    struct assay_engine *engine = assay_bundled_engine(a);
+    struct assay_workload_limits lim = {1 << 30, 0, 0};
+    if (engine != NULL) {
+        const struct assay_engine_params *p = assay_engine_params(engine);
+        lim = (struct assay_workload_limits){p->model->cfg.vocab, p->max_seq_len, p->max_requests};
+    } else {
+        struct assay_adapter_info info;
+        assay_adapter_get_info(a, &info);
+        lim.vocab = info.vocab > 0 ? info.vocab : lim.vocab;
+        lim.max_seq_len = info.n_ctx;
+    }
+    return lim;
+}
+
 static enum assay_status run_item(void *arg, struct assay_check_result *res)
 {
     const struct item_run *ir = arg;
@@ -317,17 +336,7 @@ static enum assay_status run_item(void *arg, struct assay_check_result *res)
                           assay_diag_format(&diag, why, sizeof why));
         return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
     }
-    struct assay_engine *engine = assay_bundled_engine(&a);
-    struct assay_workload_limits lim = {1 << 30, 0, 0}; /* another adapter: what it states */
-    if (engine != NULL) {
-        const struct assay_engine_params *p = assay_engine_params(engine);
-        lim = (struct assay_workload_limits){p->model->cfg.vocab, p->max_seq_len, p->max_requests};
-    } else {
-        struct assay_adapter_info info;
-        assay_adapter_get_info(&a, &info);
-        lim.vocab = info.vocab > 0 ? info.vocab : lim.vocab;
-        lim.max_seq_len = info.n_ctx;
-    }
+    struct assay_workload_limits lim = workload_limits(&a);
     struct assay_workload *w = NULL;
     if (item->workload != NULL || workload_override != NULL) {
         st = assay_workload_load(path, &lim, &w, &diag);
@@ -344,6 +353,27 @@ static enum assay_status run_item(void *arg, struct assay_check_result *res)
     assay_workload_free(w);
     assay_adapter_close(&a);
     return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+}
+
+enum assay_status assay_verify_check_workload(struct assay_verify_ctx *ctx,
+                                              const struct assay_plan_item *item,
+                                              const char *base_spec, const char *path,
+                                              struct assay_diag *diag)
+{
+    assay_diag_clear(diag);
+    char spec[sizeof ((struct assay_check_result *)NULL)->engine];
+    assay_plan_engine_spec(item, base_spec, spec, sizeof spec);
+    struct assay_adapter a;
+    enum assay_status st = assay_adapter_open_spec_cached(spec, ctx->models, &a, diag);
+    if (st != ASSAY_OK) {
+        return st;
+    }
+    struct assay_workload_limits lim = workload_limits(&a);
+    struct assay_workload *w = NULL;
+    st = assay_workload_load(path, &lim, &w, diag);
+    assay_workload_free(w);
+    assay_adapter_close(&a);
+    return st;
 }
 
 enum assay_status assay_run_plan_item(struct assay_verify_ctx *ctx,
@@ -381,12 +411,16 @@ enum assay_status assay_run_plan_item(struct assay_verify_ctx *ctx,
     const struct assay_plan_item *same = bundled_base(base_spec) ? NULL : ran_before(ctx, item);
     if (same != NULL) {
         res->repro[0] = '\0';
-        assay_check_skip(res,
-                         "the same check as %s on this engine: its options (%.200s) configure the "
-                         "bundled engine only, and its check and workload are %s's",
-                         same->name, item->options, same->name);
-        snprintf(res->summary, sizeof res->summary, "not run again: the same check as %s",
-                 same->name);
+        /* One reason for every such check (the report groups the SKIPs
+         * that share one); which check it repeats, and its options, are in
+         * the summary. */
+        assay_check_skip(res, "not run again: on an engine other than the bundled one, its "
+                              "options configure nothing, and its check and workload are "
+                              "another's, which ran");
+        snprintf(res->summary, sizeof res->summary,
+                 "the same check as %s on this engine (its options %.200s configure the bundled "
+                 "engine only)",
+                 same->name, item->options);
         return ASSAY_OK;
     }
     if (!bundled_base(base_spec) && ctx->n_ran < (int32_t)(sizeof ctx->ran / sizeof ctx->ran[0])) {

@@ -42,6 +42,20 @@ enum assay_status assay_run_plan_item(struct assay_verify_ctx *ctx,
                                       struct assay_check_result *res);
 
 /*
+ * Whether the workload file at path is one plan item `item` can run on
+ * base_spec + item->options, before anything runs: the engine is opened
+ * (its model kept in ctx's cache for the check) and the file read within
+ * that engine's vocabulary, context and request limits, exactly as the
+ * check reads it. ASSAY_OK; else the engine's or the workload's status
+ * with diag saying which file, where and what was expected (the engine
+ * spec's error when the engine cannot be opened). Nothing is run.
+ */
+enum assay_status assay_verify_check_workload(struct assay_verify_ctx *ctx,
+                                              const struct assay_plan_item *item,
+                                              const char *base_spec, const char *path,
+                                              struct assay_diag *diag);
+
+/*
  * After a set of results: corrections that span a family (Holm's procedure
  * over the distributional p-values, which may turn a PASS into a FAIL).
  */

@@ -230,6 +230,13 @@ enum assay_status assay_pairwise_run_check(struct assay_pairwise *c,
     return st;
 }
 
+enum assay_status assay_pairwise_check_workload(struct assay_pairwise *c,
+                                               const struct assay_plan_item *item,
+                                               const char *path, struct assay_diag *diag)
+{
+    return assay_verify_check_workload(c->vctx, item, c->candidate, path, diag);
+}
+
 enum assay_status assay_pairwise_shrink(struct assay_pairwise *c,
                                         const struct assay_plan_item *item,
                                         const char *workload_override,

@@ -132,6 +132,13 @@ enum assay_status assay_pairwise_run_check(struct assay_pairwise *c,
                                            const char *workload_override,
                                            struct assay_check_result *res);
 
+/* Whether the workload file at path is one compare check `item` can run on
+ * the candidate, checked before any check runs
+ * (assay_verify_check_workload). */
+enum assay_status assay_pairwise_check_workload(struct assay_pairwise *c,
+                                               const struct assay_plan_item *item,
+                                               const char *path, struct assay_diag *diag);
+
 /*
  * Shrink the failure of check `item` (see checks/shrink.h: the candidate's
  * pool and the workload; the baseline stays as given) and write the

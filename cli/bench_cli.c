@@ -4,6 +4,7 @@
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -23,6 +24,45 @@ bool assay_cli_open_engine(const char *cmd, const char *spec, struct assay_adapt
         char why[900];
         fprintf(stderr, "assay %s: engine '%s': %s\n", cmd, spec,
                 assay_diag_format(&diag, why, sizeof why));
+        return false;
+    }
+    return true;
+}
+
+bool assay_cli_parse_arrival(const char *cmd, const char *text, enum assay_arrival_kind *out)
+{
+    static const struct {
+        const char *name;
+        enum assay_arrival_kind kind;
+    } kinds[] = {{"poisson", ASSAY_ARRIVAL_POISSON},
+                 {"gamma", ASSAY_ARRIVAL_GAMMA},
+                 {"constant", ASSAY_ARRIVAL_CONSTANT},
+                 {"trace", ASSAY_ARRIVAL_TRACE}};
+    for (size_t i = 0; i < sizeof kinds / sizeof kinds[0]; i++) {
+        if (strcmp(text, kinds[i].name) == 0) {
+            *out = kinds[i].kind;
+            return true;
+        }
+    }
+    fprintf(stderr, "assay %s: --arrival expects " ASSAY_CLI_ARRIVAL_KINDS ", got '%s'\n", cmd,
+            text);
+    return false;
+}
+
+bool assay_cli_check_open_arrival(const char *cmd, bool arrival_set, enum assay_arrival_kind kind,
+                                  double rate)
+{
+    if (!arrival_set) {
+        return true;
+    }
+    if (kind == ASSAY_ARRIVAL_TRACE && rate > 0) {
+        fprintf(stderr, "assay %s: --arrival trace replays the workload's own arrival times and "
+                        "takes no --rate\n", cmd);
+        return false;
+    }
+    if (kind != ASSAY_ARRIVAL_TRACE && !(rate > 0)) {
+        fprintf(stderr, "assay %s: --arrival %s draws its arrivals at --rate, which is missing\n",
+                cmd, assay_arrival_kind_str(kind));
         return false;
     }
     return true;
@@ -72,6 +112,81 @@ bool assay_cli_load_slo(const char *cmd, const char *path, struct assay_slo *out
     return true;
 }
 
+/*
+ * The folders assay_cli_prepare_out_dir made, outermost first, so that a
+ * command that ends without writing into them (an input error found after
+ * the check, a part that failed, Ctrl-C) leaves no empty folder behind. At
+ * exit and on SIGINT, SIGTERM or SIGHUP each is removed, innermost first,
+ * with rmdir, which removes only an empty folder (async-signal-safe) - and
+ * only by the process that made them: the children a check runs in exit
+ * through the same handlers. Process-wide state by nature: a signal
+ * handler can reach nothing else.
+ */
+#define OUT_DIRS_MAX 16
+static char g_made[OUT_DIRS_MAX][PATH_MAX];
+static volatile sig_atomic_t g_n_made;
+static pid_t g_maker;
+static struct sigaction g_old_actions[3];
+static const int g_signals[3] = {SIGINT, SIGTERM, SIGHUP};
+
+static void remove_made(void)
+{
+    if (getpid() != g_maker) {
+        return;
+    }
+    for (int i = (int)g_n_made - 1; i >= 0; i--) {
+        (void)rmdir(g_made[i]);
+    }
+}
+
+static void on_signal(int sig)
+{
+    remove_made();
+    for (int i = 0; i < 3; i++) {
+        if (g_signals[i] == sig) {
+            (void)sigaction(sig, &g_old_actions[i], NULL);
+        }
+    }
+    (void)raise(sig);
+}
+
+static void remember_made(const char *path)
+{
+    if (g_n_made == 0 && g_maker == 0) {
+        g_maker = getpid();
+        atexit(remove_made);
+        struct sigaction sa;
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_signal;
+        sigemptyset(&sa.sa_mask);
+        for (int i = 0; i < 3; i++) {
+            /* A signal ignored when the command started (a background job
+             * of a shell, nohup) stays ignored. */
+            if (sigaction(g_signals[i], NULL, &g_old_actions[i]) == 0 &&
+                g_old_actions[i].sa_handler != SIG_IGN) {
+                (void)sigaction(g_signals[i], &sa, NULL);
+            }
+        }
+    }
+    if (g_n_made < OUT_DIRS_MAX) {
+        snprintf(g_made[g_n_made], sizeof g_made[0], "%s", path);
+        g_n_made = g_n_made + 1; /* after the name is complete */
+    }
+}
+
+static bool make_dir(const char *cmd, const char *path)
+{
+    if (mkdir(path, 0755) == 0) {
+        remember_made(path);
+        return true;
+    }
+    if (errno == EEXIST) {
+        return true;
+    }
+    fprintf(stderr, "assay %s: cannot create directory %s: %s\n", cmd, path, strerror(errno));
+    return false;
+}
+
 bool assay_cli_prepare_out_dir(const char *cmd, const char *dir)
 {
     char path[PATH_MAX];
@@ -83,16 +198,14 @@ bool assay_cli_prepare_out_dir(const char *cmd, const char *dir)
     for (char *p = path + 1; *p != '\0'; p++) {
         if (*p == '/') {
             *p = '\0';
-            if (mkdir(path, 0755) != 0 && errno != EEXIST) {
-                fprintf(stderr, "assay %s: cannot create directory %s: %s\n", cmd, path,
-                        strerror(errno));
+            bool made = make_dir(cmd, path);
+            *p = '/';
+            if (!made) {
                 return false;
             }
-            *p = '/';
         }
     }
-    if (mkdir(path, 0755) != 0 && errno != EEXIST) {
-        fprintf(stderr, "assay %s: cannot create directory %s: %s\n", cmd, path, strerror(errno));
+    if (!make_dir(cmd, path)) {
         return false;
     }
     struct stat st;
@@ -116,22 +229,49 @@ bool assay_cli_prepare_out_dir(const char *cmd, const char *dir)
 
 struct assay_cli_ticker {
     pthread_t thread;
-    pthread_mutex_t mu;
+    pthread_mutex_t mu; /* guards label and every write to stderr while it runs */
     pthread_cond_t cv;
     bool stop;
     bool running;
+    bool tty;
     int64_t t0_ns;
-    char label[160];
+    char cmd[32];
+    char base[160]; /* the label it started with */
+    char label[320];
 };
+
+/* Everything goes out with write(2): the ticker's thread never holds
+ * stdio's lock, which a check's child process (forked while it runs)
+ * might otherwise inherit taken. */
+static void put(const char *s, size_t n)
+{
+    while (n > 0) {
+        ssize_t k = write(STDERR_FILENO, s, n);
+        if (k <= 0) {
+            if (k < 0 && errno == EINTR) {
+                continue;
+            }
+            return;
+        }
+        s += k;
+        n -= (size_t)k;
+    }
+}
+
+static void draw(struct assay_cli_ticker *t)
+{
+    char line[400];
+    double s = (double)(assay_now_ns() - t->t0_ns) / 1e9;
+    int n = snprintf(line, sizeof line, "\r\033[K[%6.1fs] %s", s, t->label);
+    put(line, n > 0 && (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+}
 
 static void *ticker_main(void *arg)
 {
     struct assay_cli_ticker *t = arg;
     pthread_mutex_lock(&t->mu);
     while (!t->stop) {
-        double s = (double)(assay_now_ns() - t->t0_ns) / 1e9;
-        fprintf(stderr, "\r\033[K[%6.1fs] %s", s, t->label);
-        fflush(stderr);
+        draw(t);
         struct timespec until;
         clock_gettime(CLOCK_REALTIME, &until);
         until.tv_nsec += 500000000L;
@@ -142,27 +282,59 @@ static void *ticker_main(void *arg)
         while (!t->stop && pthread_cond_timedwait(&t->cv, &t->mu, &until) == 0) {
         }
     }
+    put("\r\033[K", 4);
     pthread_mutex_unlock(&t->mu);
-    fprintf(stderr, "\r\033[K");
-    fflush(stderr);
     return NULL;
 }
 
-struct assay_cli_ticker *assay_cli_ticker_start(const char *label)
+struct assay_cli_ticker *assay_cli_ticker_start(const char *cmd, const char *label)
 {
     struct assay_cli_ticker *t = calloc(1, sizeof *t);
     if (t == NULL) {
         return NULL;
     }
+    snprintf(t->cmd, sizeof t->cmd, "%s", cmd);
+    snprintf(t->base, sizeof t->base, "%s", label);
     snprintf(t->label, sizeof t->label, "%s", label);
     t->t0_ns = assay_now_ns();
-    if (!isatty(STDERR_FILENO)) {
-        return t;
-    }
+    t->tty = isatty(STDERR_FILENO) != 0;
     pthread_mutex_init(&t->mu, NULL);
     pthread_cond_init(&t->cv, NULL);
-    t->running = pthread_create(&t->thread, NULL, ticker_main, t) == 0;
+    if (t->tty) {
+        t->running = pthread_create(&t->thread, NULL, ticker_main, t) == 0;
+    }
     return t;
+}
+
+void assay_cli_ticker_line(struct assay_cli_ticker *t, const char *line)
+{
+    char buf[600];
+    int n = snprintf(buf, sizeof buf, "%sassay %s: %s\n", t != NULL && t->running ? "\r\033[K" : "",
+                     t != NULL ? t->cmd : "?", line);
+    size_t len = n > 0 && (size_t)n < sizeof buf ? (size_t)n : sizeof buf - 1;
+    if (t == NULL) {
+        put(buf, len);
+        return;
+    }
+    pthread_mutex_lock(&t->mu);
+    put(buf, len);
+    if (t->running) {
+        draw(t); /* the ticker's line again, under the new one */
+    }
+    pthread_mutex_unlock(&t->mu);
+}
+
+void assay_cli_ticker_progress(void *arg, const char *line)
+{
+    struct assay_cli_ticker *t = arg;
+    char said[400];
+    snprintf(said, sizeof said, "%s: %s", t != NULL ? t->base : "", line);
+    if (t != NULL) {
+        pthread_mutex_lock(&t->mu);
+        snprintf(t->label, sizeof t->label, "%s (last: %s)", t->base, line);
+        pthread_mutex_unlock(&t->mu);
+    }
+    assay_cli_ticker_line(t, said);
 }
 
 void assay_cli_ticker_stop(struct assay_cli_ticker *t)
@@ -176,9 +348,9 @@ void assay_cli_ticker_stop(struct assay_cli_ticker *t)
         pthread_cond_signal(&t->cv);
         pthread_mutex_unlock(&t->mu);
         pthread_join(t->thread, NULL);
-        pthread_mutex_destroy(&t->mu);
-        pthread_cond_destroy(&t->cv);
     }
+    pthread_mutex_destroy(&t->mu);
+    pthread_cond_destroy(&t->cv);
     free(t);
 }
 
@@ -284,28 +456,32 @@ void assay_cli_print_seedtable(FILE *out, const struct assay_seedtable *t, const
                 sec(d, row->result.spread.e2e[ASSAY_PCTL_P99].median));
     }
     if (explanation != NULL && explanation[0] != '\0') {
-        /* Wrap the paragraph at 100 columns. */
-        size_t col = 0;
-        const char *p = explanation;
         fputc('\n', out);
-        while (*p != '\0') {
-            size_t n = strcspn(p, " ");
-            if (col > 0 && col + 1 + n > 100) {
-                fputc('\n', out);
-                col = 0;
-            } else if (col > 0) {
-                fputc(' ', out);
-                col++;
-            }
-            fwrite(p, 1, n, out);
-            col += n;
-            p += n;
-            while (*p == ' ') {
-                p++;
-            }
-        }
-        fputc('\n', out);
+        assay_cli_print_paragraph(out, explanation);
     }
+}
+
+void assay_cli_print_paragraph(FILE *out, const char *text)
+{
+    size_t col = 0;
+    const char *p = text;
+    while (*p != '\0') {
+        size_t n = strcspn(p, " ");
+        if (col > 0 && col + 1 + n > 100) {
+            fputc('\n', out);
+            col = 0;
+        } else if (col > 0) {
+            fputc(' ', out);
+            col++;
+        }
+        fwrite(p, 1, n, out);
+        col += n;
+        p += n;
+        while (*p == ' ') {
+            p++;
+        }
+    }
+    fputc('\n', out);
 }
 
 void assay_cli_print_sweep(FILE *out, const struct assay_sweep_result *s,

@@ -17,15 +17,12 @@
 #include "checks/context.h"
 #include "checks/isolate.h"
 #include "checks/plan.h"
+#include "reports/outcome.h"
 #include "reports/report.h"
 #include "reports/write.h"
 
-enum {
-    ASSAY_EXIT_OK = 0,         /* everything checked passed */
-    ASSAY_EXIT_FAIL = 1,       /* a check failed */
-    ASSAY_EXIT_USAGE = 2,      /* bad usage or bad input (file, spec, option) */
-    ASSAY_EXIT_REGRESSION = 3, /* compare: a significant performance regression */
-};
+/* The exit statuses (enum assay_exit) are reports/outcome.h's: a report
+ * records the one its command ended with. */
 
 int assay_cmd_verify(int argc, char **argv);
 int assay_cmd_mutants(int argc, char **argv);
@@ -79,6 +76,18 @@ bool assay_cli_shrink_failures(const char *cmd, struct assay_verify_ctx *ctx,
  * what it checks (`assay verify --list`, `audit --list`, `compare --list`). */
 void assay_cli_list_checks(const struct assay_plan_item *checks, size_t n);
 
+/*
+ * The options of a subcommand are read with getopt_long(argc, argv,
+ * ASSAY_CLI_OPTSTRING, ...) after assay_cli_options_begin(), which resets
+ * getopt and stops it printing; a '?' or ':' it returns goes to
+ * assay_cli_bad_option, which prints one line naming the option and
+ * pointing to --help ("assay verify: unknown option '--bogus' (assay verify
+ * --help lists the options)") and returns ASSAY_EXIT_USAGE.
+ */
+#define ASSAY_CLI_OPTSTRING ":"
+void assay_cli_options_begin(void);
+int assay_cli_bad_option(const char *cmd, int c, int argc, char **argv);
+
 /* Parse an unsigned integer option; false (and a message) when malformed. */
 bool assay_cli_parse_u64(const char *option, const char *text, uint64_t *out);
 
@@ -115,8 +124,9 @@ bool assay_cli_mpi_ready(bool ok);
 void assay_cli_mpi_end(void);
 
 /*
- * Run the plan items sel[0..n) on ctx into res, in order, with the
- * progress line, each check started together on every rank of an MPI run
+ * Run the plan items sel[0..n) on ctx into res, in order, each verdict
+ * said as it comes (assay_cli_check_done), each check started together
+ * on every rank of an MPI run
  * (a distributional check shared among them, any other run by rank 0
  * alone; checks/shard.h). *n_done becomes the number run. False when
  * memory ran out or the ranks could not communicate (the reason on
@@ -126,22 +136,42 @@ bool assay_cli_run_items(const char *cmd, struct assay_verify_ctx *ctx,
                          const struct assay_plan_item *const *sel, size_t n, const char *engine,
                          const char *workload, struct assay_check_result *res, size_t *n_done);
 
-/* A progress line on stderr, only when stderr is a terminal. */
-struct assay_progress {
-    bool tty;
-    int64_t t0_ns;
-    size_t total;
-};
-void assay_progress_begin(struct assay_progress *p, size_t total);
-void assay_progress_step(struct assay_progress *p, size_t done, const char *what);
-void assay_progress_end(struct assay_progress *p);
+/*
+ * What the user reads while checks run: assay_cli_check_started before
+ * check i of n (on a terminal, a ticking line with its elapsed time; NULL
+ * otherwise, and on MPI ranks other than 0) and assay_cli_check_done after
+ * it, which stops that line and prints one on stderr, with or without a
+ * terminal, as each verdict comes: "assay verify: [3/33] equiv.paged PASS
+ * 1.9 s (6 s in all)", with the reason of a SKIP, FAIL or ERROR (and what
+ * sharing it among MPI ranks cost). t0_ns: when the checks began.
+ */
+struct assay_cli_ticker;
+struct assay_cli_ticker *assay_cli_check_started(const char *cmd, size_t i, size_t n,
+                                                 const char *name);
+void assay_cli_check_done(const char *cmd, struct assay_cli_ticker *t, size_t i, size_t n,
+                          const struct assay_check_result *r, int64_t t0_ns);
 
 /* The pass/fail table of results, one line each, with failures and their
  * reproducers under them. */
 void assay_cli_print_results(FILE *out, const struct assay_check_result *results, size_t n);
 
 /* The exit status for a set of results: FAIL if any failed, USAGE if any
- * could not run (ERROR), else OK (SKIPs do not fail a run; they are listed). */
-int assay_cli_exit_status(const struct assay_check_result *results, size_t n);
+ * could not run (ERROR), TOO_FEW if fewer ran (PASS or FAIL) than rq
+ * requires (rq may be NULL: nothing required; the shortfall is then said on
+ * stderr, prefixed with cmd), else OK: SKIPs do not fail a run, they are
+ * listed, and the counts line says when most checks were skipped. */
+int assay_cli_exit_status(const char *cmd, const struct assay_check_result *results, size_t n,
+                          const struct assay_require *rq);
+
+/* --require-checks N or P% (reports/outcome.h); false and a message when
+ * it is neither. */
+bool assay_cli_parse_require(const char *cmd, const char *text, struct assay_require *out);
+
+/* The lines of usage text about --require-checks. */
+#define ASSAY_CLI_REQUIRE_HELP                                                                     \
+    "  --require-checks N  at least N checks must run (PASS or FAIL; a SKIP checks\n"            \
+    "                      nothing), or N%% of the checks selected; fewer is exit\n"             \
+    "                      status 4 (default: none required, but the counts line says\n"        \
+    "                      when most checks were skipped)\n"
 
 #endif

@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "core/alloc.h"
 #include "core/clock.h"
+#include "engine/model.h"
 #include "reports/audit_report.h"
 #include "reports/report.h"
 #include "reports/stamp.h"
@@ -37,7 +38,7 @@ static void usage(FILE *out)
             "                   [--seed-promise alone|bitwise|budget]\n"
             "                   [--bundled SPEC] [--workload FILE]\n"
             "                   [--slo FILE] [--runs N] [--rate R] [--stall-ms N] [--no-bench]\n"
-            "                   [--json] [--list]\n"
+            "                   [--require-checks N] [--json] [--list]\n"
             "\n"
             "Audit an OpenAI-compatible server that serves FILE.gguf: greedy equivalence with\n"
             "the oracle alone and under concurrency, top logprobs, the distributional family\n"
@@ -83,11 +84,13 @@ static void usage(FILE *out)
             "  --rate R            open-loop rate, req/s (default: half the lower batched rate)\n"
             "  --stall-ms N        a request fails after N ms without a byte (default 60000)\n"
             "  --no-bench          the checks only\n"
+            ASSAY_CLI_REQUIRE_HELP
             "  --json              print the report's JSON instead of the tables\n"
             "  --list              list the checks and exit\n"
             "\n"
             "Exit status: 0 everything checked passed (skips are listed), 1 a check failed,\n"
-            "2 usage or input error, the server could not be reached, or a part could not run.\n");
+            "2 usage or input error, the server could not be reached, or a part could not run,\n"
+            "4 fewer checks ran than --require-checks asks for.\n");
 }
 
 struct audit_opts {
@@ -103,6 +106,7 @@ struct audit_opts {
     enum assay_seed_promise seed_promise;
     enum assay_kv_type kv_type;
     bool flash_attn;
+    struct assay_require require;
 };
 
 static int parse(int argc, char **argv, struct audit_opts *o)
@@ -120,11 +124,12 @@ static int parse(int argc, char **argv, struct audit_opts *o)
         {"stall-ms", required_argument, NULL, 'T'}, {"order", required_argument, NULL, 'O'},
         {"kv-type", required_argument, NULL, 'K'},  {"flash-attn", required_argument, NULL, 'F'},
         {"seed-promise", required_argument, NULL, 'P'},
+        {"require-checks", required_argument, NULL, 'Q'},
         {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
     };
     int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    assay_cli_options_begin();
+    while ((c = getopt_long(argc, argv, ASSAY_CLI_OPTSTRING, opts, NULL)) != -1) {
         switch (c) {
         case 'u': o->url = optarg; break;
         case 'm': o->model = optarg; break;
@@ -137,6 +142,11 @@ static int parse(int argc, char **argv, struct audit_opts *o)
         case 'B': o->no_bench = true; break;
         case 'j': o->json = true; break;
         case 'l': o->list = true; break;
+        case 'Q':
+            if (!assay_cli_parse_require("audit", optarg, &o->require)) {
+                return ASSAY_EXIT_USAGE;
+            }
+            break;
         case 'P':
             if (strcmp(optarg, "alone") == 0) {
                 o->seed_promise = ASSAY_SEED_PROMISE_ALONE;
@@ -252,7 +262,7 @@ static int parse(int argc, char **argv, struct audit_opts *o)
             o->checks[o->n_checks++] = optarg;
             break;
         case 'h': usage(stdout); return -1;
-        default: usage(stderr); return ASSAY_EXIT_USAGE;
+        default: return assay_cli_bad_option("audit", c, argc, argv);
         }
     }
     if (optind < argc) {
@@ -267,6 +277,31 @@ static int parse(int argc, char **argv, struct audit_opts *o)
         return ASSAY_EXIT_USAGE;
     }
     return ASSAY_EXIT_OK;
+}
+
+/* Whether the file behind --model can be audited, read from its metadata
+ * alone (no weight is loaded): a model assay reads, with a context the
+ * audit's sequences fit in. False with the reason on stderr. */
+static bool model_fits(const char *path, struct assay_diag *diag)
+{
+    struct assay_model_config cfg;
+    assay_diag_clear(diag);
+    enum assay_status st = assay_model_config_from_gguf(path, &cfg, diag);
+    if (st != ASSAY_OK) {
+        char why[1200];
+        fprintf(stderr, "assay audit: --model: %s\n",
+                st == ASSAY_ERR_NOMEM ? "out of memory" : assay_diag_format(diag, why, sizeof why));
+        return false;
+    }
+    if (cfg.n_ctx < ASSAY_AUDIT_MIN_CONTEXT) {
+        fprintf(stderr,
+                "assay audit: --model: %s: %s.context_length: expected a context of at least %d "
+                "tokens (the audit's oracle and workloads hold sequences of up to %d), got %d\n",
+                path, assay_arch_name(cfg.arch), ASSAY_AUDIT_MIN_CONTEXT, ASSAY_AUDIT_MIN_CONTEXT,
+                (int)cfg.n_ctx);
+        return false;
+    }
+    return true;
 }
 
 static void list_checks(void)
@@ -321,7 +356,7 @@ static bool run_checks(struct assay_audit *a, const struct audit_opts *o, bool a
         bool speak = assay_shard_world_rank() == 0;
         enum assay_status st = ASSAY_OK;
         if (assay_shard_check_begin(plan[i].name, plan[i].family, r)) {
-            struct assay_cli_ticker *tick = speak ? assay_cli_ticker_start(label) : NULL;
+            struct assay_cli_ticker *tick = speak ? assay_cli_ticker_start("audit", label) : NULL;
             st = assay_audit_run_check(a, &plan[i], r);
             assay_cli_ticker_stop(tick);
         }
@@ -443,15 +478,20 @@ int assay_cmd_audit(int argc, char **argv)
     ap.stall_ms = (int32_t)o.stall_ms;
     ap.order = o.order;
     ap.program = assay_cli_program();
+    struct assay_diag diag;
+    if (!model_fits(o.model, &diag)) {
+        (void)assay_cli_mpi_ready(false);
+        return ASSAY_EXIT_USAGE;
+    }
     fprintf(stderr, "assay audit: loading %s and asking %s for one token\n", o.model, o.url);
     struct assay_audit *a = NULL;
-    struct assay_diag diag;
     assay_diag_clear(&diag);
     enum assay_status st = assay_audit_open(&ap, &a, &diag);
     if (st != ASSAY_OK) {
         char why[1200];
+        assay_diag_format(&diag, why, sizeof why);
         fprintf(stderr, "assay audit: %s: %s\n", assay_status_str(st),
-                assay_diag_format(&diag, why, sizeof why));
+                why[0] != '\0' ? why : "the audit could not start, and gave no reason");
         (void)assay_cli_mpi_ready(false);
         return ASSAY_EXIT_USAGE;
     }
@@ -534,7 +574,7 @@ int assay_cmd_audit(int argc, char **argv)
         fprintf(stderr, "assay audit: benchmark: server and bundled engine side by side "
                         "(single stream, %d workers, open loop), %d runs each ...\n",
                 (int)cp.batch_workers, (int)cp.n_runs);
-        struct assay_cli_ticker *tick = assay_cli_ticker_start("benchmark");
+        struct assay_cli_ticker *tick = assay_cli_ticker_start("audit", "benchmark");
         st = assay_versus_run(engines, 2, w, &cp, &slo, &cmp);
         assay_cli_ticker_stop(tick);
         if (st != ASSAY_OK) {
@@ -589,7 +629,20 @@ int assay_cmd_audit(int argc, char **argv)
     }
     ok = ok && assay_report_set(report, "duration_s",
                                 cJSON_CreateNumber((double)(assay_now_ns() - t0) / 1e9)) == ASSAY_OK;
-    int status = ASSAY_EXIT_OK;
+    /* The exit status, before the report that records it: a failed check
+     * first, then a part that could not run, then too few checks run. */
+    int status = ok ? ASSAY_EXIT_OK : ASSAY_EXIT_USAGE;
+    int verdict_status = assay_cli_exit_status("audit", res, n, &o.require);
+    if (verdict_status == ASSAY_EXIT_FAIL) {
+        status = ASSAY_EXIT_FAIL;
+    } else if (status == ASSAY_EXIT_OK && (verdict_status == ASSAY_EXIT_USAGE || bench_failed)) {
+        status = ASSAY_EXIT_USAGE;
+    } else if (status == ASSAY_EXIT_OK) {
+        status = verdict_status;
+    }
+    ok = ok && assay_report_set_outcome(report, o.require.given ? o.require.text : NULL,
+                                        assay_require_needed(&o.require, (int64_t)n),
+                                        status) == ASSAY_OK;
     struct assay_report_paths paths;
     if (!ok) {
         fprintf(stderr, "assay audit: out of memory while building the report\n");
@@ -616,12 +669,6 @@ int assay_cmd_audit(int argc, char **argv)
             printf("\nReport: %s\n        %s\n        %s\n", paths.json, paths.html, paths.md);
         }
         printf("(%.0f s)\n", (double)(assay_now_ns() - t0) / 1e9);
-    }
-    int verdict_status = assay_cli_exit_status(res, n);
-    if (verdict_status == ASSAY_EXIT_FAIL) {
-        status = ASSAY_EXIT_FAIL;
-    } else if (status == ASSAY_EXIT_OK && (verdict_status != ASSAY_EXIT_OK || bench_failed)) {
-        status = ASSAY_EXIT_USAGE;
     }
     cJSON_Delete(report);
     assay_versus_release(&cmp);

@@ -40,7 +40,9 @@ static void usage(FILE *out)
             "  --rate R          offered req/s (open: default the workload's own arrival\n"
             "                    times; seedtable: default 2.5 x measured capacity; sweep: first\n"
             "                    probe, default the measured capacity)\n"
-            "  --arrival KIND    open loop's arrival process with --rate (default poisson)\n"
+            "  --arrival KIND    the open loop's arrivals: trace (the workload's own times,\n"
+            "                    the default without --rate), or with --rate poisson (the\n"
+            "                    default with it), gamma or constant\n"
             "  --cv X            gamma's coefficient of variation (burstiness; default 2)\n"
             "  --workers N[,N]   closed: workers (default 4); seedtable: the closed rows\n"
             "                    (default 2,4,8)\n"
@@ -117,8 +119,8 @@ static int parse(int argc, char **argv, struct bench_opts *o)
     };
     int c;
     uint64_t u;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    assay_cli_options_begin();
+    while ((c = getopt_long(argc, argv, ASSAY_CLI_OPTSTRING, opts, NULL)) != -1) {
         switch (c) {
         case 'm':
             if (strcmp(optarg, "open") == 0) {
@@ -145,18 +147,7 @@ static int parse(int argc, char **argv, struct bench_opts *o)
             break;
         case 'a':
             o->arrival_set = true;
-            if (strcmp(optarg, "poisson") == 0) {
-                o->arrival = ASSAY_ARRIVAL_POISSON;
-            } else if (strcmp(optarg, "gamma") == 0) {
-                o->arrival = ASSAY_ARRIVAL_GAMMA;
-            } else if (strcmp(optarg, "constant") == 0) {
-                o->arrival = ASSAY_ARRIVAL_CONSTANT;
-            } else if (strcmp(optarg, "trace") == 0) {
-                o->arrival = ASSAY_ARRIVAL_TRACE;
-            } else {
-                fprintf(stderr,
-                        "assay bench: --arrival expects poisson, gamma, constant or trace, got '%s'\n",
-                        optarg);
+            if (!assay_cli_parse_arrival("bench", optarg, &o->arrival)) {
                 return ASSAY_EXIT_USAGE;
             }
             break;
@@ -201,7 +192,7 @@ static int parse(int argc, char **argv, struct bench_opts *o)
         case 'o': o->out = optarg; break;
         case 'j': o->json = true; break;
         case 'h': usage(stdout); return -1;
-        default: usage(stderr); return ASSAY_EXIT_USAGE;
+        default: return assay_cli_bad_option("bench", c, argc, argv);
         }
     }
     if (optind < argc) {
@@ -212,8 +203,8 @@ static int parse(int argc, char **argv, struct bench_opts *o)
         fprintf(stderr, "assay bench: --arrival trace is for --mode open only\n");
         return ASSAY_EXIT_USAGE;
     }
-    if (o->mode == MODE_OPEN && o->arrival_set && o->arrival != ASSAY_ARRIVAL_TRACE && o->rate <= 0) {
-        fprintf(stderr, "assay bench: --arrival %s needs --rate\n", assay_arrival_kind_str(o->arrival));
+    if (o->mode == MODE_OPEN &&
+        !assay_cli_check_open_arrival("bench", o->arrival_set, o->arrival, o->rate)) {
         return ASSAY_EXIT_USAGE;
     }
     if (o->mode == MODE_CLOSED && o->n_workers > 1) {
@@ -291,7 +282,8 @@ int assay_cmd_bench(int argc, char **argv)
     enum assay_status st = ASSAY_OK;
     char label[128];
     snprintf(label, sizeof label, "benchmark: %s", mode_str(o.mode));
-    struct assay_cli_ticker *tick = assay_cli_ticker_start(label);
+    struct assay_cli_ticker *tick = assay_cli_ticker_start("bench", label);
+    struct assay_bench_progress progress = {assay_cli_ticker_progress, tick, NULL};
     struct assay_bench_result br;
     memset(&br, 0, sizeof br);
     struct assay_seedtable table;
@@ -314,6 +306,7 @@ int assay_cmd_bench(int argc, char **argv)
         lp.n_workers = o.n_workers > 0 ? o.workers[0] : 4;
         lp.warmup = o.warmup;
         lp.timeout_s = o.timeout_s;
+        lp.progress = progress;
         st = assay_bench_run(&a, w, &lp, &slo, (int32_t)o.runs, &br);
         ok = ok && (br.n_runs == 0 || (assay_bench_result_to_json(&br, w, &part) == ASSAY_OK &&
                                        assay_report_set(report, "benchmark", part) == ASSAY_OK));
@@ -330,6 +323,7 @@ int assay_cmd_bench(int argc, char **argv)
         tp.n_runs = (int32_t)o.runs;
         tp.warmup = o.warmup;
         tp.timeout_s = o.timeout_s;
+        tp.progress = progress;
         st = assay_seedtable_run(&a, w, &tp, &slo, &table);
         ok = ok && (table.n_rows == 0 || (assay_report_seedtable_json(&table, w, &part) == ASSAY_OK &&
                                           assay_report_set(report, "seed_table", part) == ASSAY_OK));
@@ -350,6 +344,7 @@ int assay_cmd_bench(int argc, char **argv)
             sp.seed = o.seed;
             sp.warmup = o.warmup;
             sp.timeout_s = o.timeout_s;
+            sp.progress = progress;
             st = assay_rate_sweep(&a, w, &sp, &slo, &sr);
             ok = ok && assay_report_sweep_json(&sr, &sp, &slo, st, &part) == ASSAY_OK &&
                  assay_report_set(report, "rate_sweep", part) == ASSAY_OK;
@@ -372,7 +367,10 @@ int assay_cmd_bench(int argc, char **argv)
          assay_report_set(report, "stamp", stamp) == ASSAY_OK &&
          assay_report_set(report, "duration_s",
                           cJSON_CreateNumber((double)(assay_now_ns() - t0) / 1e9)) == ASSAY_OK;
+    /* A run that stopped early is exit status 2, which the report records
+     * for `assay report` to end with again. */
     int status = st == ASSAY_OK ? ASSAY_EXIT_OK : ASSAY_EXIT_USAGE;
+    ok = ok && assay_report_set_outcome(report, NULL, 0, status) == ASSAY_OK;
     if (!ok) {
         fprintf(stderr, "assay bench: out of memory while building the report\n");
         status = ASSAY_EXIT_USAGE;
@@ -399,6 +397,8 @@ int assay_cmd_bench(int argc, char **argv)
             assay_cli_print_bench(stdout, &br, w);
         }
         if (table.n_rows > 0) {
+            assay_cli_print_paragraph(stdout, ASSAY_REPORT_SEED_TABLE_ABOUT);
+            printf("\n");
             if (isfinite(table.capacity)) {
                 printf("Engine capacity (one burst of the whole workload): %.4g req/s\n", table.capacity);
             }

@@ -36,7 +36,7 @@ static void usage(FILE *out)
             "                     [--check NAME]... [--check-workload NAME=FILE]... [--model FILE]\n"
             "                     [--samples N] [--dist-params P] [--tie-tol X] [--no-bench]\n"
             "                     [--no-checks] [--no-shrink] [--shrink-seconds S] [--timeout S]\n"
-            "                     [--no-fork] [--list] [--json]\n"
+            "                     [--no-fork] [--require-checks N] [--list] [--json]\n"
             "\n"
             "Validate an optimisation before merging: is CANDIDATE still right, and is it\n"
             "really faster than BASELINE? Both are engine specs (bundled:..., openai:URL,\n"
@@ -57,7 +57,9 @@ static void usage(FILE *out)
             "  --slo FILE            SLO of goodput (default fixtures/" ASSAY_CLI_BENCH_SLO ")\n"
             "  --pairs N             interleaved pairs of runs, >= 2 (default %d)\n"
             "  --rate R              offered req/s (default: the workload's own arrival times)\n"
-            "  --arrival KIND        with --rate: poisson (default), gamma (cv 2) or constant\n"
+            "  --arrival KIND        the open loop's arrivals: trace (the workload's own times,\n"
+            "                        the default without --rate), or with --rate poisson\n"
+            "                        (the default with it), gamma (cv 2) or constant\n"
             "  --threshold F         a significant slowdown beyond F is a regression (default %g)\n"
             "  --gate FIGURES        figures whose regression fails the run, comma-separated\n"
             "                        (default all: ttft_p50,ttft_p90,ttft_p99,tpot_p50,tpot_p90,\n"
@@ -80,12 +82,17 @@ static void usage(FILE *out)
             "  --no-fork             run the checks in this process (for a debugger); by\n"
             "                        default each runs in a child process, so a crash, an\n"
             "                        abort or a hang of the candidate is that check's FAIL\n"
+            "  --require-checks N    at least N correctness checks must run (PASS or FAIL; a\n"
+            "                        SKIP checks nothing), or N%% of those selected; fewer is\n"
+            "                        exit status 4\n"
             "  --list                list the correctness checks and exit\n"
             "  --json                print the report's JSON instead of the tables\n"
             "\n"
             "Exit status: 0 the candidate is correct and no gated figure is slower beyond\n"
             "the threshold; 1 a correctness check failed; 2 usage or input error, or a\n"
-            "part could not run; 3 a significant performance regression.\n",
+            "part could not run; 3 a significant performance regression; 4 fewer\n"
+            "correctness checks ran than --require-checks asks for (1 and 2 outrank 4, which\n"
+            "outranks 3).\n",
             ASSAY_SPEEDUP_DEFAULT_PAIRS, ASSAY_SPEEDUP_DEFAULT_THRESHOLD,
             ASSAY_SPEEDUP_DEFAULT_CONFIDENCE, ASSAY_SPEEDUP_DEFAULT_BOOT,
             ASSAY_PAIRWISE_DEFAULT_SAMPLES, ASSAY_SHRINK_MAX_SECONDS);
@@ -122,6 +129,7 @@ struct opts {
     size_t n_cw;
     bool no_bench, no_checks, no_shrink, list, json, no_fork;
     double timeout_s;
+    struct assay_require require;
 };
 
 static bool parse_double(const char *option, const char *text, double lo, double hi, double *out)
@@ -167,11 +175,12 @@ static int parse(int argc, char **argv, struct opts *o)
         {"no-shrink", no_argument, NULL, 'X'},        {"shrink-seconds", required_argument, NULL, 'x'},
         {"list", no_argument, NULL, 'l'},             {"json", no_argument, NULL, 'j'},
         {"timeout", required_argument, NULL, 'L'},    {"no-fork", no_argument, NULL, 'F'},
+        {"require-checks", required_argument, NULL, 'Q'},
         {"help", no_argument, NULL, 'h'},             {NULL, 0, NULL, 0},
     };
     int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "", lo, NULL)) != -1) {
+    assay_cli_options_begin();
+    while ((c = getopt_long(argc, argv, ASSAY_CLI_OPTSTRING, lo, NULL)) != -1) {
         bool ok = true;
         switch (c) {
         case 'o': o->out = optarg; break;
@@ -181,17 +190,7 @@ static int parse(int argc, char **argv, struct opts *o)
         case 'R': ok = parse_double("--rate", optarg, 1e-6, 1e9, &o->rate); break;
         case 'a':
             o->arrival_set = true;
-            if (strcmp(optarg, "poisson") == 0) {
-                o->arrival = ASSAY_ARRIVAL_POISSON;
-            } else if (strcmp(optarg, "gamma") == 0) {
-                o->arrival = ASSAY_ARRIVAL_GAMMA;
-            } else if (strcmp(optarg, "constant") == 0) {
-                o->arrival = ASSAY_ARRIVAL_CONSTANT;
-            } else {
-                fprintf(stderr, "assay compare: --arrival expects poisson, gamma or constant, got "
-                                "'%s'\n", optarg);
-                ok = false;
-            }
+            ok = assay_cli_parse_arrival("compare", optarg, &o->arrival);
             break;
         case 't': ok = parse_double("--threshold", optarg, 0, 1e6, &o->threshold); break;
         case 'g': o->gate = optarg; break;
@@ -239,8 +238,9 @@ static int parse(int argc, char **argv, struct opts *o)
         case 'j': o->json = true; break;
         case 'L': ok = assay_cli_parse_timeout(optarg, &o->timeout_s); break;
         case 'F': o->no_fork = true; break;
+        case 'Q': ok = assay_cli_parse_require("compare", optarg, &o->require); break;
         case 'h': usage(stdout); return -1;
-        default: usage(stderr); return ASSAY_EXIT_USAGE;
+        default: return assay_cli_bad_option("compare", c, argc, argv);
         }
         if (!ok) {
             return ASSAY_EXIT_USAGE;
@@ -261,8 +261,7 @@ static int parse(int argc, char **argv, struct opts *o)
         fprintf(stderr, "assay compare: --no-bench and --no-checks leave nothing to do\n");
         return ASSAY_EXIT_USAGE;
     }
-    if (o->arrival_set && o->rate <= 0) {
-        fprintf(stderr, "assay compare: --arrival needs --rate\n");
+    if (!assay_cli_check_open_arrival("compare", o->arrival_set, o->arrival, o->rate)) {
         return ASSAY_EXIT_USAGE;
     }
     const char *specs[2] = {o->baseline, o->candidate};
@@ -349,12 +348,10 @@ static bool run_checks(const struct opts *o, struct assay_pairwise *pw, struct c
             k->index[k->n++] = (int32_t)i;
         }
     }
-    struct assay_progress prog;
-    assay_progress_begin(&prog, k->n);
-    prog.tty = prog.tty && assay_shard_world_rank() == 0;
+    int64_t t0_ns = assay_now_ns();
     for (size_t i = 0; i < k->n; i++) {
         const struct assay_plan_item *item = &all[k->index[i]];
-        assay_progress_step(&prog, i, item->name);
+        struct assay_cli_ticker *tick = assay_cli_check_started("compare", i, k->n, item->name);
         /* Under mpirun (checks/shard.h): a distributional check on every
          * rank, any other on rank 0 alone. */
         enum assay_status st = ASSAY_OK;
@@ -362,12 +359,12 @@ static bool run_checks(const struct opts *o, struct assay_pairwise *pw, struct c
             st = assay_pairwise_run_check(pw, item, check_workload(o, k->index[i]), &k->res[i]);
         }
         if (assay_shard_check_end(&k->res[i]) != ASSAY_OK || st != ASSAY_OK) {
-            assay_progress_end(&prog);
+            assay_cli_ticker_stop(tick);
             k->n = i;
             return false;
         }
+        assay_cli_check_done("compare", tick, i, k->n, &k->res[i], t0_ns);
     }
-    assay_progress_end(&prog);
     assay_verify_finalize(k->res, k->n);
     if (o->no_shrink || assay_shard_world_rank() != 0) {
         return true;
@@ -380,7 +377,7 @@ static bool run_checks(const struct opts *o, struct assay_pairwise *pw, struct c
         snprintf(stem, sizeof stem, "repro-%s", k->res[i].name);
         snprintf(label, sizeof label, "shrinking the failure of %s", k->res[i].name);
         struct assay_shrink_opts so = {o->out, stem, 0, o->shrink_seconds};
-        struct assay_cli_ticker *tick = assay_cli_ticker_start(label);
+        struct assay_cli_ticker *tick = assay_cli_ticker_start("compare", label);
         enum assay_status st = assay_pairwise_shrink(
             pw, &all[k->index[i]], check_workload(o, k->index[i]), &so, &k->shrunk[i]);
         assay_cli_ticker_stop(tick);
@@ -617,6 +614,21 @@ int assay_cmd_compare(int argc, char **argv)
              assay_cli_load_slo("compare", o.slo, &sp.slo);
         sp.has_slo = true;
     }
+    for (size_t i = 0; ok && !o.no_checks && i < o.n_cw; i++) {
+        /* A bad file is the user's to fix, not a check's ERROR row. */
+        size_t n_all;
+        const struct assay_plan_item *all = assay_plan_for(ASSAY_COMMAND_COMPARE, &n_all);
+        const struct assay_plan_item *item = &all[o.cw[i].check];
+        st = assay_pairwise_check_workload(pw, item, o.cw[i].path, &diag);
+        if (st != ASSAY_OK) {
+            char why[1200];
+            fprintf(stderr, "assay compare: --check-workload %s=%s: %s\n", item->name,
+                    o.cw[i].path,
+                    st == ASSAY_ERR_NOMEM ? "out of memory"
+                                          : assay_diag_format(&diag, why, sizeof why));
+            ok = false;
+        }
+    }
     if (!assay_cli_mpi_ready(ok)) {
         status = ASSAY_EXIT_USAGE;
         goto out;
@@ -650,19 +662,22 @@ int assay_cmd_compare(int argc, char **argv)
         }
         char label[200];
         snprintf(label, sizeof label, "speed: %d interleaved pairs of runs", (int)sp.n_pairs);
-        struct assay_cli_ticker *tick = assay_cli_ticker_start(label);
+        struct assay_cli_ticker *tick = assay_cli_ticker_start("compare", label);
+        sp.gen.progress = (struct assay_bench_progress){assay_cli_ticker_progress, tick, NULL};
         assay_speedup_run(&base, &cand, w, &sp, &speed);
         assay_cli_ticker_stop(tick);
         have_speed = true;
     }
     /* The exit status: a correctness failure first, then a part that could
-     * not run, then a regression. */
-    int verdict_status = assay_cli_exit_status(k.res, k.n);
+     * not run, then too few checks run, then a regression. */
+    int verdict_status = assay_cli_exit_status("compare", k.res, k.n, &o.require);
     if (verdict_status == ASSAY_EXIT_FAIL) {
         status = ASSAY_EXIT_FAIL;
     } else if (verdict_status == ASSAY_EXIT_USAGE ||
                (have_speed && speed.verdict == ASSAY_SPEEDUP_NOT_MEASURED)) {
         status = ASSAY_EXIT_USAGE;
+    } else if (verdict_status == ASSAY_EXIT_TOO_FEW) {
+        status = ASSAY_EXIT_TOO_FEW;
     } else if (have_speed && speed.verdict == ASSAY_SPEEDUP_REGRESSION) {
         status = ASSAY_EXIT_REGRESSION;
     }
@@ -701,6 +716,9 @@ int assay_cmd_compare(int argc, char **argv)
     }
     ok = ok && assay_report_set(report, "duration_s",
                                 cJSON_CreateNumber((double)(assay_now_ns() - t0) / 1e9)) == ASSAY_OK;
+    ok = ok && assay_report_set_outcome(report, o.require.given ? o.require.text : NULL,
+                                        assay_require_needed(&o.require, (int64_t)k.n),
+                                        status) == ASSAY_OK;
     if (!ok) {
         fprintf(stderr, "assay compare: out of memory while building the report\n");
         status = ASSAY_EXIT_USAGE;

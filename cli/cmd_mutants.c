@@ -215,9 +215,9 @@ int assay_cmd_mutants(int argc, char **argv)
     int n_names = 0;
     double timeout_s = 120.0;
     const char *out_dir = NULL;
-    optind = 1;
+    assay_cli_options_begin();
     int c;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ASSAY_CLI_OPTSTRING, opts, NULL)) != -1) {
         switch (c) {
         case 'h': usage(stdout); return ASSAY_EXIT_OK;
         case 'm': want_matrix = true; break;
@@ -240,7 +240,7 @@ int assay_cmd_mutants(int argc, char **argv)
             }
             break;
         }
-        default: usage(stderr); return ASSAY_EXIT_USAGE;
+        default: return assay_cli_bad_option("mutants", c, argc, argv);
         }
     }
     if (optind < argc) {

@@ -26,8 +26,11 @@ static void usage(FILE *out)
             "  --markdown    also print the Markdown on stdout (for a CI log or a comment)\n"
             "  --json        print the checked JSON on stdout instead of the file names\n"
             "\n"
-            "Exit status: what the report's verdict implies (0 passed or no check run, 1 a\n"
-            "check failed, 2 a check could not run), or 2 for a usage or input error.\n");
+            "Exit status: the one the command that wrote the report ended with, which the\n"
+            "report records (0-4: a compare's regression is 3, too few checks run for\n"
+            "--require-checks 4); for a report of an older assay, which records none, what\n"
+            "its verdict implies (0 passed or no check run, 1 a check failed, 2 a check could\n"
+            "not run). 2 also for a usage or input error.\n");
 }
 
 int assay_cmd_report(int argc, char **argv)
@@ -40,14 +43,14 @@ int assay_cmd_report(int argc, char **argv)
     const char *out_dir = NULL;
     bool markdown = false, json = false;
     int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    assay_cli_options_begin();
+    while ((c = getopt_long(argc, argv, ASSAY_CLI_OPTSTRING, opts, NULL)) != -1) {
         switch (c) {
         case 'o': out_dir = optarg; break;
         case 'm': markdown = true; break;
         case 'j': json = true; break;
         case 'h': usage(stdout); return ASSAY_EXIT_OK;
-        default: usage(stderr); return ASSAY_EXIT_USAGE;
+        default: return assay_cli_bad_option("report", c, argc, argv);
         }
     }
     if (optind != argc - 1) {
@@ -127,12 +130,12 @@ int assay_cmd_report(int argc, char **argv)
             }
             assay_free(md);
         }
-        printf("%s: %s\nwrote %s\n      %s\n", path, assay_report_verdict(report), paths.html, paths.md);
+        char title[200];
+        printf("%s: %s (exit status %d)\nwrote %s\n      %s\n", path,
+               assay_report_title(report, title, sizeof title), assay_report_exit_status(report),
+               paths.html, paths.md);
     }
-    const char *verdict = assay_report_verdict(report);
-    int status = strcmp(verdict, "FAIL") == 0    ? ASSAY_EXIT_FAIL
-                 : strcmp(verdict, "ERROR") == 0 ? ASSAY_EXIT_USAGE
-                                                 : ASSAY_EXIT_OK;
+    int status = assay_report_exit_status(report);
     cJSON_Delete(report);
     return status;
 }

@@ -14,7 +14,7 @@ static void usage(FILE *out)
     fprintf(out,
             "usage: assay verify [--engine SPEC] [--check NAME]... [--family FAMILY]\n"
             "                    [--workload FILE] [--seed N] [--repro-dir DIR] [--no-shrink]\n"
-            "                    [--timeout SECONDS] [--no-fork] [--list]\n"
+            "                    [--timeout SECONDS] [--no-fork] [--require-checks N] [--list]\n"
             "\n"
             "Run the checks of the verification plan against an engine and print a\n"
             "pass/fail table; every failure comes with a command that reproduces it.\n"
@@ -39,10 +39,12 @@ static void usage(FILE *out)
             "  --no-fork        run the checks in this process (for a debugger); by default\n"
             "                   each runs in a child process, so a crash, an abort or a hang\n"
             "                   of the engine is that check's FAIL and the others still run\n"
+            ASSAY_CLI_REQUIRE_HELP
             "  --list           list the plan and exit\n"
             "\n"
             "Exit status: 0 all passed (skips are listed, not failed), 1 a check failed,\n"
-            "2 usage or input error.\n");
+            "2 usage or input error, or a check that could not run, 4 fewer checks ran than\n"
+            "--require-checks asks for.\n");
 }
 
 int assay_cmd_verify(int argc, char **argv)
@@ -53,7 +55,8 @@ int assay_cmd_verify(int argc, char **argv)
         {"seed", required_argument, NULL, 's'},   {"list", no_argument, NULL, 'l'},
         {"help", no_argument, NULL, 'h'},         {"repro-dir", required_argument, NULL, 'r'},
         {"no-shrink", no_argument, NULL, 'n'},    {"timeout", required_argument, NULL, 't'},
-        {"no-fork", no_argument, NULL, 'F'},      {NULL, 0, NULL, 0},
+        {"no-fork", no_argument, NULL, 'F'},      {"require-checks", required_argument, NULL, 'Q'},
+        {NULL, 0, NULL, 0},
     };
     const char *engine = "bundled", *family = NULL, *workload = NULL, *repro_dir = "assay-repro";
     bool shrink = true;
@@ -62,9 +65,10 @@ int assay_cmd_verify(int argc, char **argv)
     size_t n_checks = 0;
     uint64_t seed = 1;
     bool list = false;
+    struct assay_require require = {0};
     int c;
-    optind = 1;
-    while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+    assay_cli_options_begin();
+    while ((c = getopt_long(argc, argv, ASSAY_CLI_OPTSTRING, opts, NULL)) != -1) {
         switch (c) {
         case 'e': engine = optarg; break;
         case 'c':
@@ -90,8 +94,13 @@ int assay_cmd_verify(int argc, char **argv)
             }
             break;
         case 'F': iso.fork = false; break;
+        case 'Q':
+            if (!assay_cli_parse_require("verify", optarg, &require)) {
+                return ASSAY_EXIT_USAGE;
+            }
+            break;
         case 'h': usage(stdout); return ASSAY_EXIT_OK;
-        default: usage(stderr); return ASSAY_EXIT_USAGE;
+        default: return assay_cli_bad_option("verify", c, argc, argv);
         }
     }
     if (optind < argc) {
@@ -156,6 +165,23 @@ int assay_cmd_verify(int argc, char **argv)
         free(res);
         return ASSAY_EXIT_USAGE;
     }
+    if (workload != NULL) {
+        /* A bad file is the user's to fix, not a check's ERROR row; every
+         * rank of an MPI run finds it bad alike and stops, rank 0 says why. */
+        enum assay_status st = assay_verify_check_workload(ctx, sel[0], engine, workload, &diag);
+        if (st != ASSAY_OK && assay_shard_world_rank() == 0) {
+            char why[900];
+            fprintf(stderr, "assay verify: --workload: %s\n",
+                    st == ASSAY_ERR_NOMEM ? "out of memory"
+                                          : assay_diag_format(&diag, why, sizeof why));
+        }
+        if (st != ASSAY_OK) {
+            assay_verify_ctx_free(ctx);
+            free(sel);
+            free(res);
+            return ASSAY_EXIT_USAGE;
+        }
+    }
     assay_verify_set_program(ctx, assay_cli_program());
     assay_verify_set_repro_dir(ctx, repro_dir);
     assay_verify_set_isolation(ctx, &iso);
@@ -177,7 +203,7 @@ int assay_cmd_verify(int argc, char **argv)
     }
     assay_cli_print_results(stdout, res, n);
     if (status == ASSAY_EXIT_OK) {
-        status = assay_cli_exit_status(res, n);
+        status = assay_cli_exit_status("verify", res, n, &require);
     }
     assay_verify_ctx_free(ctx);
     free(sel);

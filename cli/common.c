@@ -1,4 +1,5 @@
 #include <errno.h>
+#include <getopt.h>
 #include <math.h>
 #include <limits.h>
 #include <stdlib.h>
@@ -7,6 +8,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "bench_cli.h"
 #include "checks/shard.h"
 #include "checks/shrink.h"
 #include "core/alloc.h"
@@ -63,6 +65,38 @@ const char *assay_cli_program(void)
     return path;
 }
 
+void assay_cli_options_begin(void)
+{
+    optind = 1;
+    opterr = 0;
+}
+
+int assay_cli_bad_option(const char *cmd, int c, int argc, char **argv)
+{
+    /* getopt_long has moved optind past what it refused (for a short
+     * option inside a group it may not have: optopt names it then). */
+    const char *arg = optind >= 1 && optind - 1 < argc ? argv[optind - 1] : "";
+    char shortopt[3] = {'-', (char)optopt, '\0'};
+    if (optopt != 0 && strncmp(arg, "--", 2) != 0) {
+        arg = shortopt;
+    }
+    char name[128];
+    size_t n = strcspn(arg, "=");
+    snprintf(name, sizeof name, "%.*s", (int)(n < 100 ? n : 100), arg);
+    if (c == ':') {
+        fprintf(stderr, "assay %s: option '%s' needs a value (assay %s --help)\n", cmd, name, cmd);
+    } else if (strncmp(arg, "--", 2) == 0 && strchr(arg, '=') != NULL) {
+        fprintf(stderr,
+                "assay %s: unknown option '%s', or one that takes no value (assay %s --help "
+                "lists the options)\n",
+                cmd, name, cmd);
+    } else {
+        fprintf(stderr, "assay %s: unknown option '%s' (assay %s --help lists the options)\n", cmd,
+                name, cmd);
+    }
+    return ASSAY_EXIT_USAGE;
+}
+
 bool assay_cli_parse_u64(const char *option, const char *text, uint64_t *out)
 {
     char *end = NULL;
@@ -88,70 +122,110 @@ bool assay_cli_parse_timeout(const char *text, double *out)
     return true;
 }
 
-void assay_progress_begin(struct assay_progress *p, size_t total)
+/* One check's lines of the table. */
+static void print_result(FILE *out, const struct assay_check_result *r)
 {
-    p->tty = isatty(STDERR_FILENO) != 0;
-    p->t0_ns = assay_now_ns();
-    p->total = total;
-}
-
-void assay_progress_step(struct assay_progress *p, size_t done, const char *what)
-{
-    if (!p->tty) {
-        return;
+    fprintf(out, "%-30s %-15s %-7s %8.2f  %s\n", r->name, assay_family_str(r->family),
+            assay_verdict_str(r->verdict), r->seconds, r->summary);
+    if (r->verdict != ASSAY_VERDICT_PASS) {
+        fprintf(out, "    %s: %s\n", r->verdict == ASSAY_VERDICT_SKIP ? "skipped" : "why",
+                r->failure);
     }
-    double s = (double)(assay_now_ns() - p->t0_ns) / 1e9;
-    fprintf(stderr, "\r\033[K[%zu/%zu %5.1fs] %s", done + 1, p->total, s, what);
-    fflush(stderr);
-}
-
-void assay_progress_end(struct assay_progress *p)
-{
-    if (p->tty) {
-        fprintf(stderr, "\r\033[K");
-        fflush(stderr);
+    if (r->verdict == ASSAY_VERDICT_FAIL && r->family == ASSAY_FAMILY_DISTRIBUTIONAL) {
+        fprintf(out, "    fired: %s\n",
+                r->rule_fired || r->statistic_fired
+                    ? assay_check_fired_str(r->rule_fired, r->statistic_fired)
+                    : "neither the hard rule nor the statistic (see why)");
+    }
+    if (r->verdict == ASSAY_VERDICT_FAIL && r->repro[0] != '\0') {
+        fprintf(out, "    reproduce: %s\n", r->repro);
     }
 }
 
+static bool same_skip(const struct assay_check_result *a, const struct assay_check_result *b)
+{
+    return a->verdict == ASSAY_VERDICT_SKIP && b->verdict == ASSAY_VERDICT_SKIP &&
+           strcmp(a->failure, b->failure) == 0;
+}
+
+/* Failures first, then what could not run, what passed, and the SKIPs,
+ * those with one reason together in one entry: a plan mostly skipped on an
+ * engine must not bury its failures (the reports order their tables so,
+ * reports/outcome.h). */
 void assay_cli_print_results(FILE *out, const struct assay_check_result *r, size_t n)
 {
-    size_t counts[4] = {0, 0, 0, 0};
     fprintf(out, "%-30s %-15s %-7s %8s  %s\n", "check", "family", "verdict", "seconds", "summary");
-    for (size_t i = 0; i < n; i++) {
-        counts[r[i].verdict]++;
-        fprintf(out, "%-30s %-15s %-7s %8.2f  %s\n", r[i].name, assay_family_str(r[i].family),
-                assay_verdict_str(r[i].verdict), r[i].seconds, r[i].summary);
-        if (r[i].verdict != ASSAY_VERDICT_PASS) {
-            fprintf(out, "    %s: %s\n", r[i].verdict == ASSAY_VERDICT_SKIP ? "skipped" : "why",
-                    r[i].failure);
-        }
-        if (r[i].verdict == ASSAY_VERDICT_FAIL && r[i].family == ASSAY_FAMILY_DISTRIBUTIONAL) {
-            fprintf(out, "    fired: %s\n",
-                    r[i].rule_fired || r[i].statistic_fired
-                        ? assay_check_fired_str(r[i].rule_fired, r[i].statistic_fired)
-                        : "neither the hard rule nor the statistic (see why)");
-        }
-        if (r[i].verdict == ASSAY_VERDICT_FAIL && r[i].repro[0] != '\0') {
-            fprintf(out, "    reproduce: %s\n", r[i].repro);
+    static const enum assay_verdict order[] = {ASSAY_VERDICT_FAIL, ASSAY_VERDICT_ERROR,
+                                               ASSAY_VERDICT_PASS};
+    for (size_t k = 0; k < sizeof order / sizeof order[0]; k++) {
+        for (size_t i = 0; i < n; i++) {
+            if (r[i].verdict == order[k]) {
+                print_result(out, &r[i]);
+            }
         }
     }
-    fprintf(out, "\n%zu checks: %zu passed, %zu failed, %zu skipped, %zu could not run\n", n,
-            counts[ASSAY_VERDICT_PASS], counts[ASSAY_VERDICT_FAIL], counts[ASSAY_VERDICT_SKIP],
-            counts[ASSAY_VERDICT_ERROR]);
+    for (size_t i = 0; i < n; i++) {
+        bool first = r[i].verdict == ASSAY_VERDICT_SKIP;
+        size_t n_same = 0;
+        for (size_t j = 0; j < n && first; j++) {
+            first = !(j < i && same_skip(&r[j], &r[i]));
+            n_same += same_skip(&r[j], &r[i]);
+        }
+        if (!first) {
+            continue;
+        }
+        if (n_same == 1) {
+            print_result(out, &r[i]);
+            continue;
+        }
+        char count[32];
+        snprintf(count, sizeof count, "%zu checks, named below", n_same);
+        fprintf(out, "%-30s %-15s %-7s %8s  skipped: %s\n", count, "", "SKIP", "", r[i].failure);
+        size_t col = 0;
+        for (size_t j = i; j < n; j++) {
+            if (same_skip(&r[j], &r[i])) {
+                size_t len = strlen(r[j].name);
+                if (col > 0 && col + 2 + len > 96) {
+                    fputc('\n', out);
+                    col = 0;
+                }
+                col += (size_t)fprintf(out, "%s%s", col == 0 ? "    " : ", ", r[j].name);
+            }
+        }
+        fputc('\n', out);
+    }
+    struct assay_counts c;
+    assay_counts_of_results(r, n, &c);
+    char line[256];
+    fprintf(out, "\n%s\n", assay_counts_line(&c, line, sizeof line));
 }
 
-int assay_cli_exit_status(const struct assay_check_result *r, size_t n)
+int assay_cli_exit_status(const char *cmd, const struct assay_check_result *r, size_t n,
+                          const struct assay_require *rq)
 {
-    int status = ASSAY_EXIT_OK;
-    for (size_t i = 0; i < n; i++) {
-        if (r[i].verdict == ASSAY_VERDICT_FAIL) {
-            return ASSAY_EXIT_FAIL;
-        }
-        if (r[i].verdict == ASSAY_VERDICT_ERROR) {
-            status = ASSAY_EXIT_USAGE;
-        }
+    struct assay_counts c;
+    assay_counts_of_results(r, n, &c);
+    int status = assay_outcome_exit_status(&c, rq);
+    if (status == ASSAY_EXIT_TOO_FEW) {
+        fprintf(stderr,
+                "assay %s: only %lld of the %lld checks ran (PASS or FAIL), fewer than the %lld "
+                "that --require-checks %s asks for: exit status %d\n",
+                cmd, (long long)assay_counts_ran(&c), (long long)c.checks,
+                (long long)assay_require_needed(rq, c.checks), rq->text, ASSAY_EXIT_TOO_FEW);
     }
     return status;
+}
+
+bool assay_cli_parse_require(const char *cmd, const char *text, struct assay_require *out)
+{
+    if (assay_require_parse(text, out) != ASSAY_OK) {
+        fprintf(stderr,
+                "assay %s: --require-checks expects a number of checks >= 1 or a share such as "
+                "50%%, got '%s'\n",
+                cmd, text);
+        return false;
+    }
+    return true;
 }
 
 void assay_cli_join_argv(int argc, char **argv, char *buf, size_t size)
@@ -272,18 +346,55 @@ void assay_cli_list_checks(const struct assay_plan_item *checks, size_t n)
     }
 }
 
+struct assay_cli_ticker *assay_cli_check_started(const char *cmd, size_t i, size_t n,
+                                                 const char *name)
+{
+    if (assay_shard_world_rank() != 0 || !isatty(STDERR_FILENO)) {
+        return NULL; /* without a terminal the verdict line is enough */
+    }
+    char label[160];
+    snprintf(label, sizeof label, "[%zu/%zu] %s", i + 1, n, name);
+    return assay_cli_ticker_start(cmd, label);
+}
+
+void assay_cli_check_done(const char *cmd, struct assay_cli_ticker *t, size_t i, size_t n,
+                          const struct assay_check_result *r, int64_t t0_ns)
+{
+    assay_cli_ticker_stop(t);
+    if (assay_shard_world_rank() != 0) {
+        return; /* rank 0 speaks for the run */
+    }
+    char shared[160] = "";
+    if (assay_shard_world_size() > 1 && assay_shard_shares(r->family)) {
+        /* Under MPI: what sharing the check among the ranks cost. */
+        int64_t n_coll = 0, bytes = 0;
+        assay_shard_volume(&n_coll, &bytes);
+        snprintf(shared, sizeof shared, " [%d ranks, %lld collectives, %.3g MB sent by rank 0]",
+                 (int)assay_shard_world_size(), (long long)n_coll, (double)bytes / 1e6);
+    }
+    char where[160];
+    snprintf(where, sizeof where, "[%zu/%zu] %s", i + 1, n, r->name);
+    fprintf(stderr, "assay %s: %-40s %-5s %7.1f s (%.0f s in all)%s", cmd, where,
+            assay_verdict_str(r->verdict), r->seconds, (double)(assay_now_ns() - t0_ns) / 1e9,
+            shared);
+    if (r->verdict != ASSAY_VERDICT_PASS) {
+        fprintf(stderr, "  %s: %.160s%s", r->verdict == ASSAY_VERDICT_SKIP ? "skipped" : "why",
+                r->failure, strlen(r->failure) > 160 ? "..." : "");
+    }
+    fputc('\n', stderr);
+    fflush(stderr);
+}
+
 bool assay_cli_run_items(const char *cmd, struct assay_verify_ctx *ctx,
                          const struct assay_plan_item *const *sel, size_t n, const char *engine,
                          const char *workload, struct assay_check_result *res, size_t *n_done)
 {
-    int32_t rank = assay_shard_world_rank(), ranks = assay_shard_world_size();
-    struct assay_progress prog;
-    assay_progress_begin(&prog, n);
-    prog.tty = prog.tty && rank == 0;
+    int32_t rank = assay_shard_world_rank();
+    int64_t t0_ns = assay_now_ns();
     bool ok = true;
     size_t i = 0;
     for (; i < n && ok; i++) {
-        assay_progress_step(&prog, i, sel[i]->name);
+        struct assay_cli_ticker *tick = assay_cli_check_started(cmd, i, n, sel[i]->name);
         if (assay_shard_check_begin(sel[i]->name, sel[i]->family, &res[i]) &&
             assay_run_plan_item(ctx, sel[i], engine, workload, &res[i]) != ASSAY_OK) {
             fprintf(stderr, "assay %s: rank %d: out of memory\n", cmd, (int)rank);
@@ -294,19 +405,8 @@ bool assay_cli_run_items(const char *cmd, struct assay_verify_ctx *ctx,
                     cmd, (int)rank, sel[i]->name);
             ok = false;
         }
-        if (ranks > 1 && rank == 0 && assay_shard_shares(sel[i]->family)) {
-            /* Under MPI stderr is seldom a terminal: a line per shared
-             * check, with what it cost to share. */
-            int64_t n_coll = 0, bytes = 0;
-            assay_shard_volume(&n_coll, &bytes);
-            fprintf(stderr,
-                    "assay %s: [%zu/%zu] %-32s %-5s %8.1f s on %d ranks (%lld collectives, %.3g MB "
-                    "sent by rank 0)\n",
-                    cmd, i + 1, n, sel[i]->name, assay_verdict_str(res[i].verdict),
-                    res[i].seconds, (int)ranks, (long long)n_coll, (double)bytes / 1e6);
-        }
+        assay_cli_check_done(cmd, tick, i, n, &res[i], t0_ns);
     }
-    assay_progress_end(&prog);
     *n_done = ok ? n : i - 1;
     return ok;
 }

@@ -1,16 +1,19 @@
 /*
  * assay - is this inference engine fast and still right?
  *
- * Subcommands: verify, mutants (and run, bench, report, compare, audit as
- * they are documented in README.md). Exit status: 0 when everything checked
- * passed, 1 when a check failed, 2 for a usage or input error, 3 when
- * compare finds a significant performance regression.
+ * Subcommands: run, verify, bench, report, audit, compare, mutants and
+ * version, as docs/cli.md documents them. Exit status (reports/outcome.h):
+ * 0 when everything checked passed, 1 when a check failed, 2 for a usage or
+ * input error, 3 when compare finds a significant performance regression,
+ * 4 when fewer checks ran than --require-checks asks for.
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
 #include "core/blas.h"
+#include "core/mutant.h"
+#include "reports/stamp.h"
 
 static void usage(FILE *out)
 {
@@ -29,9 +32,28 @@ static void usage(FILE *out)
             "  audit      check an OpenAI-compatible server serving a GGUF file against the\n"
             "             oracle, and benchmark it beside the bundled engine\n"
             "  compare    BASELINE CANDIDATE: is the candidate still right, and really faster?\n"
+            "  version    this assay's version and the content hash of its sources (also\n"
+            "             assay --version)\n"
             "\n"
             "`assay COMMAND --help` describes each command. Exit status: 0 all passed,\n"
-            "1 a check failed, 2 usage or input error, 3 performance regression (compare).\n");
+            "1 a check failed, 2 usage or input error, 3 performance regression (compare),\n"
+            "4 fewer checks ran than --require-checks asks for.\n");
+}
+
+/* `assay --version`: what the stamp of a report would say of the code. */
+static void version(void)
+{
+    struct assay_build_facts bf;
+    assay_build_facts_get(&bf);
+    printf("assay %s\n", bf.version);
+    printf("commit %s%s\n", bf.git_commit,
+           bf.git_dirty == 1   ? " (dirty tree: sources differ from the commit)"
+           : bf.git_dirty == 0 ? " (clean)"
+                               : "");
+    printf("sources sha256 %s (%d files)\n", bf.source_sha256, bf.source_files);
+    printf("%s build; planted bugs: %s\n", bf.build_type,
+           assay_mutants_compiled() ? "compiled in (this is assay-mutants)"
+                                    : "none (the test build's assay-mutants has them)");
 }
 
 static int dispatch(int argc, char **argv)
@@ -43,6 +65,20 @@ static int dispatch(int argc, char **argv)
     const char *cmd = argv[1];
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
         usage(stdout);
+        return ASSAY_EXIT_OK;
+    }
+    if (strcmp(cmd, "--version") == 0 || strcmp(cmd, "version") == 0) {
+        if (argc > 2 && (strcmp(argv[2], "--help") == 0 || strcmp(argv[2], "-h") == 0)) {
+            printf("usage: assay version (or assay --version)\n\nPrint this assay's version, "
+                   "its git commit, the content hash of the sources that built\nit (the one "
+                   "every report's stamp carries) and whether the planted bugs are compiled in.\n");
+            return ASSAY_EXIT_OK;
+        }
+        if (argc > 2) {
+            fprintf(stderr, "assay %s: takes no argument, got '%s'\n", cmd, argv[2]);
+            return ASSAY_EXIT_USAGE;
+        }
+        version();
         return ASSAY_EXIT_OK;
     }
     if (strcmp(cmd, "verify") == 0) {
@@ -66,8 +102,8 @@ static int dispatch(int argc, char **argv)
     if (strcmp(cmd, "compare") == 0) {
         return assay_cmd_compare(argc - 1, argv + 1);
     }
-    fprintf(stderr, "assay: unknown command '%s'\n\n", cmd);
-    usage(stderr);
+    fprintf(stderr, "assay: unknown %s '%s' (assay --help lists the commands)\n",
+            cmd[0] == '-' ? "option" : "command", cmd);
     return ASSAY_EXIT_USAGE;
 }
 

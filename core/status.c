@@ -59,6 +59,26 @@ void assay_diag_set(struct assay_diag *diag, const char *file, const char *where
     }
 }
 
+char *assay_diag_position(const char *text, size_t len, size_t off, char *buf, size_t size)
+{
+    if (off > len) {
+        off = len;
+    }
+    size_t line = 1, col = 1;
+    for (size_t i = 0; text != NULL && i < off; i++) {
+        if (text[i] == '\n') {
+            line++;
+            col = 1;
+        } else {
+            col++;
+        }
+    }
+    if (size > 0) {
+        snprintf(buf, size, "byte %zu (line %zu, column %zu)", off, line, col);
+    }
+    return buf;
+}
+
 char *assay_diag_format(const struct assay_diag *diag, char *buf, size_t size)
 {
     if (size == 0) {

@@ -55,6 +55,15 @@ void assay_diag_set(struct assay_diag *diag, const char *file, const char *where
     __attribute__((format(printf, 5, 6)));
 
 /*
+ * Where byte offset `off` of a text of len bytes is, for a diagnostic's
+ * `where`: "byte N (line L, column C)", lines counted from 1 after each
+ * '\n' and columns in bytes from 1 (an editor's column for ASCII text).
+ * An offset past the end is the end. Into buf (always NUL-terminated);
+ * returns buf.
+ */
+char *assay_diag_position(const char *text, size_t len, size_t off, char *buf, size_t size);
+
+/*
  * Render "file: where: expected E, got G" into buf (always NUL-terminated).
  * Empty parts are left out. Returns buf.
  */

@@ -959,16 +959,16 @@ static enum assay_status parse_drawn(const char *json, size_t len, const char *f
     }
     const char *nul = len > 0 ? memchr(json, '\0', len) : NULL;
     if (nul != NULL) {
-        char where[64];
-        snprintf(where, sizeof where, "byte %zu", (size_t)(nul - json));
+        char where[96];
+        assay_diag_position(json, len, (size_t)(nul - json), where, sizeof where);
         return fail(&ps, where, "text without NUL bytes", "a NUL byte");
     }
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, false);
     if (root == NULL) {
         size_t off = end != NULL && end >= json ? (size_t)(end - json) : 0;
-        char where[64], got[64];
-        snprintf(where, sizeof where, "byte %zu", off);
+        char where[96], got[64];
+        assay_diag_position(json, len, off, where, sizeof where);
         /* The text need not be NUL-terminated: show at most what is left
          * of it, and name the end when only white space is. */
         size_t rest = off < len ? len - off : 0;
@@ -998,8 +998,8 @@ static enum assay_status parse_drawn(const char *json, size_t len, const char *f
         after++;
     }
     if (after < len) {
-        char where[64], got[64];
-        snprintf(where, sizeof where, "byte %zu", after);
+        char where[96], got[64];
+        assay_diag_position(json, len, after, where, sizeof where);
         snprintf(got, sizeof got, "%.*s", (int)(len - after < 24 ? len - after : 24), json + after);
         for (char *c = got; *c != '\0'; c++) {
             if (*c == '\n' || *c == '\r' || *c == '\t') {

@@ -261,8 +261,10 @@ static enum assay_status validate_params(const struct assay_engine_params *p,
     }
     if (p->mutant != ASSAY_MUTANT_NONE) {
         if (!assay_mutants_compiled()) {
-            assay_diag_set(diag, NULL, "mutant", "no mutant (this build has none)", "%d",
-                           p->mutant);
+            const struct assay_mutant_info *m = assay_mutant_info((enum assay_mutant)p->mutant);
+            assay_diag_set(diag, NULL, "mutant",
+                           "no planted bug (they exist only in the test build's assay-mutants)",
+                           "%s", m != NULL ? m->name : "an unknown one");
             return ASSAY_ERR_UNSUPPORTED;
         }
         if (assay_mutant_info((enum assay_mutant)p->mutant) == NULL) {

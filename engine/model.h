@@ -219,6 +219,14 @@ enum assay_status assay_model_init_random_params(struct assay_model **out,
 enum assay_status assay_model_load_gguf(struct assay_model **out, const char *path,
                                         struct assay_diag *diag);
 
+/* The configuration a GGUF file describes (architecture, shapes, context,
+ * vocabulary), read and validated as assay_model_load_gguf reads it but
+ * without loading a weight: for checking a file against what a command
+ * needs before the long load. Returns as assay_model_load_gguf; *out is
+ * set on ASSAY_OK only. */
+enum assay_status assay_model_config_from_gguf(const char *path, struct assay_model_config *out,
+                                               struct assay_diag *diag);
+
 /* The same from a GGUF file held in memory (buf borrowed for the call);
  * name (may be NULL) stands for the file in diagnostics. */
 enum assay_status assay_model_load_gguf_buffer(struct assay_model **out, const uint8_t *buf,

@@ -660,6 +660,27 @@ static enum assay_status read_eos(const struct assay_gguf *g, const char *path,
 
 /* A model from a parsed file: its config, the tensors' shapes, then the
  * weights. On failure *out is untouched and nothing is left allocated. */
+/* The configuration of a parsed file, validated. */
+static enum assay_status config_of(const struct assay_gguf *g, const char *path,
+                                   struct assay_model_config *cfg, struct assay_diag *diag)
+{
+    enum assay_status st = read_config(g, path, cfg, diag);
+    /* Biases and RoPE frequency divisors are optional tensors (llama.cpp
+     * loads them when present): layer 0's q bias decides for every bias
+     * of every layer. llama.cpp's qwen2 has no divisors, so there
+     * rope_freqs.weight is an unknown tensor. */
+    cfg->qkv_bias = assay_gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL;
+    cfg->rope_freqs = st == ASSAY_OK && cfg->arch == ASSAY_ARCH_LLAMA &&
+                      assay_gguf_find_tensor(g, "rope_freqs.weight") != NULL;
+    if (st == ASSAY_OK) {
+        st = assay_model_config_validate(cfg, diag);
+        if (st != ASSAY_OK && diag != NULL) {
+            snprintf(diag->file, sizeof diag->file, "%s", path);
+        }
+    }
+    return st;
+}
+
 static enum assay_status load_parsed(const struct assay_gguf *g, const char *path,
                                      struct assay_model **out, struct assay_diag *diag)
 {
@@ -667,20 +688,7 @@ static enum assay_status load_parsed(const struct assay_gguf *g, const char *pat
     /* llama.cpp's rule: without output.weight the output projection is the
      * token embedding. */
     bool tied = assay_gguf_find_tensor(g, "output.weight") == NULL;
-    enum assay_status st = read_config(g, path, &cfg, diag);
-    /* Biases and RoPE frequency divisors are optional tensors (llama.cpp
-     * loads them when present): layer 0's q bias decides for every bias
-     * of every layer. llama.cpp's qwen2 has no divisors, so there
-     * rope_freqs.weight is an unknown tensor. */
-    cfg.qkv_bias = assay_gguf_find_tensor(g, "blk.0.attn_q.bias") != NULL;
-    cfg.rope_freqs = st == ASSAY_OK && cfg.arch == ASSAY_ARCH_LLAMA &&
-                     assay_gguf_find_tensor(g, "rope_freqs.weight") != NULL;
-    if (st == ASSAY_OK) {
-        st = assay_model_config_validate(&cfg, diag);
-        if (st != ASSAY_OK && diag != NULL) {
-            snprintf(diag->file, sizeof diag->file, "%s", path);
-        }
-    }
+    enum assay_status st = config_of(g, path, &cfg, diag);
     if (st == ASSAY_OK) {
         struct assay_model shapes;
         memset(&shapes, 0, sizeof shapes);
@@ -726,6 +734,26 @@ enum assay_status assay_model_load_gguf(struct assay_model **out, const char *pa
     }
     st = load_parsed(g, path, out, diag);
     assay_gguf_free(g);
+    return st;
+}
+
+enum assay_status assay_model_config_from_gguf(const char *path, struct assay_model_config *out,
+                                               struct assay_diag *diag)
+{
+    if (out == NULL || path == NULL) {
+        return ASSAY_ERR_INVALID;
+    }
+    struct assay_gguf *g;
+    enum assay_status st = assay_gguf_read_file(path, &g, diag);
+    if (st != ASSAY_OK) {
+        return st;
+    }
+    struct assay_model_config cfg;
+    st = config_of(g, path, &cfg, diag);
+    assay_gguf_free(g);
+    if (st == ASSAY_OK) {
+        *out = cfg;
+    }
     return st;
 }
 

@@ -5,8 +5,10 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../core/alloc.h"
 #include "audit_report.h"
 #include "compare_report.h"
+#include "outcome.h"
 #include "report.h"
 #include "schema.h"
 #include "text.h"
@@ -34,17 +36,39 @@ static void pct(struct assay_text *t, double v)
     }
 }
 
+/* The title with the run's verdict in words (a compare's correctness and
+ * speed; a run mostly skipped or short of --require-checks says so), the
+ * counts, the exit status and what made the report. */
 static void header(struct assay_text *t, const cJSON *r)
 {
     const cJSON *stamp = cJSON_GetObjectItemCaseSensitive(r, "stamp");
-    const char *verdict = assay_report_verdict(r);
-    assay_text_printf(t, "# assay %s: %s\n\n", assay_json_str(r, "command", ""), verdict);
-    if (strcmp(verdict, "NONE") != 0) {
-        assay_text_printf(t, "**%g checks: %g passed, %g failed, %g skipped, %g could not run**\n\n",
-                          assay_json_num(r, "counts.checks"), assay_json_num(r, "counts.pass"),
-                          assay_json_num(r, "counts.fail"), assay_json_num(r, "counts.skip"),
-                          assay_json_num(r, "counts.error"));
+    char title[200], line[256], req[256];
+    int status = assay_report_exit_status(r);
+    struct assay_counts c;
+    assay_counts_of_report(r, &c);
+    assay_text_printf(t, "# assay %s: %s\n\n", assay_json_str(r, "command", ""),
+                      assay_report_title(r, title, sizeof title));
+    if (c.checks > 0) {
+        assay_text_printf(t, "**%s**\n\n", assay_counts_line(&c, line, sizeof line));
+    } else if (cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(r, "compare"))) {
+        assay_text_puts(t, "**No correctness check was run.**\n\n");
     }
+    if (c.checks > 0 && assay_counts_mostly_skipped(&c)) {
+        assay_text_printf(t,
+                          "> **Mostly skipped:** %lld of the %lld checks were skipped, which "
+                          "checks nothing; only %lld ran.%s\n\n",
+                          (long long)c.skip, (long long)c.checks, (long long)assay_counts_ran(&c),
+                          cJSON_IsObject(cJSON_GetObjectItemCaseSensitive(r, "require_checks"))
+                              ? ""
+                              : " `--require-checks N` fails a run in which fewer than N checks "
+                                "ran (exit status 4).");
+    }
+    assay_report_require_text(r, req, sizeof req);
+    if (req[0] != '\0') {
+        md(t, req);
+        assay_text_puts(t, ".\n\n");
+    }
+    assay_text_printf(t, "Exit status %d: %s.\n\n", status, assay_exit_status_str(status));
     assay_text_puts(t, "`");
     md(t, assay_json_str(r, "command_line", ""));
     assay_text_puts(t, "` · ");
@@ -58,31 +82,68 @@ static void header(struct assay_text *t, const cJSON *r)
     assay_text_puts(t, "`\n\n");
 }
 
-static void verdict_table(struct assay_text *t, const cJSON *r)
+/* A check's line of the table (its verdict, what fired, its figures). */
+static void verdict_row(struct assay_text *t, const cJSON *c)
 {
-    const cJSON *checks = cJSON_GetObjectItemCaseSensitive(r, "checks");
-    if (cJSON_GetArraySize(checks) == 0) {
-        return;
-    }
-    assay_text_puts(t, "## Verdict\n\n| Check | Family | Verdict | Figures | s |\n"
-                       "|---|---|---|---|--:|\n");
+    char fig[512], s[32];
+    const char *v = assay_json_str(c, "verdict", "");
+    assay_text_puts(t, "| `");
+    md(t, assay_json_str(c, "name", ""));
+    assay_text_puts(t, "` | ");
+    md(t, assay_json_str(c, "family", ""));
+    const char *fired = assay_report_check_fired(c);
+    assay_text_printf(t, " | %s%s%s%s%s%s | ", strcmp(v, "PASS") == 0 ? "" : "**", v,
+                      strcmp(v, "PASS") == 0 ? "" : "**", fired[0] != '\0' ? " (" : "", fired,
+                      fired[0] != '\0' ? ")" : "");
+    md(t, assay_report_check_figures(c, fig, sizeof fig));
+    assay_text_printf(t, " | %s |\n", assay_text_num(s, sizeof s, assay_json_num(c, "seconds"), 3));
+}
+
+/* The names of a row's checks: `a`, `b`, `c`. */
+static void row_names(struct assay_text *t, const cJSON *checks, const struct assay_check_row *row)
+{
+    int k = 0;
     const cJSON *c;
     cJSON_ArrayForEach(c, checks)
     {
-        char fig[512], s[32];
-        const char *v = assay_json_str(c, "verdict", "");
-        assay_text_puts(t, "| `");
-        md(t, assay_json_str(c, "name", ""));
-        assay_text_puts(t, "` | ");
-        md(t, assay_json_str(c, "family", ""));
-        const char *fired = assay_report_check_fired(c);
-        assay_text_printf(t, " | %s%s%s%s%s%s | ", strcmp(v, "PASS") == 0 ? "" : "**", v,
-                          strcmp(v, "PASS") == 0 ? "" : "**", fired[0] != '\0' ? " (" : "",
-                          fired, fired[0] != '\0' ? ")" : "");
-        md(t, assay_report_check_figures(c, fig, sizeof fig));
-        assay_text_printf(t, " | %s |\n", assay_text_num(s, sizeof s, assay_json_num(c, "seconds"), 3));
+        if (assay_check_row_has(row, c)) {
+            assay_text_puts(t, k++ > 0 ? ", `" : "`");
+            md(t, assay_json_str(c, "name", ""));
+            assay_text_puts(t, "`");
+        }
+    }
+}
+
+/* The verdict table, failures first; the SKIPs that share a reason in one
+ * row ("29 checks skipped"), so that a mostly skipped plan does not bury
+ * what failed. */
+static void verdict_table(struct assay_text *t, const cJSON *r)
+{
+    const cJSON *checks = cJSON_GetObjectItemCaseSensitive(r, "checks");
+    int n_checks = cJSON_GetArraySize(checks);
+    if (n_checks == 0) {
+        return;
+    }
+    struct assay_check_row *rows = assay_calloc((size_t)n_checks, sizeof *rows);
+    if (rows == NULL) {
+        t->status = ASSAY_ERR_NOMEM; /* sticky, as a failed append's */
+        return;
+    }
+    size_t n_rows = assay_report_check_rows(r, rows, (size_t)n_checks);
+    assay_text_puts(t, "## Verdict\n\n| Check | Family | Verdict | Figures | s |\n"
+                       "|---|---|---|---|--:|\n");
+    for (size_t i = 0; i < n_rows; i++) {
+        if (rows[i].n == 1) {
+            verdict_row(t, rows[i].check);
+            continue;
+        }
+        assay_text_printf(t, "| %d checks: ", (int)rows[i].n);
+        row_names(t, checks, &rows[i]);
+        assay_text_printf(t, " | %s | **SKIP** | skipped (below) | |\n",
+                          assay_json_str(rows[i].check, "family", ""));
     }
     assay_text_puts(t, "\n");
+    assay_free(rows);
 }
 
 static void failures(struct assay_text *t, const cJSON *r)
@@ -119,20 +180,34 @@ static void failures(struct assay_text *t, const cJSON *r)
             }
         }
     }
-    if (n_skip > 0) {
-        assay_text_puts(t, "## Skipped\n\n");
-        cJSON_ArrayForEach(c, checks)
-        {
-            if (strcmp(assay_json_str(c, "verdict", ""), "SKIP") == 0) {
-                assay_text_puts(t, "- `");
-                md(t, assay_json_str(c, "name", ""));
-                assay_text_puts(t, "`: ");
-                md(t, assay_json_str(c, "failure", ""));
-                assay_text_puts(t, "\n");
-            }
+    if (n_skip == 0) {
+        return;
+    }
+    struct assay_check_row *rows = assay_calloc((size_t)cJSON_GetArraySize(checks), sizeof *rows);
+    if (rows == NULL) {
+        t->status = ASSAY_ERR_NOMEM;
+        return;
+    }
+    size_t n_rows = assay_report_check_rows(r, rows, (size_t)cJSON_GetArraySize(checks));
+    assay_text_puts(t, "## Skipped\n\n");
+    for (size_t i = 0; i < n_rows; i++) {
+        if (strcmp(assay_json_str(rows[i].check, "verdict", ""), "SKIP") != 0) {
+            continue;
         }
+        assay_text_puts(t, "- ");
+        if (rows[i].n > 1) {
+            assay_text_printf(t, "%d checks (", (int)rows[i].n);
+            row_names(t, checks, &rows[i]);
+            assay_text_puts(t, ")");
+        } else {
+            row_names(t, checks, &rows[i]);
+        }
+        assay_text_puts(t, ": ");
+        md(t, assay_json_str(rows[i].check, "failure", ""));
         assay_text_puts(t, "\n");
     }
+    assay_text_puts(t, "\n");
+    assay_free(rows);
 }
 
 static void benchmark(struct assay_text *t, const cJSON *r)
@@ -231,7 +306,9 @@ static void seed_table(struct assay_text *t, const cJSON *r)
     if (!cJSON_IsObject(st)) {
         return;
     }
-    assay_text_puts(t, "## The seed's table\n\n| Generator | Setting | TTFT p50 | TTFT p95 | TTFT p99 "
+    assay_text_puts(t, "## The seed's table\n\n");
+    md(t, ASSAY_REPORT_SEED_TABLE_ABOUT);
+    assay_text_puts(t, "\n\n| Generator | Setting | TTFT p50 | TTFT p95 | TTFT p99 "
                        "| Offered req/s | Achieved req/s | Goodput |\n"
                        "|---|---|--:|--:|--:|--:|--:|--:|\n");
     const cJSON *row;

@@ -174,10 +174,29 @@ static void mark_end(struct assay_text *t, const struct assay_plot_series *s, si
     assay_text_printf(t, "</title></%s>\n", element);
 }
 
+/* A bar cut at the top of the axis: two white strokes across it below
+ * the top (the break), and its value above the frame. */
+static void cap_mark(struct assay_text *t, double X0, double X1, double y, const char *color)
+{
+    double w = fmax(X1 - X0 - 1.0, 1.0);
+    assay_text_printf(t,
+                      "<path class=\"break\" d=\"M%.1f %.1f L%.1f %.1f M%.1f %.1f L%.1f %.1f\" "
+                      "stroke=\"#fff\" stroke-width=\"2.5\"/>\n",
+                      X0 - 2, TOP + 14.0, X0 + w + 2, TOP + 8.0, X0 - 2, TOP + 20.0, X0 + w + 2,
+                      TOP + 14.0);
+    char value[32];
+    snprintf(value, sizeof value, "%.0f", y);
+    assay_text_printf(t,
+                      "<text class=\"capped-value\" x=\"%.1f\" y=\"%d\" font-size=\"11\" "
+                      "fill=\"%s\" text-anchor=\"middle\">%s &#8593;</text>\n",
+                      fmin((X0 + X1) / 2, (double)(W - RIGHT - 24)), TOP - 4, color, value);
+}
+
 static void draw_series(struct assay_text *t, const struct assay_plot *p, const struct axis *ax,
                         const struct axis *ay, const struct assay_plot_series *s)
 {
     const char *color = assay_plot_color(s->color);
+    const char *cls = s->mark_class != NULL ? s->mark_class : "";
     if (s->style == ASSAY_PLOT_BARS) {
         for (size_t i = 0; i < s->n; i++) {
             double x0 = s->x[i], x1 = s->x2 != NULL ? s->x2[i] : NAN, y = s->y[i];
@@ -187,20 +206,27 @@ static void draw_series(struct assay_text *t, const struct assay_plot *p, const 
             if (!usable(x0, p->x_log) || x0 < ax->lo) {
                 x0 = ax->lo;
             }
+            bool capped = p->y_cap && !p->y_log && y > ay->hi;
             double base = p->y_log ? ay->lo : fmax(ay->lo, 0.0);
-            double X0 = px(ax, x0), X1 = px(ax, fmin(x1, ax->hi)), Y = py(ay, y), Y0 = py(ay, base);
-            assay_text_printf(t, "<rect%s%s%s x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" height=\"%.1f\" "
-                                 "fill=\"%s\" fill-opacity=\"0.75\" stroke=\"%s\"",
-                              s->mark_class != NULL ? " class=\"" : "",
-                              s->mark_class != NULL ? s->mark_class : "",
-                              s->mark_class != NULL ? "\"" : "", X0, Y,
-                              fmax(X1 - X0 - 1.0, 1.0), fmax(Y0 - Y, 0.0), color, color);
+            double X0 = px(ax, x0), X1 = px(ax, fmin(x1, ax->hi)), Y = py(ay, capped ? ay->hi : y),
+                   Y0 = py(ay, base);
+            bool any_class = cls[0] != '\0' || capped;
+            assay_text_printf(t, "<rect%s%s%s%s%s x=\"%.1f\" y=\"%.1f\" width=\"%.1f\" "
+                                 "height=\"%.1f\" fill=\"%s\" fill-opacity=\"0.75\" stroke=\"%s\"",
+                              any_class ? " class=\"" : "", cls,
+                              capped && cls[0] != '\0' ? " " : "", capped ? "capped" : "",
+                              any_class ? "\"" : "", X0, Y, fmax(X1 - X0 - 1.0, 1.0),
+                              fmax(Y0 - Y, 0.0), color, color);
             mark_end(t, s, i, "rect");
+            if (capped) {
+                cap_mark(t, X0, X1, y, color);
+            }
             if (s->tag != NULL) {
                 assay_text_printf(t,
                                   "<text x=\"%.1f\" y=\"%.1f\" font-size=\"11\" fill=\"%s\" "
                                   "text-anchor=\"middle\">",
-                                  (X0 + X1) / 2, fmax(Y - 5, TOP + 12.0), color);
+                                  (X0 + X1) / 2, fmax(Y - 5, TOP + 12.0) + (capped ? 18.0 : 0.0),
+                                  color);
                 assay_text_html(t, s->tag);
                 assay_text_puts(t, "</text>\n");
             }
@@ -220,15 +246,21 @@ static void draw_series(struct assay_text *t, const struct assay_plot *p, const 
     }
     if (s->style != ASSAY_PLOT_LINE) {
         for (size_t i = 0; i < s->n; i++) {
-            if (usable(s->x[i], p->x_log) && usable(s->y[i], p->y_log) &&
-                inside(ax, ay, s->x[i], s->y[i])) {
-                assay_text_printf(t, "<circle%s%s%s cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"",
-                                  s->mark_class != NULL ? " class=\"" : "",
-                                  s->mark_class != NULL ? s->mark_class : "",
-                                  s->mark_class != NULL ? "\"" : "", px(ax, s->x[i]),
-                                  py(ay, s->y[i]), color);
-                mark_end(t, s, i, "circle");
+            if (!usable(s->x[i], p->x_log) || !usable(s->y[i], p->y_log)) {
+                continue;
             }
+            bool capped = p->y_cap && !p->y_log && s->y[i] > ay->hi &&
+                          inside(ax, ay, s->x[i], ay->hi);
+            if (!capped && !inside(ax, ay, s->x[i], s->y[i])) {
+                continue;
+            }
+            bool any_class = cls[0] != '\0' || capped;
+            assay_text_printf(t, "<circle%s%s%s%s%s cx=\"%.1f\" cy=\"%.1f\" r=\"3.5\" fill=\"%s\"",
+                              any_class ? " class=\"" : "", cls,
+                              capped && cls[0] != '\0' ? " " : "", capped ? "capped" : "",
+                              any_class ? "\"" : "", px(ax, s->x[i]),
+                              py(ay, capped ? ay->hi : s->y[i]), color);
+            mark_end(t, s, i, "circle");
         }
     }
 }
@@ -309,8 +341,8 @@ void assay_plot_svg(struct assay_text *t, const struct assay_plot *p)
         assay_text_puts(t, "</text>\n");
     }
     assay_text_printf(t,
-                      "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" "
-                      "stroke=\"#888\"/>\n",
+                      "<rect class=\"frame\" x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" "
+                      "fill=\"none\" stroke=\"#888\"/>\n",
                       LEFT, TOP, W - LEFT - RIGHT, H - TOP - BOTTOM);
     /* Axis labels. */
     assay_text_printf(t, "<text x=\"%d\" y=\"%d\" font-size=\"12\" text-anchor=\"middle\">",

@@ -68,10 +68,16 @@ struct assay_plot {
                                           ticks (thinned out when crowded), or NULL */
     size_t n_x_names;
     const char *note;                  /* a line written under the legend, or NULL */
+    bool y_cap;                        /* linear y: a bar or point above y_max is drawn
+                                          cut at the top of the axis (class "capped"),
+                                          a bar with a break mark (path.break) and its
+                                          value written above the frame
+                                          (text.capped-value), so that one outsized bar
+                                          does not set the scale of the rest */
 };
 
 /* Every bound NaN, no reference line, linear axes of plain numbers, no
- * category names, no note. */
+ * category names, no note, nothing capped. */
 struct assay_plot assay_plot_default(void);
 
 /*

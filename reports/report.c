@@ -1,4 +1,5 @@
 #include "report.h"
+#include "outcome.h"
 
 #include <errno.h>
 #include <math.h>
@@ -987,6 +988,9 @@ enum assay_status assay_report_validate(const cJSON *r, struct assay_diag *diag)
             return st;
         }
     }
+    if ((st = assay_report_outcome_validate(r, diag)) != ASSAY_OK) {
+        return st;
+    }
     /* "compare" (assay compare only): absent, null or an assay-compare object. */
     const cJSON *cmp = cJSON_GetObjectItemCaseSensitive(r, "compare");
     if (cmp != NULL && !cJSON_IsNull(cmp)) {
@@ -1032,25 +1036,16 @@ enum assay_status assay_report_parse(const char *text, size_t len, const char *f
         if (off > len) {
             off = len;
         }
-        size_t line = 1, col = 1;
-        for (size_t i = 0; i < off; i++) {
-            if (text[i] == '\n') {
-                line++;
-                col = 1;
-            } else {
-                col++;
-            }
-        }
         char where[96];
-        snprintf(where, sizeof where, "byte %zu (line %zu, column %zu)", off, line, col);
+        assay_diag_position(text, len, off, where, sizeof where);
         assay_diag_set(diag, NULL, where, "well-formed JSON", "%s",
                        off >= len ? "the end of the file" : "a syntax error");
         return ASSAY_ERR_PARSE;
     }
     for (const char *p = end; p != NULL && p < text + len; p++) {
         if (*p != ' ' && *p != '\n' && *p != '\r' && *p != '\t' && *p != '\0') {
-            char where[64];
-            snprintf(where, sizeof where, "byte %zu", (size_t)(p - text));
+            char where[96];
+            assay_diag_position(text, len, (size_t)(p - text), where, sizeof where);
             assay_diag_set(diag, NULL, where, "the end of the document", "more text");
             cJSON_Delete(root);
             return ASSAY_ERR_PARSE;

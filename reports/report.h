@@ -95,6 +95,17 @@ enum assay_status assay_report_add_note(cJSON *report, const char *fmt, ...)
 enum assay_status assay_report_seedtable_json(const struct assay_seedtable *t,
                                               const struct assay_workload *w, cJSON **out);
 
+/* What "the seed's table" is, said where a view first names it: the name
+ * comes from the seed of assay's design, a book chapter on benchmarking a
+ * serving stack, whose table this is. */
+#define ASSAY_REPORT_SEED_TABLE_ABOUT                                                              \
+    "The seed's table is the table of the book chapter assay's benchmark follows (the seed "    \
+    "of its design, on benchmarking a serving stack): one engine and one workload under two "    \
+    "load generators, an open loop that keeps arriving on its schedule, offered above the "      \
+    "engine's capacity, and closed loops of a few workers, which wait for each answer before "    \
+    "asking again. The closed loop slows its own arrivals to what the engine sustains, so its "   \
+    "tail hides the queue the open loop shows."
+
 /* The paragraph alone, computed from a seed-table JSON object, into buf
  * (always NUL-terminated). Returns buf. */
 char *assay_report_seedtable_explain(const cJSON *seed_table, char *buf, size_t size);

@@ -45,6 +45,10 @@ struct fake_server {
     char last_auth[512];
     char last_body[FAKE_N_MODES][BODY_KEEP];
     int forced_mode; /* 0: each request's first prompt token picks */
+    /* When each token of the last FAKE_SLOW_TOKENS reply was written
+     * (CLOCK_MONOTONIC ns, taken just before the write). */
+    int64_t slow_sent_ns[16];
+    int n_slow_sent;
 };
 
 /* ------------------------------------------------------------------ */
@@ -474,6 +478,19 @@ static void reply_stream(struct out *o, const struct request *rq, int mode)
         if (i == 2 && mode == FAKE_OUT_OF_VOCAB) {
             tok = 999;
         }
+        if (mode == FAKE_SLOW_TOKENS) {
+            struct timespec now;
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            pthread_mutex_lock(&o->s->mu);
+            if (i == 0) {
+                o->s->n_slow_sent = 0;
+            }
+            if (o->s->n_slow_sent < 16) {
+                o->s->slow_sent_ns[o->s->n_slow_sent++] =
+                    (int64_t)now.tv_sec * 1000000000LL + now.tv_nsec;
+            }
+            pthread_mutex_unlock(&o->s->mu);
+        }
         token_event(o, rq, i, tok, mode);
         if (mode == FAKE_SLOW_TOKENS) {
             sleep_ms(150);
@@ -694,6 +711,17 @@ int fake_server_n_requests(struct fake_server *s)
 {
     pthread_mutex_lock(&s->mu);
     int n = s->n_requests;
+    pthread_mutex_unlock(&s->mu);
+    return n;
+}
+
+int fake_server_slow_token_times(struct fake_server *s, int64_t *out, int max)
+{
+    pthread_mutex_lock(&s->mu);
+    int n = s->n_slow_sent < max ? s->n_slow_sent : max;
+    for (int i = 0; i < n; i++) {
+        out[i] = s->slow_sent_ns[i];
+    }
     pthread_mutex_unlock(&s->mu);
     return n;
 }

@@ -75,6 +75,11 @@ int32_t fake_server_token(const int32_t *prompt, int32_t prompt_len, int32_t i);
 /* Requests served so far (any path). */
 int fake_server_n_requests(struct fake_server *s);
 
+/* When each token of the last FAKE_SLOW_TOKENS reply was written, as
+ * CLOCK_MONOTONIC ns (assay_now_ns's clock), taken just before the write:
+ * the client cannot have it earlier. Fills out[0..n), returns n <= max. */
+int fake_server_slow_token_times(struct fake_server *s, int64_t *out, int max);
+
 /* Requests served for this exact path. */
 int fake_server_n_path(struct fake_server *s, const char *path);
 

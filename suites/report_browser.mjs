@@ -9,10 +9,17 @@
 // URL (the page must be self-contained: no network), a failed request, a
 // missing plot, a plot smaller than 300 x 150 px or with fewer than 3 drawn
 // marks, a full-page screenshot smaller than 800 x 1500 px or 40 KB, a
-// figure written in two cells of one row of the verdict table. With the
+// figure written in two cells of one row of the verdict table, a page wider
+// than its window at 1280 or 800 px, a link to nothing in the page, an
+// empty section, a stamp over 1200 px tall or without its closed
+// <details> of every field (none twice), a banner that does not state the
+// title's verdict, a failure below a check that did not fail, SKIPs of one
+// reason in more than one row, a seed's table not explained. With the
 // report's JSON, also: a distributional check whose evidence is not drawn
 // as it should be (a bar per bin and sample, an expected marker per bin,
-// the pooled tail and the folded bins marked and named; the PIT histogram
+// the pooled tail and the folded bins marked and named, the tallest bar of
+// the test's own bins at least half the plot's height, a folded bar taller
+// than the rest cut with a break mark and its count written; the PIT histogram
 // with a bar per bin and its KS distance D written on it).
 // Writes OUT_DIR/report.png (the whole page) and OUT_DIR/plot-N.png (each
 // plot). Environment: ASSAY_CHROMIUM (default /usr/bin/chromium),
@@ -240,6 +247,14 @@ async function checkReport(page, report) {
           expected: s.querySelectorAll('circle.expected').length,
           pooledTag: texts.includes('pooled tail'),
           othersTag: texts.includes('others'),
+          frame: (s.querySelector('rect.frame') || s.querySelector('rect[stroke="#888"]'))
+            ?.getBoundingClientRect().height || 0,
+          tallestOwn: Math.max(0, ...[...s.querySelectorAll('rect.bar')]
+            .filter((b) => !b.classList.contains('folded'))
+            .map((b) => b.getBoundingClientRect().height)),
+          capped: s.querySelectorAll('rect.bar.folded.capped').length,
+          breaks: s.querySelectorAll('path.break').length,
+          cappedValues: [...s.querySelectorAll('text.capped-value')].map((t) => t.textContent),
         };
       }, `Bins of ${c.name}`);
       const nPooled = ev.bins.filter((b) => b.pooled && !b.folded).length;
@@ -258,6 +273,24 @@ async function checkReport(page, report) {
       } else if (got.folded !== samples * nFolded || (nFolded > 0) !== got.othersTag) {
         problems.push(`${c.name}: the folded bins are not marked (${got.folded} bars, ` +
                       `tag ${got.othersTag}; ${nFolded} folded bins)`);
+      } else if (got.tallestOwn < 0.5 * got.frame) {
+        // One outsized bar (the folded "others") must not set the scale.
+        problems.push(`${c.name}: the tallest bar of its own bins is ${got.tallestOwn.toFixed(0)} px ` +
+                      `of a ${got.frame.toFixed(0)} px plot: flattened`);
+      } else {
+        const own = Math.max(...ev.bins.filter((b) => !b.folded)
+          .flatMap((b) => [b.observed, b.expected, b.observed_b ?? 0]));
+        const outsized = ev.bins.filter((b) => b.folded &&
+          Math.max(b.observed, b.expected, b.observed_b ?? 0) > 1.5 * own);
+        const wantCapped = outsized.length * samples;
+        if (got.capped < outsized.length || got.breaks < outsized.length) {
+          problems.push(`${c.name}: ${outsized.length} folded bar(s) taller than the rest, ` +
+                        `${got.capped} drawn cut with ${got.breaks} break mark(s)`);
+        } else if (outsized.length > 0 &&
+                   !got.cappedValues.some((v) => v.startsWith(String(outsized[0].observed)))) {
+          problems.push(`${c.name}: the cut bar's count ${outsized[0].observed} is not written ` +
+                        `(${got.cappedValues.join(', ')}; ${wantCapped} capped marks)`);
+        }
       }
     }
     if (ev.pit) {
@@ -279,9 +312,11 @@ async function checkReport(page, report) {
       }
     }
   }
-  if (report && nEvidence === 0) {
+  const hasEvidence = report && report.checks.some((c) => c.evidence);
+  if (hasEvidence && nEvidence === 0) {
     problems.push('the report has no distributional evidence to check');
   }
+  await checkLayout(page, report);
   const handles = await page.$$('svg.plot');
   for (let i = 0; i < handles.length; i++) {
     await handles[i].screenshot({ path: path.join(outDir, `plot-${i + 1}.png`) });
@@ -298,6 +333,106 @@ async function checkReport(page, report) {
     problems.push(`the screenshot is too small: ${width} x ${height} px, ${png.length} bytes`);
   }
 }
+// The page's layout, as its JSON says it should read: no horizontal
+// scroll of the page itself at 1280 and 800 px (a wide table scrolls in
+// its own box, anything else wraps), every link inside the page finds its
+// target, no section left empty, the stamp a short table with the rest in
+// a closed <details> holding no field twice, the seed's table explained
+// where it appears, the banner stating the title's verdict, and the
+// verdict table's failures above its rows of SKIPs, one row per reason.
+async function checkLayout(page, report) {
+  for (const width of [1280, 800]) {
+    await page.setViewportSize({ width, height: 900 });
+    const over = await page.evaluate(() => {
+      const de = document.documentElement;
+      const out = [];
+      if (de.scrollWidth > de.clientWidth + 1) {
+        out.push(`the page is ${de.scrollWidth} px wide in a ${de.clientWidth} px window`);
+      }
+      for (const t of document.querySelectorAll('table')) {
+        const cs = getComputedStyle(t);
+        if (t.scrollWidth > t.clientWidth + 1 && cs.overflowX !== 'auto' && cs.overflowX !== 'scroll') {
+          out.push(`a table ${t.scrollWidth} px wide is clipped to ${t.clientWidth} px`);
+        }
+      }
+      return out;
+    });
+    for (const o of over) {
+      problems.push(`at ${width} px: ${o}`);
+    }
+  }
+  await page.setViewportSize({ width: 1280, height: 900 });
+  const got = await page.evaluate(() => {
+    const text = (el) => (el ? el.textContent : '');
+    const stamp = document.querySelector('#stamp');
+    const details = stamp ? stamp.querySelector('details') : null;
+    const stampHeight = stamp ? stamp.getBoundingClientRect().height : 0;
+    const pairs = details ? [...details.querySelectorAll('tr')].map((tr) => {
+      const td = tr.querySelectorAll('td');
+      const key = text(td[0]).split('.').pop();
+      return `${key}=${text(td[1])}`;
+    }) : [];
+    const links = [...document.querySelectorAll('a[href^="#"]')].map((a) => a.getAttribute('href'))
+      .filter((h) => !document.getElementById(h.slice(1)));
+    const empty = [...document.querySelectorAll('main section')].filter((s) =>
+      s.children.length <= 1 || /No benchmark in this report|Not run for this report|No check was run\./
+        .test(s.textContent)).map((s) => s.id);
+    const seed = document.querySelector('#seed-table p');
+    const rows = [...document.querySelectorAll('table.verdicts tr')].slice(1).map((tr) => ({
+      verdict: text(tr.querySelector('span.v')),
+      group: tr.classList.contains('skip-group'),
+    }));
+    return {
+      title: document.title,
+      banner: text(document.querySelector('.banner')),
+      stampHeight,
+      detailsOpen: details ? details.open : null,
+      pairs,
+      links,
+      empty,
+      seed: seed ? seed.textContent : null,
+      rows,
+    };
+  });
+  if (got.links.length > 0) {
+    problems.push(`links to nothing in the page: ${got.links.join(', ')}`);
+  }
+  if (got.empty.length > 0) {
+    problems.push(`empty sections: ${got.empty.join(', ')}`);
+  }
+  if (got.detailsOpen !== false) {
+    problems.push('the stamp has no closed <details> with its every field');
+  } else if (got.stampHeight > 1200) {
+    problems.push(`the stamp takes ${got.stampHeight.toFixed(0)} px with its details closed`);
+  }
+  const twice = got.pairs.filter((p, i) => got.pairs.indexOf(p) !== i);
+  if (twice.length > 0) {
+    problems.push(`the stamp's fields repeat: ${twice.slice(0, 5).join('; ')}`);
+  }
+  if (report && report.seed_table && !(got.seed || '').startsWith("The seed's table is")) {
+    problems.push(`the seed's table is not explained where it appears: '${got.seed}'`);
+  }
+  const words = got.title.replace(/^assay [a-z]+: /, '');
+  const noChecks = report && report.checks.length === 0 && !report.compare;
+  if (!noChecks && !got.banner.startsWith(words)) {
+    problems.push(`the banner '${got.banner}' does not state the title's verdict '${words}'`);
+  }
+  const firstOther = got.rows.findIndex((r) => r.verdict !== 'FAIL' && r.verdict !== 'ERROR');
+  const lastFailure = got.rows.map((r) => r.verdict === 'FAIL' || r.verdict === 'ERROR').lastIndexOf(true);
+  if (firstOther >= 0 && lastFailure > firstOther) {
+    problems.push('a failure is listed below a check that did not fail');
+  }
+  if (report) {
+    const reasons = new Set(report.checks.filter((c) => c.verdict === 'SKIP').map((c) => c.failure));
+    const skipRows = got.rows.filter((r) => r.verdict === 'SKIP').length;
+    if (skipRows !== reasons.size) {
+      problems.push(`${skipRows} rows of SKIPs for ${reasons.size} reasons`);
+    }
+  }
+  console.log(`layout: stamp ${got.stampHeight.toFixed(0)} px (${got.pairs.length} fields in its ` +
+              `details); title '${got.title}'; ${got.rows.length} verdict rows`);
+}
+
 if (problems.length > 0) {
   for (const p of problems) {
     console.error(`FAIL: ${p}`);

@@ -2,8 +2,12 @@
 # The HTML report in a real browser: render the committed sample reports
 # (fixtures/reports/sample-run.json, an `assay run --quick`, and
 # sample-evidence.json, an `assay compare` whose distributional checks pool
-# a tail; sample-kill-matrix.json, the property family's kill matrix from
-# `assay-mutants mutants --matrix --out`) with this build's `assay report`,
+# a tail; sample-compare-regression.json, an `assay compare --no-checks`
+# that found a regression (exit 3); sample-skipped-run.json, an `assay run
+# --no-bench --require-checks 10` on a plugin engine that skips 30 of the
+# 33 checks and fails one; sample-kill-matrix.json, the property family's
+# kill matrix from `assay-mutants mutants --matrix --out`) with this
+# build's `assay report`,
 # load each in Debian's Chromium
 # headless and check that it renders with its plots, the distributional
 # evidence drawn as its JSON says, and without a console error
@@ -49,11 +53,19 @@ if [ ! -f "$module/package.json" ] ||
 fi
 
 # Each page is rendered by this build, from the JSON alone.
-for sample in sample-run sample-evidence sample-kill-matrix; do
+for sample in sample-run sample-evidence sample-compare-regression sample-skipped-run \
+    sample-kill-matrix; do
     out="$work/out-$sample"
     rm -rf "$out"
     mkdir -p "$out"
-    "$assay" report "$fixtures/reports/$sample.json" --out "$out" >/dev/null
+    # The status is the report's own (3 for the regression, 1 for the
+    # failed check): anything above 4 is a failure to render.
+    status=0
+    "$assay" report "$fixtures/reports/$sample.json" --out "$out" >/dev/null || status=$?
+    if [ "$status" -gt 4 ]; then
+        echo "FAIL: assay report $sample.json ended with status $status" >&2
+        exit 1
+    fi
     ASSAY_PLAYWRIGHT="$module" ASSAY_CHROMIUM="$chromium" \
         node "$here/report_browser.mjs" "$out/$sample.html" "$out" "$fixtures/reports/$sample.json"
 done

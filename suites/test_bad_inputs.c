@@ -25,7 +25,8 @@
  * For each case: the command ends with the stated status and no signal
  * (and within 120 s), it prints the expected message, and when the case
  * names {out} and fails, nothing is left there (no report, no temporary
- * file: a failed run leaves no partial report passed off as complete).
+ * file: a failed run leaves no partial report passed off as complete), nor
+ * the folder itself, which the run made and wrote nothing into.
  * Cases with status 0 are controls built from the same inputs made valid:
  * they must pass and write their report, so a case cannot pass by failing
  * for a reason other than the one it is about.
@@ -824,6 +825,11 @@ static bool run_case(const char *name, int want_status, const char *command, con
     files_in(out_dir, left, sizeof left);
     if (ok && names_out && want_status != 0 && left[0] != '\0') {
         printf("not ok %s: the failed run left files in --out: %s\n", name, left);
+        ok = false;
+    }
+    struct stat out_st;
+    if (ok && names_out && want_status != 0 && stat(out_dir, &out_st) == 0) {
+        printf("not ok %s: the failed run left its --out folder behind, empty\n", name);
         ok = false;
     }
     if (ok && names_out && want_status == 0 && left[0] == '\0') {

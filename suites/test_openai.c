@@ -21,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "adapters/openai.h"
@@ -54,7 +55,11 @@ static struct assay_openai_params params_for(enum assay_openai_api api, char *ur
     p.url = url;
     p.api = api;
     p.vocab = FAKE_VOCAB;
-    p.stall_timeout_ms = (int32_t)(400 * g_time_scale);
+    /* Long enough that a well-behaved reply on a busy machine (its server
+     * thread waiting for a core) is never taken for a stall: 400 ms was
+     * seen to, at a load of 8 on 2 cores. The stall cases cost it once,
+     * all at the same time. */
+    p.stall_timeout_ms = (int32_t)(2000 * g_time_scale);
     p.connect_timeout_ms = (int32_t)(2000 * g_time_scale);
     p.n_probs = 2;
     return p;
@@ -77,6 +82,7 @@ struct outcome {
     int32_t tok[MAX_TOK];
     int32_t index[MAX_TOK];
     int64_t t_ns[MAX_TOK];
+    int64_t returned_ns[MAX_TOK]; /* when the step that gave the token returned */
     int n_finish;
     enum assay_finish_reason reason;
     int32_t error;
@@ -86,17 +92,50 @@ struct outcome {
 
 struct run_info {
     double seconds;
-    double max_step_ms;
+    double max_step_ms;    /* wall time of the longest step, for the log */
+    double max_blocked_ms; /* the longest time a step spent waiting for something
+                              other than a core: NaN when it cannot be measured */
     int64_t n_steps;
     int64_t t_start_ns;
 };
 
+/* The calling thread's time waiting for a core, in ns (the second field of
+ * /proc/thread-self/schedstat), or -1 when the kernel does not say. */
+static int64_t run_delay_ns(void)
+{
+    FILE *f = fopen("/proc/thread-self/schedstat", "r");
+    long long on_cpu = 0, waiting = -1;
+    if (f != NULL) {
+        if (fscanf(f, "%lld %lld", &on_cpu, &waiting) != 2) {
+            waiting = -1;
+        }
+        fclose(f);
+    }
+    return waiting;
+}
+
+static int64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
 /* Add every request, step until no work is left (at most max_ms), and
  * record each request's events. Request i must have id i + 1. */
+/*
+ * A step's wall time is no measure of whether it blocks: on a busy machine
+ * a step that never waits can still take tens of ms, waiting for a core.
+ * What it spent blocked (asleep in poll, on a lock, on I/O) is its wall
+ * time less its CPU time less its time waiting for a core (the kernel's
+ * run delay): that is what "step never blocks" bounds.
+ */
 static struct run_info drive(struct assay_adapter *a, const struct assay_request *reqs, int n,
                              struct outcome *out, int64_t max_ms)
 {
-    struct run_info info = {0, 0, 0, assay_now_ns()};
+    struct run_info info = {0, 0, 0, 0, assay_now_ns()};
+    bool schedstat = run_delay_ns() >= 0;
+    info.max_blocked_ms = schedstat ? 0.0 : NAN;
     memset(out, 0, sizeof *out * (size_t)n);
     for (int i = 0; i < n; i++) {
         out[i].id = reqs[i].id;
@@ -106,10 +145,17 @@ static struct run_info drive(struct assay_adapter *a, const struct assay_request
     while (a->vt->has_work(a->self)) {
         const struct assay_event *ev;
         size_t n_ev = 0;
+        int64_t delay0 = schedstat ? run_delay_ns() : 0, cpu0 = thread_cpu_ns();
         int64_t t0 = assay_now_ns();
         assert_int_equal(a->vt->step(a->self, &ev, &n_ev), ASSAY_OK);
-        double ms = (double)(assay_now_ns() - t0) / 1e6;
+        int64_t t1 = assay_now_ns();
+        double ms = (double)(t1 - t0) / 1e6;
         info.max_step_ms = ms > info.max_step_ms ? ms : info.max_step_ms;
+        if (schedstat) {
+            double blocked =
+                (double)((t1 - t0) - (thread_cpu_ns() - cpu0) - (run_delay_ns() - delay0)) / 1e6;
+            info.max_blocked_ms = blocked > info.max_blocked_ms ? blocked : info.max_blocked_ms;
+        }
         info.n_steps++;
         for (size_t k = 0; k < n_ev; k++) {
             assert_true(ev[k].request_id >= 1 && ev[k].request_id <= (uint64_t)n);
@@ -120,6 +166,7 @@ static struct run_info drive(struct assay_adapter *a, const struct assay_request
                     o->tok[o->n_tok] = ev[k].token;
                     o->index[o->n_tok] = ev[k].index;
                     o->t_ns[o->n_tok] = ev[k].t_ns;
+                    o->returned_ns[o->n_tok] = t1;
                 }
                 o->n_tok++;
             } else if (ev[k].kind == ASSAY_EVENT_FINISH) {
@@ -421,11 +468,14 @@ static void check_misbehaviours(enum assay_openai_api api, const struct bad_case
     assert_int_equal(stats.n_submitted, n);
     assert_int_equal(stats.n_error, n_bad);
     assert_int_equal(stats.n_length, n - n_bad);
-    /* Bounded: the slowest case is the 400 ms stall timeout. */
-    printf("# %d requests (%d misbehaving) in %.3f s; longest step %.2f ms\n", n, n_bad,
-           info.seconds, info.max_step_ms);
-    assert_true(info.seconds < 10.0 * g_time_scale);
-    assert_true(info.max_step_ms < 250.0 * g_time_scale);
+    /* Bounded: the slowest case is the stall timeout (2 s); a hang would
+     * reach the drive's limit. No step blocked for long, whatever the
+     * machine's load made of its wall time. */
+    printf("# %d requests (%d misbehaving) in %.3f s; longest step %.2f ms, most blocked in one "
+           "step %.2f ms\n",
+           n, n_bad, info.seconds, info.max_step_ms, info.max_blocked_ms);
+    assert_true(info.seconds < 20.0 * g_time_scale);
+    assert_true(isnan(info.max_blocked_ms) || info.max_blocked_ms < 50.0 * g_time_scale);
     assay_adapter_close(&a);
     assert_int_equal(fake_server_n_path(g_srv, "/stolen"), 0); /* never followed */
 }
@@ -509,7 +559,8 @@ static void test_connection_refused(void **state)
         assert_non_null(strstr(out[i].msg, "could not connect to http://127.0.0.1:"));
     }
     printf("# refused: %s (%.3f s)\n", out[0].msg, info.seconds);
-    assert_true(info.seconds < 2.0 * g_time_scale);
+    /* A refusal is immediate: the bound catches a hang, not a slow machine. */
+    assert_true(info.seconds < 10.0 * g_time_scale);
     assay_adapter_close(&a);
 }
 
@@ -552,7 +603,9 @@ static void test_connect_timeout(void **state)
     assert_int_equal(out[0].reason, ASSAY_FINISH_ERROR);
     assert_int_equal(out[0].error, ASSAY_ERR_TIMEOUT);
     assert_non_null(strstr(out[0].msg, "connection timed out (timeout_ms 300)"));
-    assert_true(info.seconds >= 0.25 && info.seconds < 3.0 * g_time_scale);
+    /* Never before the timeout (a lower bound a busy machine cannot
+     * break); the upper one catches a hang. */
+    assert_true(info.seconds >= 0.25 && info.seconds < 10.0 * g_time_scale);
     assay_adapter_close(&a);
     for (int i = 0; i < 8; i++) {
         close(fill[i]);
@@ -639,7 +692,18 @@ static void test_abort(void **state)
     assay_adapter_close(&a);
 }
 
-/* A token's time is when its chunk arrived, and step() never blocks. */
+/*
+ * A token's time is when its chunk arrived, and step() never blocks; both
+ * by what the code does, not by how long a busy machine made it take:
+ *  - each token's time lies between the moment the server wrote it (the
+ *    fake server notes it, on the same clock) and the return of the step
+ *    that delivered it;
+ *  - a step waits for the network at most once and at most
+ *    ASSAY_OPENAI_POLL_MS (the adapter counts its waits), and no step spent
+ *    more than 50 ms blocked (wall time less CPU time less time waiting for
+ *    a core; the figure is printed), though the server waited 150 ms
+ *    between tokens.
+ */
 static void test_token_times(void **state)
 {
     (void)state;
@@ -650,18 +714,32 @@ static void test_token_times(void **state)
     struct outcome out[1];
     struct run_info info = drive(&a, st.reqs, 1, out, 5000);
     assert_int_equal(out[0].reason, ASSAY_FINISH_LENGTH);
-    double first_ms = (double)(out[0].t_ns[0] - info.t_start_ns) / 1e6;
-    printf("# first token after %.2f ms; gaps", first_ms);
-    for (int t = 1; t < 4; t++) {
-        double gap = (double)(out[0].t_ns[t] - out[0].t_ns[t - 1]) / 1e6;
-        printf(" %.1f", gap);
-        assert_true(gap >= 120.0 && gap < 400.0 * g_time_scale); /* the server waits 150 ms */
+    assert_int_equal(out[0].n_tok, 4);
+    int64_t sent[16];
+    assert_int_equal(fake_server_slow_token_times(g_srv, sent, 16), 4);
+    printf("# tokens written by the server at");
+    for (int t = 0; t < 4; t++) {
+        printf("%s +%.1f", t > 0 ? "," : "", (double)(sent[t] - sent[0]) / 1e6);
     }
-    printf(" ms; %lld steps, longest %.2f ms\n", (long long)info.n_steps, info.max_step_ms);
-    assert_true(first_ms < 120.0 * g_time_scale);
-    /* About 600 ms of waiting in steps of at most a few ms each. */
-    assert_true(info.n_steps > 100);
-    assert_true(info.max_step_ms < 50.0 * g_time_scale);
+    printf(" ms; each arrived");
+    for (int t = 0; t < 4; t++) {
+        printf("%s %.2f", t > 0 ? "," : "", (double)(out[0].t_ns[t] - sent[t]) / 1e6);
+    }
+    printf(" ms after its write\n");
+    for (int t = 0; t < 4; t++) {
+        assert_true(out[0].t_ns[t] >= sent[t]);
+        assert_true(out[0].t_ns[t] <= out[0].returned_ns[t]);
+        assert_true(t == 0 || sent[t] - sent[t - 1] >= 150 * 1000000LL); /* the server's wait */
+    }
+    struct assay_openai_stats stats;
+    assert_int_equal(assay_openai_get_stats(&a, &stats), ASSAY_OK);
+    printf("# %lld steps, %lld waits for the network of at most %d ms; longest step %.2f ms, "
+           "most blocked in one step %.2f ms\n",
+           (long long)info.n_steps, (long long)stats.n_polls, (int)stats.poll_wait_ms_max,
+           info.max_step_ms, info.max_blocked_ms);
+    assert_true(stats.n_polls >= 1 && stats.n_polls <= info.n_steps);
+    assert_int_equal(stats.poll_wait_ms_max, ASSAY_OPENAI_POLL_MS);
+    assert_true(isnan(info.max_blocked_ms) || info.max_blocked_ms < 50.0 * g_time_scale);
     assay_adapter_close(&a);
 }
 
