@@ -415,7 +415,9 @@ EOF
     for want in "has no option --no-such-option" "'nosuchcommand' is not an assay subcommand" \
         "has no option --also-no-such-option" "link no-such-file.md: no such file" \
         "has no heading whose anchor is #no-such-heading" "README.md has"; do
-        if ! printf '%s\n' "$out" | grep -qF -- "$want"; then
+        # A here-string, not a pipe: grep -q stops at the first match, and
+        # under pipefail the writer's SIGPIPE would read as "not found".
+        if ! grep -qF -- "$want" <<<"$out"; then
             echo "selftest: not reported: $want"
             missing=1
         fi
