@@ -282,7 +282,7 @@ enum assay_status assay_fuzz_judge(const char *spec, const struct assay_workload
         carry(res, &sub, "blocks, trace and concurrency 1");
     }
     assay_adapter_close(&a);
-    return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+    return assay_status_keep_nomem(st);
 }
 
 enum assay_status assay_fuzz_run(const char *base_spec, int32_t vocab, int32_t n_ctx,

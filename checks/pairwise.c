@@ -322,7 +322,7 @@ enum assay_status assay_pairwise_run_greedy(struct assay_verify_ctx *ctx,
     enum assay_status st = memo_for(ctx, t, &memo);
     if (st != ASSAY_OK) {
         set_error(res, st, "the oracle could not be set up");
-        return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+        return assay_status_keep_nomem(st);
     }
     struct assay_adapter b;
     if (open_baseline(c, &b, res) != ASSAY_OK) {
@@ -457,7 +457,7 @@ done:
     assay_transcript_free(tb);
     assay_workload_free(g);
     res->seconds = (double)(assay_now_ns() - t0) / 1e9;
-    return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+    return assay_status_keep_nomem(st);
 }
 
 enum assay_status assay_pairwise_run_oracle(struct assay_verify_ctx *ctx,
@@ -477,7 +477,7 @@ enum assay_status assay_pairwise_run_oracle(struct assay_verify_ctx *ctx,
     enum assay_status st = memo_for(ctx, t, &memo);
     if (st != ASSAY_OK) {
         set_error(res, st, "the oracle could not be set up");
-        return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+        return assay_status_keep_nomem(st);
     }
     struct assay_workload *g = NULL;
     st = greedy_copy(w, &g);
@@ -490,7 +490,7 @@ enum assay_status assay_pairwise_run_oracle(struct assay_verify_ctx *ctx,
     eo.max_steps = step_bound(a, NULL);
     st = assay_check_equivalence(a, g, memo, &eo, res);
     assay_workload_free(g);
-    return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+    return assay_status_keep_nomem(st);
 }
 
 /* The distributional parameters of a check: the defaults, the check's own,
@@ -539,7 +539,7 @@ enum assay_status assay_pairwise_run_homogeneity(struct assay_verify_ctx *ctx,
     }
     enum assay_status st = assay_dist_homogeneity(&b, a, &p, res);
     assay_adapter_close(&b);
-    return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+    return assay_status_keep_nomem(st);
 }
 
 /* The oracle-based distributional checks: the weights cloned for the
@@ -557,12 +557,12 @@ static enum assay_status run_oracle_dist(struct assay_verify_ctx *ctx,
     enum assay_status st = assay_model_clone(t->model, &copy);
     if (st != ASSAY_OK) {
         set_error(res, st, "could not copy the weights for the oracle");
-        return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+        return assay_status_keep_nomem(st);
     }
     st = pit ? assay_dist_pit(t->adapter, copy, &p, res, NULL)
              : assay_dist_gof(t->adapter, copy, &p, res);
     assay_model_free(copy);
-    return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+    return assay_status_keep_nomem(st);
 }
 
 enum assay_status assay_pairwise_run_gof(struct assay_verify_ctx *ctx,
@@ -585,11 +585,6 @@ enum assay_status assay_pairwise_run_pit(struct assay_verify_ctx *ctx,
     return run_oracle_dist(ctx, item, t, res, true);
 }
 
-static enum assay_status property_status(enum assay_status st)
-{
-    return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
-}
-
 enum assay_status assay_pairwise_run_isolation(struct assay_verify_ctx *ctx,
                                                const struct assay_plan_item *item,
                                                const struct assay_target *t,
@@ -604,7 +599,7 @@ enum assay_status assay_pairwise_run_isolation(struct assay_verify_ctx *ctx,
         return ASSAY_OK;
     }
     if (a->vt->set_logits_sink != NULL) {
-        return property_status(assay_check_isolation(a, w, NULL, res));
+        return assay_status_keep_nomem(assay_check_isolation(a, w, NULL, res));
     }
-    return property_status(assay_check_isolation_blackbox(a, w, NULL, res));
+    return assay_status_keep_nomem(assay_check_isolation_blackbox(a, w, NULL, res));
 }

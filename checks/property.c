@@ -358,7 +358,7 @@ enum assay_status assay_check_blocks(const struct assay_adapter *a, const struct
     assay_transcript_free(t);
     watch_free(&bw);
     res->seconds = seconds_since(t0);
-    return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+    return assay_status_keep_nomem(st);
 }
 
 /* ---- trace consistency ------------------------------------------------- */
@@ -419,7 +419,7 @@ enum assay_status assay_check_trace(const struct assay_adapter *a, const struct 
              (int)by_reason[2], (int)by_reason[3], (int)by_reason[4]);
     assay_transcript_free(t);
     res->seconds = seconds_since(t0);
-    return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+    return assay_status_keep_nomem(st);
 }
 
 /* ---- isolation ---------------------------------------------------------- */
@@ -830,7 +830,7 @@ enum assay_status assay_check_isolation(const struct assay_adapter *a,
                  s.max_diff, o.logit_tol, (int)s.n_ties, o.tie_tol);
     }
     res->seconds = seconds_since(t0);
-    return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+    return assay_status_keep_nomem(st);
 }
 
 /* ---- isolation, tokens only -------------------------------------------- */
@@ -966,7 +966,7 @@ enum assay_status assay_check_isolation_blackbox(const struct assay_adapter *a,
              "compared with concurrency 1 (tokens only)",
              (int)w->n, (long long)res->n_tokens);
     res->seconds = seconds_since(t0);
-    return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+    return assay_status_keep_nomem(st);
 }
 
 /* ---- the long randomised run ------------------------------------------- */
@@ -1062,7 +1062,7 @@ enum assay_status assay_check_soak(const struct assay_adapter *a, const struct a
         watch_free(&bw);
     }
     res->seconds = seconds_since(t0);
-    return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+    return assay_status_keep_nomem(st);
 }
 
 /* ---- plan runners ------------------------------------------------------- */

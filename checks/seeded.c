@@ -150,7 +150,7 @@ enum assay_status assay_check_seeded_configurations(const struct assay_adapter *
     for (int32_t v = 0; v < opened; v++) {
         assay_adapter_close(&others[v]);
     }
-    return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+    return assay_status_keep_nomem(st);
 }
 
 /* ---- seeded determinism: edge seeds, positions, unseeded, pairs ----------- */
@@ -508,7 +508,7 @@ enum assay_status assay_check_seed_positions(const struct assay_adapter *a, int3
         }
     }
     res->seconds = (double)(assay_now_ns() - t0) / 1e9;
-    return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+    return assay_status_keep_nomem(st);
 }
 
 /* The oracle's first-token distribution of prompt under sampling s. */
@@ -567,7 +567,7 @@ enum assay_status assay_check_seed_unseeded(const struct assay_adapter *a,
     if (st != ASSAY_OK) {
         assay_check_error(res, "could not run: %s", assay_status_str(st));
         res->seconds = (double)(assay_now_ns() - t0) / 1e9;
-        return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+        return assay_status_keep_nomem(st);
     }
     char msg[512];
     int32_t distinct = 0, same_pairs = 0;
@@ -771,5 +771,5 @@ enum assay_status assay_check_seed_pairs(const struct assay_adapter *a,
     assay_free(bin);
     assay_free(r);
     res->seconds = (double)(assay_now_ns() - t0) / 1e9;
-    return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+    return assay_status_keep_nomem(st);
 }

@@ -400,7 +400,7 @@ enum assay_status assay_shrink(struct assay_verify_ctx *ctx, const struct assay_
     if (st != ASSAY_OK) {
         out->shrinkable = false;
         snprintf(out->failure, sizeof out->failure, "cannot shrink: %.600s", why);
-        return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+        return assay_status_keep_nomem(st);
     }
     size_of(s.w, s.blocks, &out->before);
     if (s.blocks > 0 && !pool_follows_base(&s, s.blocks > 1 ? s.blocks - 1 : 1)) {
