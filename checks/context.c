@@ -1,3 +1,12 @@
+/*
+ * context.c - the state of a run and the one executor of a plan item
+ * (context.h). assay_verify_ctx_init / _free hold the oracle memos by
+ * weights, the seeds, the fixtures folder and the reproducer settings;
+ * assay_run_plan_item opens the item's engine spec, loads its workload,
+ * builds the target (assay_target_of), checks its needs and calls its runner,
+ * in a child process unless isolation is off. `assay verify`, `assay compare`
+ * and the shrinker run checks through it.
+ */
 #include "context.h"
 
 #include <stdio.h>

@@ -1,3 +1,11 @@
+/*
+ * fuzz.c - differential fuzzing against the oracle (fuzz.h):
+ * assay_fuzz_case_draw draws one case (an engine spec and a workload) from
+ * (seed, index) alone, assay_fuzz_judge runs it against the oracle
+ * (assay_check_equivalence) and as the long run (assay_check_soak), and
+ * assay_fuzz_run runs cases first .. first+n within a time budget. The
+ * plan's fuzz entry and the fuzz test label call it.
+ */
 #include "fuzz.h"
 
 #include <math.h>

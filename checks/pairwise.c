@@ -1,3 +1,12 @@
+/*
+ * pairwise.c - the correctness half of `assay compare` (pairwise.h):
+ * assay_pairwise_init / _free hold a comparison (both specs, the weights,
+ * the run context), and its runners in the compare plan judge the candidate
+ * against the baseline (greedy tokens, homogeneity of samples) and, with the
+ * weights, against the oracle (equivalence, goodness of fit, PIT), plus
+ * isolation. assay_pairwise_shrink cuts a failing case down.
+ * cli/cmd_compare.c drives it.
+ */
 #include "pairwise.h"
 
 #include "isolate.h"

@@ -1,3 +1,11 @@
+/*
+ * plan.c - the registry of checks (plan.h): k_plan, one table of every
+ * check of `assay verify`, `assay audit` and `assay compare`, each command's
+ * entries together and in order, and the runners that adapt a target and an
+ * item's parameters to a family's check function. assay_plan_for,
+ * assay_plan_find_in and assay_plan_find look entries up for cli/, the
+ * executor (context.c) and the verify and mutants test labels.
+ */
 #include "plan.h"
 
 #include <errno.h>

@@ -1,3 +1,11 @@
+/*
+ * property.c - the property family (property.h): block conservation after
+ * every step against oracles/block_model (assay_check_blocks), trace
+ * consistency of a run (assay_check_trace), no cross-sequence attention by
+ * logits or by tokens alone (assay_check_isolation, _isolation_blackbox) and
+ * the long randomised run (assay_check_soak). The plan's runners, the
+ * pairwise checks and the fuzzer call them with assay_property_opts.
+ */
 #include "property.h"
 
 #include <math.h>

@@ -1,3 +1,11 @@
+/*
+ * seeded.c - the seeded family (seeded.h): the same seeded workload on
+ * several engine configurations (assay_check_seeded_sameness,
+ * _seeded_configurations), the edge seeds at every position
+ * (assay_check_seed_positions), unseeded requests (assay_check_seed_unseeded)
+ * and the independence of distinct seeds (assay_check_seed_pairs). The plan's
+ * runners and the audit (audit_checks.c) call them.
+ */
 #include "seeded.h"
 
 #include <gsl/gsl_cdf.h>

@@ -1,3 +1,11 @@
+/*
+ * shrink.c - minimal reproducers (shrink.h): assay_shrink drops requests,
+ * collapses arrivals, drops aborts, bisects the pool and cuts prompts and
+ * max_tokens while the same plan item, rerun through assay_run_plan_item,
+ * still fails, within a run and time budget; then writes the shrunk workload
+ * and the command that reruns it. cli/ and pairwise.c call it for a failing
+ * check; assay_shrink_format_sizes describes the result.
+ */
 #include "shrink.h"
 
 #include <stdio.h>
