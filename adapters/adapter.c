@@ -1,3 +1,10 @@
+/*
+ * adapter.c - the two operations every adapter shares (adapter.h):
+ * assay_adapter_close frees an adapter through its vtable and clears it (safe
+ * twice), and assay_adapter_get_info fills an assay_adapter_info with empty
+ * strings wherever the engine leaves a name NULL. Checks, reports and the
+ * benchmarks call them on any adapter.
+ */
 #include "adapter.h"
 
 #include <string.h>

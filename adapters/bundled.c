@@ -1,3 +1,11 @@
+/*
+ * bundled.c - the bundled engine behind the adapter vtable (bundled.h): each
+ * slot forwards to engine/engine.h (requests, steps, aborts, block statistics
+ * and audits, the logits sink, the invariant check). assay_bundled_open
+ * builds the engine and its adapter, assay_bundled_own_models hands the
+ * models over, and assay_bundled_engine reaches the engine. Opened through
+ * engine specs (spec.c).
+ */
 #include "bundled.h"
 
 #include "../core/alloc.h"

@@ -1,3 +1,11 @@
+/*
+ * plugin.c - engines from shared libraries (plugin.h): assay_plugin_open_spec
+ * dlopens PATH, calls its assay_plugin_open with OPTIONS and wraps the
+ * adapter it returns, refusing a vtable of another ABI version or without a
+ * required slot, so that closing the adapter also closes the library.
+ * assay_plugin_check_spec only loads and resolves. Reached through
+ * "plugin:PATH[:OPTIONS]" engine specs (spec.c).
+ */
 #include "plugin.h"
 
 #include <dlfcn.h>

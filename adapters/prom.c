@@ -1,3 +1,10 @@
+/*
+ * prom.c - reading one gauge from a Prometheus text metrics page (prom.h):
+ * assay_prom_sum parses the page's lines, labels and escapes included, and
+ * sums the samples of one metric over its label sets. The audit
+ * (checks/audit.c) reads a server's requests running and waiting and its KV
+ * cache use with it.
+ */
 #include "prom.h"
 
 #include <math.h>

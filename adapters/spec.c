@@ -1,3 +1,11 @@
+/*
+ * spec.c - engine specs (spec.h): parsing "bundled:...", "openai:..." and
+ * "plugin:..." and opening the adapter each names (assay_adapter_open_spec,
+ * _open_spec_cached), checking a spec without opening it (assay_spec_check),
+ * and setting one key (assay_spec_with). The model cache
+ * (assay_model_cache_*) keeps the weights a bundled spec loads so several
+ * checks share them. Every command, check and reproducer names engines here.
+ */
 #include "spec.h"
 
 #include <errno.h>

@@ -1,3 +1,9 @@
+/*
+ * spec_value.c - reading an engine spec option's value (spec_value.h):
+ * assay_spec_int (an integer in a range), assay_spec_onoff (on or off) and
+ * assay_spec_bad, which fills the diagnostic and returns ASSAY_ERR_INVALID.
+ * Shared by the bundled (spec.c) and openai (openai_spec.c) spec parsers.
+ */
 #include "spec_value.h"
 
 #include <errno.h>

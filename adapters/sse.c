@@ -1,3 +1,10 @@
+/*
+ * sse.c - an incremental server-sent events parser (sse.h): assay_sse_init /
+ * _free hold a parser within stated limits, assay_sse_feed takes bytes in
+ * pieces of any size and returns each complete event, assay_sse_finish ends
+ * the stream, and assay_sse_last_error says what went wrong. The openai
+ * adapter (openai.c) reads every streamed response through it.
+ */
 #include "sse.h"
 
 #include <stdarg.h>

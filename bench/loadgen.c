@@ -1,3 +1,12 @@
+/*
+ * loadgen.c - the load generators (loadgen.h): assay_loadgen_schedule fixes
+ * an open loop's arrival times before the run (the workload's own, or
+ * Poisson, gamma or constant at an offered rate from a seed), and
+ * assay_loadgen_run drives any adapter open-loop or with N closed-loop
+ * workers, recording for each request when it was scheduled, handed in,
+ * answered and finished. metrics.c and speedup.c run it; the records
+ * become the figures there.
+ */
 #include "loadgen.h"
 
 #include <gsl/gsl_randist.h>

@@ -1,3 +1,11 @@
+/*
+ * metrics.c - the figures of a load-generator run (metrics.h): nearest-rank
+ * percentiles and whether n samples suffice for one, TTFT, TPOT, ITL, E2E
+ * and lateness per run (assay_bench_summarize), their spread over runs,
+ * goodput against an SLO, several runs of one configuration
+ * (assay_bench_run) and the JSON the report embeds. `assay run`,
+ * `assay bench`, the seed table and the side-by-side comparison call it.
+ */
 #include "metrics.h"
 
 #include <gsl/gsl_cdf.h>

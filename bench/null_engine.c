@@ -1,3 +1,10 @@
+/*
+ * null_engine.c - an adapter that answers at once (null_engine.h): each
+ * request yields all its tokens and its FINISH in the next step, within a
+ * capacity fixed at assay_null_engine_open, refusing with ASSAY_ERR_FULL
+ * beyond it. A timing device with no model, used by the tests and by
+ * suites/bench_loadgen to measure the load generator itself.
+ */
 #include "null_engine.h"
 
 #include <stdio.h>

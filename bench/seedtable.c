@@ -1,3 +1,11 @@
+/*
+ * seedtable.c - the seed chapter's generator comparison and a rate sweep
+ * (seedtable.h): assay_bench_capacity measures the engine's capacity,
+ * assay_seedtable_run runs the open loop above it and the closed loop at 2,
+ * 4 and 8 workers (one row each, median of several runs), and
+ * assay_rate_sweep searches the highest offered rate whose goodput stays on
+ * target. `assay bench` and `assay run` call them and print the rows.
+ */
 #include "seedtable.h"
 
 #include <math.h>

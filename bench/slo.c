@@ -1,3 +1,9 @@
+/*
+ * slo.c - reading an SLO file (slo.h): assay_slo_parse checks an
+ * "assay-slo" JSON object member by member and reports where and what is
+ * wrong; assay_slo_load reads it from a path. The result is plain data. The
+ * benchmark commands load one (cli/bench_cli.c) to measure goodput.
+ */
 #include "slo.h"
 
 #include <cjson/cJSON.h>

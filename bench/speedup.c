@@ -1,3 +1,11 @@
+/*
+ * speedup.c - the speed half of `assay compare` (speedup.h):
+ * assay_speedup_run runs the baseline and the candidate in interleaved pairs
+ * of open-loop runs on the same schedules, and assay_speedup_analyse turns
+ * them into per-figure ratios (TTFT and TPOT percentiles, throughput,
+ * goodput) with cluster-bootstrap confidence intervals and a verdict.
+ * cli/cmd_compare.c calls it and the report prints the ratios.
+ */
 #include "speedup.h"
 
 #include <math.h>

@@ -1,3 +1,11 @@
+/*
+ * versus.c - several engines benchmarked side by side (versus.h):
+ * assay_versus_run runs each engine in the single, batched and open
+ * configurations, interleaved run by run on the same seeds, and
+ * assay_versus_tokens_per_s, _latency and _to_json read the results.
+ * `assay audit` (cli/cmd_audit.c) uses it to put a server beside the
+ * bundled engine.
+ */
 #include "versus.h"
 
 #include <math.h>

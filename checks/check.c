@@ -1,3 +1,11 @@
+/*
+ * check.c - what every check shares, whatever command runs it (check.h):
+ * assay_plan_param reads one key of a plan item's "k=v,..." parameters,
+ * assay_needs_str names a set of needs, and assay_target_meets compares a
+ * check's needs with its target's capabilities, making the result SKIP with
+ * the reason when they fall short. Called by the executor (context.c), the
+ * plan's runners and the audit before a check runs.
+ */
 #include "check.h"
 
 #include <stdio.h>

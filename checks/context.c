@@ -1,3 +1,12 @@
+/*
+ * context.c - the state of a run and the one executor of a plan item
+ * (context.h). assay_verify_ctx_init / _free hold the oracle memos by
+ * weights, the seeds, the fixtures folder and the reproducer settings;
+ * assay_run_plan_item opens the item's engine spec, loads its workload,
+ * builds the target (assay_target_of), checks its needs and calls its runner,
+ * in a child process unless isolation is off. `assay verify`, `assay compare`
+ * and the shrinker run checks through it.
+ */
 #include "context.h"
 
 #include <stdio.h>
@@ -334,7 +343,7 @@ static enum assay_status run_item(void *arg, struct assay_check_result *res)
     if (st != ASSAY_OK) {
         assay_check_error(res, "engine: %s: %s", assay_status_str(st),
                           assay_diag_format(&diag, why, sizeof why));
-        return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+        return assay_status_keep_nomem(st);
     }
     struct assay_workload_limits lim = workload_limits(&a);
     struct assay_workload *w = NULL;
@@ -344,7 +353,7 @@ static enum assay_status run_item(void *arg, struct assay_check_result *res)
     if (st != ASSAY_OK) {
         assay_check_error(res, "workload: %s", assay_diag_format(&diag, why, sizeof why));
         assay_adapter_close(&a);
-        return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+        return assay_status_keep_nomem(st);
     }
     struct assay_target t = assay_target_of(ctx, &a, res->engine);
     if (assay_target_meets(&t, item, res)) {
@@ -352,7 +361,7 @@ static enum assay_status run_item(void *arg, struct assay_check_result *res)
     }
     assay_workload_free(w);
     assay_adapter_close(&a);
-    return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+    return assay_status_keep_nomem(st);
 }
 
 enum assay_status assay_verify_check_workload(struct assay_verify_ctx *ctx,
@@ -438,7 +447,7 @@ enum assay_status assay_run_plan_item(struct assay_verify_ctx *ctx,
     if (st != ASSAY_OK) {
         assay_check_error(res, "engine: %s: %s", assay_status_str(st),
                           assay_diag_format(&diag, why, sizeof why));
-        return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+        return assay_status_keep_nomem(st);
     }
     struct assay_oracle_memo *memo = NULL;
     const struct assay_model *oracle_model = ctx->weights != NULL ? ctx->weights : model;
@@ -451,7 +460,7 @@ enum assay_status assay_run_plan_item(struct assay_verify_ctx *ctx,
     }
     static const struct assay_isolated_work work = {run_item, send_memos, receive_memos};
     st = assay_isolate_run(&ctx->iso, &work, &ir, res);
-    return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+    return assay_status_keep_nomem(st);
 }
 
 void assay_verify_set_isolation(struct assay_verify_ctx *ctx, const struct assay_isolation *iso)

@@ -1,3 +1,12 @@
+/*
+ * equivalence.c - the equivalence family (equivalence.h): the oracle memo
+ * (assay_oracle_memo_*, teacher-forced oracle logits kept by sequence, so a
+ * sequence judged again is not computed again), the delivery rules
+ * (assay_check_delivery), the tie rule (assay_tie) and
+ * assay_check_equivalence, which runs a workload through the harness and
+ * compares every greedy token with the oracle's argmax. Plan runners, the
+ * fuzzer and the pairwise checks call it.
+ */
 #include "equivalence.h"
 
 #include <math.h>

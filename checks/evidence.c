@@ -1,3 +1,10 @@
+/*
+ * evidence.c - what a distributional check saw, kept for the report
+ * (evidence.h): assay_evidence_gof, _homogeneity, _tv and _pit copy a test's
+ * bins or a PIT histogram into a result's fixed-size evidence, folding bins
+ * beyond ASSAY_EVIDENCE_MAX_BINS into one. The distributional checks call
+ * them after each test; the HTML report draws what they wrote.
+ */
 #include "evidence.h"
 
 #include <math.h>

@@ -1,3 +1,11 @@
+/*
+ * fuzz.c - differential fuzzing against the oracle (fuzz.h):
+ * assay_fuzz_case_draw draws one case (an engine spec and a workload) from
+ * (seed, index) alone, assay_fuzz_judge runs it against the oracle
+ * (assay_check_equivalence) and as the long run (assay_check_soak), and
+ * assay_fuzz_run runs cases first .. first+n within a time budget. The
+ * plan's fuzz entry and the fuzz test label call it.
+ */
 #include "fuzz.h"
 
 #include <math.h>
@@ -282,7 +290,7 @@ enum assay_status assay_fuzz_judge(const char *spec, const struct assay_workload
         carry(res, &sub, "blocks, trace and concurrency 1");
     }
     assay_adapter_close(&a);
-    return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+    return assay_status_keep_nomem(st);
 }
 
 enum assay_status assay_fuzz_run(const char *base_spec, int32_t vocab, int32_t n_ctx,

@@ -1,3 +1,11 @@
+/*
+ * harness.c - the one loop that drives an engine (harness.h):
+ * assay_harness_run submits each request at its arrival step, aborts it after
+ * abort_after tokens, steps the adapter and records every event as it came
+ * in a transcript (assay_transcript_free releases it), ending with an error
+ * when the engine stalls. Every check that runs a workload goes through it;
+ * in a check's child process it also leaves breadcrumbs for isolate.c.
+ */
 #include "harness.h"
 
 #include <math.h>

@@ -1,3 +1,11 @@
+/*
+ * isolate.c - one check in a child process (isolate.h): assay_isolate_run
+ * forks, lets the child write its result into shared memory, and turns a
+ * crash, an abort or a run past the time limit (SIGKILL) into that check's
+ * FAIL with the signal and the last step; assay_isolation_default gives the
+ * settings. context.c runs every plan item through it; under MPI the child
+ * reaches the rank's collectives over a socket (shard.c).
+ */
 #include "isolate.h"
 
 #include <errno.h>

@@ -1,3 +1,12 @@
+/*
+ * pairwise.c - the correctness half of `assay compare` (pairwise.h):
+ * assay_pairwise_init / _free hold a comparison (both specs, the weights,
+ * the run context), and its runners in the compare plan judge the candidate
+ * against the baseline (greedy tokens, homogeneity of samples) and, with the
+ * weights, against the oracle (equivalence, goodness of fit, PIT), plus
+ * isolation. assay_pairwise_shrink cuts a failing case down.
+ * cli/cmd_compare.c drives it.
+ */
 #include "pairwise.h"
 
 #include "isolate.h"
@@ -322,7 +331,7 @@ enum assay_status assay_pairwise_run_greedy(struct assay_verify_ctx *ctx,
     enum assay_status st = memo_for(ctx, t, &memo);
     if (st != ASSAY_OK) {
         set_error(res, st, "the oracle could not be set up");
-        return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+        return assay_status_keep_nomem(st);
     }
     struct assay_adapter b;
     if (open_baseline(c, &b, res) != ASSAY_OK) {
@@ -457,7 +466,7 @@ done:
     assay_transcript_free(tb);
     assay_workload_free(g);
     res->seconds = (double)(assay_now_ns() - t0) / 1e9;
-    return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+    return assay_status_keep_nomem(st);
 }
 
 enum assay_status assay_pairwise_run_oracle(struct assay_verify_ctx *ctx,
@@ -477,7 +486,7 @@ enum assay_status assay_pairwise_run_oracle(struct assay_verify_ctx *ctx,
     enum assay_status st = memo_for(ctx, t, &memo);
     if (st != ASSAY_OK) {
         set_error(res, st, "the oracle could not be set up");
-        return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+        return assay_status_keep_nomem(st);
     }
     struct assay_workload *g = NULL;
     st = greedy_copy(w, &g);
@@ -490,7 +499,7 @@ enum assay_status assay_pairwise_run_oracle(struct assay_verify_ctx *ctx,
     eo.max_steps = step_bound(a, NULL);
     st = assay_check_equivalence(a, g, memo, &eo, res);
     assay_workload_free(g);
-    return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+    return assay_status_keep_nomem(st);
 }
 
 /* The distributional parameters of a check: the defaults, the check's own,
@@ -539,7 +548,7 @@ enum assay_status assay_pairwise_run_homogeneity(struct assay_verify_ctx *ctx,
     }
     enum assay_status st = assay_dist_homogeneity(&b, a, &p, res);
     assay_adapter_close(&b);
-    return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+    return assay_status_keep_nomem(st);
 }
 
 /* The oracle-based distributional checks: the weights cloned for the
@@ -557,12 +566,12 @@ static enum assay_status run_oracle_dist(struct assay_verify_ctx *ctx,
     enum assay_status st = assay_model_clone(t->model, &copy);
     if (st != ASSAY_OK) {
         set_error(res, st, "could not copy the weights for the oracle");
-        return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+        return assay_status_keep_nomem(st);
     }
     st = pit ? assay_dist_pit(t->adapter, copy, &p, res, NULL)
              : assay_dist_gof(t->adapter, copy, &p, res);
     assay_model_free(copy);
-    return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+    return assay_status_keep_nomem(st);
 }
 
 enum assay_status assay_pairwise_run_gof(struct assay_verify_ctx *ctx,
@@ -585,11 +594,6 @@ enum assay_status assay_pairwise_run_pit(struct assay_verify_ctx *ctx,
     return run_oracle_dist(ctx, item, t, res, true);
 }
 
-static enum assay_status property_status(enum assay_status st)
-{
-    return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
-}
-
 enum assay_status assay_pairwise_run_isolation(struct assay_verify_ctx *ctx,
                                                const struct assay_plan_item *item,
                                                const struct assay_target *t,
@@ -604,7 +608,7 @@ enum assay_status assay_pairwise_run_isolation(struct assay_verify_ctx *ctx,
         return ASSAY_OK;
     }
     if (a->vt->set_logits_sink != NULL) {
-        return property_status(assay_check_isolation(a, w, NULL, res));
+        return assay_status_keep_nomem(assay_check_isolation(a, w, NULL, res));
     }
-    return property_status(assay_check_isolation_blackbox(a, w, NULL, res));
+    return assay_status_keep_nomem(assay_check_isolation_blackbox(a, w, NULL, res));
 }

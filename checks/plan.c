@@ -1,3 +1,11 @@
+/*
+ * plan.c - the registry of checks (plan.h): k_plan, one table of every
+ * check of `assay verify`, `assay audit` and `assay compare`, each command's
+ * entries together and in order, and the runners that adapt a target and an
+ * item's parameters to a family's check function. assay_plan_for,
+ * assay_plan_find_in and assay_plan_find look entries up for cli/, the
+ * executor (context.c) and the verify and mutants test labels.
+ */
 #include "plan.h"
 
 #include <errno.h>
@@ -57,7 +65,7 @@ static enum assay_status run_fuzz(struct assay_verify_ctx *ctx, const struct ass
                  "one case: %d requests, %lld tokens (greedy ones against the oracle, %d ties), "
                  "%lld steps audited",
                  (int)w->n, (long long)res->n_tokens, (int)res->n_ties, (long long)res->n_steps);
-        return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+        return assay_status_keep_nomem(st);
     }
     char buf[32];
     long cases = atol(assay_plan_param(item->params, "cases", buf, sizeof buf));
@@ -95,7 +103,7 @@ static enum assay_status run_fuzz(struct assay_verify_ctx *ctx, const struct ass
              (int)tally.speculating, (int)tally.pressed, (long long)tally.requests,
              (long long)tally.greedy, (long long)tally.seeded, (long long)tally.aborted_by_step,
              (long long)tally.aborted_by_tokens, (long long)res->n_tokens, (int)res->n_ties);
-    return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+    return assay_status_keep_nomem(st);
 }
 
 /* The seeded family's own checks: seeds drawn from the item's seed. */
@@ -207,7 +215,7 @@ static enum assay_status run_against_oracle(struct assay_verify_ctx *ctx,
                  : assay_dist_gof(t->adapter, model, &p, res);
     }
     assay_model_free(model);
-    return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+    return assay_status_keep_nomem(st);
 }
 
 static enum assay_status run_gof(struct assay_verify_ctx *ctx, const struct assay_plan_item *item,
@@ -251,7 +259,7 @@ static enum assay_status run_acceptance(struct assay_verify_ctx *ctx,
     }
     assay_model_free(model);
     assay_model_free(draft);
-    return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+    return assay_status_keep_nomem(st);
 }
 
 /* The target against a second configuration of the bundled engine: the
@@ -293,7 +301,7 @@ static enum assay_status run_homogeneity(struct assay_verify_ctx *ctx,
         char d[400];
         assay_check_error(res, "engine B %.120s: %.160s (%s)", spec,
                           assay_diag_format(&diag, d, sizeof d), assay_status_str(st));
-        return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+        return assay_status_keep_nomem(st);
     }
     st = assay_dist_homogeneity(t->adapter, &b, &p, res);
     assay_adapter_close(&b);
@@ -323,7 +331,7 @@ static enum assay_status run_property(const struct assay_plan_item *item,
         return ASSAY_OK;
     }
     enum assay_status st = check(t->adapter, w, &o, res);
-    return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+    return assay_status_keep_nomem(st);
 }
 
 #define PROPERTY_RUNNER(fn, check)                                                                 \

@@ -1,3 +1,11 @@
+/*
+ * property.c - the property family (property.h): block conservation after
+ * every step against oracles/block_model (assay_check_blocks), trace
+ * consistency of a run (assay_check_trace), no cross-sequence attention by
+ * logits or by tokens alone (assay_check_isolation, _isolation_blackbox) and
+ * the long randomised run (assay_check_soak). The plan's runners, the
+ * pairwise checks and the fuzzer call them with assay_property_opts.
+ */
 #include "property.h"
 
 #include <math.h>
@@ -358,7 +366,7 @@ enum assay_status assay_check_blocks(const struct assay_adapter *a, const struct
     assay_transcript_free(t);
     watch_free(&bw);
     res->seconds = seconds_since(t0);
-    return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+    return assay_status_keep_nomem(st);
 }
 
 /* ---- trace consistency ------------------------------------------------- */
@@ -419,7 +427,7 @@ enum assay_status assay_check_trace(const struct assay_adapter *a, const struct 
              (int)by_reason[2], (int)by_reason[3], (int)by_reason[4]);
     assay_transcript_free(t);
     res->seconds = seconds_since(t0);
-    return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+    return assay_status_keep_nomem(st);
 }
 
 /* ---- isolation ---------------------------------------------------------- */
@@ -830,7 +838,7 @@ enum assay_status assay_check_isolation(const struct assay_adapter *a,
                  s.max_diff, o.logit_tol, (int)s.n_ties, o.tie_tol);
     }
     res->seconds = seconds_since(t0);
-    return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+    return assay_status_keep_nomem(st);
 }
 
 /* ---- isolation, tokens only -------------------------------------------- */
@@ -966,7 +974,7 @@ enum assay_status assay_check_isolation_blackbox(const struct assay_adapter *a,
              "compared with concurrency 1 (tokens only)",
              (int)w->n, (long long)res->n_tokens);
     res->seconds = seconds_since(t0);
-    return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+    return assay_status_keep_nomem(st);
 }
 
 /* ---- the long randomised run ------------------------------------------- */
@@ -1062,7 +1070,7 @@ enum assay_status assay_check_soak(const struct assay_adapter *a, const struct a
         watch_free(&bw);
     }
     res->seconds = seconds_since(t0);
-    return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+    return assay_status_keep_nomem(st);
 }
 
 /* ---- plan runners ------------------------------------------------------- */

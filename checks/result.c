@@ -1,3 +1,9 @@
+/*
+ * result.c - the outcome of one check (result.h): assay_check_result_init,
+ * the verdict setters assay_check_fail / _skip / _error / _set with a printf
+ * style summary, and the names of verdicts and families for reports and
+ * their readers. Every check writes its result through these.
+ */
 #include "result.h"
 
 #include <math.h>

@@ -1,3 +1,11 @@
+/*
+ * seeded.c - the seeded family (seeded.h): the same seeded workload on
+ * several engine configurations (assay_check_seeded_sameness,
+ * _seeded_configurations), the edge seeds at every position
+ * (assay_check_seed_positions), unseeded requests (assay_check_seed_unseeded)
+ * and the independence of distinct seeds (assay_check_seed_pairs). The plan's
+ * runners and the audit (audit_checks.c) call them.
+ */
 #include "seeded.h"
 
 #include <gsl/gsl_cdf.h>
@@ -150,7 +158,7 @@ enum assay_status assay_check_seeded_configurations(const struct assay_adapter *
     for (int32_t v = 0; v < opened; v++) {
         assay_adapter_close(&others[v]);
     }
-    return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+    return assay_status_keep_nomem(st);
 }
 
 /* ---- seeded determinism: edge seeds, positions, unseeded, pairs ----------- */
@@ -508,7 +516,7 @@ enum assay_status assay_check_seed_positions(const struct assay_adapter *a, int3
         }
     }
     res->seconds = (double)(assay_now_ns() - t0) / 1e9;
-    return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+    return assay_status_keep_nomem(st);
 }
 
 /* The oracle's first-token distribution of prompt under sampling s. */
@@ -567,7 +575,7 @@ enum assay_status assay_check_seed_unseeded(const struct assay_adapter *a,
     if (st != ASSAY_OK) {
         assay_check_error(res, "could not run: %s", assay_status_str(st));
         res->seconds = (double)(assay_now_ns() - t0) / 1e9;
-        return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+        return assay_status_keep_nomem(st);
     }
     char msg[512];
     int32_t distinct = 0, same_pairs = 0;
@@ -771,5 +779,5 @@ enum assay_status assay_check_seed_pairs(const struct assay_adapter *a,
     assay_free(bin);
     assay_free(r);
     res->seconds = (double)(assay_now_ns() - t0) / 1e9;
-    return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+    return assay_status_keep_nomem(st);
 }

@@ -1,3 +1,11 @@
+/*
+ * shard.c - sharing a check's work among MPI ranks (shard.h): which items a
+ * rank takes (assay_shard_mine), the collectives (assay_shard_allreduce,
+ * _allgatherv) through the backend cli/mpi_shard.c registers, their relay
+ * from a check's child process to its rank over a socket (assay_shard_serve),
+ * and assay_shard_check_begin / _end around each check. Without a backend a
+ * collective is the identity, so the checks read the same with and without MPI.
+ */
 #include "shard.h"
 
 #include <errno.h>

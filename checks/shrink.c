@@ -1,3 +1,11 @@
+/*
+ * shrink.c - minimal reproducers (shrink.h): assay_shrink drops requests,
+ * collapses arrivals, drops aborts, bisects the pool and cuts prompts and
+ * max_tokens while the same plan item, rerun through assay_run_plan_item,
+ * still fails, within a run and time budget; then writes the shrunk workload
+ * and the command that reruns it. cli/ and pairwise.c call it for a failing
+ * check; assay_shrink_format_sizes describes the result.
+ */
 #include "shrink.h"
 
 #include <stdio.h>
@@ -400,7 +408,7 @@ enum assay_status assay_shrink(struct assay_verify_ctx *ctx, const struct assay_
     if (st != ASSAY_OK) {
         out->shrinkable = false;
         snprintf(out->failure, sizeof out->failure, "cannot shrink: %.600s", why);
-        return st == ASSAY_ERR_NOMEM ? st : ASSAY_OK;
+        return assay_status_keep_nomem(st);
     }
     size_of(s.w, s.blocks, &out->before);
     if (s.blocks > 0 && !pool_follows_base(&s, s.blocks > 1 ? s.blocks - 1 : 1)) {

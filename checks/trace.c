@@ -1,3 +1,10 @@
+/*
+ * trace.c - trace consistency (trace.h): assay_trace_check_workload judges
+ * the requests going into an engine and assay_trace_check_transcript the
+ * record coming out (accepted and finished once, positions in order, counts,
+ * token ids, times). assay_check_trace (property.c) calls both, for the
+ * trace checks of verify, compare and the audit.
+ */
 #include "trace.h"
 
 #include <stdio.h>

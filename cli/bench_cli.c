@@ -1,3 +1,10 @@
+/*
+ * bench_cli.c - what `assay run` and `assay bench` share (bench_cli.h):
+ * opening an engine and loading workloads and SLO files with errors a user
+ * can act on, the output folder, a progress ticker on a terminal, and
+ * printing a benchmark's, the seed table's and a rate sweep's figures. The
+ * cmd_*.c files call it; library code never prints, this does.
+ */
 #include "bench_cli.h"
 
 #include <errno.h>

@@ -1,3 +1,10 @@
+/*
+ * common.c - what the subcommands share (cli.h): where the fixtures and the
+ * program are, option parsing helpers and their errors, running the selected
+ * checks with progress (assay_cli_run_items), shrinking the failures, the
+ * results table, the exit status and writing the report. Called by the
+ * cmd_*.c files behind `assay verify`, `audit`, `compare`, `run` and the rest.
+ */
 #include <errno.h>
 #include <getopt.h>
 #include <math.h>

@@ -1,3 +1,11 @@
+/*
+ * alloc.c - the allocation hook (alloc.h): assay_malloc, assay_calloc,
+ * assay_realloc, assay_free and assay_strdup call the process-wide hooks,
+ * which default to the C library's. assay_alloc_set_hooks replaces them (a
+ * test failing the k-th allocation) and routes cJSON through them too.
+ * Zero-byte requests ask for one byte, so NULL always means failure.
+ * assay_wipe clears memory in a way the compiler may not elide.
+ */
 #include "alloc.h"
 
 #include <cjson/cJSON.h>

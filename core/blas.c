@@ -1,3 +1,11 @@
+/*
+ * blas.c - OpenBLAS's kernel and threads (blas.h). assay_blas_select_core,
+ * called first thing in main (cli/main.c, the test mains), sets
+ * OPENBLAS_CORETYPE and executes the program again when OpenBLAS fell back
+ * to a generic kernel on a CPU it does not know; assay_blas_get_info says
+ * what runs for the stamp. assay_blas_one_thread_begin / _end hold OpenBLAS
+ * at one thread, counted across concurrent users, around the forward pass.
+ */
 #include "blas.h"
 
 #include <cblas.h>

@@ -1,3 +1,8 @@
+/*
+ * clock.c - monotonic nanoseconds (assay_now_ns), sleeping to a monotonic
+ * deadline (assay_sleep_until_ns, for open-loop arrivals in bench/) and the
+ * UTC ISO 8601 time a stamp records (clock.h).
+ */
 #define _POSIX_C_SOURCE 200809L
 #include "clock.h"
 

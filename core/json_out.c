@@ -1,3 +1,10 @@
+/*
+ * json_out.c - the cJSON helpers every JSON writer and reader of assay uses
+ * (json_out.h): assay_json_add_num writes a non-finite number as null,
+ * assay_json_add_str a NULL string as "", assay_json_add_bool a bool; each
+ * leaves the object unchanged on failure. assay_json_kind_of names a JSON
+ * value's kind for a diagnostic's "got".
+ */
 #include "json_out.h"
 
 #include <math.h>

@@ -1,3 +1,10 @@
+/*
+ * mutant.c - the catalog of planted bugs (mutant.h): one table, k_catalog,
+ * indexed by enum assay_mutant, with each bug's name, what it does, the real
+ * bug it models and the check meant to catch it. assay_mutant_info and
+ * assay_mutant_by_name look it up (the engine, engine specs, cli/);
+ * assay_mutants_compiled says whether this build holds the bugs.
+ */
 #include "mutant.h"
 
 #include <string.h>

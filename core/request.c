@@ -1,3 +1,8 @@
+/*
+ * request.c - the two operations on the plain request data (request.h):
+ * assay_sampling_greedy, the sampling parameters of greedy decoding, and
+ * assay_finish_reason_str, a finish reason's name for reports and JSON.
+ */
 #include "request.h"
 
 struct assay_sampling assay_sampling_greedy(void)

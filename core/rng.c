@@ -1,3 +1,10 @@
+/*
+ * rng.c - counter-based random numbers (rng.h): assay_mix64 (a splitmix64
+ * finaliser), assay_hash_str, assay_seed_derive (a check's seed from the
+ * master seed and its name) and assay_rng_u01, a uniform draw that is a pure
+ * function of (seed, counter, purpose). The engine and every seeded check
+ * draw through these; nothing keeps a stream.
+ */
 #include "rng.h"
 
 #include <stddef.h>

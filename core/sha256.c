@@ -1,3 +1,8 @@
+/*
+ * sha256.c - SHA-256 after FIPS 180-4 (sha256.h): init, update, final and
+ * assay_sha256_hex. Hashes weights files (engine/model.c); the unit test
+ * checks it against FIPS 180-4's example vectors.
+ */
 #include "sha256.h"
 
 #include <stdio.h>

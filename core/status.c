@@ -1,3 +1,9 @@
+/*
+ * status.c - status names and diagnostics (status.h): assay_status_str, and
+ * filling, placing and formatting a struct assay_diag (assay_diag_set,
+ * assay_diag_position turning a byte offset into line and column,
+ * assay_diag_format rendering "file: where: expected E, got G" for cli/).
+ */
 #include "status.h"
 
 #include <stdarg.h>

@@ -32,6 +32,17 @@ enum assay_status {
 const char *assay_status_str(enum assay_status status);
 
 /*
+ * The status of a best-effort step whose only fatal failure is running out
+ * of memory: ASSAY_ERR_NOMEM stays ASSAY_ERR_NOMEM, every other status
+ * becomes ASSAY_OK. The caller has already recorded any other failure where
+ * it belongs (a check's result, a shrink's reason), so the run goes on.
+ */
+static inline enum assay_status assay_status_keep_nomem(enum assay_status st)
+{
+    return st == ASSAY_ERR_NOMEM ? ASSAY_ERR_NOMEM : ASSAY_OK;
+}
+
+/*
  * Where and what for an error in user input. All fields are NUL-terminated
  * and may be empty. `where` is a field path ("requests[3].prompt[7]") or a
  * byte offset ("byte 1024"); `expected` and `got` are short phrases.

@@ -1,3 +1,9 @@
+/*
+ * text.c - a growing text buffer (text.h): assay_text_put appends printf
+ * style, doubling the buffer as needed and remembering a failed allocation
+ * so the caller checks once; assay_text_free releases it. The fuzzing and
+ * seeded checks write the workloads they draw as JSON text with it.
+ */
 #include "text.h"
 
 #include <stdarg.h>

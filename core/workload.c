@@ -1,3 +1,12 @@
+/*
+ * workload.c - reading, generating and writing workloads (workload.h).
+ * assay_workload_load / assay_workload_parse read an "assay-workload" JSON
+ * file, either explicit "requests" or a "generate" shape drawn with GSL's
+ * mt19937 from its seed, checking every field and reporting where and what;
+ * assay_workload_save, _subset and _summarize write one, copy the requests
+ * a mask keeps (the shrinker, the property checks) and describe one. Every
+ * check, benchmark and the audit get their requests here.
+ */
 #include "workload.h"
 
 #include <cjson/cJSON.h>

@@ -1,3 +1,12 @@
+/*
+ * block.c - the paged KV cache's block manager and prefix cache (block.h):
+ * allocate, reference and release blocks (assay_block_alloc, _ref,
+ * _release), hash, look up and register full blocks in the prefix cache,
+ * evicting cached blocks in LRU order, and report the counts, a full audit
+ * snapshot and a self-check (assay_block_get_stats, _get_audit, _check).
+ * Owned by the engine (engine.c), which calls it for every sequence it
+ * schedules; the audit snapshot feeds the block conservation check.
+ */
 #include "block.h"
 
 #include <stdio.h>

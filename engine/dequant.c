@@ -1,3 +1,10 @@
+/*
+ * dequant.c - one row of a GGUF tensor into floats (dequant.h):
+ * assay_dequant_row decodes F32, F16, BF16 and the quantised block layouts
+ * ggml defines, reading little-endian fields from possibly unaligned bytes;
+ * assay_dequant_supported says which ggml types it knows. The GGUF model
+ * loader (model_gguf.c) calls it row by row for the weights it reads.
+ */
 #include "dequant.h"
 
 #include <inttypes.h>

@@ -1,3 +1,11 @@
+/*
+ * gemm.c - the engine's fixed-order matrix product (gemm.h): assay_gemm_pack
+ * packs a weight matrix into panels once at start-up, and assay_gemm_run
+ * computes a range of panels for a batch of rows with the generic, AVX2 or
+ * AVX-512 tiles, each element one multiply-add chain in k order, so its
+ * bits never depend on the batch. The forward pass (forward.c) calls it for
+ * its products, splitting the panels between its two threads.
+ */
 #include "gemm.h"
 
 #include <assert.h>

@@ -1,3 +1,10 @@
+/*
+ * isa.c - naming and choosing the instruction set of the engine's own loops
+ * (isa.h): assay_isa_name / _by_name for specs and stamps,
+ * assay_isa_supported (what this CPU and operating system run) and
+ * assay_isa_resolve (ASSAY_ISA_AUTO to the widest supported). The forward
+ * pass resolves its variant once at start-up.
+ */
 #include "isa.h"
 
 #include <string.h>

@@ -1,3 +1,11 @@
+/*
+ * model.c - TinyGPT configurations and weights (model.h): the named
+ * configurations (tinygpt, draft, mini, mini-draft) and their validation,
+ * allocating a model and binding its tensors, random initialisation from a
+ * seed, cloning, the weights' SHA-256 (assay_model_rehash) and
+ * assay_model_free. Loading from GGUF is model_gguf.c's. Engine specs build
+ * models here; the engine, the oracle and the checks read them.
+ */
 #include "model.h"
 
 #include <math.h>

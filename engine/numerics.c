@@ -1,3 +1,11 @@
+/*
+ * numerics.c - llama.cpp's CPU roundings, emulated (numerics.h): the
+ * activation format a ggml weight type reads (assay_numerics_act_format),
+ * rounding rows in place to F16, BF16, Q8_0 or Q8_K values
+ * (assay_numerics_round_row, _rows), and fp16-accumulating dot products and
+ * updates in plain C, AVX2 or AVX-512. The forward pass (forward.c) calls
+ * them when it computes as ggml does (ASSAY_ACT_MODE_GGML).
+ */
 #include "numerics.h"
 
 #include <math.h>

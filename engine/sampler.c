@@ -1,3 +1,11 @@
+/*
+ * sampler.c - the engine's sampler (sampler.h): assay_sampler_distribution
+ * computes the processed next-token distribution (temperature, top-k, top-p
+ * in the documented order), assay_sampler_draw picks a token from it by the
+ * inverse CDF with a given uniform, and assay_sampling_valid vets the
+ * parameters. The engine (engine.c) holds one sampler and calls it for every
+ * sampled token, including the p and q of speculative decoding.
+ */
 #include "sampler.h"
 
 #include <math.h>

@@ -1,3 +1,11 @@
+/*
+ * score.c - teacher-forced logits of the bundled engine under a chosen
+ * arithmetic (score.h): assay_score_init builds a forward pass over a
+ * contiguous KV buffer (optionally with the helper thread), assay_score_rows
+ * returns one row of logits per continuation token, and assay_score_free
+ * releases it. The audit's numerics budget (checks/audit_budget.c) scores
+ * a served model's sequences with it.
+ */
 #include "score.h"
 
 #include "../core/alloc.h"

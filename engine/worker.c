@@ -1,3 +1,11 @@
+/*
+ * worker.c - one helper thread for work split in two (worker.h):
+ * assay_worker_post hands it a task and assay_worker_wait waits for its
+ * half, each side spinning briefly before sleeping on a condition variable,
+ * so a hand-off costs microseconds and an idle engine no CPU.
+ * assay_worker_init / _free start and join the thread. The forward pass
+ * (forward.c) posts to it several times a step; score.c may own one too.
+ */
 #include "worker.h"
 
 #include <pthread.h>

@@ -1,3 +1,12 @@
+/*
+ * block_model.c - the reference model of paged-KV block accounting
+ * (block_model.h), kept naive on purpose and sharing no code with the
+ * engine's block manager. assay_block_model_derive works out from an audit
+ * snapshot's structure what each block's state and count must be;
+ * assay_block_model_check compares that with the engine's own numbers and
+ * reports the first broken rule. The block conservation check
+ * (checks/property.c) calls it after every step.
+ */
 #include "block_model.h"
 
 #include <stdarg.h>

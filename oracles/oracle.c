@@ -1,3 +1,11 @@
+/*
+ * oracle.c - the naive reference forward pass of TinyGPT (oracle.h): one
+ * sequence at a time from the fp32 weights, in double precision, with no KV
+ * cache. assay_oracle_init / _free hold the scratch; assay_oracle_logits
+ * and _next_logits compute logits, assay_oracle_distribution turns logits
+ * into the sampling distribution, and the kernel and thread settings change
+ * only the speed. Every check that compares with the truth calls it.
+ */
 #include "oracle.h"
 
 #include <math.h>

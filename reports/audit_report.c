@@ -1,3 +1,11 @@
+/*
+ * audit_report.c - the "audit" member of an `assay audit` report
+ * (audit_report.h): assay_report_audit_json builds it from the audit's
+ * findings, assay_report_audit_validate checks it when a report is read,
+ * and assay_report_audit_markdown / _html render its sections.
+ * cli/cmd_audit.c builds it; the Markdown and HTML renderers draw it from
+ * the JSON.
+ */
 #include "audit_report.h"
 
 #include <math.h>

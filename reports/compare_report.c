@@ -1,3 +1,11 @@
+/*
+ * compare_report.c - the "compare" member of an `assay compare` report
+ * (compare_report.h): assay_report_compare_json builds it from the verdicts
+ * and the speed ratios, _validate checks it when a report is read, _markdown
+ * and _html render its sections, _summary writes the short Markdown a CI job
+ * posts on a pull request, and _junit the JUnit XML. cli/cmd_compare.c
+ * builds and writes it; the renderers draw it from the JSON.
+ */
 #include "compare_report.h"
 
 #include <math.h>

@@ -1,3 +1,11 @@
+/*
+ * html.c - the HTML page of a report (html.h): assay_report_render_html
+ * writes one self-contained page from the report's JSON, the header,
+ * verdict table, failures and notes here and the other sections through
+ * html_parts.h (evidence, benchmark, seed table, sweep, stamp) and the
+ * audit and compare renderers; the small cell helpers (assay_html_td_*)
+ * are shared with those files. write.c calls it for every report written.
+ */
 #include "html.h"
 
 #include <math.h>

@@ -1,3 +1,10 @@
+/*
+ * kill_matrix.c - the kill matrix of planted bugs against checks
+ * (kill_matrix.h): assay_kill_matrix_new and _add_row build the JSON row by
+ * row, _validate and _load read it back, _render_html and _render_markdown
+ * draw it, and _write writes all three after each row. `assay mutants
+ * --matrix` (cli/cmd_mutants.c) builds it; `assay report` renders it again.
+ */
 #include "kill_matrix.h"
 
 #include <stdio.h>

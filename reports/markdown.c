@@ -1,3 +1,10 @@
+/*
+ * markdown.c - the Markdown rendering of a report (markdown.h):
+ * assay_report_render_markdown writes the verdict table, the failures with
+ * their reproducers, the benchmark, the seed table, the rate sweep, the
+ * audit and compare sections and a stamp summary from the report's JSON.
+ * write.c calls it for every report written, and `assay report` prints it.
+ */
 #include "markdown.h"
 
 #include <math.h>

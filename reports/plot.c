@@ -1,3 +1,10 @@
+/*
+ * plot.c - line, point and bar charts as inline SVG (plot.h):
+ * assay_plot_default gives a plot's settings, assay_plot_svg draws the axes
+ * (linear or log, 1-2-5 or decade ticks), series and legend into a text
+ * buffer, and assay_plot_color is the series palette. The HTML report's
+ * benchmark, evidence and audit sections draw their plots with it.
+ */
 #include "plot.h"
 
 #include <math.h>

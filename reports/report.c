@@ -1,3 +1,10 @@
+/*
+ * report.c - the JSON report, which is the truth (report.h): creating one
+ * and setting its members, a check result's JSON, notes, the seed table
+ * and sweep members, validating a report member by member, and loading,
+ * parsing and printing one. Every command that writes a report builds it
+ * here; `assay report` and the renderers read reports through it.
+ */
 #include "report.h"
 #include "outcome.h"
 

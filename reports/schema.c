@@ -1,3 +1,10 @@
+/*
+ * schema.c - reading and checking JSON by dotted path (schema.h):
+ * assay_json_path, _num, _str and _bool read a field, assay_json_require
+ * checks that every required field is present with an accepted type and
+ * names the first that is not. The validators of the report, the stamp,
+ * the kill matrix and the audit and compare members are built on it.
+ */
 #include "schema.h"
 
 #include <math.h>

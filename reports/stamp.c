@@ -1,3 +1,11 @@
+/*
+ * stamp.c - the stamp every result carries (stamp.h): assay_stamp_create
+ * gathers the build (version, git state, source hash: assay_build_facts_get),
+ * the engine and its numerics (assay_stamp_engine), the hardware from
+ * /proc/cpuinfo, the libraries, the number of MPI ranks and the time, and
+ * assay_stamp_validate checks a stamp when a report is read. The commands
+ * that write a report (run, bench, audit, compare) stamp it here.
+ */
 #include "../checks/shard.h"
 #include "stamp.h"
 

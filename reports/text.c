@@ -1,3 +1,10 @@
+/*
+ * text.c - the renderers' growable text buffer (text.h): appending raw,
+ * printf-style, HTML-escaped or Markdown-escaped text with a sticky
+ * out-of-memory status checked once (assay_text_status, _take), and
+ * formatting numbers and seconds for tables. The HTML, Markdown, SVG and
+ * kill-matrix renderers write through it.
+ */
 #include "text.h"
 
 #include <math.h>

@@ -1,3 +1,11 @@
+/*
+ * write.c - writing reports safely (write.h): assay_report_write_file writes
+ * one file through a temporary name, fsync and rename, and
+ * assay_report_write_all / _write_renderings write a report's JSON, HTML and
+ * Markdown as one, renaming none into place until all are complete. The
+ * commands write their reports here (cli/common.c), and kill_matrix.c its
+ * files.
+ */
 #include "write.h"
 
 #include <errno.h>
