@@ -11,7 +11,7 @@
 #   scripts/fuzz.sh coverage TARGET [DIR]     the coverage the target's corpus reaches
 #
 # Targets: workload (core/workload.c: workload and trace files), gguf
-# (engine/gguf.c and engine/model_gguf.c: GGUF files and the model they
+# (engine/gguf*.c and engine/model_gguf.c: GGUF files and the model they
 # hold) and sse (adapters/sse.c: server-sent events). Each starts from its
 # seed corpus, fixtures/fuzz/TARGET/ (read only), and keeps what it finds in
 # DIR/corpus/TARGET/, so later runs go on from there; a dictionary

@@ -77,6 +77,7 @@ quantize="$("$here/build-llama-server.sh" --quantize | tail -n 1)"
 # What the f32 weights depend on besides the arguments: the sources of the
 # initialisation, the random numbers, the GGUF writer and the tool.
 weights_sources=(engine/model.c engine/model.h engine/model_gguf.c engine/gguf.c engine/gguf.h
+    engine/gguf_internal.h engine/gguf_types.c engine/gguf_write.c
     core/rng.c core/sha256.c suites/export_gguf.c)
 sources_hash="$(cd "$repo" && cat "${weights_sources[@]}" | sha256sum | cut -c1-16)"
 quantize_hash="$(sha256sum "$quantize" | cut -c1-64)"

@@ -1,0 +1,393 @@
+/*
+ * forward_init.c - making and freeing a forward pass (forward.h): the
+ * check that llama.cpp's activation roundings can be emulated for a
+ * model's weight types, the weights laid out for the engine's own product
+ * (gemm.h) and for OpenBLAS, the KV store, the RoPE tables and every
+ * scratch buffer of a pass (forward_internal.h). Runs once per engine (and
+ * once more for a draft model); the passes (forward.c) allocate nothing.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "../core/alloc.h"
+#include "../core/mutant.h"
+#include "forward.h"
+#include "forward_internal.h"
+#include "gemm.h"
+
+static float *alloc_floats(struct assay_forward *f, int64_t n)
+{
+    f->bytes += n * (int64_t)sizeof(float);
+    return assay_calloc((size_t)n, sizeof(float));
+}
+
+#define HUGE_PAGE ((size_t)2 << 20)
+
+/*
+ * n floats, zeroed, for the weights and the KV store. A pass reads tens of
+ * megabytes of them (the KV store in blocks scattered over it), a TLB miss
+ * per 4 KiB page; so a buffer of 2 MiB or more is aligned to 2 MiB and
+ * marked for transparent huge pages before its first touch (measured at
+ * batch 64: 4.5% more tokens/s). The allocation's start is kept just below
+ * the returned pointer for free_huge.
+ */
+static float *alloc_huge(struct assay_forward *f, int64_t n)
+{
+    size_t bytes = (size_t)n * sizeof(float);
+    size_t align = bytes >= HUGE_PAGE ? HUGE_PAGE : 64;
+    f->bytes += (int64_t)bytes;
+    char *base = assay_malloc(bytes + align + sizeof(void *));
+    if (base == NULL) {
+        return NULL;
+    }
+    uintptr_t at = ((uintptr_t)base + sizeof(void *) + align - 1) & ~(uintptr_t)(align - 1);
+    ((void **)at)[-1] = base;
+#ifdef MADV_HUGEPAGE
+    if (align == HUGE_PAGE) {
+        /* advice only: without huge pages the buffer works the same */
+        (void)madvise((void *)at, bytes & ~(HUGE_PAGE - 1), MADV_HUGEPAGE);
+    }
+#endif
+    memset((void *)at, 0, bytes);
+    return (float *)at;
+}
+
+static void free_huge(float *p)
+{
+    if (p != NULL) {
+        assay_free(((void **)p)[-1]);
+    }
+}
+
+/* Whether the forward's products ever take the engine's own path
+ * (OpenBLAS: uses_blas, forward_internal.h). */
+static bool uses_own(const struct assay_forward *f)
+{
+    return f->batch_invariant || f->blas_rows != 1;
+}
+
+/* Room for the (k, n) weights of `layers` layers in the layouts of the
+ * forward's paths; false when an allocation failed. */
+static bool weights_alloc(struct assay_forward *f, struct weights *w, int32_t layers, int32_t k,
+                          int32_t n)
+{
+    w->k = k;
+    w->n = n;
+    w->packed_floats = assay_gemm_packed_floats(k, n);
+    if (uses_own(f)) {
+        w->packed = alloc_huge(f, layers * w->packed_floats);
+        if (w->packed == NULL) {
+            return false;
+        }
+    }
+    if (uses_blas(f)) {
+        w->kn = alloc_huge(f, (int64_t)layers * k * n);
+        if (w->kn == NULL) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/*
+ * Columns [col0, col0 + cols) of layer l's matrix from `rows`, the model's
+ * [out][in] weights (cols rows of k floats), into each layout the forward
+ * holds: packed for the engine's own product, transposed to [in][out] for
+ * OpenBLAS.
+ */
+static void weights_put(struct weights *w, int32_t l, int32_t col0, int32_t cols,
+                        const float *rows)
+{
+    if (w->packed != NULL) {
+        assay_gemm_pack(w->packed + l * w->packed_floats, w->k, w->n, col0, cols, rows);
+    }
+    if (w->kn != NULL) {
+        float *dst = w->kn + (int64_t)l * w->k * w->n;
+        for (int32_t r = 0; r < cols; r++) {
+            for (int32_t i = 0; i < w->k; i++) {
+                dst[(int64_t)i * w->n + col0 + r] = rows[(int64_t)r * w->k + i];
+            }
+        }
+    }
+}
+
+/* The activation format of a weight's type; F32 for a type without one
+ * (assay_forward_check_numerics refuses those first). */
+static enum assay_act_format format_of(uint32_t type)
+{
+    enum assay_act_format fmt = ASSAY_ACT_FORMAT_F32;
+    (void)assay_numerics_act_format(type, &fmt);
+    return fmt;
+}
+
+/* The format of each product's input, laid out as assay_forward's act_fmt.
+ * The fused products take their first part's (the parts agree: checked). */
+static void fill_act_formats(const struct assay_model *m, enum assay_act_format *fmt)
+{
+    for (int32_t l = 0; l < m->cfg.n_layer; l++) {
+        const struct assay_layer_types *t = &m->layers[l].types;
+        fmt[l * P_COUNT + P_QKV] = format_of(t->wq);
+        fmt[l * P_COUNT + P_O] = format_of(t->wo);
+        fmt[l * P_COUNT + P_GU] = format_of(t->w_gate);
+        fmt[l * P_COUNT + P_DOWN] = format_of(t->w_down);
+    }
+    fmt[m->cfg.n_layer * P_COUNT + P_HEAD] = format_of(m->output_type);
+}
+
+/* One matrix's type: its format, and whether its input length k is whole
+ * blocks of it. */
+static enum assay_status check_matrix(const char *name, int32_t layer, uint32_t type, int32_t k,
+                                      enum assay_act_format *fmt, struct assay_diag *diag)
+{
+    char where[64];
+    if (layer >= 0) {
+        snprintf(where, sizeof where, "blk.%d.%s.weight", (int)layer, name);
+    } else {
+        snprintf(where, sizeof where, "%s.weight", name);
+    }
+    if (assay_numerics_act_format(type, fmt) != ASSAY_OK) {
+        assay_diag_set(diag, NULL, where,
+                       "a type whose activation format is emulated (F32, F16, BF16, Q4_0, Q5_0, "
+                       "Q8_0, Q2_K..Q6_K)",
+                       "ggml type %u", (unsigned)type);
+        return ASSAY_ERR_UNSUPPORTED;
+    }
+    if (k % assay_numerics_format_block(*fmt) != 0) {
+        assay_diag_set(diag, NULL, where, "an input length of whole activation blocks",
+                       "%d inputs, %s blocks of %d", (int)k, assay_numerics_format_name(*fmt),
+                       (int)assay_numerics_format_block(*fmt));
+        return ASSAY_ERR_UNSUPPORTED;
+    }
+    return ASSAY_OK;
+}
+
+/* The parts of a fused product must round their one input alike. */
+static enum assay_status check_same(int32_t layer, const char *a, enum assay_act_format fa,
+                                    const char *b, enum assay_act_format fb,
+                                    struct assay_diag *diag)
+{
+    if (fa == fb) {
+        return ASSAY_OK;
+    }
+    char where[96];
+    snprintf(where, sizeof where, "blk.%d.%s.weight and blk.%d.%s.weight", (int)layer, a,
+             (int)layer, b);
+    assay_diag_set(diag, NULL, where, "one activation format for the parts of a fused product",
+                   "%s and %s", assay_numerics_format_name(fa), assay_numerics_format_name(fb));
+    return ASSAY_ERR_UNSUPPORTED;
+}
+
+enum assay_status assay_forward_check_numerics(const struct assay_model *m, struct assay_diag *diag)
+{
+    const struct assay_model_config *c = &m->cfg;
+    int32_t q_dim = c->n_head * c->head_dim;
+    enum assay_act_format fq, fk, fv, fo, fg, fu, fd, fh;
+    for (int32_t l = 0; l < c->n_layer; l++) {
+        const struct assay_layer_types *t = &m->layers[l].types;
+        enum assay_status st = check_matrix("attn_q", l, t->wq, c->d_model, &fq, diag);
+        st = st == ASSAY_OK ? check_matrix("attn_k", l, t->wk, c->d_model, &fk, diag) : st;
+        st = st == ASSAY_OK ? check_matrix("attn_v", l, t->wv, c->d_model, &fv, diag) : st;
+        st = st == ASSAY_OK ? check_matrix("attn_output", l, t->wo, q_dim, &fo, diag) : st;
+        st = st == ASSAY_OK ? check_matrix("ffn_gate", l, t->w_gate, c->d_model, &fg, diag) : st;
+        st = st == ASSAY_OK ? check_matrix("ffn_up", l, t->w_up, c->d_model, &fu, diag) : st;
+        st = st == ASSAY_OK ? check_matrix("ffn_down", l, t->w_down, c->d_ff, &fd, diag) : st;
+        st = st == ASSAY_OK ? check_same(l, "attn_q", fq, "attn_k", fk, diag) : st;
+        st = st == ASSAY_OK ? check_same(l, "attn_q", fq, "attn_v", fv, diag) : st;
+        st = st == ASSAY_OK ? check_same(l, "ffn_gate", fg, "ffn_up", fu, diag) : st;
+        if (st != ASSAY_OK) {
+            return st;
+        }
+    }
+    return check_matrix(m->tied ? "token_embd" : "output", -1, m->output_type, c->d_model, &fh,
+                        diag);
+}
+
+enum assay_status assay_forward_init(struct assay_forward **out,
+                                     const struct assay_forward_params *p)
+{
+    *out = NULL;
+    if (p->model == NULL || p->n_blocks < 1 || p->block_size < 1 || p->max_rows < 1 ||
+        p->max_out < 1 || p->max_seq_len < 1 || p->blas_rows < 0 ||
+        !assay_isa_supported(p->isa)) {
+        return ASSAY_ERR_INVALID;
+    }
+    if ((p->act != ASSAY_ACT_MODE_EXACT && p->act != ASSAY_ACT_MODE_GGML) ||
+        (p->kv_type != ASSAY_KV_TYPE_F32 && p->kv_type != ASSAY_KV_TYPE_F16)) {
+        return ASSAY_ERR_INVALID;
+    }
+    if (p->act == ASSAY_ACT_MODE_GGML && assay_forward_check_numerics(p->model, NULL) != ASSAY_OK) {
+        return ASSAY_ERR_UNSUPPORTED;
+    }
+    struct assay_forward *f = assay_calloc(1, sizeof *f);
+    if (f == NULL) {
+        return ASSAY_ERR_NOMEM;
+    }
+    const struct assay_model_config *c = &p->model->cfg;
+    f->cfg = *c;
+    f->model = p->model;
+    f->q_dim = c->n_head * c->head_dim;
+    f->kv_dim = c->n_kv_head * c->head_dim;
+    f->qkv_dim = f->q_dim + 2 * f->kv_dim;
+    f->n_blocks = p->n_blocks;
+    f->block_size = p->block_size;
+    f->max_rows = p->max_rows;
+    f->max_out = p->max_out;
+    f->max_seq_len = p->max_seq_len;
+    f->batch_invariant = p->batch_invariant;
+    f->blas_rows = p->blas_rows;
+    f->isa = assay_isa_resolve(p->isa);
+    f->act = p->act;
+    f->kv_type = p->kv_type;
+    f->flash_attn = p->flash_attn;
+    f->f16_acc = p->f16_acc;
+    f->split = 0.5;
+    f->mutant = p->mutant;
+    f->worker = p->worker;
+    int32_t d = c->d_model, ff = c->d_ff, L = c->n_layer;
+    /* room for the planted bug's padding rows */
+    int32_t pad = ASSAY_MUTANT_ON(p->mutant, ASSAY_MUTANT_PADDING_ROW_NAN) ? 8 : 0;
+    int64_t rows = (int64_t)p->max_rows + pad;
+    int64_t outs = (int64_t)p->max_out + pad;
+    int64_t kv_floats = (int64_t)L * p->n_blocks * (int64_t)p->block_size * f->kv_dim;
+    bool weights_ok = weights_alloc(f, &f->w[P_QKV], L, d, f->qkv_dim) &&
+                      weights_alloc(f, &f->w[P_O], L, f->q_dim, d) &&
+                      weights_alloc(f, &f->w[P_GU], L, d, 2 * ff) &&
+                      weights_alloc(f, &f->w[P_DOWN], L, ff, d) &&
+                      weights_alloc(f, &f->w[P_HEAD], 1, d, c->vocab);
+    f->k = alloc_huge(f, kv_floats);
+    f->v = alloc_huge(f, kv_floats);
+    f->qkv_bias = c->qkv_bias ? alloc_floats(f, (int64_t)L * f->qkv_dim) : NULL;
+    f->rope_cos = alloc_floats(f, ((int64_t)p->max_seq_len + 1) * (c->head_dim / 2));
+    f->rope_sin = alloc_floats(f, ((int64_t)p->max_seq_len + 1) * (c->head_dim / 2));
+    f->x = alloc_floats(f, rows * d);
+    f->xn = alloc_floats(f, rows * d);
+    f->qkv = alloc_floats(f, rows * f->qkv_dim);
+    f->att = alloc_floats(f, rows * f->q_dim);
+    f->gu = alloc_floats(f, rows * 2 * ff);
+    f->hidden = alloc_floats(f, rows * ff);
+    f->on = alloc_floats(f, outs * d);
+    f->logits = alloc_floats(f, outs * c->vocab);
+    f->scores_stride = ((int64_t)p->max_seq_len + 3 + 7) / 8 * 8;
+    f->scores = alloc_floats(f, c->n_head * f->scores_stride + 2 * c->head_dim);
+    f->scores2 = alloc_floats(f, c->n_head * f->scores_stride + 2 * c->head_dim);
+    if (p->act == ASSAY_ACT_MODE_GGML) {
+        f->act_fmt = assay_calloc((size_t)(L + 1) * P_COUNT, sizeof *f->act_fmt);
+        if (f->act_fmt == NULL) {
+            assay_forward_free(f);
+            return ASSAY_ERR_NOMEM;
+        }
+        fill_act_formats(p->model, f->act_fmt);
+    }
+    f->row_pos = assay_calloc((size_t)rows, sizeof(int32_t));
+    f->row_seq = assay_calloc((size_t)rows, sizeof(int32_t));
+    if (!weights_ok || f->k == NULL || f->v == NULL || f->rope_cos == NULL ||
+        (c->qkv_bias && f->qkv_bias == NULL) || f->rope_sin == NULL || f->x == NULL ||
+        f->xn == NULL || f->qkv == NULL || f->att == NULL || f->gu == NULL || f->hidden == NULL ||
+        f->on == NULL || f->logits == NULL || f->scores == NULL || f->scores2 == NULL ||
+        f->row_pos == NULL || f->row_seq == NULL) {
+        assay_forward_free(f);
+        return ASSAY_ERR_NOMEM;
+    }
+    for (int32_t l = 0; l < L; l++) {
+        const struct assay_layer_weights *w = &p->model->layers[l];
+        weights_put(&f->w[P_QKV], l, 0, f->q_dim, w->wq);
+        weights_put(&f->w[P_QKV], l, f->q_dim, f->kv_dim, w->wk);
+        weights_put(&f->w[P_QKV], l, f->q_dim + f->kv_dim, f->kv_dim, w->wv);
+        weights_put(&f->w[P_O], l, 0, d, w->wo);
+        weights_put(&f->w[P_GU], l, 0, ff, w->w_gate);
+        weights_put(&f->w[P_GU], l, ff, ff, w->w_up);
+        weights_put(&f->w[P_DOWN], l, 0, d, w->w_down);
+    }
+    weights_put(&f->w[P_HEAD], 0, 0, c->vocab, p->model->output);
+    if (c->qkv_bias) {
+        for (int32_t l = 0; l < L; l++) {
+            float *bias = f->qkv_bias + (int64_t)l * f->qkv_dim;
+            const struct assay_layer_weights *w = &p->model->layers[l];
+            memcpy(bias, w->bq, sizeof(float) * (size_t)f->q_dim);
+            memcpy(bias + f->q_dim, w->bk, sizeof(float) * (size_t)f->kv_dim);
+            memcpy(bias + f->q_dim + f->kv_dim, w->bv, sizeof(float) * (size_t)f->kv_dim);
+        }
+    }
+    int32_t half = c->head_dim / 2;
+    double rope_scale = c->rope_scale != 0.0f ? c->rope_scale : 1.0;
+    for (int32_t pos = 0; pos <= p->max_seq_len; pos++) {
+        for (int32_t i = 0; i < half; i++) {
+            double theta = pos / rope_scale * pow((double)c->rope_theta, -2.0 * i / c->head_dim);
+            if (p->model->rope_freqs != NULL) {
+                theta /= p->model->rope_freqs[i];
+            }
+            f->rope_cos[(int64_t)pos * half + i] = (float)cos(theta);
+            f->rope_sin[(int64_t)pos * half + i] = (float)sin(theta);
+        }
+    }
+    *out = f;
+    return ASSAY_OK;
+}
+
+void assay_forward_free(struct assay_forward *f)
+{
+    if (f == NULL) {
+        return;
+    }
+    for (int i = 0; i < P_COUNT; i++) {
+        free_huge(f->w[i].packed);
+        free_huge(f->w[i].kn);
+    }
+    free_huge(f->k);
+    free_huge(f->v);
+    float *bufs[] = {f->qkv_bias, f->rope_cos, f->rope_sin, f->x,      f->xn,     f->qkv,    f->att,
+                     f->gu,       f->hidden,   f->on,       f->logits, f->scores, f->scores2};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
+        assay_free(bufs[i]);
+    }
+    assay_free(f->row_pos);
+    assay_free(f->row_seq);
+    assay_free(f->act_fmt);
+    assay_free(f);
+}
+
+const float *assay_forward_logits(const struct assay_forward *f)
+{
+    return f->logits;
+}
+
+bool assay_forward_f16_acc_applies(const struct assay_model *m, enum assay_kv_type kv_type,
+                                   bool flash_attn)
+{
+    if (kv_type == ASSAY_KV_TYPE_F16 &&
+        (!flash_attn || m->cfg.head_dim >= ASSAY_NUMERICS_F16ACC_LANES)) {
+        return true;
+    }
+    bool f16 = format_of(m->output_type) == ASSAY_ACT_FORMAT_F16;
+    for (int32_t l = 0; l < m->cfg.n_layer && !f16; l++) {
+        const struct assay_layer_types *t = &m->layers[l].types;
+        f16 = format_of(t->wq) == ASSAY_ACT_FORMAT_F16 ||
+              format_of(t->wo) == ASSAY_ACT_FORMAT_F16 ||
+              format_of(t->w_gate) == ASSAY_ACT_FORMAT_F16 ||
+              format_of(t->w_down) == ASSAY_ACT_FORMAT_F16;
+    }
+    return f16;
+}
+
+void assay_forward_set_f16_acc(struct assay_forward *f, bool on)
+{
+    f->f16_acc = on;
+}
+
+void assay_forward_get_numerics(const struct assay_forward *f, struct assay_forward_numerics *out)
+{
+    out->batch_invariant = f->batch_invariant;
+    out->blas_rows = uses_blas(f) ? f->blas_rows : 0;
+    out->isa = f->isa;
+    out->act = f->act;
+    out->kv_type = f->kv_type;
+    out->flash_attn = f->flash_attn;
+}
+
+int64_t assay_forward_bytes(const struct assay_forward *f)
+{
+    return f->bytes;
+}
