@@ -2,6 +2,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/alloc.h"
 #include "core/blas.h"
@@ -94,4 +95,17 @@ void assay_test_init(int argc, char **argv)
 {
     (void)argc;
     assay_blas_select_core(argv);
+}
+
+bool assay_test_name_in(const char *name, const char *list)
+{
+    for (const char *p = list; *p != '\0';) {
+        const char *end = strchr(p, '+');
+        size_t len = end != NULL ? (size_t)(end - p) : strlen(p);
+        if (len > 0 && strncmp(name, p, len) == 0) {
+            return true;
+        }
+        p += len + (end != NULL ? 1 : 0);
+    }
+    return false;
 }

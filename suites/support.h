@@ -5,6 +5,7 @@
 #ifndef ASSAY_TEST_SUPPORT_H
 #define ASSAY_TEST_SUPPORT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Path of a file under fixtures/ (ASSAY_FIXTURES, set by CTest) into buf. */
@@ -25,6 +26,11 @@ void assay_test_fail_alloc_at(long k);
 void assay_test_fail_alloc_off(void);
 long assay_test_alloc_count(void);
 long assay_test_alloc_live(void);
+
+/* Whether name starts with one of the '+'-separated prefixes of list
+ * ("dist.gof+dist.homogeneity"): how the verify label's programs select
+ * their part of a family, and how test_plan checks the parts. */
+bool assay_test_name_in(const char *name, const char *list);
 
 /* Call first in main(): selects a suitable OpenBLAS kernel (see
  * core/blas.h) by re-executing the test once if needed. */

@@ -54,20 +54,6 @@ static void test_every_command_has_its_checks(void **state)
 static int g_n_parts;
 static char **g_parts;
 
-/* Whether name starts with one of the '+'-separated prefixes of part. */
-static bool in_part(const char *name, const char *part)
-{
-    for (const char *p = part; *p != '\0';) {
-        const char *end = strchr(p, '+');
-        size_t len = end != NULL ? (size_t)(end - p) : strlen(p);
-        if (len > 0 && strncmp(name, p, len) == 0) {
-            return true;
-        }
-        p += len + (end != NULL ? 1 : 0);
-    }
-    return false;
-}
-
 static void test_verify_label_runs_every_dist_check(void **state)
 {
     (void)state;
@@ -83,7 +69,7 @@ static void test_verify_label_runs_every_dist_check(void **state)
         n_dist++;
         int in = 0;
         for (int k = 0; k < g_n_parts; k++) {
-            in += in_part(plan[i].name, g_parts[k]);
+            in += assay_test_name_in(plan[i].name, g_parts[k]);
         }
         if (in != 1) {
             fail_msg("%s is in %d of the verify label's distributional parts, not 1", plan[i].name,

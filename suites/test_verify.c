@@ -38,22 +38,11 @@ static struct assay_check_result *g_results;
 static const struct assay_plan_item **g_items;
 static size_t g_n;
 
-/* Whether name starts with one of the '+'-separated prefixes (all do when
- * there are none). */
+/* Whether name is in this program's part of the family (all are when no
+ * prefixes are given). */
 static bool name_selected(const char *name)
 {
-    if (g_prefixes[0] == '\0') {
-        return true;
-    }
-    for (const char *p = g_prefixes; *p != '\0';) {
-        const char *end = strchr(p, '+');
-        size_t len = end != NULL ? (size_t)(end - p) : strlen(p);
-        if (len > 0 && strncmp(name, p, len) == 0) {
-            return true;
-        }
-        p += len + (end != NULL ? 1 : 0);
-    }
-    return false;
+    return g_prefixes[0] == '\0' || assay_test_name_in(name, g_prefixes);
 }
 
 static int run_family(void **state)
