@@ -258,7 +258,23 @@ int32_t assay_dist_widened_kept(const double *row, int32_t v, const struct assay
     if (assay_oracle_distribution(row, v, &loose, p->order, scratch, &mi) != ASSAY_OK) {
         return v;
     }
-    return mi.n_kept;
+    if (loose.top_p >= 1.0f) {
+        return mi.n_kept;
+    }
+    /* A top-p cut keeps a prefix of the engine's order: a token within
+     * tol_logit below the last one kept can take its place. */
+    double last = INFINITY;
+    for (int32_t y = 0; y < v; y++) {
+        last = scratch[y] > 0.0 && row[y] < last ? row[y] : last;
+    }
+    int32_t n = 0;
+    for (int32_t y = 0; y < v; y++) {
+        n += row[y] >= last - p->tol_logit;
+    }
+    if (loose.top_k > 0 && loose.top_k < n) {
+        n = loose.top_k;
+    }
+    return n > mi.n_kept ? n : mi.n_kept;
 }
 
 int32_t assay_dist_logit_rank(const double *row, int32_t v, int32_t x)

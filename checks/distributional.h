@@ -241,8 +241,12 @@ void assay_dist_candidate_prompt(const struct assay_dist_params *p, int32_t cand
 /* The number of tokens (the top ones by logit) the kept set of `row`'s
  * processed distribution under p holds when its cuts are loosened by the
  * tolerances: top-k to every token within p->tol_logit of the k-th logit,
- * top-p raised by p->tol_top_p. A token of oracle probability 0 ranked
- * below it is one the tolerances cannot explain. scratch: v doubles. */
+ * top-p raised by p->tol_top_p, and then every token within p->tol_logit
+ * of the last token that cut keeps (an engine whose logits are off by
+ * that much can order the two the other way and keep the one below in
+ * its place), never past the loosened top-k. A token of oracle
+ * probability 0 ranked below it is one the tolerances cannot explain.
+ * scratch: v doubles. */
 int32_t assay_dist_widened_kept(const double *row, int32_t v, const struct assay_dist_params *p,
                                 double *scratch);
 

@@ -420,6 +420,36 @@ static void test_pit_cut_moved_by_tolerances(void **state)
     fake_close(&f);
 }
 
+/* The widened kept set of a top-p cut: its last token's place can go to a
+ * token within tol_logit below it (the engine orders the two the other
+ * way), never further, and never past a binding top-k. */
+static void test_widened_kept_top_p_swap(void **state)
+{
+    (void)state;
+    /* softmax of {2, 1, 0.9995, 0.5, -3}: the first token holds 0.509 of
+     * the mass and the first two 0.696, so the cut at top-p 0.6 keeps 2 */
+    const double row[5] = {2.0, 1.0, 0.9995, 0.5, -3.0};
+    double scratch[5];
+    struct assay_dist_params p = assay_dist_default_params();
+    p.sampling.temperature = 1.0f;
+    p.sampling.top_k = 0;
+    p.sampling.top_p = 0.6f;
+    p.tol_top_p = 0.0;
+    p.tol_logit = 1e-4;
+    assert_int_equal(assay_dist_widened_kept(row, 5, &p, scratch), 2);
+    p.tol_logit = 1e-3; /* 1.0 and 0.9995 within it: either can be second */
+    assert_int_equal(assay_dist_widened_kept(row, 5, &p, scratch), 3);
+    p.tol_logit = 0.6; /* the fourth too */
+    assert_int_equal(assay_dist_widened_kept(row, 5, &p, scratch), 4);
+    p.sampling.top_k = 3; /* a top-k of 3 (no tie within 0.6 at its 3rd) caps it */
+    p.tol_logit = 0.4;
+    assert_int_equal(assay_dist_widened_kept(row, 5, &p, scratch), 3);
+    p.sampling.top_k = 0;
+    p.sampling.top_p = 1.0f; /* no top-p cut: every token */
+    p.tol_logit = 1e-3;
+    assert_int_equal(assay_dist_widened_kept(row, 5, &p, scratch), 5);
+}
+
 static void test_homogeneity_of_fakes(void **state)
 {
     (void)state;
@@ -722,6 +752,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_engine_failure_is_fail),
         cmocka_unit_test(test_gof_no_safe_prompt),
         cmocka_unit_test(test_pit_cut_moved_by_tolerances),
+        cmocka_unit_test(test_widened_kept_top_p_swap),
         cmocka_unit_test(test_homogeneity_of_fakes),
         cmocka_unit_test(test_gof_within_budget),
         cmocka_unit_test(test_pit_within_budget),
