@@ -5,6 +5,7 @@
 #ifndef ASSAY_TEST_SUPPORT_H
 #define ASSAY_TEST_SUPPORT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /* Path of a file under fixtures/ (ASSAY_FIXTURES, set by CTest) into buf. */
@@ -13,6 +14,10 @@ const char *assay_test_fixture(const char *relative, char *buf, size_t size);
 /* Path of a scratch file in the build tree for this test into buf:
  * $ASSAY_BUILD/scratch-NAME, or the build tree's when ASSAY_BUILD is unset. */
 const char *assay_test_scratch(const char *name, char *buf, size_t size);
+
+/* Whether |got - ref| <= atol + rtol * |ref|; when not, prints what, both
+ * values and the difference. */
+bool assay_test_close_to(const char *what, double got, double ref, double atol, double rtol);
 
 /*
  * The failing allocator: after assay_test_fail_alloc_at(k), the k-th
