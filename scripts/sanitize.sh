@@ -47,8 +47,8 @@ step="${1:-}"
 [ $# -gt 0 ] && shift
 
 ASAN_MUTANTS='^mutants_catalog$|^mutant\.(abort-double-free|evictable-counted-free|prefix-entry-dangling|preempt-resets-boundary|abort-leaks-blocks|admit-ignores-promised|padding-row-nan|spec-rollback-leak|attn-neighbour-leak|chunk-rope-off-by-one|unseeded-steals-seeds)$'
-VALGRIND_A='^(test_gguf|test_openai|test_sse|test_stamp|mutants_catalog|test_core|memcheck_verify_property)$'
-VALGRIND_B='^(test_property|test_distributional|test_bench)$'
+VALGRIND_A='^(test_gguf|test_model_gguf|test_openai|test_sse|test_stamp|mutants_catalog|test_core|memcheck_verify_property)$'
+VALGRIND_B='^(test_property|test_distributional|test_bench|test_bench_stats)$'
 
 case "$step" in
     asan)

@@ -1,5 +1,6 @@
 #include "support.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,6 +24,17 @@ const char *assay_test_scratch(const char *name, char *buf, size_t size)
     const char *root = getenv("ASSAY_BUILD");
     snprintf(buf, size, "%s/scratch-%s", root != NULL ? root : ASSAY_TEST_BUILD_DIR, name);
     return buf;
+}
+
+bool assay_test_close_to(const char *what, double got, double ref, double atol, double rtol)
+{
+    double diff = fabs(got - ref);
+    bool ok = diff <= atol + rtol * fabs(ref);
+    if (!ok) {
+        printf("  %s: got %.17g, expected %.17g, |diff| %.3g > %.3g + %.3g * |ref|\n", what, got,
+               ref, diff, atol, rtol);
+    }
+    return ok;
 }
 
 static long g_fail_at = -1;

@@ -15,6 +15,10 @@ const char *assay_test_fixture(const char *relative, char *buf, size_t size);
  * $ASSAY_BUILD/scratch-NAME, or the build tree's when ASSAY_BUILD is unset. */
 const char *assay_test_scratch(const char *name, char *buf, size_t size);
 
+/* Whether |got - ref| <= atol + rtol * |ref|; when not, prints what, both
+ * values and the difference. */
+bool assay_test_close_to(const char *what, double got, double ref, double atol, double rtol);
+
 /*
  * The failing allocator: after assay_test_fail_alloc_at(k), the k-th
  * allocation from then on (1-based) returns NULL, and only that one.

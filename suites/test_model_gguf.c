@@ -1,0 +1,1337 @@
+/* Unit tests of engine/model_gguf.c: what a model's GGUF file holds. The
+ * model's round trip and its metadata, read back through the generic
+ * reader; files whose tensors are stored as F16 or Q8_0 (checked against
+ * roundings computed here) and files with tied embeddings (checked
+ * through the bundled engine against the oracle); qwen2 files, q/k/v
+ * biases and RoPE scaling; and the files of these kinds the loader
+ * refuses, each with its exact status and diagnostic (the statuses are
+ * listed in test_gguf.c, which tests the reader and writer and corrupted
+ * files).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "adapters/adapter.h"
+#include "adapters/spec.h"
+#include "core/request.h"
+#include "core/status.h"
+#include "engine/gguf.h"
+#include "engine/model.h"
+#include "gguf_bytes.h"
+#include "oracles/oracle.h"
+#include "support.h"
+
+/* ------------------------------------------------------------------ */
+/* Round trips                                                         */
+/* ------------------------------------------------------------------ */
+
+static void want_string(const struct assay_gguf *g, const char *key, const char *want)
+{
+    const char *s = NULL;
+    size_t len = 0;
+    struct assay_diag diag;
+    gguf_want_status(assay_gguf_get_string(g, key, &s, &len, &diag), ASSAY_OK, &diag);
+    assert_string_equal(s, want);
+    assert_int_equal(len, strlen(want));
+}
+
+/* Check the metadata of a saved model with the generic reader. */
+static void check_metadata(const struct assay_gguf *g, const struct assay_model_config *c)
+{
+    struct assay_diag diag;
+    assert_int_equal(assay_gguf_version(g), 3);
+    assert_int_equal(assay_gguf_alignment(g), 32);
+    want_string(g, "general.architecture", "llama");
+    want_string(g, "general.name", c->name);
+    gguf_want_u32(g, "general.file_type", 0);
+    gguf_want_u32(g, "llama.context_length", (uint32_t)c->n_ctx);
+    gguf_want_u32(g, "llama.embedding_length", (uint32_t)c->d_model);
+    gguf_want_u32(g, "llama.block_count", (uint32_t)c->n_layer);
+    gguf_want_u32(g, "llama.feed_forward_length", (uint32_t)c->d_ff);
+    gguf_want_u32(g, "llama.attention.head_count", (uint32_t)c->n_head);
+    gguf_want_u32(g, "llama.attention.head_count_kv", (uint32_t)c->n_kv_head);
+    gguf_want_u32(g, "llama.rope.dimension_count", (uint32_t)c->head_dim);
+    gguf_want_u32(g, "llama.vocab_size", (uint32_t)c->vocab);
+    float f = 0;
+    gguf_want_status(assay_gguf_get_f32(g, "llama.attention.layer_norm_rms_epsilon", &f, &diag),
+                  ASSAY_OK, &diag);
+    assert_true(f == c->norm_eps);
+    gguf_want_status(assay_gguf_get_f32(g, "llama.rope.freq_base", &f, &diag), ASSAY_OK, &diag);
+    assert_true(f == c->rope_theta);
+
+    /* The heads are d_model / n_head wide, so no key/value lengths. */
+    assert_int_equal(assay_gguf_find_key(g, "llama.attention.key_length"), -1);
+    assert_int_equal(assay_gguf_find_key(g, "general.alignment"), -1);
+
+    want_string(g, "tokenizer.ggml.model", "llama");
+    uint64_t n = 0;
+    gguf_want_status(assay_gguf_get_array(g, "tokenizer.ggml.tokens", ASSAY_GGUF_TYPE_STRING, &n,
+                                       &diag),
+                  ASSAY_OK, &diag);
+    assert_int_equal(n, 260);
+    const struct {
+        uint64_t id;
+        const char *text;
+        int32_t type;
+    } tokens[] = {
+        {0, "<0x00>", 1},  {10, "<0x0A>", 1},  {65, "<0x41>", 1}, {255, "<0xFF>", 1},
+        {256, "<s>", 3},   {257, "</s>", 3},   {258, "<pad>", 3}, {259, "<unk>", 2},
+    };
+    for (size_t i = 0; i < sizeof tokens / sizeof tokens[0]; i++) {
+        const char *s = NULL;
+        int32_t type = 0;
+        gguf_want_status(assay_gguf_get_array_string(g, "tokenizer.ggml.tokens", tokens[i].id, &s,
+                                                  NULL, &diag),
+                      ASSAY_OK, &diag);
+        assert_string_equal(s, tokens[i].text);
+        gguf_want_status(assay_gguf_get_array_i32(g, "tokenizer.ggml.token_type", tokens[i].id,
+                                               &type, &diag),
+                      ASSAY_OK, &diag);
+        assert_int_equal(type, tokens[i].type);
+    }
+    gguf_want_status(assay_gguf_get_array(g, "tokenizer.ggml.token_type", ASSAY_GGUF_TYPE_I32, &n,
+                                       &diag),
+                  ASSAY_OK, &diag);
+    assert_int_equal(n, 260);
+    gguf_want_status(assay_gguf_get_array(g, "tokenizer.ggml.scores", ASSAY_GGUF_TYPE_F32, &n,
+                                       &diag),
+                  ASSAY_OK, &diag);
+    assert_int_equal(n, 260);
+    for (uint64_t i = 0; i < 260; i++) {
+        int32_t type = -1;
+        float score = 1;
+        assert_int_equal(assay_gguf_get_array_i32(g, "tokenizer.ggml.token_type", i, &type, NULL),
+                         ASSAY_OK);
+        assert_int_equal(type, i < 256 ? 1 : (i == 259 ? 2 : 3));
+        assert_int_equal(assay_gguf_get_array_f32(g, "tokenizer.ggml.scores", i, &score, NULL),
+                         ASSAY_OK);
+        assert_true(score == 0.0f);
+    }
+    gguf_want_u32(g, "tokenizer.ggml.bos_token_id", 256);
+    gguf_want_u32(g, "tokenizer.ggml.eos_token_id", 257);
+    gguf_want_u32(g, "tokenizer.ggml.padding_token_id", 258);
+    gguf_want_u32(g, "tokenizer.ggml.unknown_token_id", 259);
+    bool b = true;
+    gguf_want_status(assay_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &b, &diag), ASSAY_OK,
+                  &diag);
+    assert_false(b);
+    b = true;
+    gguf_want_status(assay_gguf_get_bool(g, "tokenizer.ggml.add_eos_token", &b, &diag), ASSAY_OK,
+                  &diag);
+    assert_false(b);
+
+    /* Types are checked: a u32 is not an i32, a string array not an i32 one. */
+    int32_t i32;
+    gguf_want_status(assay_gguf_get_i32(g, "llama.block_count", &i32, &diag), ASSAY_ERR_PARSE,
+                     &diag);
+    gguf_want_diag(&diag, "llama.block_count", "expected a value of type i32",
+                "got a value of type u32");
+    gguf_want_status(
+        assay_gguf_get_array(g, "tokenizer.ggml.tokens", ASSAY_GGUF_TYPE_I32, &n, &diag),
+        ASSAY_ERR_PARSE, &diag);
+    gguf_want_diag(&diag, "tokenizer.ggml.tokens", "expected an array of i32",
+                "got an array of string");
+    gguf_want_status(assay_gguf_get_bool(g, "general.name", &b, &diag), ASSAY_ERR_PARSE, &diag);
+    gguf_want_diag(&diag, "general.name", "a value of type bool", "got a value of type string");
+}
+
+/* Tensor names, dims (ne order), types and the data section. */
+static void check_tensors(const struct assay_gguf *g, const uint8_t *buf, size_t size,
+                          const struct assay_model *m)
+{
+    const struct assay_model_config *c = &m->cfg;
+    int64_t d = c->d_model, q = (int64_t)c->n_head * c->head_dim;
+    int64_t kv = (int64_t)c->n_kv_head * c->head_dim, ff = c->d_ff, v = c->vocab;
+    size_t n = assay_gguf_n_tensors(g);
+    assert_int_equal(n, 3 + 9 * (size_t)c->n_layer);
+    const struct {
+        size_t index;
+        const char *name;
+        uint32_t n_dims;
+        int64_t ne0, ne1;
+    } want[] = {
+        {0, "token_embd.weight", 2, d, v},
+        {1, "blk.0.attn_norm.weight", 1, d, 1},
+        {2, "blk.0.attn_q.weight", 2, d, q},
+        {3, "blk.0.attn_k.weight", 2, d, kv},
+        {4, "blk.0.attn_v.weight", 2, d, kv},
+        {5, "blk.0.attn_output.weight", 2, q, d},
+        {6, "blk.0.ffn_norm.weight", 1, d, 1},
+        {7, "blk.0.ffn_gate.weight", 2, d, ff},
+        {8, "blk.0.ffn_up.weight", 2, d, ff},
+        {9, "blk.0.ffn_down.weight", 2, ff, d},
+        {10, "blk.1.attn_norm.weight", 1, d, 1},
+        {n - 2, "output_norm.weight", 1, d, 1},
+        {n - 1, "output.weight", 2, d, v},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const struct assay_gguf_tensor *t = assay_gguf_tensor_at(g, want[i].index);
+        assert_non_null(t);
+        assert_string_equal(t->name, want[i].name);
+        assert_ptr_equal(assay_gguf_find_tensor(g, want[i].name), t);
+        assert_int_equal(t->type, ASSAY_GGML_TYPE_F32);
+        assert_int_equal(t->n_dims, want[i].n_dims);
+        assert_int_equal(t->ne[0], want[i].ne0);
+        assert_int_equal(t->ne[1], want[i].ne1);
+        assert_int_equal(t->n_bytes, (size_t)(want[i].ne0 * want[i].ne1) * sizeof(float));
+    }
+    /* The data section is model->data, byte for byte (every tensor of
+     * these configs is a multiple of 32 bytes, so there is no padding). */
+    uint64_t start = assay_gguf_data_offset(g);
+    assert_int_equal(start % 32, 0);
+    assert_int_equal(size, start + (uint64_t)m->n_floats * sizeof(float));
+    assert_ptr_equal(assay_gguf_tensor_at(g, 0)->data, buf + start);
+    assert_memory_equal(buf + start, m->data, (size_t)m->n_floats * sizeof(float));
+    assert_ptr_equal(assay_gguf_find_tensor(g, "blk.1.ffn_up.weight")->data,
+                     buf + start + (size_t)((const uint8_t *)m->layers[1].w_up -
+                                            (const uint8_t *)m->data));
+}
+
+static void roundtrip(const char *config)
+{
+    struct assay_model_config cfg;
+    struct assay_model *m, *back;
+    struct assay_diag diag;
+    char path[512], path2[512];
+    assert_int_equal(assay_model_config_by_name(config, &cfg), ASSAY_OK);
+    snprintf(path2, sizeof path2, "gguf-rt-%s.gguf", config);
+    assay_test_scratch(path2, path, sizeof path);
+    assay_test_scratch("gguf-rt-again.gguf", path2, sizeof path2);
+
+    assert_int_equal(assay_model_init_random(&m, &cfg, 7), ASSAY_OK);
+    gguf_want_status(assay_model_save_gguf(m, path, &diag), ASSAY_OK, &diag);
+    gguf_want_status(assay_model_load_gguf(&back, path, &diag), ASSAY_OK, &diag);
+
+    assert_memory_equal(back->cfg.name, cfg.name, sizeof cfg.name);
+    assert_int_equal(back->cfg.n_layer, cfg.n_layer);
+    assert_int_equal(back->cfg.d_model, cfg.d_model);
+    assert_int_equal(back->cfg.n_head, cfg.n_head);
+    assert_int_equal(back->cfg.n_kv_head, cfg.n_kv_head);
+    assert_int_equal(back->cfg.head_dim, cfg.head_dim);
+    assert_int_equal(back->cfg.d_ff, cfg.d_ff);
+    assert_int_equal(back->cfg.vocab, cfg.vocab);
+    assert_int_equal(back->cfg.n_ctx, cfg.n_ctx);
+    assert_true(back->cfg.norm_eps == cfg.norm_eps);
+    assert_true(back->cfg.rope_theta == cfg.rope_theta);
+    assert_int_equal(back->n_floats, m->n_floats);
+    assert_memory_equal(back->data, m->data, (size_t)m->n_floats * sizeof(float));
+    assert_string_equal(back->sha256, m->sha256);
+    assert_memory_equal(back->layers[cfg.n_layer - 1].w_down, m->layers[cfg.n_layer - 1].w_down,
+                        (size_t)cfg.d_model * (size_t)cfg.d_ff * sizeof(float));
+
+    size_t size;
+    uint8_t *buf = gguf_read_all(path, &size);
+    struct assay_gguf *g;
+    gguf_want_status(assay_gguf_parse(buf, size, path, &g, &diag), ASSAY_OK, &diag);
+    check_metadata(g, &cfg);
+    check_tensors(g, buf, size, m);
+    assay_gguf_free(g);
+
+    /* Saving the loaded model gives the same bytes. */
+    gguf_want_status(assay_model_save_gguf(back, path2, &diag), ASSAY_OK, &diag);
+    size_t size2;
+    uint8_t *buf2 = gguf_read_all(path2, &size2);
+    assert_int_equal(size2, size);
+    assert_memory_equal(buf2, buf, size);
+
+    free(buf);
+    free(buf2);
+    remove(path);
+    remove(path2);
+    assay_model_free(m);
+    assay_model_free(back);
+}
+
+static void test_roundtrip_tinygpt(void **state)
+{
+    (void)state;
+    roundtrip("tinygpt");
+}
+
+static void test_roundtrip_mini(void **state)
+{
+    (void)state;
+    roundtrip("mini");
+}
+
+/* A vocabulary larger than the byte one gets "<extra_N>" fillers; a head
+ * narrower than d_model / n_head gets key and value lengths. */
+static void test_save_other_shapes(void **state)
+{
+    (void)state;
+    struct assay_model_config cfg = assay_model_config_mini_draft();
+    cfg.vocab = 270;
+    cfg.head_dim = 8; /* 2 heads of 8 in d_model 32 */
+    struct assay_model *m, *back;
+    struct assay_diag diag;
+    char path[512];
+    assay_test_scratch("gguf-shapes.gguf", path, sizeof path);
+    assert_int_equal(assay_model_init_random(&m, &cfg, 3), ASSAY_OK);
+    gguf_want_status(assay_model_save_gguf(m, path, &diag), ASSAY_OK, &diag);
+    gguf_want_status(assay_model_load_gguf(&back, path, &diag), ASSAY_OK, &diag);
+    assert_int_equal(back->cfg.head_dim, 8);
+    assert_int_equal(back->cfg.vocab, 270);
+    assert_string_equal(back->sha256, m->sha256);
+    struct assay_gguf *g;
+    gguf_want_status(assay_gguf_read_file(path, &g, &diag), ASSAY_OK, &diag);
+    gguf_want_u32(g, "llama.attention.key_length", 8);
+    gguf_want_u32(g, "llama.attention.value_length", 8);
+    const char *s;
+    int32_t type;
+    assert_int_equal(assay_gguf_get_array_string(g, "tokenizer.ggml.tokens", 269, &s, NULL, &diag),
+                     ASSAY_OK);
+    assert_string_equal(s, "<extra_269>");
+    assert_int_equal(assay_gguf_get_array_i32(g, "tokenizer.ggml.token_type", 269, &type, &diag),
+                     ASSAY_OK);
+    assert_int_equal(type, 1);
+    gguf_want_status(assay_gguf_get_array_string(g, "tokenizer.ggml.tokens", 270, &s, NULL, &diag),
+                  ASSAY_ERR_INVALID, &diag);
+    gguf_want_diag(&diag, "tokenizer.ggml.tokens[270]", "an index below 270", NULL);
+    assay_gguf_free(g);
+    assay_model_free(m);
+    assay_model_free(back);
+    remove(path);
+}
+
+/* ------------------------------------------------------------------ */
+/* Tensor types other than F32, and tied embeddings                    */
+/* ------------------------------------------------------------------ */
+
+/* Float to IEEE binary16 bits, rounding to nearest even, written here from
+ * the format's definition and not shared with engine/dequant.c. */
+static uint16_t half_bits(float x)
+{
+    uint16_t sign = signbit(x) ? 0x8000u : 0u;
+    float a = fabsf(x);
+    if (a < 0x1p-14f) { /* subnormal: a multiple of 2^-24 (1024 of them is the least normal) */
+        return (uint16_t)(sign | (uint16_t)nearbyintf(a * 0x1p24f));
+    }
+    int e;
+    float m = frexpf(a, &e); /* a = m * 2^e, m in [0.5, 1) */
+    uint32_t mant = (uint32_t)nearbyintf(ldexpf(m, 11)); /* 1024..2048 */
+    int biased = e - 1 + 15;
+    if (mant == 2048) {
+        mant = 1024;
+        biased++;
+    }
+    if (biased >= 31) {
+        return (uint16_t)(sign | 0x7c00u);
+    }
+    return (uint16_t)(sign | (uint16_t)(biased << 10) | (uint16_t)(mant - 1024));
+}
+
+static float half_value(uint16_t h)
+{
+    int biased = (h >> 10) & 31, frac = h & 1023;
+    float v = biased == 0 ? ldexpf((float)frac, -24) : ldexpf((float)(frac + 1024), biased - 25);
+    return (h & 0x8000u) != 0 ? -v : v;
+}
+
+/* Q8_0 by the format's rule: per block of 32, d = max|x| / 127 stored as
+ * f16, q = round(x / d); the value is f16(d) * q. */
+static int8_t q8_quant(float x, float d)
+{
+    return (int8_t)(d == 0.0f ? 0.0f : roundf(x / d));
+}
+
+static float q8_block_scale(const float *x)
+{
+    float amax = 0.0f;
+    for (int i = 0; i < 32; i++) {
+        amax = fmaxf(amax, fabsf(x[i]));
+    }
+    return amax / 127.0f;
+}
+
+/* n floats stored as type (F32, F16 or Q8_0; any other type gets zero
+ * bytes of its size); returns the bytes written. */
+static size_t encode(uint32_t type, const float *x, int64_t n, uint8_t *out)
+{
+    if (type == ASSAY_GGML_TYPE_F32) {
+        memcpy(out, x, (size_t)n * 4);
+        return (size_t)n * 4;
+    }
+    if (type == ASSAY_GGML_TYPE_F16) {
+        for (int64_t i = 0; i < n; i++) {
+            uint16_t h = half_bits(x[i]);
+            out[2 * i] = (uint8_t)h;
+            out[2 * i + 1] = (uint8_t)(h >> 8);
+        }
+        return (size_t)n * 2;
+    }
+    if (type == ASSAY_GGML_TYPE_Q8_0) {
+        for (int64_t b = 0; b < n / 32; b++) {
+            uint8_t *blk = out + 34 * b;
+            float d = q8_block_scale(x + 32 * b);
+            uint16_t h = half_bits(d);
+            blk[0] = (uint8_t)h;
+            blk[1] = (uint8_t)(h >> 8);
+            for (int i = 0; i < 32; i++) {
+                blk[2 + i] = (uint8_t)q8_quant(x[32 * b + i], d);
+            }
+        }
+        return (size_t)(n / 32) * 34;
+    }
+    uint32_t be, bb;
+    if (!assay_ggml_type_size(type, &be, &bb)) {
+        return 0; /* the reader refuses the type before it looks for data */
+    }
+    size_t bytes = (size_t)(n / be) * bb;
+    memset(out, 0, bytes);
+    return bytes;
+}
+
+/* What a value stored as type (F32, F16 or Q8_0) reads back as, for element
+ * i of the row-major tensor x whose rows are ne0 long. */
+static float stored_value(uint32_t type, const float *x, int64_t i)
+{
+    if (type == ASSAY_GGML_TYPE_F16) {
+        return half_value(half_bits(x[i]));
+    }
+    if (type == ASSAY_GGML_TYPE_Q8_0) {
+        const float *block = x + i / 32 * 32;
+        float d = q8_block_scale(block);
+        return half_value(half_bits(d)) * (float)q8_quant(x[i], d);
+    }
+    return x[i];
+}
+
+/* How to rebuild a model file: each tensor's type, a tensor to leave out
+ * and an f32 tensor to add (NULL for none). */
+struct retype {
+    uint32_t (*type_of)(const struct assay_gguf_tensor *t);
+    const char *drop;
+    const char *stray;
+};
+
+/* The f32 GGUF file buf rebuilt with the same metadata and tensors stored
+ * as r says; *out_size its length. */
+static uint8_t *retyped(const uint8_t *buf, size_t size, const struct retype *r, size_t *out_size)
+{
+    struct assay_gguf *g;
+    struct assay_diag diag;
+    gguf_want_status(assay_gguf_parse(buf, size, NULL, &g, &diag), ASSAY_OK, &diag);
+    size_t n = assay_gguf_n_tensors(g);
+    const char *first = assay_gguf_tensor_at(g, 0)->name;
+    size_t meta_end = gguf_tensor_dims_pos(buf, size, first) - 8 - strlen(first);
+    static const float stray_data[32];
+    size_t cap = size + 4096;
+    uint8_t *out = calloc(1, cap);
+    uint8_t *data = calloc(1, size + 64);
+    assert_non_null(out);
+    assert_non_null(data);
+    size_t n_out = n + (r->stray != NULL ? 1 : 0) - (r->drop != NULL ? 1 : 0);
+    memcpy(out, buf, meta_end);
+    gguf_put_u64(out, 8, n_out);
+    size_t pos = meta_end, data_len = 0;
+    for (size_t i = 0; i <= n; i++) {
+        const struct assay_gguf_tensor *t = i < n ? assay_gguf_tensor_at(g, i) : NULL;
+        const char *name = t != NULL ? t->name : r->stray;
+        if (name == NULL || (r->drop != NULL && strcmp(name, r->drop) == 0)) {
+            continue;
+        }
+        uint32_t n_dims = t != NULL ? t->n_dims : 1;
+        uint32_t type = t != NULL ? r->type_of(t) : ASSAY_GGML_TYPE_F32;
+        size_t len = strlen(name);
+        gguf_put_u64(out, pos, len);
+        memcpy(out + pos + 8, name, len);
+        pos += 8 + len;
+        gguf_put_u32(out, pos, n_dims);
+        pos += 4;
+        for (uint32_t d = 0; d < n_dims; d++) {
+            gguf_put_u64(out, pos, t != NULL ? (uint64_t)t->ne[d] : 32);
+            pos += 8;
+        }
+        gguf_put_u32(out, pos, type);
+        gguf_put_u64(out, pos + 4, data_len);
+        pos += 12;
+        data_len += encode(type, t != NULL ? t->data : stray_data, t != NULL ? t->n_elements : 32,
+                           data + data_len);
+        data_len = (data_len + 31) / 32 * 32;
+    }
+    pos = (pos + 31) / 32 * 32;
+    assert_true(pos + data_len <= cap);
+    memcpy(out + pos, data, data_len);
+    *out_size = pos + data_len;
+    free(data);
+    assay_gguf_free(g);
+    return out;
+}
+
+static uint32_t all_f16(const struct assay_gguf_tensor *t)
+{
+    (void)t;
+    return ASSAY_GGML_TYPE_F16;
+}
+
+/* Q8_0 for the matrices, F32 for the norms (as quantizers leave them). */
+static uint32_t matrices_q8_0(const struct assay_gguf_tensor *t)
+{
+    return t->n_dims == 2 && t->ne[0] % 32 == 0 ? ASSAY_GGML_TYPE_Q8_0 : ASSAY_GGML_TYPE_F32;
+}
+
+static uint32_t all_f32(const struct assay_gguf_tensor *t)
+{
+    (void)t;
+    return ASSAY_GGML_TYPE_F32;
+}
+
+/* A model loaded from bytes written to a scratch file. */
+static struct assay_model *load_bytes(const uint8_t *buf, size_t size, const char *scratch)
+{
+    char path[512];
+    struct assay_diag diag;
+    struct assay_model *m = NULL;
+    assay_test_scratch(scratch, path, sizeof path);
+    gguf_write_all(path, buf, size);
+    gguf_want_status(assay_model_load_gguf(&m, path, &diag), ASSAY_OK, &diag);
+    remove(path);
+    return m;
+}
+
+/* Every weight of m is what the same weight of orig reads back as when
+ * stored in the type type_of gives its tensor (exactly: no tolerance). */
+static void want_stored_weights(const struct assay_model *m, const struct assay_model *orig,
+                                uint32_t (*type_of)(const struct assay_gguf_tensor *t))
+{
+    /* Both models share one layout, so tensor k is at the same offset in
+     * both; the file of orig says where each tensor starts. */
+    size_t size;
+    char path[512];
+    struct assay_diag diag;
+    assay_test_scratch("gguf-layout.gguf", path, sizeof path);
+    gguf_want_status(assay_model_save_gguf(orig, path, &diag), ASSAY_OK, &diag);
+    uint8_t *buf = gguf_read_all(path, &size);
+    remove(path);
+    struct assay_gguf *g;
+    gguf_want_status(assay_gguf_parse(buf, size, NULL, &g, &diag), ASSAY_OK, &diag);
+    int64_t at = 0, n_diff = 0;
+    for (size_t k = 0; k < assay_gguf_n_tensors(g); k++) {
+        const struct assay_gguf_tensor *t = assay_gguf_tensor_at(g, k);
+        uint32_t type = type_of(t);
+        for (int64_t i = 0; i < t->n_elements; i++) {
+            float want = stored_value(type, orig->data + at, i);
+            float got = m->data[at + i];
+            if (memcmp(&want, &got, 4) != 0 && n_diff++ < 5) {
+                print_error("%s[%lld]: loaded %.9g, expected %.9g (original %.9g)\n", t->name,
+                            (long long)i, (double)got, (double)want, (double)orig->data[at + i]);
+            }
+        }
+        at += t->n_elements;
+    }
+    assert_int_equal(at, m->n_floats);
+    if (n_diff > 0) {
+        print_error("%lld weights differ\n", (long long)n_diff);
+        fail();
+    }
+    assay_gguf_free(g);
+    free(buf);
+}
+
+/* The test-side F16 conversion agrees with the format on values whose
+ * encoding is known, so the comparisons above rest on it. */
+static void test_half_reference(void **state)
+{
+    (void)state;
+    const struct {
+        float x;
+        uint16_t h;
+    } cases[] = {
+        {1.0f, 0x3c00}, {-2.0f, 0xc000}, {65504.0f, 0x7bff}, {0x1p-24f, 0x0001},
+        {0x1p-14f, 0x0400}, {0.0f, 0x0000}, {1.0f + 0x1p-11f, 0x3c00}, /* tie to even */
+        {1.0f + 3 * 0x1p-11f, 0x3c02}, {0.1f, 0x2e66}, {65520.0f, 0x7c00},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        assert_int_equal(half_bits(cases[i].x), cases[i].h);
+        if (cases[i].h != 0x7c00) {
+            assert_true(half_value(cases[i].h) == half_value(half_bits(cases[i].x)));
+        }
+    }
+    assert_true(half_value(0x3555) == 0x1.554p-2f);
+}
+
+static void test_load_f16(void **state)
+{
+    (void)state;
+    struct assay_model_config cfg = assay_model_config_mini();
+    struct assay_model *orig;
+    assert_int_equal(assay_model_init_random(&orig, &cfg, 1), ASSAY_OK);
+    size_t size, n;
+    uint8_t *buf = gguf_mini_bytes(&size);
+    struct retype r = {all_f16, NULL, NULL};
+    uint8_t *f16 = retyped(buf, size, &r, &n);
+    assert_true(n < size / 2 + 65536); /* really two bytes a weight */
+    struct assay_model *m = load_bytes(f16, n, "gguf-f16.gguf");
+    want_stored_weights(m, orig, all_f16);
+    assert_string_equal(m->tensor_types, "F16");
+    assert_int_equal(m->layers[cfg.n_layer - 1].types.w_down, ASSAY_GGML_TYPE_F16);
+    assert_int_equal(m->output_type, ASSAY_GGML_TYPE_F16);
+    assert_false(m->tied);
+    assert_string_not_equal(m->sha256, orig->sha256);
+    /* The same file with F32 tensors is the original, bit for bit. */
+    struct retype same = {all_f32, NULL, NULL};
+    uint8_t *f32 = retyped(buf, size, &same, &n);
+    struct assay_model *m32 = load_bytes(f32, n, "gguf-f32.gguf");
+    assert_string_equal(m32->sha256, orig->sha256);
+    assert_string_equal(m32->tensor_types, "F32");
+    assay_model_free(m32);
+    assay_model_free(m);
+    assay_model_free(orig);
+    free(f32);
+    free(f16);
+    free(buf);
+}
+
+static void test_load_q8_0(void **state)
+{
+    (void)state;
+    struct assay_model_config cfg = assay_model_config_mini();
+    struct assay_model *orig;
+    assert_int_equal(assay_model_init_random(&orig, &cfg, 1), ASSAY_OK);
+    size_t size, n;
+    uint8_t *buf = gguf_mini_bytes(&size);
+    struct retype r = {matrices_q8_0, NULL, NULL};
+    uint8_t *q8 = retyped(buf, size, &r, &n);
+    struct assay_model *m = load_bytes(q8, n, "gguf-q8.gguf");
+    want_stored_weights(m, orig, matrices_q8_0);
+    assert_string_equal(m->tensor_types, "Q8_0+F32");
+    /* every matrix is recorded with its own type */
+    assert_int_equal(m->tok_embd_type, ASSAY_GGML_TYPE_Q8_0);
+    assert_int_equal(m->output_type, ASSAY_GGML_TYPE_Q8_0);
+    for (int32_t l = 0; l < cfg.n_layer; l++) {
+        const struct assay_layer_types *t = &m->layers[l].types;
+        uint32_t got[7] = {t->wq, t->wk, t->wv, t->wo, t->w_gate, t->w_up, t->w_down};
+        for (int i = 0; i < 7; i++) {
+            assert_int_equal(got[i], ASSAY_GGML_TYPE_Q8_0);
+        }
+    }
+    /* Within half a step of the original, plus what storing d as f16
+     * (relative error 2^-11, times |q| <= 127) adds: a rounding, not some
+     * other function of it. */
+    float worst = 0.0f;
+    for (int64_t i = 0; i < (int64_t)cfg.vocab * cfg.d_model; i++) {
+        float step = q8_block_scale(orig->tok_embd + i / 32 * 32);
+        worst = fmaxf(worst, fabsf(m->tok_embd[i] - orig->tok_embd[i]) / step);
+    }
+    printf("largest |loaded - original| / step in token_embd: %.4f\n", (double)worst);
+    assert_true(worst <= 0.5f + 127.0f * 0x1p-11f);
+    assay_model_free(m);
+    assay_model_free(orig);
+    free(q8);
+    free(buf);
+}
+
+/* Greedy continuations of a few prompts: by the bundled engine opened on
+ * path, and by the oracle on model. */
+static void want_engine_matches_oracle(const char *path, const struct assay_model *model)
+{
+    enum { N_PROMPT = 3, PROMPT_LEN = 12, N_GEN = 10 };
+    char spec[600];
+    snprintf(spec, sizeof spec, "bundled:model=%s", path);
+    struct assay_adapter a;
+    struct assay_diag diag;
+    assay_diag_clear(&diag);
+    gguf_want_status(assay_adapter_open_spec(spec, &a, &diag), ASSAY_OK, &diag);
+    int32_t prompt[N_PROMPT][PROMPT_LEN], got[N_PROMPT][N_GEN];
+    for (int r = 0; r < N_PROMPT; r++) {
+        for (int i = 0; i < PROMPT_LEN; i++) {
+            prompt[r][i] = (i * 37 + r * 11 + 5) % 256;
+        }
+        struct assay_request req = {(uint64_t)r, prompt[r], PROMPT_LEN, N_GEN, -1,
+                                    assay_sampling_greedy()};
+        assert_int_equal(a.vt->add_request(a.self, &req), ASSAY_OK);
+    }
+    while (a.vt->has_work(a.self)) {
+        const struct assay_event *ev;
+        size_t n;
+        assert_int_equal(a.vt->step(a.self, &ev, &n), ASSAY_OK);
+        for (size_t i = 0; i < n; i++) {
+            if (ev[i].kind == ASSAY_EVENT_TOKEN) {
+                got[ev[i].request_id][ev[i].index] = ev[i].token;
+            }
+        }
+    }
+    assay_adapter_close(&a);
+    struct assay_oracle *o;
+    assert_int_equal(assay_oracle_init(&o, model, PROMPT_LEN + N_GEN), ASSAY_OK);
+    double *logits = malloc(sizeof(double) * (size_t)model->cfg.vocab);
+    assert_non_null(logits);
+    for (int r = 0; r < N_PROMPT; r++) {
+        int32_t seq[PROMPT_LEN + N_GEN];
+        memcpy(seq, prompt[r], sizeof prompt[r]);
+        for (int k = 0; k < N_GEN; k++) {
+            assert_int_equal(assay_oracle_next_logits(o, seq, PROMPT_LEN + k, logits), ASSAY_OK);
+            int32_t best = 0;
+            for (int32_t v = 1; v < model->cfg.vocab; v++) {
+                best = logits[v] > logits[best] ? v : best;
+            }
+            if (got[r][k] != best) {
+                print_error("prompt %d token %d: engine %d, oracle %d\n", r, k, (int)got[r][k],
+                            (int)best);
+                fail();
+            }
+            seq[PROMPT_LEN + k] = best;
+        }
+    }
+    free(logits);
+    assay_oracle_free(o);
+}
+
+static void test_load_tied(void **state)
+{
+    (void)state;
+    struct assay_model_config cfg = assay_model_config_mini();
+    struct assay_model *orig;
+    assert_int_equal(assay_model_init_random(&orig, &cfg, 1), ASSAY_OK);
+    size_t size, n;
+    uint8_t *buf = gguf_mini_bytes(&size);
+    struct retype r = {all_f32, "output.weight", NULL};
+    uint8_t *tied = retyped(buf, size, &r, &n);
+    char path[512];
+    struct assay_diag diag;
+    assay_test_scratch("gguf-tied.gguf", path, sizeof path);
+    gguf_write_all(path, tied, n);
+    struct assay_model *m;
+    gguf_want_status(assay_model_load_gguf(&m, path, &diag), ASSAY_OK, &diag);
+    int64_t embd = (int64_t)cfg.vocab * cfg.d_model;
+    assert_true(m->tied);
+    assert_ptr_equal(m->output, m->tok_embd);
+    assert_int_equal(m->n_floats, assay_model_config_n_params(&cfg) - embd);
+    assert_memory_equal(m->output, orig->tok_embd, sizeof(float) * (size_t)embd);
+    assert_memory_equal(m->data, orig->data, sizeof(float) * (size_t)m->n_floats);
+    /* A clone is tied to its own embedding, and both free cleanly. */
+    struct assay_model *c;
+    assert_int_equal(assay_model_clone(m, &c), ASSAY_OK);
+    assert_true(c->tied);
+    assert_ptr_equal(c->output, c->tok_embd);
+    assert_ptr_not_equal(c->output, m->output);
+    assert_string_equal(c->sha256, m->sha256);
+    assert_memory_equal(c->data, m->data, sizeof(float) * (size_t)m->n_floats);
+    assay_model_free(c);
+    /* Saved, it is a tied file again (no output.weight), with the same
+     * weights. */
+    char again[512];
+    assay_test_scratch("gguf-tied-again.gguf", again, sizeof again);
+    gguf_want_status(assay_model_save_gguf(m, again, &diag), ASSAY_OK, &diag);
+    struct assay_model *m2;
+    gguf_want_status(assay_model_load_gguf(&m2, again, &diag), ASSAY_OK, &diag);
+    assert_true(m2->tied);
+    assert_string_equal(m2->sha256, m->sha256);
+    assay_model_free(m2);
+    remove(again);
+    /* The engine and the oracle agree on it, and its greedy tokens are
+     * those of the untied model whose output is its embedding. */
+    want_engine_matches_oracle(path, m);
+    memcpy(orig->output, orig->tok_embd, sizeof(float) * (size_t)embd);
+    char untied[512];
+    assay_test_scratch("gguf-untied.gguf", untied, sizeof untied);
+    gguf_want_status(assay_model_save_gguf(orig, untied, &diag), ASSAY_OK, &diag);
+    want_engine_matches_oracle(untied, m);
+    remove(untied);
+    remove(path);
+    assay_model_free(m);
+    assay_model_free(orig);
+    free(tied);
+    free(buf);
+}
+
+static uint32_t q4_1_attn_k(const struct assay_gguf_tensor *t)
+{
+    return strcmp(t->name, "blk.1.attn_k.weight") == 0 ? 3u /* Q4_1 */ : ASSAY_GGML_TYPE_F32;
+}
+
+static uint32_t iq2_xs_output(const struct assay_gguf_tensor *t)
+{
+    return strcmp(t->name, "output.weight") == 0 ? 17u /* IQ2_XS */ : ASSAY_GGML_TYPE_F32;
+}
+
+static uint32_t q3_k_down(const struct assay_gguf_tensor *t)
+{
+    return strcmp(t->name, "blk.0.ffn_down.weight") == 0 ? 11u /* Q3_K */ : ASSAY_GGML_TYPE_F32;
+}
+
+static uint32_t q4_k_norm(const struct assay_gguf_tensor *t)
+{
+    return strcmp(t->name, "blk.0.ffn_norm.weight") == 0 ? ASSAY_GGML_TYPE_Q4_K
+                                                          : ASSAY_GGML_TYPE_F32;
+}
+
+static void test_load_bad_types(void **state)
+{
+    (void)state;
+    size_t size, n;
+    uint8_t *buf = gguf_mini_bytes(&size);
+    /* A type the reader sizes but assay does not decode. */
+    struct retype r = {q4_1_attn_k, NULL, NULL};
+    uint8_t *c = retyped(buf, size, &r, &n);
+    gguf_want_load_fail(c, n, ASSAY_ERR_UNSUPPORTED, "blk.1.attn_k.weight",
+                   "expected a tensor type assay decodes (F32, F16, BF16, Q4_0, Q8_0, Q4_K, Q5_K "
+                   "or Q6_K)",
+                   "got Q4_1 (type 3)");
+    free(c);
+    r.type_of = q3_k_down;
+    c = retyped(buf, size, &r, &n);
+    gguf_want_load_fail(c, n, ASSAY_ERR_UNSUPPORTED, "blk.0.ffn_down.weight", "Q6_K",
+                   "got Q3_K (type 11)");
+    free(c);
+    /* A type the reader cannot even size is refused by the reader, which
+     * names the tensor and the type too. */
+    r.type_of = iq2_xs_output;
+    c = retyped(buf, size, &r, &n);
+    gguf_want_load_fail(c, n, ASSAY_ERR_UNSUPPORTED, "tensor output.weight",
+                   "a ggml type whose size is known", "got IQ2_XS (17)");
+    free(c);
+    /* A row of 64 elements is a quarter of a Q4_K super-block. */
+    r.type_of = q4_k_norm;
+    c = retyped(buf, size, &r, &n);
+    gguf_want_load_fail(c, n, ASSAY_ERR_PARSE, "tensor blk.0.ffn_norm.weight",
+                   "expected ne[0] a multiple of the Q4_K block of 256", "got 64");
+    free(c);
+    /* A NaN block scale: the tensor, its row and its block. */
+    r.type_of = matrices_q8_0;
+    c = retyped(buf, size, &r, &n);
+    size_t at = gguf_tensor_data_pos(c, n, "blk.1.ffn_up.weight") + 2 * 34 + 34;
+    gguf_put_u32(c, at, gguf_get_u32(c, at) | 0x7e00u); /* block 1 of row 1 (two blocks a row) */
+    gguf_want_load_fail(c, n, ASSAY_ERR_PARSE, "blk.1.ffn_up.weight row 1: Q8_0 block 1 at byte 34",
+                   "expected a finite f16 scale", "got NaN");
+    free(c);
+    free(buf);
+}
+
+static void test_load_tied_stray(void **state)
+{
+    (void)state;
+    size_t size, n;
+    uint8_t *buf = gguf_mini_bytes(&size);
+    struct retype r = {all_f32, "output.weight", "output.bias"};
+    uint8_t *c = retyped(buf, size, &r, &n);
+    gguf_want_load_fail(c, n, ASSAY_ERR_PARSE, "output.bias",
+                   "expected only the 20 tensors of a 2-layer tied llama model",
+                   "got unknown tensor output.bias");
+    free(c);
+    /* The same stray in an untied file. */
+    r.drop = NULL;
+    c = retyped(buf, size, &r, &n);
+    gguf_want_load_fail(c, n, ASSAY_ERR_PARSE, "output.bias", "only the 21 tensors", NULL);
+    free(c);
+    free(buf);
+}
+
+/* ------------------------------------------------------------------ */
+/* Architectures, biases and RoPE scaling                              */
+/* ------------------------------------------------------------------ */
+
+/* A saved model's file bytes. */
+static uint8_t *model_bytes(const struct assay_model *m, size_t *size)
+{
+    char path[512];
+    struct assay_diag diag;
+    assay_test_scratch("gguf-arch.gguf", path, sizeof path);
+    gguf_want_status(assay_model_save_gguf(m, path, &diag), ASSAY_OK, &diag);
+    uint8_t *buf = gguf_read_all(path, size);
+    remove(path);
+    return buf;
+}
+
+/* The mini shape as qwen2 or llama, with or without biases, RoPE scaling
+ * and frequency divisors; seed 5. */
+static struct assay_model *arch_model(enum assay_arch arch, bool bias, bool tied, float rope_scale,
+                                      bool rope_freqs)
+{
+    struct assay_model_config cfg = assay_model_config_mini();
+    snprintf(cfg.name, sizeof cfg.name, "mini-%s", assay_arch_name(arch));
+    cfg.arch = arch;
+    cfg.qkv_bias = bias;
+    cfg.rope_scale = rope_scale;
+    cfg.rope_freqs = rope_freqs;
+    struct assay_model_init_params params = assay_model_init_default_params();
+    params.tied = tied;
+    struct assay_model *m;
+    assert_int_equal(assay_model_init_random_params(&m, &cfg, params, 5), ASSAY_OK);
+    return m;
+}
+
+/* The file bytes with one more metadata pair (key, value type, value
+ * bytes) after the others; the tensor data is moved to stay aligned. */
+static uint8_t *with_kv(const uint8_t *buf, size_t size, const char *key, uint32_t type,
+                        const void *value, size_t value_len, size_t *out_size)
+{
+    struct assay_gguf *g;
+    struct assay_diag diag;
+    gguf_want_status(assay_gguf_parse(buf, size, NULL, &g, &diag), ASSAY_OK, &diag);
+    size_t n = assay_gguf_n_tensors(g);
+    const char *first = assay_gguf_tensor_at(g, 0)->name;
+    size_t meta_end = gguf_tensor_dims_pos(buf, size, first) - 8 - strlen(first);
+    size_t infos_end = gguf_tensor_offset_pos(buf, size, assay_gguf_tensor_at(g, n - 1)->name) + 8;
+    size_t data_at = (size_t)assay_gguf_data_offset(g);
+    size_t n_kv = assay_gguf_n_kv(g);
+    assay_gguf_free(g);
+    size_t rec = 8 + strlen(key) + 4 + value_len;
+    size_t infos = meta_end + rec + (infos_end - meta_end);
+    size_t data_to = (infos + 31) / 32 * 32;
+    uint8_t *out = calloc(1, data_to + (size - data_at));
+    assert_non_null(out);
+    memcpy(out, buf, meta_end);
+    gguf_put_u64(out, 16, n_kv + 1);
+    gguf_put_u64(out, meta_end, strlen(key));
+    memcpy(out + meta_end + 8, key, strlen(key));
+    gguf_put_u32(out, meta_end + 8 + strlen(key), type);
+    memcpy(out + meta_end + 12 + strlen(key), value, value_len);
+    memcpy(out + meta_end + rec, buf + meta_end, infos_end - meta_end);
+    memcpy(out + data_to, buf + data_at, size - data_at);
+    *out_size = data_to + (size - data_at);
+    return out;
+}
+
+static uint8_t *with_kv_f32(const uint8_t *buf, size_t size, const char *key, float v,
+                            size_t *out_size)
+{
+    uint8_t b[4];
+    uint32_t u;
+    memcpy(&u, &v, 4);
+    gguf_put_u32(b, 0, u);
+    return with_kv(buf, size, key, ASSAY_GGUF_TYPE_F32, b, 4, out_size);
+}
+
+static uint8_t *with_kv_string(const uint8_t *buf, size_t size, const char *key, const char *s,
+                               size_t *out_size)
+{
+    uint8_t b[8 + 64];
+    assert_true(strlen(s) <= 64);
+    gguf_put_u64(b, 0, strlen(s));
+    memcpy(b + 8, s, strlen(s));
+    return with_kv(buf, size, key, ASSAY_GGUF_TYPE_STRING, b, 8 + strlen(s), out_size);
+}
+
+/* A model loaded from bytes that must load. */
+static struct assay_model *load_ok(const uint8_t *buf, size_t size)
+{
+    return load_bytes(buf, size, "gguf-arch-ok.gguf");
+}
+
+/* back is m read back: config, tying, which tensors exist, and every
+ * weight bit for bit. */
+static void want_same_model(const struct assay_model *back, const struct assay_model *m)
+{
+    const struct assay_model_config *c = &m->cfg, *b = &back->cfg;
+    assert_string_equal(b->name, c->name);
+    assert_int_equal(b->arch, c->arch);
+    assert_int_equal(b->n_layer, c->n_layer);
+    assert_int_equal(b->d_model, c->d_model);
+    assert_int_equal(b->n_head, c->n_head);
+    assert_int_equal(b->n_kv_head, c->n_kv_head);
+    assert_int_equal(b->head_dim, c->head_dim);
+    assert_int_equal(b->d_ff, c->d_ff);
+    assert_int_equal(b->vocab, c->vocab);
+    assert_int_equal(b->n_ctx, c->n_ctx);
+    assert_true(b->norm_eps == c->norm_eps);
+    assert_true(b->rope_theta == c->rope_theta);
+    assert_true(b->rope_scale == c->rope_scale);
+    assert_int_equal(b->rope_freqs, c->rope_freqs);
+    assert_int_equal(b->qkv_bias, c->qkv_bias);
+    assert_int_equal(back->tied, m->tied);
+    assert_int_equal(back->output == back->tok_embd, m->tied);
+    assert_int_equal(back->rope_freqs != NULL, c->rope_freqs);
+    for (int32_t l = 0; l < c->n_layer; l++) {
+        const struct assay_layer_weights *w = &back->layers[l];
+        assert_int_equal(w->bq != NULL, c->qkv_bias);
+        assert_int_equal(w->bk != NULL, c->qkv_bias);
+        assert_int_equal(w->bv != NULL, c->qkv_bias);
+    }
+    assert_int_equal(back->n_floats, m->n_floats);
+    assert_memory_equal(back->data, m->data, sizeof(float) * (size_t)m->n_floats);
+    assert_string_equal(back->sha256, m->sha256);
+}
+
+/* Save m, load it back, check it, and check that saving the loaded model
+ * gives the same bytes; returns the file's bytes. */
+static uint8_t *roundtrip_model(const struct assay_model *m, size_t *size)
+{
+    uint8_t *buf = model_bytes(m, size);
+    struct assay_model *back = load_ok(buf, *size);
+    want_same_model(back, m);
+    size_t size2;
+    uint8_t *buf2 = model_bytes(back, &size2);
+    assert_int_equal(size2, *size);
+    assert_memory_equal(buf2, buf, *size);
+    free(buf2);
+    assay_model_free(back);
+    return buf;
+}
+
+static void want_tensor(const struct assay_gguf *g, size_t index, const char *name, int64_t ne0)
+{
+    const struct assay_gguf_tensor *t = assay_gguf_tensor_at(g, index);
+    assert_non_null(t);
+    assert_string_equal(t->name, name);
+    assert_int_equal(t->n_dims, 1);
+    assert_int_equal(t->ne[0], ne0);
+}
+
+/* qwen2 with biases and tied embeddings: the metadata under "qwen2.", the
+ * three biases after their matrices, no output.weight. */
+static void test_roundtrip_qwen2_bias_tied(void **state)
+{
+    (void)state;
+    struct assay_model *m = arch_model(ASSAY_ARCH_QWEN2, true, true, 0.0f, false);
+    assert_true(m->tied);
+    size_t size;
+    uint8_t *buf = roundtrip_model(m, &size);
+    struct assay_gguf *g;
+    struct assay_diag diag;
+    gguf_want_status(assay_gguf_parse(buf, size, NULL, &g, &diag), ASSAY_OK, &diag);
+    want_string(g, "general.architecture", "qwen2");
+    gguf_want_u32(g, "qwen2.block_count", 2);
+    gguf_want_u32(g, "qwen2.embedding_length", 64);
+    gguf_want_u32(g, "qwen2.attention.head_count_kv", 2);
+    assert_int_equal(assay_gguf_find_key(g, "llama.block_count"), -1);
+    assert_int_equal(assay_gguf_find_key(g, "qwen2.rope.scaling.type"), -1);
+    assert_int_equal(assay_gguf_n_tensors(g), 2 + 12 * 2);
+    want_tensor(g, 3, "blk.0.attn_q.bias", 64);
+    want_tensor(g, 5, "blk.0.attn_k.bias", 32);
+    want_tensor(g, 7, "blk.0.attn_v.bias", 32);
+    want_tensor(g, 12 + 7, "blk.1.attn_v.bias", 32);
+    assert_null(assay_gguf_find_tensor(g, "output.weight"));
+    assert_null(assay_gguf_find_tensor(g, "rope_freqs.weight"));
+    assay_gguf_free(g);
+    free(buf);
+    assay_model_free(m);
+}
+
+/* llama with linear RoPE scaling and llama 3.1's frequency divisors. */
+static void test_roundtrip_llama_rope_scaling(void **state)
+{
+    (void)state;
+    struct assay_model *m = arch_model(ASSAY_ARCH_LLAMA, false, false, 2.0f, true);
+    size_t size;
+    uint8_t *buf = roundtrip_model(m, &size);
+    struct assay_gguf *g;
+    struct assay_diag diag;
+    gguf_want_status(assay_gguf_parse(buf, size, NULL, &g, &diag), ASSAY_OK, &diag);
+    want_string(g, "general.architecture", "llama");
+    want_string(g, "llama.rope.scaling.type", "linear");
+    float f = 0;
+    gguf_want_status(assay_gguf_get_f32(g, "llama.rope.scaling.factor", &f, &diag), ASSAY_OK,
+                     &diag);
+    assert_true(f == 2.0f);
+    size_t n = assay_gguf_n_tensors(g);
+    assert_int_equal(n, 3 + 9 * 2 + 1);
+    want_tensor(g, n - 1, "rope_freqs.weight", 8);
+    assert_memory_equal(assay_gguf_tensor_at(g, n - 1)->data, m->rope_freqs, 8 * sizeof(float));
+    assert_null(assay_gguf_find_tensor(g, "blk.0.attn_q.bias"));
+    assay_gguf_free(g);
+    free(buf);
+    assay_model_free(m);
+
+    /* Tied and biased, with rope_freqs: the divisors follow output_norm. */
+    m = arch_model(ASSAY_ARCH_LLAMA, true, true, 0.0f, true);
+    buf = roundtrip_model(m, &size);
+    gguf_want_status(assay_gguf_parse(buf, size, NULL, &g, &diag), ASSAY_OK, &diag);
+    n = assay_gguf_n_tensors(g);
+    assert_int_equal(n, 2 + 12 * 2 + 1);
+    assert_string_equal(assay_gguf_tensor_at(g, n - 2)->name, "output_norm.weight");
+    want_tensor(g, n - 1, "rope_freqs.weight", 8);
+    assert_int_equal(assay_gguf_find_key(g, "llama.rope.scaling.type"), -1);
+    assay_gguf_free(g);
+    free(buf);
+    assay_model_free(m);
+}
+
+/* The keys are read under the file's architecture, and the head size and
+ * rotation follow llama.cpp's defaults. */
+static void test_load_arch_metadata(void **state)
+{
+    (void)state;
+    struct assay_model *m = arch_model(ASSAY_ARCH_QWEN2, true, false, 0.0f, false);
+    size_t size;
+    uint8_t *buf = model_bytes(m, &size);
+    uint8_t *c = gguf_copy_of(buf, size);
+    /* A llama key in a qwen2 file is not read, and the reverse. */
+    memcpy(c + gguf_str_pos(buf, size, "qwen2.block_count") + 8, "llama", 5);
+    gguf_want_load_fail(c, size, ASSAY_ERR_NOT_FOUND, "qwen2.block_count", "a value of type u32",
+                   "got no such key");
+    memcpy(c, buf, size);
+    memcpy(c + gguf_str_pos(buf, size, "qwen2") + 8, "llama", 5); /* general.architecture */
+    gguf_want_load_fail(c, size, ASSAY_ERR_NOT_FOUND, "llama.block_count", NULL, "got no such key");
+    /* Validation names the file's keys too. */
+    memcpy(c, buf, size);
+    gguf_put_u32(c, gguf_kv_value_pos(buf, size, "qwen2.attention.head_count_kv"), 3);
+    gguf_want_load_fail(c, size, ASSAY_ERR_INVALID, "qwen2.attention.head_count_kv",
+                   "a divisor of qwen2.attention.head_count", "got 3 (head_count 4)");
+    /* Without rope.dimension_count the whole head (d_model / head_count)
+     * turns. */
+    memcpy(c, buf, size);
+    memcpy(c + gguf_str_pos(buf, size, "qwen2.rope.dimension_count") + 8, "x", 1);
+    struct assay_model *back = load_ok(c, size);
+    assert_int_equal(back->cfg.head_dim, 16);
+    assert_int_equal(back->cfg.arch, ASSAY_ARCH_QWEN2);
+    assert_string_equal(back->sha256, m->sha256);
+    assay_model_free(back);
+    /* A partial rotation is refused. */
+    memcpy(c, buf, size);
+    gguf_put_u32(c, gguf_kv_value_pos(buf, size, "qwen2.rope.dimension_count"), 8);
+    gguf_want_load_fail(c, size, ASSAY_ERR_UNSUPPORTED, "qwen2.rope.dimension_count",
+                   "expected the head size", "got 8 (head size 16)");
+    free(c);
+    free(buf);
+    assay_model_free(m);
+
+    /* Heads of 8 in d_model 64: key_length says so; without it a head is
+     * d_model / head_count = 16 wide and the tensors do not fit. */
+    struct assay_model_config cfg = assay_model_config_mini();
+    cfg.arch = ASSAY_ARCH_QWEN2;
+    cfg.head_dim = 8;
+    assert_int_equal(assay_model_init_random(&m, &cfg, 2), ASSAY_OK);
+    buf = model_bytes(m, &size);
+    back = load_ok(buf, size);
+    assert_int_equal(back->cfg.head_dim, 8);
+    assay_model_free(back);
+    c = gguf_copy_of(buf, size);
+    /* Without value_length a value head is d_model / head_count wide
+     * whatever key_length says (llama.cpp's default), so values and keys
+     * differ. */
+    memcpy(c + gguf_str_pos(buf, size, "qwen2.attention.value_length") + 8, "x", 1);
+    gguf_want_load_fail(c, size, ASSAY_ERR_UNSUPPORTED, "qwen2.attention.value_length",
+                   "expected the head size (values as wide as keys)",
+                   "got no such key: embedding_length / head_count = 16 (head size 8)");
+    memcpy(c, buf, size);
+    memcpy(c + gguf_str_pos(buf, size, "qwen2.attention.key_length") + 8, "x", 1);
+    gguf_want_load_fail(c, size, ASSAY_ERR_UNSUPPORTED, "qwen2.attention.value_length",
+                   "expected the head size", "got 8 (head size 16)");
+    memcpy(c + gguf_str_pos(buf, size, "qwen2.attention.value_length") + 8, "x", 1);
+    memcpy(c + gguf_str_pos(buf, size, "qwen2.rope.dimension_count") + 8, "x", 1);
+    gguf_want_load_fail(c, size, ASSAY_ERR_PARSE, "blk.0.attn_q.weight", "expected ne [64, 64]",
+                   "got ne [64, 32]");
+    free(c);
+    free(buf);
+    assay_model_free(m);
+}
+
+/* rope.scaling: the type, the factor under either name, the attention
+ * factor. */
+static void test_load_rope_scaling(void **state)
+{
+    (void)state;
+    struct assay_model *m = arch_model(ASSAY_ARCH_LLAMA, false, false, 0.0f, false);
+    size_t size, n;
+    uint8_t *buf = model_bytes(m, &size);
+    uint8_t *c = with_kv_string(buf, size, "llama.rope.scaling.type", "yarn", &n);
+    gguf_want_load_fail(c, n, ASSAY_ERR_UNSUPPORTED, "llama.rope.scaling.type",
+                   "expected \"none\" or \"linear\"", "got \"yarn\"");
+    free(c);
+    c = with_kv_string(buf, size, "llama.rope.scaling.type", "longrope", &n);
+    gguf_want_load_fail(c, n, ASSAY_ERR_UNSUPPORTED, "llama.rope.scaling.type", NULL,
+                   "got \"longrope\"");
+    free(c);
+    c = with_kv_f32(buf, size, "llama.rope.scaling.attn_factor", 2.0f, &n);
+    gguf_want_load_fail(c, n, ASSAY_ERR_UNSUPPORTED, "llama.rope.scaling.attn_factor",
+                   "expected 1 (no attention scaling)", "got 2");
+    free(c);
+    c = with_kv_f32(buf, size, "llama.rope.scaling.attn_factor", 1.0f, &n);
+    struct assay_model *back = load_ok(c, n);
+    assert_true(back->cfg.rope_scale == 0.0f);
+    assay_model_free(back);
+    free(c);
+    /* The old name of the factor, and no type: linear. */
+    c = with_kv_f32(buf, size, "llama.rope.scale_linear", 4.0f, &n);
+    back = load_ok(c, n);
+    assert_true(back->cfg.rope_scale == 4.0f);
+    assert_string_equal(back->sha256, m->sha256);
+    assay_model_free(back);
+    free(c);
+    /* Type "none" turns scaling off whatever the factor says. */
+    c = with_kv_string(buf, size, "llama.rope.scaling.type", "none", &n);
+    size_t n2;
+    uint8_t *c2 = with_kv_f32(c, n, "llama.rope.scaling.factor", 2.0f, &n2);
+    back = load_ok(c2, n2);
+    assert_true(back->cfg.rope_scale == 0.0f);
+    assay_model_free(back);
+    free(c2);
+    free(c);
+    c = with_kv_f32(buf, size, "llama.rope.scale_linear", -1.0f, &n);
+    gguf_want_load_fail(c, n, ASSAY_ERR_INVALID, "llama.rope.scale_linear",
+                   "expected 0 (none) or a finite number > 0", "got -1");
+    free(c);
+    free(buf);
+    assay_model_free(m);
+
+    m = arch_model(ASSAY_ARCH_QWEN2, false, false, 2.0f, false);
+    buf = model_bytes(m, &size);
+    back = load_ok(buf, size);
+    assert_true(back->cfg.rope_scale == 2.0f);
+    assay_model_free(back);
+    c = gguf_copy_of(buf, size);
+    size_t factor = gguf_kv_value_pos(buf, size, "qwen2.rope.scaling.factor");
+    const struct {
+        float value;
+        const char *got;
+    } bad[] = {{-1.0f, "got -1"}, {NAN, "nan"}, {INFINITY, "got inf"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        uint32_t u;
+        memcpy(&u, &bad[i].value, 4);
+        gguf_put_u32(c, factor, u);
+        gguf_want_load_fail(c, size, ASSAY_ERR_INVALID, "qwen2.rope.scaling.factor",
+                       "expected 0 (none) or a finite number > 0", bad[i].got);
+    }
+    free(c);
+    free(buf);
+    assay_model_free(m);
+}
+
+/* Biases: layer 0's q bias decides, and then every layer has all three. */
+static void test_load_bias_tensors(void **state)
+{
+    (void)state;
+    struct assay_model *m = arch_model(ASSAY_ARCH_QWEN2, true, false, 0.0f, false);
+    size_t size, n;
+    uint8_t *buf = model_bytes(m, &size);
+    struct retype r = {all_f32, "blk.0.attn_k.bias", NULL};
+    uint8_t *c = retyped(buf, size, &r, &n);
+    gguf_want_load_fail(c, n, ASSAY_ERR_NOT_FOUND, "blk.0.attn_k.bias",
+                        "expected a tensor of ne [32]", "got no such tensor");
+    free(c);
+    r.drop = "blk.1.attn_v.bias";
+    c = retyped(buf, size, &r, &n);
+    gguf_want_load_fail(c, n, ASSAY_ERR_NOT_FOUND, "blk.1.attn_v.bias",
+                        "expected a tensor of ne [32]", "got no such tensor");
+    free(c);
+    /* Without layer 0's q bias the model has none, so the others are
+     * strays. */
+    r.drop = "blk.0.attn_q.bias";
+    c = retyped(buf, size, &r, &n);
+    gguf_want_load_fail(c, n, ASSAY_ERR_PARSE, "blk.0.attn_k.bias",
+                   "expected only the 21 tensors of a 2-layer qwen2 model",
+                   "got unknown tensor blk.0.attn_k.bias");
+    free(c);
+    /* A bias of the wrong length. */
+    c = gguf_copy_of(buf, size);
+    gguf_put_u64(c, gguf_tensor_dims_pos(buf, size, "blk.1.attn_q.bias") + 4, 32);
+    gguf_want_load_fail(c, size, ASSAY_ERR_PARSE, "blk.1.attn_q.bias", "expected ne [64]",
+                   "got ne [32]");
+    free(c);
+    free(buf);
+    assay_model_free(m);
+    /* A bias in layer 1 of a model whose layer 0 has none. */
+    buf = gguf_mini_bytes(&size);
+    r.drop = NULL;
+    r.stray = "blk.1.attn_q.bias";
+    c = retyped(buf, size, &r, &n);
+    gguf_want_load_fail(c, n, ASSAY_ERR_PARSE, "blk.1.attn_q.bias",
+                   "expected only the 21 tensors of a 2-layer llama model",
+                   "got unknown tensor blk.1.attn_q.bias");
+    free(c);
+    free(buf);
+}
+
+/* rope_freqs.weight: head_dim / 2 finite positive divisors. */
+static void test_load_rope_freqs(void **state)
+{
+    (void)state;
+    struct assay_model *m = arch_model(ASSAY_ARCH_LLAMA, false, false, 0.0f, true);
+    size_t size;
+    uint8_t *buf = model_bytes(m, &size);
+    uint8_t *c = gguf_copy_of(buf, size);
+    size_t at = gguf_tensor_data_pos(buf, size, "rope_freqs.weight");
+    const struct {
+        int element;
+        float value;
+        const char *expected, *got;
+    } bad[] = {
+        {3, 0.0f, "expected positive frequency divisors", "got 0 at element 3"},
+        {0, -2.0f, "expected positive frequency divisors", "got -2 at element 0"},
+        {7, NAN, "expected finite weights", "got NaN at element 7"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memcpy(c, buf, size);
+        memcpy(c + at + 4 * (size_t)bad[i].element, &bad[i].value, 4);
+        gguf_want_load_fail(c, size, ASSAY_ERR_PARSE, "rope_freqs.weight", bad[i].expected,
+                            bad[i].got);
+    }
+    memcpy(c, buf, size);
+    gguf_put_u64(c, gguf_tensor_dims_pos(buf, size, "rope_freqs.weight") + 4, 4);
+    gguf_want_load_fail(c, size, ASSAY_ERR_PARSE, "rope_freqs.weight", "expected ne [8]",
+                        "got ne [4]");
+    /* Small positive divisors are divisors like any other. */
+    memcpy(c, buf, size);
+    float tiny = 1e-30f;
+    memcpy(c + at, &tiny, 4);
+    struct assay_model *back = load_ok(c, size);
+    assert_true(back->rope_freqs[0] == tiny);
+    assay_model_free(back);
+    free(c);
+    free(buf);
+    assay_model_free(m);
+}
+
+/* An architecture other than llama and qwen2, one whose name only starts
+ * like them, and qwen2 with what only llama has. */
+static void test_load_other_arch(void **state)
+{
+    (void)state;
+    struct assay_model *m = arch_model(ASSAY_ARCH_QWEN2, true, false, 0.0f, false);
+    size_t size;
+    uint8_t *buf = model_bytes(m, &size);
+    uint8_t *c = gguf_copy_of(buf, size);
+    memcpy(c + gguf_str_pos(buf, size, "qwen2") + 8, "qwen3", 5);
+    gguf_want_load_fail(c, size, ASSAY_ERR_UNSUPPORTED, "general.architecture",
+                   "expected \"llama\" or \"qwen2\"", "got \"qwen3\"");
+    memcpy(c, buf, size);
+    memcpy(c + gguf_str_pos(buf, size, "qwen2") + 8, "qwen\0", 5);
+    gguf_want_load_fail(c, size, ASSAY_ERR_UNSUPPORTED, "general.architecture", NULL,
+                        "got \"qwen\"");
+    free(c);
+    /* llama.cpp's qwen2 has no RoPE frequency divisors: in a qwen2 file
+     * rope_freqs.weight is a tensor nobody knows, and a qwen2 config with
+     * them is not made. */
+    size_t n;
+    struct retype r = {all_f32, NULL, "rope_freqs.weight"};
+    c = retyped(buf, size, &r, &n);
+    gguf_want_load_fail(c, n, ASSAY_ERR_PARSE, "rope_freqs.weight",
+                   "expected only the 27 tensors of a 2-layer biased qwen2 model",
+                   "got unknown tensor rope_freqs.weight");
+    free(c);
+    struct assay_model_config cfg = m->cfg;
+    cfg.rope_freqs = true;
+    struct assay_diag diag;
+    assay_diag_clear(&diag); /* validation names no file: it keeps the caller's */
+    gguf_want_status(assay_model_config_validate(&cfg, &diag), ASSAY_ERR_INVALID, &diag);
+    gguf_want_diag(&diag, "rope_freqs.weight", "only in a llama model", "in a qwen2 model");
+    struct assay_model *q = (struct assay_model *)&q;
+    assert_int_equal(assay_model_init_random(&q, &cfg, 1), ASSAY_ERR_INVALID);
+    assert_null(q);
+    cfg.arch = ASSAY_ARCH_LLAMA;
+    gguf_want_status(assay_model_config_validate(&cfg, &diag), ASSAY_OK, &diag);
+    free(buf);
+    assay_model_free(m);
+}
+
+int main(int argc, char **argv)
+{
+    assay_test_init(argc, argv);
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_roundtrip_tinygpt),
+        cmocka_unit_test(test_roundtrip_mini),
+        cmocka_unit_test(test_save_other_shapes),
+        cmocka_unit_test(test_half_reference),
+        cmocka_unit_test(test_load_f16),
+        cmocka_unit_test(test_load_q8_0),
+        cmocka_unit_test(test_load_tied),
+        cmocka_unit_test(test_load_bad_types),
+        cmocka_unit_test(test_load_tied_stray),
+        cmocka_unit_test(test_roundtrip_qwen2_bias_tied),
+        cmocka_unit_test(test_roundtrip_llama_rope_scaling),
+        cmocka_unit_test(test_load_arch_metadata),
+        cmocka_unit_test(test_load_rope_scaling),
+        cmocka_unit_test(test_load_bias_tensors),
+        cmocka_unit_test(test_load_rope_freqs),
+        cmocka_unit_test(test_load_other_arch),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
