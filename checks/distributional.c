@@ -231,6 +231,17 @@ void assay_dist_statistic_alone(char *buf, size_t size, bool testable, double p_
     }
 }
 
+/* The lowest logit among the tokens a processed distribution keeps (those
+ * of probability above 0 in prob). */
+static double lowest_kept(const double *row, int32_t v, const double *prob)
+{
+    double low = INFINITY;
+    for (int32_t y = 0; y < v; y++) {
+        low = prob[y] > 0.0 && row[y] < low ? row[y] : low;
+    }
+    return low;
+}
+
 int32_t assay_dist_widened_kept(const double *row, int32_t v, const struct assay_dist_params *p,
                                  double *scratch)
 {
@@ -243,10 +254,7 @@ int32_t assay_dist_widened_kept(const double *row, int32_t v, const struct assay
         if (assay_oracle_distribution(row, v, &loose, p->order, scratch, &mi) != ASSAY_OK) {
             return v;
         }
-        double kth = INFINITY;
-        for (int32_t y = 0; y < v; y++) {
-            kth = scratch[y] > 0.0 && row[y] < kth ? row[y] : kth;
-        }
+        double kth = lowest_kept(row, v, scratch);
         int32_t k = 0;
         for (int32_t y = 0; y < v; y++) {
             k += row[y] >= kth - p->tol_logit;
@@ -263,10 +271,7 @@ int32_t assay_dist_widened_kept(const double *row, int32_t v, const struct assay
     }
     /* A top-p cut keeps a prefix of the engine's order: a token within
      * tol_logit below the last one kept can take its place. */
-    double last = INFINITY;
-    for (int32_t y = 0; y < v; y++) {
-        last = scratch[y] > 0.0 && row[y] < last ? row[y] : last;
-    }
+    double last = lowest_kept(row, v, scratch);
     int32_t n = 0;
     for (int32_t y = 0; y < v; y++) {
         n += row[y] >= last - p->tol_logit;
