@@ -249,7 +249,13 @@ static void test_arrival_kinds(void **state)
              "--workload workloads/compare-speed.json --arrival trace --pairs 2 --out '%s'",
              dir, g_assay, dir);
     struct run r = run(cmd);
-    assert_int_equal(r.status, 0);
+    /* 0, or 3 when the noise of a busy machine reads as a regression
+     * between the two identical engines: the speed verdict is not what
+     * this test is about, the arrival each bench ran is. */
+    if (r.status != 0 && r.status != 3) {
+        print_message("compare exited %d: %s\n", r.status, r.err);
+    }
+    assert_true(r.status == 0 || r.status == 3);
     cJSON *report = load_report(dir);
     assert_string_equal(assay_json_str(report, "compare.speed.baseline_bench.generator.arrival", ""),
                         "trace");
