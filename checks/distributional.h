@@ -175,6 +175,10 @@ struct assay_dist_params {
                              the caller chose, borrowed for the call; NULL:
                              chosen here from the prompt seed */
     struct assay_dist_budget budget; /* off by default */
+    bool bonus_only;      /* pit: test only the tokens drawn after every proposal
+                             of a speculative round was accepted (the engine's
+                             SPEC_ROUND events say which), each against the
+                             target's distribution given its prefix */
 };
 
 /* The PIT's conditional test: groups of the oracle's entropy, and equal
@@ -200,7 +204,8 @@ struct assay_dist_params assay_dist_default_params(void);
 
 /*
  * Parse "key=value,..." over p (keys: n, pos, len, prompt, prompts, t, top_k,
- * top_p, order=joint|sequential, alpha, power, bins, window, tries; unknown
+ * top_p, order=joint|sequential, alpha, power, bins, window, tries,
+ * only=bonus; unknown
  * keys and "vs" are left to the caller: "vs" is ignored here). NULL or "" is
  * no change. On a bad key or value returns ASSAY_ERR_INVALID with the reason
  * in why; p may then be partly updated.
