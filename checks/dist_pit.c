@@ -531,7 +531,20 @@ enum assay_status assay_dist_pit(const struct assay_adapter *a, const struct ass
             n_impossible++;
         }
     }
-    if (n_u < 2 * p->pit_bins * 5) {
+    /* The check sets how many values it draws, except with bonus_only,
+     * where the engine decides how many rounds it accepts: there the KS
+     * (exact at any n) decides alone while the bins are too few, and an
+     * engine that accepts almost nothing is left to the acceptance checks. */
+    if (p->bonus_only && n_u < ASSAY_DIST_PIT_MIN_BONUS) {
+        assay_check_skip(res,
+                         "only %lld tokens after a wholly accepted round (proposals accepted "
+                         "%lld of %lld), fewer than %d: how often rounds are accepted is "
+                         "dist.spec.acceptance's to judge",
+                         (long long)n_u, (long long)tally.accepted, (long long)tally.drafted,
+                         ASSAY_DIST_PIT_MIN_BONUS);
+        goto out;
+    }
+    if (!p->bonus_only && n_u < 2 * p->pit_bins * 5) {
         st = ASSAY_ERR_INVALID;
         assay_dist_set_error(res, st, "too few PIT values for the test (raise n or len)");
         goto out;

@@ -186,6 +186,10 @@ struct assay_dist_params {
 #define ASSAY_DIST_PIT_GROUPS 3
 #define ASSAY_DIST_PIT_GROUP_BINS 10
 
+/* pit with bonus_only: fewer tokens after a wholly accepted round than
+ * this is a SKIP (the KS decides alone from here until the bins fill). */
+#define ASSAY_DIST_PIT_MIN_BONUS 10
+
 /* The p-values a combined check is made of, for calibration: PIT: KS and
  * chi-squared of u, and the chi-squared within entropy groups; acceptance:
  * the per-position X^2 and the KS of the indicator PIT. Each is U(0,1)
