@@ -471,7 +471,7 @@ static const struct assay_plan_item k_plan[] = {
      * model.h) that accepts about 70% of proposals, where mini-draft
      * accepts 3%: acceptance, the residual after a late rejection and the
      * token after a wholly accepted round are each sampled thousands of
-     * times. */
+     * times (dist.pit.spec and the homogeneity check below run it too). */
     {"dist.gof.spec-pair-near", ASSAY_FAMILY_DISTRIBUTIONAL,
      "model=mini,draft=near:0.05,batch=256,spec=1", NULL,
      "the first two tokens under speculation k = 1 with a mostly accepted draft: acceptance, "
@@ -491,7 +491,7 @@ static const struct assay_plan_item k_plan[] = {
      run_acceptance, "n=1000,len=16,prompt=4,prompts=16,t=1.0,top_k=0,top_p=0.9",
      ASSAY_COMMAND_VERIFY, ASSAY_NEED_WEIGHTS | ASSAY_NEED_BUNDLED, false},
     {"dist.homogeneity.spec-vs-plain", ASSAY_FAMILY_DISTRIBUTIONAL,
-     "model=mini,draft=mini-draft,batch=256,spec=1", NULL,
+     "model=mini,draft=near:0.05,batch=256,spec=1", NULL,
      "2 x k homogeneity of the first token: speculation k = 1 against plain sampling",
      run_homogeneity, "n=125000,pos=1,len=2,prompt=1,t=0.7,top_k=40,top_p=0.6,vs=spec=0",
      ASSAY_COMMAND_VERIFY, ASSAY_NEED_BUNDLED, false},
