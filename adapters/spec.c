@@ -211,7 +211,7 @@ static enum assay_status parse_bundled(const char *args, struct bundled_spec *b,
 }
 
 struct cache_entry {
-    char key[300];
+    char key[600]; /* what#seed, or a derived draft's near:NOISE@what#seed#draft_seed */
     struct assay_model *model;
 };
 
@@ -238,6 +238,37 @@ void assay_model_cache_free(struct assay_model_cache *c)
     assay_free(c);
 }
 
+/* The cached model under key, or NULL. */
+static struct assay_model *cache_find(const struct assay_model_cache *c, const char *key)
+{
+    for (int32_t i = 0; i < c->n; i++) {
+        if (strcmp(c->entries[i].key, key) == 0) {
+            return c->entries[i].model;
+        }
+    }
+    return NULL;
+}
+
+/* Keep model under key (the cache owns it from now on, also on failure). */
+static enum assay_status cache_put(struct assay_model_cache *c, const char *key,
+                                   struct assay_model *model)
+{
+    if (c->n == c->cap) {
+        int32_t cap = c->cap > 0 ? 2 * c->cap : 8;
+        struct cache_entry *grown = assay_realloc(c->entries, sizeof *grown * (size_t)cap);
+        if (grown == NULL) {
+            assay_model_free(model);
+            return ASSAY_ERR_NOMEM;
+        }
+        c->entries = grown;
+        c->cap = cap;
+    }
+    snprintf(c->entries[c->n].key, sizeof c->entries[c->n].key, "%s", key);
+    c->entries[c->n].model = model;
+    c->n++;
+    return ASSAY_OK;
+}
+
 /* A model from the cache (borrowed) or, without a cache, a new one (owned
  * by the caller). */
 static enum assay_status get_model(struct assay_model_cache *c, const char *what, long long seed,
@@ -248,26 +279,45 @@ static enum assay_status get_model(struct assay_model_cache *c, const char *what
     }
     char key[300];
     snprintf(key, sizeof key, "%s#%lld", what, is_path(what) ? 0LL : seed);
-    for (int32_t i = 0; i < c->n; i++) {
-        if (strcmp(c->entries[i].key, key) == 0) {
-            *out = c->entries[i].model;
-            return ASSAY_OK;
-        }
-    }
-    if (c->n == c->cap) {
-        int32_t cap = c->cap > 0 ? 2 * c->cap : 8;
-        struct cache_entry *grown = assay_realloc(c->entries, sizeof *grown * (size_t)cap);
-        if (grown == NULL) {
-            return ASSAY_ERR_NOMEM;
-        }
-        c->entries = grown;
-        c->cap = cap;
+    *out = cache_find(c, key);
+    if (*out != NULL) {
+        return ASSAY_OK;
     }
     enum assay_status st = load_model(what, seed, out, diag);
     if (st == ASSAY_OK) {
-        snprintf(c->entries[c->n].key, sizeof c->entries[c->n].key, "%s", key);
-        c->entries[c->n].model = *out;
-        c->n++;
+        st = cache_put(c, key, *out);
+        *out = st == ASSAY_OK ? *out : NULL;
+    }
+    return st;
+}
+
+/* draft=near:NOISE: the target's own weights perturbed
+ * (assay_model_derive_draft), from the cache or new as get_model's. */
+static enum assay_status derive_draft(struct assay_model_cache *c, const struct bundled_spec *b,
+                                      const struct assay_model *model, struct assay_model **out,
+                                      struct assay_diag *diag)
+{
+    const char *v = b->draft + 5;
+    char *end = NULL;
+    errno = 0;
+    double noise = strtod(v, &end);
+    if (end == v || *end != '\0' || errno != 0 || !(noise >= 0.0 && noise <= 10.0)) {
+        return assay_spec_bad(diag, "draft", "near:NOISE with NOISE in [0, 10]", b->draft);
+    }
+    if (c == NULL) {
+        return assay_model_derive_draft(model, noise, (uint64_t)b->draft_seed, out);
+    }
+    char key[600];
+    snprintf(key, sizeof key, "%s@%s#%lld#%lld", b->draft, b->model,
+             is_path(b->model) ? 0LL : b->seed, b->draft_seed);
+    *out = cache_find(c, key);
+    if (*out != NULL) {
+        return ASSAY_OK;
+    }
+    enum assay_status st = assay_model_derive_draft(model, noise, (uint64_t)b->draft_seed, out);
+    if (st == ASSAY_OK) {
+        st = cache_put(c, key, *out);
+        *out = st == ASSAY_OK ? *out : NULL;
     }
     return st;
 }
@@ -288,7 +338,9 @@ static enum assay_status bundled_models(const struct bundled_spec *b,
                             : is_path(b->model)             ? b->model
                             : strcmp(b->model, "mini") == 0 ? "mini-draft"
                                                             : "draft";
-        st = get_model(cache, dname, b->draft_seed, draft, diag);
+        st = strncmp(dname, "near:", 5) == 0
+                 ? derive_draft(cache, b, *model, draft, diag)
+                 : get_model(cache, dname, b->draft_seed, draft, diag);
     }
     if (st != ASSAY_OK && cache == NULL) {
         assay_model_free(*model);

@@ -378,6 +378,7 @@ enum assay_status assay_dist_pit(const struct assay_adapter *a, const struct ass
     struct assay_oracle *o = NULL;
     struct sample_set ss;
     memset(&ss, 0, sizeof ss);
+    struct assay_spec_tally tally = {0, 0, 0, NULL};
     if (seq == NULL || rows == NULL || pd == NULL || u == NULL || u_scratch == NULL ||
         rec == NULL || rec_u == NULL || u_group == NULL || group == NULL || h == NULL ||
         (tolerant && (rec_allow == NULL || allow_seq == NULL || u_allow == NULL)) ||
@@ -399,12 +400,27 @@ enum assay_status assay_dist_pit(const struct assay_adapter *a, const struct ass
     }
     struct request_source src = {prompts, p->n_prompts, plen, p->sampling,
                                  assay_seed_derive(p->seed, "requests")};
-    st = assay_dist_draw_samples(a, &src, p->n, len, p->window, false, &ss, why, sizeof why);
+    st = assay_dist_draw_samples(a, &src, p->n, len, p->window, true, &ss, why, sizeof why);
     if (st != ASSAY_OK) {
         assay_dist_draw_failed(res, &ss, st, why);
         goto out;
     }
     assay_dist_judge_delivery(res, &ss, "sequences");
+    /* Speculation's figures, and with bonus_only the positions tested: the
+     * token after a round whose every proposal was accepted. */
+    st = assay_dist_spec_tally(&ss, p->n, len, p->bonus_only, &tally);
+    if (st != ASSAY_OK) {
+        assay_dist_set_error(res, st, "out of memory");
+        goto out;
+    }
+    if (p->bonus_only && tally.n_bonus == 0) {
+        assay_check_skip(res, "%s", ss.n_rounds == 0
+                                        ? "the engine reported no speculative round (SPEC_ROUND "
+                                          "events): no token after an accepted round to test"
+                                        : "no round had every proposal accepted: no token after "
+                                          "an accepted round to test");
+        goto out;
+    }
     /* The oracle's passes, this rank's sequences only; each position's
      * outcome is recorded at its index (rec: 0 none, 1 + g a PIT value of
      * entropy group g, REC_BOUNDARY, REC_IMPOSSIBLE) and the ranks'
@@ -430,6 +446,9 @@ enum assay_status assay_dist_pit(const struct assay_adapter *a, const struct ass
                                  allow_seq + (int64_t)per * len);
         }
         for (int32_t j = 0; j < len && st == ASSAY_OK; j++) {
+            if (tally.bonus != NULL && !tally.bonus[i * len + j]) {
+                continue;
+            }
             const double *row = rows + (int64_t)(plen - 1 + j) * v;
             struct assay_oracle_dist_info inf;
             st = assay_oracle_distribution(row, v, &p->sampling, p->order, pd, &inf);
@@ -512,7 +531,20 @@ enum assay_status assay_dist_pit(const struct assay_adapter *a, const struct ass
             n_impossible++;
         }
     }
-    if (n_u < 2 * p->pit_bins * 5) {
+    /* The check sets how many values it draws, except with bonus_only,
+     * where the engine decides how many rounds it accepts: there the KS
+     * (exact at any n) decides alone while the bins are too few, and an
+     * engine that accepts almost nothing is left to the acceptance checks. */
+    if (p->bonus_only && n_u < ASSAY_DIST_PIT_MIN_BONUS) {
+        assay_check_skip(res,
+                         "only %lld tokens after a wholly accepted round (proposals accepted "
+                         "%lld of %lld), fewer than %d: how often rounds are accepted is "
+                         "dist.spec.acceptance's to judge",
+                         (long long)n_u, (long long)tally.accepted, (long long)tally.drafted,
+                         ASSAY_DIST_PIT_MIN_BONUS);
+        goto out;
+    }
+    if (!p->bonus_only && n_u < 2 * p->pit_bins * 5) {
         st = ASSAY_ERR_INVALID;
         assay_dist_set_error(res, st, "too few PIT values for the test (raise n or len)");
         goto out;
@@ -613,15 +645,23 @@ enum assay_status assay_dist_pit(const struct assay_adapter *a, const struct ass
             "%.3g, marginal p %.3g): a bias whose sign depends on the context",
             groups, p_ctx, p->alpha, p_ks, p_chi, p_marg);
     }
+    char spec[160] = "";
+    assay_dist_spec_rate(&tally, spec, sizeof spec);
+    if (p->bonus_only) {
+        size_t sl = strlen(spec);
+        snprintf(spec + sl, sizeof spec - sl, ", only the %lld tokens after a wholly accepted round",
+                 (long long)tally.n_bonus);
+    }
     snprintf(res->summary, sizeof res->summary,
              "alpha %.0e n %lld p %.3g min-TV %.4f | PIT of %lld x %d: marginal p %.3g (KS D "
              "%.4f p %.3g, chi2 %.1f df %d p %.3g); by entropy p %.3g (X2 %.1f df %d, min-TV %.3f "
-             "per group); T %.2g top-k %d top-p %.2g; %lld at a boundary",
+             "per group); T %.2g top-k %d top-p %.2g; %lld at a boundary%s",
              p->alpha, (long long)n_u, p_comb, chi.min_tv, (long long)p->n, (int)len, p_marg,
              d_ks, p_ks, chi.statistic, (int)chi.df, p_chi, p_ctx, cond.statistic, (int)cond.df,
              cond.min_tv, (double)p->sampling.temperature, (int)p->sampling.top_k,
-             (double)p->sampling.top_p, (long long)n_boundary);
+             (double)p->sampling.top_p, (long long)n_boundary, spec);
 out:
+    assay_free(tally.bonus);
     assay_free(rec_allow);
     assay_free(allow_seq);
     assay_free(u_allow);

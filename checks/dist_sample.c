@@ -142,10 +142,13 @@ enum assay_status assay_dist_parse_params(const char *s, struct assay_dist_param
         } else if (strcmp(kv, "tries") == 0) {
             ok = parse_long(v, 1, 10000, &i);
             p->prompt_tries = (int32_t)i;
+        } else if (strcmp(kv, "only") == 0) {
+            ok = strcmp(v, "bonus") == 0;
+            p->bonus_only = ok;
         } else if (strcmp(kv, "vs") != 0) {
             snprintf(why, size,
                      "unknown check parameter '%s' (expected n, pos, len, prompt, prompts, t, "
-                     "top_k, top_p, order, alpha, power, bins, window, tries, vs)",
+                     "top_k, top_p, order, alpha, power, bins, window, tries, only, vs)",
                      kv);
             return ASSAY_ERR_INVALID;
         }
@@ -155,6 +158,43 @@ enum assay_status assay_dist_parse_params(const char *s, struct assay_dist_param
         }
     }
     return ASSAY_OK;
+}
+
+enum assay_status assay_dist_spec_tally(const struct sample_set *ss, int64_t n, int32_t len,
+                                        bool want_bonus, struct assay_spec_tally *t)
+{
+    memset(t, 0, sizeof *t);
+    if (want_bonus) {
+        t->bonus = assay_calloc((size_t)(n * len), 1);
+        if (t->bonus == NULL) {
+            return ASSAY_ERR_NOMEM;
+        }
+    }
+    for (int64_t r = 0; r < ss->n_rounds; r++) {
+        const struct round_rec *rr = &ss->rounds[r];
+        if (rr->req < 0 || rr->req >= n || rr->drafted < 1 || rr->accepted < 0 ||
+            rr->accepted > rr->drafted) {
+            continue; /* dist.spec.acceptance judges inconsistent rounds */
+        }
+        t->drafted += rr->drafted;
+        t->accepted += rr->accepted;
+        int32_t j = rr->index + rr->drafted;
+        if (t->bonus != NULL && rr->accepted == rr->drafted && rr->index >= 0 && j < len &&
+            !t->bonus[rr->req * len + j]) {
+            t->bonus[rr->req * len + j] = 1;
+            t->n_bonus++;
+        }
+    }
+    return ASSAY_OK;
+}
+
+void assay_dist_spec_rate(const struct assay_spec_tally *t, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    if (t->drafted > 0) {
+        snprintf(buf, size, "; proposals accepted %lld of %lld (%.1f%%)", (long long)t->accepted,
+                 (long long)t->drafted, 100.0 * (double)t->accepted / (double)t->drafted);
+    }
 }
 
 enum assay_status assay_dist_check_params(const struct assay_dist_params *p, char *why, size_t size)

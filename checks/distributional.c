@@ -367,7 +367,7 @@ enum assay_status assay_dist_gof(const struct assay_adapter *a, const struct ass
                                  struct assay_check_result *res)
 {
     int64_t t0 = assay_now_ns();
-    char why[400];
+    char why[400], spec[160] = "";
     enum assay_status st = assay_dist_check_params(p, why, sizeof why);
     if (st == ASSAY_OK && p->budget.on && p->positions != 1) {
         snprintf(why, sizeof why, "a numerics budget is tested on the first token only");
@@ -441,13 +441,16 @@ enum assay_status assay_dist_gof(const struct assay_adapter *a, const struct ass
     }
     struct request_source src = {prompt, 1, p->prompt_len, p->sampling,
                                  assay_seed_derive(p->seed, "requests")};
-    st = assay_dist_draw_samples(a, &src, p->n, p->out_len, p->window, false, &ss, why,
+    st = assay_dist_draw_samples(a, &src, p->n, p->out_len, p->window, true, &ss, why,
                                  sizeof why);
     if (st != ASSAY_OK) {
         assay_dist_draw_failed(res, &ss, st, why);
         goto out;
     }
     assay_dist_judge_delivery(res, &ss, "requests");
+    struct assay_spec_tally tally; /* no bonus cells: nothing allocated, nothing fails */
+    (void)assay_dist_spec_tally(&ss, p->n, p->out_len, false, &tally);
+    assay_dist_spec_rate(&tally, spec, sizeof spec);
     int64_t first_bad = -1, first_req = -1;
     for (int64_t i = 0; i < p->n; i++) {
         const int32_t *t = ss.tokens + i * p->out_len;
@@ -567,11 +570,12 @@ enum assay_status assay_dist_gof(const struct assay_adapter *a, const struct ass
     }
     snprintf(res->summary, sizeof res->summary,
              "alpha %.0e n %lld p %.3g min-TV %.4f | chi2 %.1f df %d; %s %d, T %.2g top-k %d "
-             "top-p %.2g; %d bins (%d pooled), cut margins p %.1e k %.1e",
+             "top-p %.2g; %d bins (%d pooled), cut margins p %.1e k %.1e%s",
              p->alpha, (long long)tr.n, tr.p_value, tr.min_tv, tr.statistic, (int)tr.df,
              p->positions == 1 ? "first token" : "first pair", (int)p->prompt_len,
              (double)p->sampling.temperature, (int)p->sampling.top_k,
-             (double)p->sampling.top_p, (int)tr.n_bins, (int)bins->n_pooled, mg.top_p, mg.top_k);
+             (double)p->sampling.top_p, (int)tr.n_bins, (int)bins->n_pooled, mg.top_p, mg.top_k,
+             spec);
 out:
     assay_gof_bins_free(bins);
     assay_dist_sample_set_free(&ss);

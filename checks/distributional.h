@@ -175,12 +175,20 @@ struct assay_dist_params {
                              the caller chose, borrowed for the call; NULL:
                              chosen here from the prompt seed */
     struct assay_dist_budget budget; /* off by default */
+    bool bonus_only;      /* pit: test only the tokens drawn after every proposal
+                             of a speculative round was accepted (the engine's
+                             SPEC_ROUND events say which), each against the
+                             target's distribution given its prefix */
 };
 
 /* The PIT's conditional test: groups of the oracle's entropy, and equal
  * bins of u per group. */
 #define ASSAY_DIST_PIT_GROUPS 3
 #define ASSAY_DIST_PIT_GROUP_BINS 10
+
+/* pit with bonus_only: fewer tokens after a wholly accepted round than
+ * this is a SKIP (the KS decides alone from here until the bins fill). */
+#define ASSAY_DIST_PIT_MIN_BONUS 10
 
 /* The p-values a combined check is made of, for calibration: PIT: KS and
  * chi-squared of u, and the chi-squared within entropy groups; acceptance:
@@ -200,7 +208,8 @@ struct assay_dist_params assay_dist_default_params(void);
 
 /*
  * Parse "key=value,..." over p (keys: n, pos, len, prompt, prompts, t, top_k,
- * top_p, order=joint|sequential, alpha, power, bins, window, tries; unknown
+ * top_p, order=joint|sequential, alpha, power, bins, window, tries,
+ * only=bonus; unknown
  * keys and "vs" are left to the caller: "vs" is ignored here). NULL or "" is
  * no change. On a bad key or value returns ASSAY_ERR_INVALID with the reason
  * in why; p may then be partly updated.

@@ -85,6 +85,21 @@ enum assay_status assay_dist_draw_samples(const struct assay_adapter *a,
                                           struct sample_set *out, char *why, size_t size);
 void assay_dist_sample_set_free(struct sample_set *s);
 
+/* What the engine's speculative rounds (a sample set drawn with
+ * keep_rounds) came to: proposals drafted and accepted, and with want_bonus
+ * which cells (request * len + position) hold a token drawn after every
+ * proposal of its round was accepted. Rounds that do not fit the requests
+ * are left out (dist.spec.acceptance judges them). ASSAY_ERR_NOMEM. */
+struct assay_spec_tally {
+    int64_t drafted, accepted, n_bonus;
+    uint8_t *bonus; /* (n * len), or NULL without want_bonus; assay_free it */
+};
+enum assay_status assay_dist_spec_tally(const struct sample_set *ss, int64_t n, int32_t len,
+                                        bool want_bonus, struct assay_spec_tally *t);
+
+/* "; proposals accepted A of D (R%)" for a summary, or "" without rounds. */
+void assay_dist_spec_rate(const struct assay_spec_tally *t, char *buf, size_t size);
+
 /* A failed draw's verdict: FAIL when the engine under test failed, ERROR
  * when the suite could not run. */
 void assay_dist_draw_failed(struct assay_check_result *res, const struct sample_set *ss,

@@ -456,8 +456,10 @@ static const struct assay_plan_item k_plan[] = {
      "randomised PIT of whole sampled sequences (batching, paging, prefix cache, chunking)",
      run_pit, "n=1750,len=32,prompt=4,prompts=16,t=0.9,top_k=50,top_p=0.95", ASSAY_COMMAND_VERIFY,
      ASSAY_NEED_WEIGHTS, false},
-    {"dist.pit.spec", ASSAY_FAMILY_DISTRIBUTIONAL, "model=mini,draft=mini-draft,batch=256,spec=2",
-     NULL, "randomised PIT of whole sequences under speculation k = 2", run_pit,
+    {"dist.pit.spec", ASSAY_FAMILY_DISTRIBUTIONAL, "model=mini,draft=near:0.05,batch=256,spec=2",
+     NULL,
+     "randomised PIT of whole sequences under speculation k = 2 with a mostly accepted draft",
+     run_pit,
      "n=1750,len=32,prompt=4,prompts=16,t=0.8,top_k=0,top_p=0.8", ASSAY_COMMAND_VERIFY,
      ASSAY_NEED_WEIGHTS, false},
     {"dist.spec.acceptance", ASSAY_FAMILY_DISTRIBUTIONAL,
@@ -465,8 +467,31 @@ static const struct assay_plan_item k_plan[] = {
      "speculative acceptance against beta = sum min(p, q), per draft position", run_acceptance,
      "n=2800,len=16,prompt=4,prompts=16,t=1.0,top_k=0,top_p=0.9", ASSAY_COMMAND_VERIFY,
      ASSAY_NEED_WEIGHTS | ASSAY_NEED_BUNDLED, false},
+    /* A draft derived from the target's own weights (draft=near:NOISE,
+     * model.h) that accepts about 70% of proposals, where mini-draft
+     * accepts 3%: acceptance, the residual after a late rejection and the
+     * token after a wholly accepted round are each sampled thousands of
+     * times (dist.pit.spec and the homogeneity check below run it too). */
+    {"dist.gof.spec-pair-near", ASSAY_FAMILY_DISTRIBUTIONAL,
+     "model=mini,draft=near:0.05,batch=256,spec=1", NULL,
+     "the first two tokens under speculation k = 1 with a mostly accepted draft: acceptance, "
+     "the residual and the token after an accepted round; top-k binding",
+     run_gof, "n=60000,pos=2,len=2,prompt=2,t=0.7,top_k=20,top_p=0.9", ASSAY_COMMAND_VERIFY,
+     ASSAY_NEED_WEIGHTS, false},
+    {"dist.pit.spec-bonus", ASSAY_FAMILY_DISTRIBUTIONAL,
+     "model=mini,draft=near:0.05,batch=256,spec=3", NULL,
+     "randomised PIT of the tokens drawn after every proposal of a round was accepted (k = 3, a "
+     "mostly accepted draft), each against the target given its prefix",
+     run_pit, "n=1750,len=32,prompt=4,prompts=16,t=0.9,top_k=50,top_p=0.95,only=bonus",
+     ASSAY_COMMAND_VERIFY, ASSAY_NEED_WEIGHTS | ASSAY_NEED_BUNDLED, false},
+    {"dist.spec.acceptance-near", ASSAY_FAMILY_DISTRIBUTIONAL,
+     "model=mini,draft=near:0.15,batch=256,spec=4", NULL,
+     "speculative acceptance against beta = sum min(p, q) with a mostly accepted draft, per "
+     "draft position",
+     run_acceptance, "n=1000,len=16,prompt=4,prompts=16,t=1.0,top_k=0,top_p=0.9",
+     ASSAY_COMMAND_VERIFY, ASSAY_NEED_WEIGHTS | ASSAY_NEED_BUNDLED, false},
     {"dist.homogeneity.spec-vs-plain", ASSAY_FAMILY_DISTRIBUTIONAL,
-     "model=mini,draft=mini-draft,batch=256,spec=1", NULL,
+     "model=mini,draft=near:0.05,batch=256,spec=1", NULL,
      "2 x k homogeneity of the first token: speculation k = 1 against plain sampling",
      run_homogeneity, "n=125000,pos=1,len=2,prompt=1,t=0.7,top_k=40,top_p=0.6,vs=spec=0",
      ASSAY_COMMAND_VERIFY, ASSAY_NEED_BUNDLED, false},

@@ -115,6 +115,17 @@ static const struct assay_mutant_info k_catalog[ASSAY_MUTANT_COUNT] = {
      "but 'some sampling paths instead applied top-k, renormalized the remaining probabilities, "
      "and then applied top-p', among them the shared EAGLE-family/standalone/n-gram verifier)",
      "distributional"},
+    {ASSAY_MUTANT_SPEC_RESIDUAL_REUSES_ACCEPT_U, "spec-residual-reuses-accept-u",
+     "at the first rejection in a speculative round the residual token is drawn with the "
+     "uniform of that proposal's acceptance test, which a rejection leaves in [p(x)/q(x), 1), "
+     "instead of a fresh one; the acceptance rate stays right and the residual token is biased "
+     "toward the end of the inverse CDF, more the likelier a rejected proposal was to pass",
+     "vllm-project/vllm-ascend #16370 ('Fix rejection resampling RNG coupling': the acceptance "
+     "decision and the residual resampling drew the same Philox value from (seed, pos), so "
+     "'the resampling threshold [is] distributed as U(h, 1) instead of an independent U(0, 1). "
+     "The acceptance rate itself remains correct, but the final sampled-token distribution is "
+     "biased')",
+     "distributional"},
     {ASSAY_MUTANT_UNSEEDED_STEALS_SEEDS, "unseeded-steals-seeds",
      "when any request in a step has no seed, every request of that step draws from the engine's "
      "shared stream instead of its own",

@@ -857,7 +857,11 @@ static int32_t verify_round(struct assay_engine *e, const struct plan *pl, const
         for (int32_t t = 0; t < v; t++) {
             e->residual[t] = sum > 0.0 ? e->residual[t] / sum : p[t];
         }
-        int32_t y = assay_sampler_draw(e->residual, v, draw_u01(e, q, g + j, DRAW_RESIDUAL));
+        double ur = draw_u01(e, q, g + j, DRAW_RESIDUAL);
+        if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_SPEC_RESIDUAL_REUSES_ACCEPT_U)) {
+            ur = u; /* the planted bug: the acceptance test's uniform, in [ratio, 1) */
+        }
+        int32_t y = assay_sampler_draw(e->residual, v, ur);
         sink_logits(e, q, g + j, lrow);
         *finished = append_token(e, q, y);
         break;

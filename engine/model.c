@@ -407,6 +407,36 @@ enum assay_status assay_model_clone(const struct assay_model *model, struct assa
     return ASSAY_OK;
 }
 
+enum assay_status assay_model_derive_draft(const struct assay_model *model, double noise,
+                                           uint64_t seed, struct assay_model **out)
+{
+    *out = NULL;
+    if (!isfinite(noise) || noise < 0.0 || noise > 10.0) {
+        return ASSAY_ERR_INVALID;
+    }
+    struct assay_model *d = NULL;
+    enum assay_status st = assay_model_clone(model, &d);
+    if (st != ASSAY_OK) {
+        return st;
+    }
+    /* The purpose keeps these draws apart from the initialisation's
+     * (whose tensors count from 0). */
+    const uint32_t purpose = 0x6e656172u; /* "near" */
+    for (int64_t i = 0; i < d->n_floats; i += 2) {
+        double u1 = assay_rng_u01(seed, (uint64_t)i, purpose);
+        double u2 = assay_rng_u01(seed, (uint64_t)i + 1, purpose);
+        double r = sqrt(-2.0 * log(1.0 - u1));
+        d->data[i] *= (float)(1.0 + noise * r * cos(2.0 * M_PI * u2));
+        if (i + 1 < d->n_floats) {
+            d->data[i + 1] *= (float)(1.0 + noise * r * sin(2.0 * M_PI * u2));
+        }
+    }
+    snprintf(d->cfg.name, sizeof d->cfg.name, "near:%g", noise);
+    assay_model_rehash(d);
+    *out = d;
+    return ASSAY_OK;
+}
+
 void assay_model_rehash(struct assay_model *m)
 {
     struct assay_sha256 ctx;

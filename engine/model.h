@@ -247,6 +247,20 @@ enum assay_status assay_model_save_gguf(const struct assay_model *model, const c
  * copy's output points into its own data). On failure *out is NULL. */
 enum assay_status assay_model_clone(const struct assay_model *model, struct assay_model **out);
 
+/*
+ * A draft derived from a model's own weights, as self-speculative drafts
+ * are: a deep copy whose every weight w becomes w (1 + noise g), g a
+ * standard Gaussian drawn with assay_rng_u01(seed, element, purpose) through
+ * Box-Muller, and whose config is named "near:NOISE". The target's
+ * distribution q departs from p smoothly as noise grows (0 gives the model
+ * itself, every proposal accepted), so the acceptance rate is set by one
+ * number: on the mini model at T 0.7-1, noise 0.3 accepts about 70% of
+ * proposals (the figure each speculative check reports). ASSAY_ERR_INVALID
+ * for a noise that is not finite and in [0, 10]; on failure *out is NULL.
+ */
+enum assay_status assay_model_derive_draft(const struct assay_model *model, double noise,
+                                           uint64_t seed, struct assay_model **out);
+
 /* Recompute model->sha256 from model->data (after changing weights). */
 void assay_model_rehash(struct assay_model *model);
 

@@ -17,7 +17,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/alloc.h"
 #include "checks/distributional.h"
+#include "checks/distributional_internal.h"
 #include "checks/stats.h"
 #include "oracles/oracle.h"
 #include "support.h"
@@ -692,6 +694,45 @@ static void test_parse_params(void **state)
     assert_int_equal(assay_dist_parse_params("top_p=1.5", &p, why, sizeof why), ASSAY_ERR_INVALID);
     assert_int_equal(assay_dist_parse_params("n", &p, why, sizeof why), ASSAY_ERR_INVALID);
     assert_int_equal(assay_dist_parse_params(NULL, &p, why, sizeof why), ASSAY_OK);
+    assert_false(p.bonus_only);
+    assert_int_equal(assay_dist_parse_params("only=bonus", &p, why, sizeof why), ASSAY_OK);
+    assert_true(p.bonus_only);
+    assert_int_equal(assay_dist_parse_params("only=residual", &p, why, sizeof why),
+                     ASSAY_ERR_INVALID);
+}
+
+/* The tokens dist.pit.spec-bonus tests: the one after each round whose
+ * every proposal was accepted, inside the sequence; rounds that do not fit
+ * the requests are left out of the rate too. */
+static void test_spec_tally_bonus_cells(void **state)
+{
+    (void)state;
+    struct round_rec rounds[] = {
+        {0, 0, 2, 2},  /* accepted: the token at 2 is a bonus */
+        {0, 3, 2, 1},  /* rejected at its second proposal: none */
+        {0, 5, 3, 3},  /* accepted, its bonus at 8 is past len 8: none */
+        {1, 0, 1, 1},  /* request 1, bonus at 1 */
+        {2, 0, 1, 1},  /* no request 2: left out */
+        {1, 2, 2, 3},  /* more accepted than drafted: left out */
+    };
+    struct sample_set ss;
+    memset(&ss, 0, sizeof ss);
+    ss.rounds = rounds;
+    ss.n_rounds = 6;
+    struct assay_spec_tally t;
+    assert_int_equal(assay_dist_spec_tally(&ss, 2, 8, true, &t), ASSAY_OK);
+    assert_int_equal(t.drafted, 8);
+    assert_int_equal(t.accepted, 7);
+    assert_int_equal(t.n_bonus, 2);
+    for (int32_t c = 0; c < 16; c++) {
+        assert_int_equal(t.bonus[c], c == 2 || c == 8 + 1);
+    }
+    char buf[120];
+    assay_dist_spec_rate(&t, buf, sizeof buf);
+    assert_string_equal(buf, "; proposals accepted 7 of 8 (87.5%)");
+    assay_free(t.bonus);
+    assert_int_equal(assay_dist_spec_tally(&ss, 2, 8, false, &t), ASSAY_OK);
+    assert_null(t.bonus);
 }
 
 static void test_holm_across_family(void **state)
@@ -744,6 +785,7 @@ int main(int argc, char **argv)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_params),
+        cmocka_unit_test(test_spec_tally_bonus_cells),
         cmocka_unit_test(test_holm_across_family),
         cmocka_unit_test(test_gof_passes_exact_sampler),
         cmocka_unit_test(test_gof_fails_biased_sampler),

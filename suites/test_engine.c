@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "adapters/bundled.h"
+#include "adapters/spec.h"
 #include "core/alloc.h"
 #include "core/mutant.h"
 #include "engine/block.h"
@@ -75,6 +76,61 @@ static void test_init_is_seeded(void **state)
     assay_model_free(a);
     assay_model_free(b);
     assay_model_free(d);
+}
+
+/* draft=near:NOISE: the target's weights, each moved by a relative noise
+ * of its own; deterministic in (target, noise, seed); 0 is the target
+ * itself; a noise out of range, or not a number, is refused with the
+ * reason, also through an engine spec. */
+static void test_derived_draft(void **state)
+{
+    (void)state;
+    struct assay_model_config c = assay_model_config_mini();
+    struct assay_model *m = NULL, *a = NULL, *b = NULL, *z = NULL, *o = NULL;
+    assert_int_equal(assay_model_init_random(&m, &c, 1), ASSAY_OK);
+    assert_int_equal(assay_model_derive_draft(m, 0.05, 2, &a), ASSAY_OK);
+    assert_int_equal(assay_model_derive_draft(m, 0.05, 2, &b), ASSAY_OK);
+    assert_int_equal(assay_model_derive_draft(m, 0.05, 3, &o), ASSAY_OK);
+    assert_int_equal(assay_model_derive_draft(m, 0.0, 2, &z), ASSAY_OK);
+    assert_string_equal(a->sha256, b->sha256);
+    assert_string_not_equal(a->sha256, o->sha256);
+    assert_string_not_equal(a->sha256, m->sha256);
+    assert_string_equal(z->sha256, m->sha256);
+    assert_string_equal(a->cfg.name, "near:0.05");
+    /* The relative change has the standard deviation asked for. */
+    double s2 = 0.0;
+    int64_t n = 0;
+    for (int64_t i = 0; i < m->n_floats; i++) {
+        if (m->data[i] != 0.0f && m->data[i] != 1.0f) { /* not the norms */
+            double r = (double)a->data[i] / (double)m->data[i] - 1.0;
+            s2 += r * r;
+            n++;
+        }
+    }
+    assert_true(n > 10000);
+    assert_true(fabs(sqrt(s2 / (double)n) - 0.05) < 0.002);
+    struct assay_model *bad = m;
+    assert_int_equal(assay_model_derive_draft(m, -0.1, 2, &bad), ASSAY_ERR_INVALID);
+    assert_null(bad);
+    assert_int_equal(assay_model_derive_draft(m, NAN, 2, &bad), ASSAY_ERR_INVALID);
+    struct assay_diag diag;
+    assert_int_equal(assay_spec_check("bundled:model=mini,spec=2,draft=near:0.05", &diag),
+                     ASSAY_OK);
+    struct assay_adapter ad;
+    assert_int_equal(assay_adapter_open_spec("bundled:model=mini,spec=2,draft=near:0.05", &ad,
+                                             &diag),
+                     ASSAY_OK);
+    assay_adapter_close(&ad);
+    assert_int_not_equal(assay_adapter_open_spec("bundled:model=mini,spec=2,draft=near:x", &ad,
+                                                 &diag),
+                         ASSAY_OK);
+    char msg[400];
+    assert_non_null(strstr(assay_diag_format(&diag, msg, sizeof msg), "near:NOISE"));
+    assay_model_free(m);
+    assay_model_free(a);
+    assay_model_free(b);
+    assay_model_free(o);
+    assay_model_free(z);
 }
 
 /* The initialisation must make the output depend on the whole context: a
@@ -510,6 +566,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parameter_count),
         cmocka_unit_test(test_init_is_seeded),
+        cmocka_unit_test(test_derived_draft),
         cmocka_unit_test(test_output_depends_on_whole_context),
         cmocka_unit_test(test_add_request_rejects_bad_requests),
         cmocka_unit_test(test_abort_returns_blocks),
