@@ -29,9 +29,11 @@
  * catch then fails the test, so the reason cannot go stale), and a
  * distributional bug by its statistic, not by the zero-probability rule
  * alone. The expected family runs first and stops at its second failure
- * (all of it for the distributional family, whose verdicts come from Holm's
- * procedure, and for a bug that kills its process); only if it catches
- * nothing do the other families run, to say what did.
+ * (for the distributional family, whose verdicts come from Holm's procedure,
+ * at its second statistic at or below alpha / m, which Holm rejects whatever
+ * the rest; all of it for a bug that kills its process, and with
+ * --one-check or --context-only); only if it catches nothing do the other
+ * families run, to say what did. `assay mutants --matrix` runs every check.
  *
  * The first failing check is then shrunk (checks/shrink.h) within a budget of
  * 300 runs or 30 s, whichever comes first: the reproducer is written to
@@ -91,8 +93,11 @@ static int run_family(struct assay_verify_ctx *ctx, enum assay_family family, co
     size_t *item_of = calloc(n_plan, sizeof *item_of); /* plan index of each result */
     assert_non_null(res);
     assert_non_null(item_of);
-    size_t n = 0;
-    int n_failed = 0;
+    size_t n = 0, m_family = 0;
+    for (size_t i = 0; i < n_plan; i++) {
+        m_family += plan[i].family == family;
+    }
+    int n_failed = 0, n_beyond_holm = 0;
     for (size_t i = 0; i < n_plan; i++) {
         if (plan[i].family != family) {
             continue;
@@ -101,13 +106,26 @@ static int run_family(struct assay_verify_ctx *ctx, enum assay_family family, co
         item_of[n] = i;
         /* Two failures show the margin; a bug that kills a check's process
          * runs the whole family: every check after the one that died must
-         * still run. */
+         * still run. A distributional verdict comes from Holm's procedure
+         * over the whole family, but two statistics at or below alpha / m
+         * (m the family's checks) are rejected by it whatever the others
+         * say, so the family stops there too; --one-check and
+         * --context-only need every check. */
         n_failed += res[n].verdict == ASSAY_VERDICT_FAIL;
-        bool stop = n_failed >= 2 && family != ASSAY_FAMILY_DISTRIBUTIONAL && g_dies == NULL;
+        n_beyond_holm += res[n].verdict == ASSAY_VERDICT_FAIL && res[n].statistic_fired &&
+                         res[n].p_value <= res[n].alpha / (double)m_family;
+        bool stop = family != ASSAY_FAMILY_DISTRIBUTIONAL
+                        ? n_failed >= 2 && g_dies == NULL
+                        : n_beyond_holm >= 2 && g_one_check == NULL && g_context_only == NULL;
         n++;
         if (stop) {
             break;
         }
+    }
+    if (family == ASSAY_FAMILY_DISTRIBUTIONAL && n < m_family) {
+        printf("  (stopped after %zu of the family's %zu checks: two statistics at or below "
+               "alpha / %zu, which Holm's procedure over the whole family rejects)\n",
+               n, m_family, m_family);
     }
     assay_verify_finalize(res, n);
     n_failed = 0;
