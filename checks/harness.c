@@ -247,6 +247,7 @@ enum assay_status assay_harness_run(const struct assay_adapter *a, const struct 
         work += w->reqs[i].prompt_len + w->reqs[i].max_tokens;
     }
     int64_t max_steps = o.max_steps > 0 ? o.max_steps : 4 * work + 16LL * w->n + 1000;
+    int64_t last_event_ns = assay_now_ns();
     if (vocab > 0) {
         a->vt->set_logits_sink(a->self, on_logits, &r);
     }
@@ -310,6 +311,9 @@ enum assay_status assay_harness_run(const struct assay_adapter *a, const struct 
         crumb_engine(1);
         enum assay_status sst = a->vt->step(a->self, &ev, &n_ev);
         crumb_engine(0);
+        if (n_ev > 0) {
+            last_event_ns = assay_now_ns();
+        }
         for (size_t i = 0; i < n_ev; i++) {
             record(&r, a, &ev[i], hist);
             if (g_crumb != NULL && ev[i].kind == ASSAY_EVENT_FINISH) {
@@ -334,12 +338,16 @@ enum assay_status assay_harness_run(const struct assay_adapter *a, const struct 
             }
         }
         if (step > max_steps) {
-            t->status = ASSAY_ERR_TIMEOUT;
-            snprintf(t->error, sizeof t->error,
-                     "no end after %lld steps (the workload needs far fewer): the engine is not "
-                     "making progress",
-                     (long long)step);
-            break;
+            double silent_s = (double)(assay_now_ns() - last_event_ns) / 1e9;
+            if (silent_s >= (o.silence_s > 0 ? o.silence_s : ASSAY_HARNESS_SILENCE_S) ||
+                step > 64 * max_steps) {
+                t->status = ASSAY_ERR_TIMEOUT;
+                snprintf(t->error, sizeof t->error,
+                         "no end after %lld steps (the workload needs far fewer), the last event "
+                         "%.0f s ago: the engine is not making progress",
+                         (long long)step, silent_s);
+                break;
+            }
         }
     }
     t->n_steps = step;

@@ -64,11 +64,23 @@ struct assay_transcript {
 typedef enum assay_status (*assay_step_hook)(void *ctx, const struct assay_adapter *adapter,
                                              int64_t step, char *msg, size_t size);
 
+/* Seconds without any event before a run past its step bound is judged
+ * not to make progress. */
+#define ASSAY_HARNESS_SILENCE_S 30
+
 struct assay_harness_opts {
     bool capture_logits;     /* through set_logits_sink, when the adapter has it */
     assay_step_hook hook;    /* may be NULL */
     void *hook_ctx;
-    int64_t max_steps;       /* 0: a bound from the workload's size */
+    int64_t max_steps;       /* 0: a bound from the workload's size. A run
+                              * ends as not making progress past this many
+                              * steps only once no event has come for
+                              * ASSAY_HARNESS_SILENCE_S (a server's step is a
+                              * 1 ms poll: steps are its wall time, which a
+                              * busy machine stretches), or past 64 times
+                              * it whatever comes (an engine that never
+                              * ends) */
+    double silence_s;        /* 0: ASSAY_HARNESS_SILENCE_S */
     int32_t spec_k;          /* size of the acceptance histograms (0: none) */
 };
 

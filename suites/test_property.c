@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <sys/stat.h>
 
 #include "adapters/bundled.h"
@@ -31,6 +32,7 @@
 #include "core/workload.h"
 #include "engine/engine.h"
 #include "oracles/block_model.h"
+#include "core/clock.h"
 #include "support.h"
 
 /* ---- a hand-made snapshot ------------------------------------------------
@@ -438,6 +440,8 @@ enum lie {
     LIE_REFCOUNT,        /* the audit reports block 0's reference count one too high */
     LIE_NEIGHBOUR,       /* a token depends on how many requests share the step */
     LIE_RUN_STATE,       /* a request's tokens change once the engine has served its id */
+    LIE_SLOW,            /* a server: 40 empty 1 ms polls before every engine step */
+    LIE_SILENT,          /* after 3 steps nothing ever comes, the work never ends */
 };
 
 struct liar {
@@ -446,6 +450,7 @@ struct liar {
     struct assay_event ev[4096];
     int32_t ref[4096];
     int32_t seen[4096]; /* LIE_RUN_STATE: how often each id (mod 4096) was added */
+    int64_t polls;      /* LIE_SLOW, LIE_SILENT: steps asked for */
 };
 
 static struct liar *g_liar;
@@ -464,6 +469,16 @@ static bool l_has_work(void *self)
 static enum assay_status l_step(void *self, const struct assay_event **events, size_t *n)
 {
     struct liar *l = self;
+    if (l->lie == LIE_SLOW || l->lie == LIE_SILENT) {
+        l->polls++;
+        if ((l->lie == LIE_SLOW && l->polls % 41 != 0) || (l->lie == LIE_SILENT && l->polls > 3)) {
+            struct timespec ms = {0, 1000000};
+            nanosleep(&ms, NULL);
+            *events = l->ev;
+            *n = 0;
+            return ASSAY_OK;
+        }
+    }
     enum assay_status st = l->inner.vt->step(l->inner.self, events, n);
     if (l->lie != LIE_REPEAT_TOKEN && l->lie != LIE_NEIGHBOUR && l->lie != LIE_RUN_STATE) {
         return st;
@@ -547,6 +562,7 @@ static struct assay_adapter liar_open(enum lie lie)
                          ASSAY_OK);
     }
     g_liar->lie = lie;
+    g_liar->polls = 0;
     memset(g_liar->seen, 0, sizeof g_liar->seen);
     struct assay_adapter a = {lie == LIE_NO_CAPABILITIES ? &k_bare : &k_full, g_liar};
     return a;
@@ -702,6 +718,56 @@ static void write_needle(const char *dir)
 /* abort_step aborts a request in whatever phase it is after that many
  * steps (0: still queued); a seed beyond 2^53 is written as text and reads
  * back whole; a seed text that is not a 64-bit integer is refused. */
+/* A slow server is not a stuck one. A server's step is a 1 ms poll, so
+ * the step bound from the workload's size is a wall time a busy machine
+ * can pass: a run past it that still receives events goes on to its end;
+ * one that receives nothing for the silence ends as not making progress. */
+static void test_slow_is_not_stuck(void **state)
+{
+    (void)state;
+    struct assay_workload *w = small_workload();
+    struct assay_adapter a = liar_open(LIE_SLOW);
+    struct assay_harness_opts o = {0};
+    o.max_steps = 100; /* far fewer than the 41 polls a step takes */
+    o.silence_s = 2;
+    struct assay_transcript *t = NULL;
+    assert_int_equal(assay_harness_run(&a, w, &o, &t), ASSAY_OK);
+    print_message("slow: %lld steps, status %s\n", (long long)t->n_steps,
+                  assay_status_str(t->status));
+    assert_true(t->n_steps > o.max_steps);
+    assert_int_equal(t->status, ASSAY_OK);
+    for (int32_t i = 0; i < w->n; i++) {
+        assert_int_equal(t->reqs[i].n_finish, 1);
+    }
+    assay_transcript_free(t);
+    /* the engine's state must not carry over to the next run */
+    while (a.vt->has_work(a.self)) {
+        const struct assay_event *ev;
+        size_t n;
+        g_liar->lie = LIE_NONE;
+        assert_int_equal(a.vt->step(a.self, &ev, &n), ASSAY_OK);
+    }
+    a = liar_open(LIE_SILENT);
+    int64_t t0 = assay_now_ns();
+    assert_int_equal(assay_harness_run(&a, w, &o, &t), ASSAY_OK);
+    double s = (double)(assay_now_ns() - t0) / 1e9;
+    print_message("silent: %lld steps, %.1f s: %s\n", (long long)t->n_steps, s, t->error);
+    assert_int_equal(t->status, ASSAY_ERR_TIMEOUT);
+    assert_non_null(strstr(t->error, "not making progress"));
+    assert_true(s >= 2.0);
+    assay_transcript_free(t);
+    g_liar->lie = LIE_NONE;
+    for (uint64_t id = 0; id < 64; id++) {
+        (void)a.vt->abort(a.self, id);
+    }
+    while (a.vt->has_work(a.self)) {
+        const struct assay_event *ev;
+        size_t n;
+        assert_int_equal(a.vt->step(a.self, &ev, &n), ASSAY_OK);
+    }
+    assay_workload_free(w);
+}
+
 static void test_abort_step_and_big_seeds(void **state)
 {
     (void)state;
@@ -856,6 +922,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_checks_pass_on_the_engine),
         cmocka_unit_test(test_checks_fail_on_lies),
         cmocka_unit_test(test_missing_capabilities_skip),
+        cmocka_unit_test(test_slow_is_not_stuck),
         cmocka_unit_test(test_abort_step_and_big_seeds),
         cmocka_unit_test(test_plan_spec_defaults),
         cmocka_unit_test(test_shrink_finds_the_smallest_case),
