@@ -475,7 +475,11 @@ static void check_misbehaviours(enum assay_openai_api api, const struct bad_case
            "step %.2f ms\n",
            n, n_bad, info.seconds, info.max_step_ms, info.max_blocked_ms);
     assert_true(info.seconds < 20.0 * g_time_scale);
-    assert_true(isnan(info.max_blocked_ms) || info.max_blocked_ms < 50.0 * g_time_scale);
+    /* A step that waited on a misbehaving server would sit in its stall
+     * (2 s); what a busy machine adds to a step that does not wait (page
+     * faults, the allocator's locks: 56 ms seen under ASan with both cores
+     * taken) stays far below 500 ms. */
+    assert_true(isnan(info.max_blocked_ms) || info.max_blocked_ms < 500.0 * g_time_scale);
     assay_adapter_close(&a);
     assert_int_equal(fake_server_n_path(g_srv, "/stolen"), 0); /* never followed */
 }
@@ -700,7 +704,7 @@ static void test_abort(void **state)
  *    that delivered it;
  *  - a step waits for the network at most once and at most
  *    ASSAY_OPENAI_POLL_MS (the adapter counts its waits), and no step spent
- *    more than 50 ms blocked (wall time less CPU time less time waiting for
+ *    more than 120 ms blocked (wall time less CPU time less time waiting for
  *    a core; the figure is printed), though the server waited 150 ms
  *    between tokens.
  */
@@ -739,7 +743,10 @@ static void test_token_times(void **state)
            info.max_step_ms, info.max_blocked_ms);
     assert_true(stats.n_polls >= 1 && stats.n_polls <= info.n_steps);
     assert_int_equal(stats.poll_wait_ms_max, ASSAY_OPENAI_POLL_MS);
-    assert_true(isnan(info.max_blocked_ms) || info.max_blocked_ms < 50.0 * g_time_scale);
+    /* What the code does is asserted above (every wait for the network at
+     * most ASSAY_OPENAI_POLL_MS); measured, a step that waited for the
+     * server's next token would block about its 150 ms between writes. */
+    assert_true(isnan(info.max_blocked_ms) || info.max_blocked_ms < 120.0 * g_time_scale);
     assay_adapter_close(&a);
 }
 
