@@ -655,11 +655,12 @@ enum assay_status assay_dist_pit(const struct assay_adapter *a, const struct ass
     snprintf(res->summary, sizeof res->summary,
              "alpha %.0e n %lld p %.3g min-TV %.4f | PIT of %lld x %d: marginal p %.3g (KS D "
              "%.4f p %.3g, chi2 %.1f df %d p %.3g); by entropy p %.3g (X2 %.1f df %d, min-TV %.3f "
-             "per group); T %.2g top-k %d top-p %.2g; %lld at a boundary%s",
+             "per group); T %.2g top-k %d top-p %.2g; %lld at a boundary",
              p->alpha, (long long)n_u, p_comb, chi.min_tv, (long long)p->n, (int)len, p_marg,
              d_ks, p_ks, chi.statistic, (int)chi.df, p_chi, p_ctx, cond.statistic, (int)cond.df,
              cond.min_tv, (double)p->sampling.temperature, (int)p->sampling.top_k,
-             (double)p->sampling.top_p, (long long)n_boundary, spec);
+             (double)p->sampling.top_p, (long long)n_boundary);
+    assay_dist_append(res->summary, sizeof res->summary, spec);
 out:
     assay_free(tally.bonus);
     assay_free(rec_allow);

@@ -188,6 +188,14 @@ enum assay_status assay_dist_spec_tally(const struct sample_set *ss, int64_t n, 
     return ASSAY_OK;
 }
 
+void assay_dist_append(char *buf, size_t size, const char *more)
+{
+    size_t used = strnlen(buf, size);
+    if (used + 1 < size) {
+        snprintf(buf + used, size - used, "%s", more);
+    }
+}
+
 void assay_dist_spec_rate(const struct assay_spec_tally *t, char *buf, size_t size)
 {
     buf[0] = '\0';

@@ -570,12 +570,12 @@ enum assay_status assay_dist_gof(const struct assay_adapter *a, const struct ass
     }
     snprintf(res->summary, sizeof res->summary,
              "alpha %.0e n %lld p %.3g min-TV %.4f | chi2 %.1f df %d; %s %d, T %.2g top-k %d "
-             "top-p %.2g; %d bins (%d pooled), cut margins p %.1e k %.1e%s",
+             "top-p %.2g; %d bins (%d pooled), cut margins p %.1e k %.1e",
              p->alpha, (long long)tr.n, tr.p_value, tr.min_tv, tr.statistic, (int)tr.df,
              p->positions == 1 ? "first token" : "first pair", (int)p->prompt_len,
              (double)p->sampling.temperature, (int)p->sampling.top_k,
-             (double)p->sampling.top_p, (int)tr.n_bins, (int)bins->n_pooled, mg.top_p, mg.top_k,
-             spec);
+             (double)p->sampling.top_p, (int)tr.n_bins, (int)bins->n_pooled, mg.top_p, mg.top_k);
+    assay_dist_append(res->summary, sizeof res->summary, spec);
 out:
     assay_gof_bins_free(bins);
     assay_dist_sample_set_free(&ss);

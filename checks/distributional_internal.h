@@ -97,6 +97,9 @@ struct assay_spec_tally {
 enum assay_status assay_dist_spec_tally(const struct sample_set *ss, int64_t n, int32_t len,
                                         bool want_bonus, struct assay_spec_tally *t);
 
+/* Append more to the text in buf (size bytes), cut to fit. */
+void assay_dist_append(char *buf, size_t size, const char *more);
+
 /* "; proposals accepted A of D (R%)" for a summary, or "" without rounds. */
 void assay_dist_spec_rate(const struct assay_spec_tally *t, char *buf, size_t size);
 
