@@ -649,7 +649,7 @@ enum assay_status assay_dist_pit(const struct assay_adapter *a, const struct ass
     assay_dist_spec_rate(&tally, spec, sizeof spec);
     if (p->bonus_only) {
         size_t sl = strlen(spec);
-        snprintf(spec + sl, sizeof spec - sl, ", only the %lld tokens after a wholly accepted round",
+        snprintf(spec + sl, sizeof spec - sl, "; tested: the %lld bonus tokens",
                  (long long)tally.n_bonus);
     }
     snprintf(res->summary, sizeof res->summary,
