@@ -82,8 +82,9 @@
 #include "../engine/model.h"
 #include "result.h"
 
-/* Per-check level: with ~10 checks the family-wise false-alarm rate is
- * about 1e-5 (statistics.md: ~1e-6 per check for 1e-4 over ~100 checks). */
+/* Per-check level: with the verify plan's 13 checks the family-wise
+ * false-alarm rate is at most 1.3e-5 (statistics.md: ~1e-6 per check for
+ * 1e-4 over ~100 checks). */
 #define ASSAY_DIST_ALPHA 1e-6
 #define ASSAY_DIST_POWER 0.99
 /* A top-p cut closer than this (in probability mass) to top_p, or a top-k
