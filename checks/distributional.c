@@ -171,11 +171,14 @@ static enum assay_status exact_first_tokens(struct assay_oracle *o, const int32_
     }
     if (p->tie == ASSAY_DIST_TIE_TOP_K || p->tie == ASSAY_DIST_TIE_TOP_P) {
         /* The cut the check is about must be the tie: top-k's when it
-         * keeps exactly top_k, top-p's when it keeps fewer. */
+         * keeps exactly top_k, top-p's when it keeps fewer; and it must
+         * keep two tokens at least, or the chi-squared has one bin and
+         * sees nothing. */
         bool k_cut = p->sampling.top_k > 0 && p->sampling.top_k < v &&
                      inf.n_kept == p->sampling.top_k;
         bool p_cut = p->sampling.top_p < 1.0f && !k_cut;
-        *ok = *ok && mg->tied && (p->tie == ASSAY_DIST_TIE_TOP_K ? k_cut : p_cut);
+        *ok = *ok && mg->tied && inf.n_kept >= 2 &&
+              (p->tie == ASSAY_DIST_TIE_TOP_K ? k_cut : p_cut);
     }
     if (st != ASSAY_OK || p->positions == 1) {
         memcpy(prob, p0, sizeof(double) * (size_t)v);

@@ -121,8 +121,10 @@ struct assay_dist_params;
 enum assay_dist_tie {
     ASSAY_DIST_TIE_NONE = 0, /* an exact tie at a cut is unsafe, like any gap below tol_logit */
     ASSAY_DIST_TIE_ANY,      /* exact ties wherever they fall (pit) */
-    ASSAY_DIST_TIE_TOP_K,    /* gof: the prompt must put one at the top-k cut */
-    ASSAY_DIST_TIE_TOP_P,    /* gof: the prompt must put one at the top-p cut */
+    ASSAY_DIST_TIE_TOP_K,    /* gof: the prompt must put one at the top-k cut (2 or
+                                more tokens kept) */
+    ASSAY_DIST_TIE_TOP_P,    /* gof: the prompt must put one at the top-p cut (2 or
+                                more tokens kept) */
 };
 
 /*
