@@ -22,9 +22,12 @@
 #include "shard.h"
 #include "stats.h"
 
-/* A PIT record: a boundary decision, a token of oracle probability 0. */
+/* A PIT record: a boundary decision, a token of oracle probability 0, and
+ * (REC_TWIN + g) a PIT value of 1 of entropy group g for a token an exact
+ * tie at the cut removes (a tie mode, distributional.h). */
 #define REC_BOUNDARY 10
 #define REC_IMPOSSIBLE 11
+#define REC_TWIN 20
 
 /* ---- the randomised PIT over sequences ---------------------------------- */
 
@@ -473,15 +476,31 @@ enum assay_status assay_dist_pit(const struct assay_adapter *a, const struct ass
                 widened = assay_dist_logit_rank(row, v, x) <
                           assay_dist_widened_kept(row, v, &pj, u_scratch);
             }
-            if (pd[x] > 0.0 || widened) {
+            /* With a tie mode, the token an exact tie at a safe cut
+             * removes (the tie rule kept its twin of lower id) is no hard
+             * failure and no boundary decision: a PIT value of 1, which
+             * counts against the engine as under a budget. */
+            bool twin = false;
+            if (!tolerant && p->tie != ASSAY_DIST_TIE_NONE && pd[x] == 0.0) {
+                struct assay_dist_tie_info ti;
+                bool safe = false;
+                if (assay_dist_cut_tie(row, pd, v, &ti) && row[x] == ti.logit) {
+                    st = assay_dist_boundary_safe(row, v, p, &inf, u_scratch, &safe);
+                }
+                twin = st == ASSAY_OK && safe;
+            }
+            if (st != ASSAY_OK) {
+                break;
+            }
+            if (pd[x] > 0.0 || widened || twin) {
                 double vv = assay_rng_u01(v_seed, (uint64_t)c, PIT_V_PURPOSE);
-                double w = widened ? 1.0 : cdf_before(pd, v, x) + vv * pd[x];
+                double w = widened || twin ? 1.0 : cdf_before(pd, v, x) + vv * pd[x];
                 double hx = entropy_of(pd, v);
                 int8_t g = 0;
                 while (g < ASSAY_DIST_PIT_GROUPS - 1 && hx > edges[g]) {
                     g++;
                 }
-                rec[c] = 1 + g;
+                rec[c] = (twin ? REC_TWIN : 1) + g;
                 rec_u[c] = w < 0.0 ? 0.0 : (w > 1.0 ? 1.0 : w);
             } else if (!tolerant && at_boundary(p, &inf, row, v, x, u_scratch)) {
                 rec[c] = REC_BOUNDARY;
@@ -518,7 +537,12 @@ enum assay_status assay_dist_pit(const struct assay_adapter *a, const struct ass
         assay_dist_set_error(res, st, "the ranks could not bring the PIT values together");
         goto out;
     }
+    int64_t n_twin = 0;
     for (int64_t c = 0; c < cells; c++) {
+        if (rec[c] >= REC_TWIN && rec[c] < REC_TWIN + ASSAY_DIST_PIT_GROUPS) {
+            n_twin++;
+            rec[c] -= REC_TWIN - 1; /* a PIT value (of 1) like any other */
+        }
         if (rec[c] >= 1 && rec[c] <= ASSAY_DIST_PIT_GROUPS) {
             group[n_u] = (int8_t)(rec[c] - 1);
             if (tolerant) {
@@ -631,12 +655,19 @@ enum assay_status assay_dist_pit(const struct assay_adapter *a, const struct ass
                          "%s",
                          (long long)n_impossible, first, alone);
     } else if (marg_fired) {
+        char twins[120] = "";
+        if (n_twin > 0) {
+            snprintf(twins, sizeof twins,
+                     "; %lld drawn tokens (%.2f%%) are ones an exact tie at the cut removes "
+                     "(PIT value 1)",
+                     (long long)n_twin, 100.0 * (double)n_twin / (double)n_u);
+        }
         assay_check_fail(
             res,
             "the PIT values are not uniform: KS D %.4f (p %.3g), chi-squared %.1f on %d df "
-            "(p %.3g); marginal p %.3g <= alpha %.0e; the conditional test %s: %s",
+            "(p %.3g); marginal p %.3g <= alpha %.0e; the conditional test %s: %s%s",
             d_ks, p_ks, chi.statistic, (int)chi.df, p_chi, p_marg, p->alpha,
-            ctx_fired ? "fails too" : "passes", groups);
+            ctx_fired ? "fails too" : "passes", groups, twins);
     } else if (ctx_fired) {
         assay_check_fail(
             res,
@@ -661,6 +692,11 @@ enum assay_status assay_dist_pit(const struct assay_adapter *a, const struct ass
              cond.min_tv, (double)p->sampling.temperature, (int)p->sampling.top_k,
              (double)p->sampling.top_p, (long long)n_boundary);
     assay_dist_append(res->summary, sizeof res->summary, spec);
+    if (p->tie != ASSAY_DIST_TIE_NONE) {
+        size_t l = strlen(res->summary);
+        snprintf(res->summary + l, sizeof res->summary - l,
+                 "; %lld tokens an exact tie removes (u = 1)", (long long)n_twin);
+    }
 out:
     assay_free(tally.bonus);
     assay_free(rec_allow);

@@ -145,10 +145,17 @@ enum assay_status assay_dist_parse_params(const char *s, struct assay_dist_param
         } else if (strcmp(kv, "only") == 0) {
             ok = strcmp(v, "bonus") == 0;
             p->bonus_only = ok;
+        } else if (strcmp(kv, "tie") == 0) {
+            ok = strcmp(v, "k") == 0 || strcmp(v, "p") == 0 || strcmp(v, "any") == 0 ||
+                 strcmp(v, "none") == 0;
+            p->tie = strcmp(v, "k") == 0     ? ASSAY_DIST_TIE_TOP_K
+                     : strcmp(v, "p") == 0   ? ASSAY_DIST_TIE_TOP_P
+                     : strcmp(v, "any") == 0 ? ASSAY_DIST_TIE_ANY
+                                             : ASSAY_DIST_TIE_NONE;
         } else if (strcmp(kv, "vs") != 0) {
             snprintf(why, size,
                      "unknown check parameter '%s' (expected n, pos, len, prompt, prompts, t, "
-                     "top_k, top_p, order, alpha, power, bins, window, tries, only, vs)",
+                     "top_k, top_p, order, alpha, power, bins, window, tries, only, tie, vs)",
                      kv);
             return ASSAY_ERR_INVALID;
         }
@@ -214,6 +221,12 @@ enum assay_status assay_dist_check_params(const struct assay_dist_params *p, cha
         snprintf(why, size,
                  "bad parameters: need n >= 1, pos 1 or 2, len >= pos, temperature > 0, "
                  "0 < alpha < power < 1");
+        return ASSAY_ERR_INVALID;
+    }
+    if (p->tie != ASSAY_DIST_TIE_NONE && (p->budget.on || p->positions != 1)) {
+        snprintf(why, size,
+                 "bad parameters: tie= is for exact arithmetic (no numerics budget) and single "
+                 "tokens (pos 1)");
         return ASSAY_ERR_INVALID;
     }
     return ASSAY_OK;

@@ -25,12 +25,43 @@
 
 /* ---- exact distributions from the oracle -------------------------------- */
 
+bool assay_dist_cut_tie(const double *row, const double *prob, int32_t v,
+                        struct assay_dist_tie_info *out)
+{
+    int32_t kept = -1, dropped = -1;
+    for (int32_t y = 0; y < v; y++) {
+        if (prob[y] > 0.0 && (kept < 0 || row[y] <= row[kept])) {
+            kept = y; /* the lowest logit kept, the highest id among equals */
+        } else if (prob[y] == 0.0 && (dropped < 0 || row[y] > row[dropped])) {
+            dropped = y; /* the highest logit removed, the lowest id among equals */
+        }
+    }
+    if (kept < 0 || dropped < 0 || row[kept] != row[dropped]) {
+        return false;
+    }
+    double gap = INFINITY;
+    for (int32_t y = 0; y < v; y++) {
+        if (row[y] != row[kept]) {
+            gap = fmin(gap, fabs(row[y] - row[kept]));
+        }
+    }
+    out->kept = kept;
+    out->dropped = dropped;
+    out->logit = row[kept];
+    out->q = prob[kept];
+    out->gap = gap;
+    return true;
+}
+
 /*
  * Whether the kept set of the distribution of `row` (whose info is inf) is
  * safe from fp32 rounding: a binding top-k cut (n_kept == top_k) needs a
  * logit gap of at least tol_logit; a top-p cut must keep the same number of
  * tokens when top_p moves by tol_top_p either way (a logit error shifts the
  * cumulative masses by about as much). A cut that does not bind is safe.
+ * With a tie mode (p->tie), a cut that is an exact tie is decided by the
+ * tie rule instead of the rounding: safe when the tied logit is at least
+ * tol_logit from every other (and, for top-p, the masses are as above).
  */
 enum assay_status assay_dist_boundary_safe(const double *row, int32_t v,
                                        const struct assay_dist_params *p,
@@ -39,7 +70,21 @@ enum assay_status assay_dist_boundary_safe(const double *row, int32_t v,
 {
     *safe = true;
     const struct assay_sampling *s = &p->sampling;
-    if (s->top_k > 0 && s->top_k < v && inf->n_kept == s->top_k &&
+    bool tied = false;
+    if (p->tie != ASSAY_DIST_TIE_NONE) {
+        enum assay_status st =
+            assay_oracle_distribution(row, v, s, p->order, scratch, NULL);
+        if (st != ASSAY_OK) {
+            return st;
+        }
+        struct assay_dist_tie_info ti;
+        tied = assay_dist_cut_tie(row, scratch, v, &ti);
+        if (tied && !(ti.gap >= p->tol_logit)) {
+            *safe = false;
+            return ASSAY_OK;
+        }
+    }
+    if (s->top_k > 0 && s->top_k < v && inf->n_kept == s->top_k && !tied &&
         !(inf->top_k_gap >= p->tol_logit)) {
         *safe = false;
         return ASSAY_OK;
@@ -64,7 +109,10 @@ enum assay_status assay_dist_boundary_safe(const double *row, int32_t v,
 
 struct margins {
     double top_p;  /* smallest margin of a binding top-p cut (mass); inf: none */
-    double top_k;  /* smallest logit gap of a binding top-k cut; inf: none */
+    double top_k;  /* smallest logit gap of a binding top-k cut; inf: none (an exact
+                      tie's: its distance from the other logits) */
+    bool tied;     /* tie mode: the first token's cut is an exact tie */
+    struct assay_dist_tie_info tie; /* which, when tied */
 };
 
 /* Keep the smallest margin of the cuts that bind (for the report): top-k
@@ -103,6 +151,7 @@ static enum assay_status exact_first_tokens(struct assay_oracle *o, const int32_
     *ok = true;
     mg->top_p = INFINITY;
     mg->top_k = INFINITY;
+    mg->tied = false;
     memcpy(seq, prompt, sizeof(int32_t) * (size_t)plen);
     st = assay_oracle_logits(o, seq, plen, rows);
     struct assay_oracle_dist_info inf;
@@ -115,6 +164,22 @@ static enum assay_status exact_first_tokens(struct assay_oracle *o, const int32_
     }
     margins_add(mg, p, v, &inf);
     st = assay_dist_boundary_safe(rows + (int64_t)(plen - 1) * v, v, p, &inf, scratch, ok);
+    mg->tied = p->tie != ASSAY_DIST_TIE_NONE &&
+               assay_dist_cut_tie(rows + (int64_t)(plen - 1) * v, p0, v, &mg->tie);
+    if (mg->tied && p->sampling.top_k > 0 && inf.n_kept == p->sampling.top_k) {
+        mg->top_k = mg->tie.gap;
+    }
+    if (p->tie == ASSAY_DIST_TIE_TOP_K || p->tie == ASSAY_DIST_TIE_TOP_P) {
+        /* The cut the check is about must be the tie: top-k's when it
+         * keeps exactly top_k, top-p's when it keeps fewer; and it must
+         * keep two tokens at least, or the chi-squared has one bin and
+         * sees nothing. */
+        bool k_cut = p->sampling.top_k > 0 && p->sampling.top_k < v &&
+                     inf.n_kept == p->sampling.top_k;
+        bool p_cut = p->sampling.top_p < 1.0f && !k_cut;
+        *ok = *ok && mg->tied && inf.n_kept >= 2 &&
+              (p->tie == ASSAY_DIST_TIE_TOP_K ? k_cut : p_cut);
+    }
     if (st != ASSAY_OK || p->positions == 1) {
         memcpy(prob, p0, sizeof(double) * (size_t)v);
         goto out;
@@ -399,7 +464,7 @@ enum assay_status assay_dist_gof(const struct assay_adapter *a, const struct ass
         assay_dist_set_error(res, st, "the oracle could not start");
         goto out;
     }
-    struct margins mg = {INFINITY, INFINITY};
+    struct margins mg = {.top_p = INFINITY, .top_k = INFINITY};
     if (p->prompt != NULL) {
         /* The caller's prompt: its boundaries are the caller's to judge
          * (under a budget they count in the allowance); without a budget
@@ -430,9 +495,10 @@ enum assay_status assay_dist_gof(const struct assay_adapter *a, const struct ass
         }
         goto out;
     }
-    if (p->budget.on) {
+    if (p->budget.on || p->tie != ASSAY_DIST_TIE_NONE) {
         st = assay_oracle_logits(o, prompt, p->prompt_len, row);
-    } else {
+    }
+    if (st == ASSAY_OK && !p->budget.on) {
         st = assay_gof_bins_make(prob, (int32_t)k, (double)p->n, 5.0, &bins);
     }
     if (st != ASSAY_OK) {
@@ -451,13 +517,22 @@ enum assay_status assay_dist_gof(const struct assay_adapter *a, const struct ass
     struct assay_spec_tally tally; /* no bonus cells: nothing allocated, nothing fails */
     (void)assay_dist_spec_tally(&ss, p->n, p->out_len, false, &tally);
     assay_dist_spec_rate(&tally, spec, sizeof spec);
-    int64_t first_bad = -1, first_req = -1;
+    /* With a tie mode, the token an exact tie at the cut drops (the kept
+     * set widened by the tolerances holds it) is no hard failure; its
+     * samples count against the bins (assay_gof_test_missing). */
+    const double *last_row = row + (int64_t)(p->prompt_len - 1) * v;
+    const bool twin_rule = p->tie != ASSAY_DIST_TIE_NONE && mg.tied;
+    int64_t first_bad = -1, first_req = -1, n_twin = 0;
     for (int64_t i = 0; i < p->n; i++) {
         const int32_t *t = ss.tokens + i * p->out_len;
         if (t[0] < 0 || t[0] >= v || (p->positions == 2 && (t[1] < 0 || t[1] >= v))) {
             continue; /* counted among the bad deliveries */
         }
         int64_t c = p->positions == 1 ? t[0] : (int64_t)t[0] * v + t[1];
+        if (twin_rule && prob[c] == 0.0 && last_row[c] == mg.tie.logit) {
+            n_twin++;
+            continue;
+        }
         counts[c]++;
         if (prob[c] == 0.0 && first_bad < 0) {
             first_bad = c;
@@ -508,7 +583,7 @@ enum assay_status assay_dist_gof(const struct assay_adapter *a, const struct ass
         goto out;
     }
     struct assay_test_result tr;
-    st = assay_gof_test(bins, counts, p->alpha, p->power, &tr);
+    st = assay_gof_test_missing(bins, counts, n_twin, p->alpha, p->power, &tr);
     if (st != ASSAY_OK) {
         assay_dist_set_error(res, st, "the chi-squared test failed");
         goto out;
@@ -555,7 +630,16 @@ enum assay_status assay_dist_gof(const struct assay_adapter *a, const struct ass
                 }
             }
         }
-        if (wc >= 0) {
+        if (wc >= 0 && n_twin > 0) {
+            assay_check_fail(
+                res,
+                "chi-squared %.1f on %d df, p %.3g <= alpha %.0e; %lld samples (%.2f%%) of token "
+                "%d, which the exact tie at the cut removes (tie rule: token %d, the lower id, "
+                "kept; oracle probability %.5f), counted against the bins",
+                tr.statistic, (int)tr.df, tr.p_value, p->alpha, (long long)n_twin,
+                100.0 * (double)n_twin / (double)tr.n, (int)mg.tie.dropped, (int)mg.tie.kept,
+                mg.tie.q);
+        } else if (wc >= 0) {
             describe_category(wc, p->positions, v, cat, sizeof cat);
             assay_check_fail(
                 res,
@@ -576,6 +660,12 @@ enum assay_status assay_dist_gof(const struct assay_adapter *a, const struct ass
              (double)p->sampling.temperature, (int)p->sampling.top_k,
              (double)p->sampling.top_p, (int)tr.n_bins, (int)bins->n_pooled, mg.top_p, mg.top_k);
     assay_dist_append(res->summary, sizeof res->summary, spec);
+    if (twin_rule) {
+        size_t l = strlen(res->summary);
+        snprintf(res->summary + l, sizeof res->summary - l,
+                 "; exact tie: %d kept (p %.3f), %d drawn %lld times",
+                 (int)mg.tie.kept, mg.tie.q, (int)mg.tie.dropped, (long long)n_twin);
+    }
 out:
     assay_gof_bins_free(bins);
     assay_dist_sample_set_free(&ss);

@@ -82,8 +82,9 @@
 #include "../engine/model.h"
 #include "result.h"
 
-/* Per-check level: with ~10 checks the family-wise false-alarm rate is
- * about 1e-5 (statistics.md: ~1e-6 per check for 1e-4 over ~100 checks). */
+/* Per-check level: with the verify plan's 13 checks the family-wise
+ * false-alarm rate is at most 1.3e-5 (statistics.md: ~1e-6 per check for
+ * 1e-4 over ~100 checks). */
 #define ASSAY_DIST_ALPHA 1e-6
 #define ASSAY_DIST_POWER 0.99
 /* A top-p cut closer than this (in probability mass) to top_p, or a top-k
@@ -94,6 +95,37 @@
 #define ASSAY_DIST_TOL_LOGIT 1e-3
 
 struct assay_dist_params;
+
+/*
+ * Exact ties at the filters' cuts. The sampling contract (core/request.h)
+ * decides a tie by the lower token id: where the k-th and (k+1)-th tokens,
+ * or the token that crosses top_p and the next, have the same logit, the
+ * lower id is kept and the higher removed. A cut that close is otherwise
+ * one the tolerances could move (a logit gap below tol_logit), so a check
+ * avoids it. With a tie mode on, a cut that is an exact tie of the
+ * oracle's logits (the same double, as identical output rows give: the
+ * tie model mini-twins) counts as safe when every other logit is at least
+ * tol_logit from the tied ones: an engine that computes each logit from
+ * its own row and the hidden state alone (the bundled engine's own
+ * product) has the same bits for the tied tokens, so its tie rule, not its
+ * rounding, decides. A sample of the dropped token of such a tie is not
+ * a hard failure (it is within tol_logit of the cut, so the kept set
+ * widened by the tolerances holds it: the zero-probability rule accepts
+ * either tied token), but it counts against the check's statistic: in the
+ * chi-squared as a sample outside every bin (assay_gof_test_missing), in
+ * the PIT as a value of 1. A correct engine never draws it, so the tests
+ * keep their null distributions; an engine that keeps both tied tokens,
+ * or the wrong one, is caught by the statistic once the tied token's
+ * probability is large enough (distributional checks' docs state it).
+ */
+enum assay_dist_tie {
+    ASSAY_DIST_TIE_NONE = 0, /* an exact tie at a cut is unsafe, like any gap below tol_logit */
+    ASSAY_DIST_TIE_ANY,      /* exact ties wherever they fall (pit) */
+    ASSAY_DIST_TIE_TOP_K,    /* gof: the prompt must put one at the top-k cut (2 or
+                                more tokens kept) */
+    ASSAY_DIST_TIE_TOP_P,    /* gof: the prompt must put one at the top-p cut (2 or
+                                more tokens kept) */
+};
 
 /*
  * The TV from the oracle that a numerics budget allows at each output
@@ -165,6 +197,8 @@ struct assay_dist_params {
     double tol_top_p;     /* see ASSAY_DIST_TOL_TOP_P */
     double tol_logit;     /* see ASSAY_DIST_TOL_LOGIT */
     int32_t prompt_tries; /* gof: candidate prompts tried for comfortable margins */
+    enum assay_dist_tie tie; /* exact ties at the cuts (see enum assay_dist_tie); not
+                             under a budget, positions 1 only */
     const char *no_prompt_skip; /* gof: NULL: no candidate with comfortable margins
                              is an ERROR; else it is a SKIP and this says why the
                              tolerances are what they are (a stated budget that
@@ -209,7 +243,7 @@ struct assay_dist_params assay_dist_default_params(void);
 /*
  * Parse "key=value,..." over p (keys: n, pos, len, prompt, prompts, t, top_k,
  * top_p, order=joint|sequential, alpha, power, bins, window, tries,
- * only=bonus; unknown
+ * only=bonus, tie=k|p|any; unknown
  * keys and "vs" are left to the caller: "vs" is ignored here). NULL or "" is
  * no change. On a bad key or value returns ASSAY_ERR_INVALID with the reason
  * in why; p may then be partly updated.
@@ -261,6 +295,25 @@ int32_t assay_dist_widened_kept(const double *row, int32_t v, const struct assay
 
 /* The rank of x among the logits (0 = largest; lower id first on ties). */
 int32_t assay_dist_logit_rank(const double *row, int32_t v, int32_t x);
+
+/*
+ * An exact tie at the cut of a processed distribution: prob (v) the
+ * oracle's for the logits row (v), whose kept set is its tokens of
+ * probability above 0. When the last kept token (lowest logit, then
+ * highest id) and the first removed one (highest logit, then lowest id)
+ * have the same logit, *out says which tokens they are and how far the
+ * tied logit is from every other token's (gap: +inf when there is none).
+ * Returns whether the cut is such a tie (false when nothing is removed).
+ */
+struct assay_dist_tie_info {
+    int32_t kept;    /* the last kept token (the lower id of the tie) */
+    int32_t dropped; /* the first removed token */
+    double logit;    /* their logit */
+    double q;        /* prob[kept] */
+    double gap;      /* the smallest distance from another token's logit */
+};
+bool assay_dist_cut_tie(const double *row, const double *prob, int32_t v,
+                        struct assay_dist_tie_info *out);
 
 /* The whole-sequence PIT check described above; arguments and returns as
  * assay_dist_gof. parts (may be NULL) gets the two component p-values. */

@@ -121,7 +121,9 @@ void assay_dist_statistic_alone(char *buf, size_t size, bool testable, double p_
                                 double alpha);
 
 /* Whether the kept set of `row`'s processed distribution (info inf) is
- * safe from the tolerances (p->tol_logit, p->tol_top_p). scratch: v. */
+ * safe from the tolerances (p->tol_logit, p->tol_top_p); with p->tie, a
+ * cut that is an exact tie is the tie rule's, safe when every other logit
+ * is tol_logit away (enum assay_dist_tie). scratch: v. */
 enum assay_status assay_dist_boundary_safe(const double *row, int32_t v,
                                            const struct assay_dist_params *p,
                                            const struct assay_oracle_dist_info *inf,

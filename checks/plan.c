@@ -452,10 +452,47 @@ static const struct assay_plan_item k_plan[] = {
      "residual, bonus and the next round; top-k binding",
      run_gof, "n=155000,pos=2,len=2,prompt=2,t=0.7,top_k=20,top_p=0.9", ASSAY_COMMAND_VERIFY,
      ASSAY_NEED_WEIGHTS, false},
+    /* Above temperature 1: a filter applied before the temperature (or top-p
+     * measured on the untempered distribution) keeps fewer tokens than it
+     * should here, where below 1 it only keeps more. */
+    {"dist.gof.hot-top-k", ASSAY_FAMILY_DISTRIBUTIONAL, "model=mini,draft=mini-draft,batch=256",
+     NULL, "the first sampled token at temperature 1.5; top-k binding (top-p 0.95 does not cut)",
+     run_gof, "n=70000,pos=1,len=1,prompt=3,t=1.5,top_k=12,top_p=0.95", ASSAY_COMMAND_VERIFY,
+     ASSAY_NEED_WEIGHTS, false},
+    {"dist.gof.hot-top-p", ASSAY_FAMILY_DISTRIBUTIONAL, "model=mini,draft=mini-draft,batch=256",
+     NULL, "the first sampled token at temperature 1.5; top-p binding inside top-k", run_gof,
+     "n=70000,pos=1,len=1,prompt=3,t=1.5,top_k=120,top_p=0.6", ASSAY_COMMAND_VERIFY,
+     ASSAY_NEED_WEIGHTS, false},
+    /* Ties on purpose: mini-twins (model.h) ties tokens 2i and 2i + 1
+     * exactly; the engine's own product (blas_rows=0) keeps them bit-equal,
+     * so the tie rule decides the cut (distributional.h, tie=). */
+    {"dist.gof.ties-top-k", ASSAY_FAMILY_DISTRIBUTIONAL, "model=mini-twins,batch=256,blas_rows=0",
+     NULL,
+     "the first sampled token with an exact tie at top-k's k-th rank: the lower id kept, the "
+     "higher removed",
+     run_gof, "n=30000,pos=1,len=1,prompt=3,t=1.5,top_k=5,top_p=1,tie=k", ASSAY_COMMAND_VERIFY,
+     ASSAY_NEED_WEIGHTS, false},
+    {"dist.gof.ties-top-p", ASSAY_FAMILY_DISTRIBUTIONAL, "model=mini-twins,batch=256,blas_rows=0",
+     NULL,
+     "the first sampled token with an exact tie at the token crossing top-p: the lower id "
+     "kept, the higher removed",
+     run_gof, "n=30000,pos=1,len=1,prompt=3,t=0.7,top_k=0,top_p=0.15,tie=p",
+     ASSAY_COMMAND_VERIFY, ASSAY_NEED_WEIGHTS, false},
     {"dist.pit.plain", ASSAY_FAMILY_DISTRIBUTIONAL, "model=mini,draft=mini-draft,batch=256", NULL,
      "randomised PIT of whole sampled sequences (batching, paging, prefix cache, chunking)",
      run_pit, "n=1750,len=32,prompt=4,prompts=16,t=0.9,top_k=50,top_p=0.95", ASSAY_COMMAND_VERIFY,
      ASSAY_NEED_WEIGHTS, false},
+    {"dist.pit.hot", ASSAY_FAMILY_DISTRIBUTIONAL, "model=mini,draft=mini-draft,batch=256", NULL,
+     "randomised PIT of whole sequences at temperature 1.5; top-k and top-p each binding at "
+     "about half the positions",
+     run_pit, "n=1750,len=32,prompt=4,prompts=16,t=1.5,top_k=90,top_p=0.6", ASSAY_COMMAND_VERIFY,
+     ASSAY_NEED_WEIGHTS, false},
+    {"dist.pit.ties", ASSAY_FAMILY_DISTRIBUTIONAL, "model=mini-twins,batch=256,blas_rows=0",
+     NULL,
+     "randomised PIT of whole sequences on mini-twins: an exact tie at the top-k cut (odd k) "
+     "or at the top-p crossing at many positions",
+     run_pit, "n=1750,len=32,prompt=4,prompts=16,t=0.7,top_k=9,top_p=0.3,tie=any",
+     ASSAY_COMMAND_VERIFY, ASSAY_NEED_WEIGHTS, false},
     {"dist.pit.spec", ASSAY_FAMILY_DISTRIBUTIONAL, "model=mini,draft=near:0.05,batch=256,spec=2",
      NULL,
      "randomised PIT of whole sequences under speculation k = 2 with a mostly accepted draft",

@@ -756,7 +756,15 @@ static enum assay_status finish_result(double alpha, double power, double x2, in
 enum assay_status assay_gof_test(const struct assay_gof_bins *bins, const int64_t *counts,
                                  double alpha, double power, struct assay_test_result *out)
 {
-    if (bins == NULL || counts == NULL || out == NULL || !power_args_ok(alpha, 1, power)) {
+    return assay_gof_test_missing(bins, counts, 0, alpha, power, out);
+}
+
+enum assay_status assay_gof_test_missing(const struct assay_gof_bins *bins,
+                                         const int64_t *counts, int64_t n_missing, double alpha,
+                                         double power, struct assay_test_result *out)
+{
+    if (bins == NULL || counts == NULL || out == NULL || !power_args_ok(alpha, 1, power) ||
+        n_missing < 0) {
         return ASSAY_ERR_INVALID;
     }
     int64_t n = 0, n_impossible = 0;
@@ -769,6 +777,10 @@ enum assay_status assay_gof_test(const struct assay_gof_bins *bins, const int64_
             n_impossible += counts[i];
         }
     }
+    if (n_missing > INT64_MAX - n) {
+        return ASSAY_ERR_INVALID;
+    }
+    n += n_missing;
     double *observed = assay_calloc(bins->n_bins > 0 ? (size_t)bins->n_bins : 1, sizeof *observed);
     if (observed == NULL) {
         return ASSAY_ERR_NOMEM;
@@ -778,6 +790,7 @@ enum assay_status assay_gof_test(const struct assay_gof_bins *bins, const int64_
             observed[bins->bin_of[i]] += (double)counts[i];
         }
     }
+    /* The missing samples are in n_possible and in no bin. */
     double n_possible = (double)(n - n_impossible);
     double x2 = 0.0;
     for (int32_t b = 0; b < bins->n_bins; b++) {
@@ -791,6 +804,7 @@ enum assay_status assay_gof_test(const struct assay_gof_bins *bins, const int64_
     memset(&r, 0, sizeof r);
     r.n = n;
     r.n_impossible = n_impossible;
+    r.n_missing = n_missing;
     enum assay_status st = finish_result(alpha, power, x2, bins->n_bins, n_possible, &r);
     if (st != ASSAY_OK) {
         return st;

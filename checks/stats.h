@@ -229,6 +229,8 @@ struct assay_test_result {
     int32_t df;           /* bins - 1 */
     int32_t n_bins;       /* bins actually used */
     int64_t n_impossible; /* GOF: samples on categories of probability 0; > 0 fails the check */
+    int64_t n_missing;    /* GOF: samples outside the bins counted against them
+                             (assay_gof_test_missing); 0 otherwise */
     bool degenerate;      /* no test possible; see above */
 };
 
@@ -246,6 +248,25 @@ struct assay_test_result {
  */
 enum assay_status assay_gof_test(const struct assay_gof_bins *bins, const int64_t *counts,
                                  double alpha, double power, struct assay_test_result *out);
+
+/*
+ * assay_gof_test with n_missing more samples that belong to no bin and
+ * are not impossible either: samples the caller accepts (no hard failure)
+ * on categories of expected probability 0, such as a token the tie rule
+ * drops from a cut that is an exact tie (distributional.h). They count
+ * against the bins: with N = n_possible + n_missing,
+ * X^2 = sum_b (O_b - N P_b)^2 / (N P_b), df = n_bins - 1, min_tv for
+ * n_eff = N. Where a correct engine never samples such a category
+ * (n_missing is 0), X^2 is Pearson's statistic and its null distribution
+ * is the usual one; an engine that moves mass m onto them leaves every
+ * bin short and gives a noncentrality of at least N m^2 (Cauchy-Schwarz on
+ * sum_b (P_b - q_b) = m), so such a bias is detected with the stated power
+ * once m reaches twice min_tv. out->n counts every sample; out->n_missing
+ * those. Arguments and returns as assay_gof_test; n_missing >= 0.
+ */
+enum assay_status assay_gof_test_missing(const struct assay_gof_bins *bins,
+                                         const int64_t *counts, int64_t n_missing, double alpha,
+                                         double power, struct assay_test_result *out);
 
 /*
  * Pearson's 2 x k test that a[0..k) and b[0..k) (counts per category,

@@ -126,6 +126,34 @@ static const struct assay_mutant_info k_catalog[ASSAY_MUTANT_COUNT] = {
      "The acceptance rate itself remains correct, but the final sampled-token distribution is "
      "biased')",
      "distributional"},
+    {ASSAY_MUTANT_TOPK_KEEPS_TIES, "topk-keeps-ties",
+     "top-k keeps every token whose tempered logit equals the k-th's (a threshold at the "
+     "k-th logit), so where the k-th and (k+1)-th tokens tie it keeps both, k + 1 tokens, "
+     "instead of the lower id alone",
+     "vllm-project/vllm #50979 (its PyTorch top-k paths compared each logit with the k-th "
+     "largest, which 'keeps all tokens tied at the k-th largest logit', while its Triton "
+     "kernel kept exactly k) and flashinfer-ai/flashinfer #3774 (sampling kernels accepting "
+     "a token tied with the top-k boundary: 'When a non-candidate token had the same "
+     "probability as the boundary token, it could be accepted as if it belonged to the "
+     "truncated set')",
+     "distributional"},
+    {ASSAY_MUTANT_TOPP_KEEPS_TIES, "topp-keeps-ties",
+     "top-p keeps every token whose tempered logit equals that of the token crossing p, so "
+     "where the crossing token ties with the next one both are kept instead of the lower id "
+     "alone",
+     "flashinfer-ai/flashinfer #3774 (the same value-only acceptance at the top-p truncation "
+     "boundary: a token tied with the boundary token accepted as if it belonged to the "
+     "truncated set) and the cutoff-logit top-p of AI-Hypercomputer/maxtext #950, which "
+     "erases only the tokens whose logits are below the crossing token's",
+     "distributional"},
+    {ASSAY_MUTANT_TOPP_UNTEMPERED, "topp-untempered",
+     "top-p measures the nucleus on the untempered distribution (temperature 1) and the "
+     "temperature is applied only to the draw from the kept set: below temperature 1 the "
+     "kept set is wider than it should be, above 1 narrower",
+     "vllm-project/tpu-inference #1385 (and #1327): 'tpu-inference has logit temperature "
+     "scaling applied after top-p'ing', where vLLM applies it before; the same order in "
+     "Blaizzy/mlx-audio #732 ('a high temperature does not widen the nucleus as expected')",
+     "distributional"},
     {ASSAY_MUTANT_UNSEEDED_STEALS_SEEDS, "unseeded-steals-seeds",
      "when any request in a step has no seed, every request of that step draws from the engine's "
      "shared stream instead of its own",

@@ -19,6 +19,18 @@
  * and the top-p set is the shortest prefix (in order of descending
  * probability) whose mass reaches top_p, the token that crosses it included.
  *
+ * Ties, exactly: tokens are ranked by descending tempered logit and tokens
+ * of equal logit by ascending id, and both filters cut that one order.
+ * Top-k keeps its first k tokens: where the k-th and the (k+1)-th have the
+ * same logit, the lower id is kept and the higher removed, never both (k
+ * tokens, whatever ties there are). Top-p keeps the shortest prefix of it
+ * whose mass reaches top_p: where the token that crosses top_p has the same
+ * logit as the next, the lower id (which comes first) crosses and is kept,
+ * and the higher is removed. Greedy decoding takes the lowest id of the
+ * largest logit. (Thresholds on a logit or a probability, "keep every
+ * token at least as likely as the k-th", keep every tied token instead:
+ * not this contract.)
+ *
  * JOINT (assay's default): divide logits by the temperature, softmax; top-k
  * keeps the k most likely; top-p is measured on that same full tempered
  * distribution; the kept set is the intersection; renormalise once.

@@ -1,6 +1,7 @@
 /*
  * model.c - TinyGPT configurations and weights (model.h): the named
- * configurations (tinygpt, draft, mini, mini-draft) and their validation,
+ * configurations (tinygpt, draft, mini, mini-draft, mini-twins) and their
+ * validation,
  * allocating a model and binding its tensors, random initialisation from a
  * seed, cloning, the weights' SHA-256 (assay_model_rehash) and
  * assay_model_free. Loading from GGUF is model_gguf.c's. Engine specs build
@@ -57,6 +58,13 @@ struct assay_model_config assay_model_config_mini_draft(void)
     return make_config("mini-draft", 1, 32, 2, 1, 16, 128, 256);
 }
 
+struct assay_model_config assay_model_config_mini_twins(void)
+{
+    struct assay_model_config c = make_config("mini-twins", 2, 64, 4, 2, 16, 256, 256);
+    c.output_twins = true;
+    return c;
+}
+
 enum assay_status assay_model_config_by_name(const char *name, struct assay_model_config *out)
 {
     static const struct {
@@ -67,6 +75,7 @@ enum assay_status assay_model_config_by_name(const char *name, struct assay_mode
         {"draft", assay_model_config_draft},
         {"mini", assay_model_config_mini},
         {"mini-draft", assay_model_config_mini_draft},
+        {"mini-twins", assay_model_config_mini_twins},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
         if (name != NULL && strcmp(name, table[i].name) == 0) {
@@ -373,6 +382,9 @@ enum assay_status assay_model_init_random_params(struct assay_model **out,
     }
     fill_const(m->out_norm, d, 1.0f);
     fill_gaussian(m->output, (int64_t)c->vocab * d, params.out_gain * sd, seed, tensor++);
+    for (int64_t t = 0; c->output_twins && t + 1 < c->vocab; t += 2) {
+        memcpy(m->output + (t + 1) * d, m->output + t * d, sizeof(float) * (size_t)d);
+    }
     /* Drawn after every llama tensor, so a model with biases has the same
      * other weights as one without. */
     for (int32_t l = 0; l < c->n_layer && c->qkv_bias; l++) {

@@ -58,6 +58,11 @@ struct assay_model_config {
                           * only, as in llama.cpp */
     bool qkv_bias;       /* the query, key and value projections have
                           * biases (qwen2's attn_q/k/v.bias) */
+    bool output_twins;   /* the random initialisation copies output row 2i
+                          * into row 2i + 1 (mini-twins): each token's
+                          * logit equals its twin's exactly, in any
+                          * context. Weights loaded from a file keep
+                          * whatever rows they have; false there */
 };
 
 /* RoPE: at position pos, pair i of a head (0 <= i < head_dim/2) turns by
@@ -84,8 +89,16 @@ struct assay_model_config assay_model_config_mini(void);
  * SwiGLU 128, vocab 260, ctx 256. */
 struct assay_model_config assay_model_config_mini_draft(void);
 
-/* Look a config up by name ("tinygpt", "draft", "mini", "mini-draft").
- * Returns ASSAY_ERR_NOT_FOUND for any other name. */
+/* The tie model: mini with output_twins, so that tokens 2i and 2i + 1 have
+ * the same logit everywhere and every pair of them ranks side by side
+ * (lower id first): a top-k of odd k always cuts between the two of a
+ * pair, and a top-p cut does where its crossing token is the lower id of
+ * its pair. Every weight but output row 2i + 1 is mini's (same seed). The
+ * distributional checks of ties at filter boundaries use it. */
+struct assay_model_config assay_model_config_mini_twins(void);
+
+/* Look a config up by name ("tinygpt", "draft", "mini", "mini-draft",
+ * "mini-twins"). Returns ASSAY_ERR_NOT_FOUND for any other name. */
 enum assay_status assay_model_config_by_name(const char *name, struct assay_model_config *out);
 
 /* Number of parameters a config has. */
@@ -157,6 +170,7 @@ struct assay_model {
  *   output ASSAY_INIT_OUT_GAIN / sqrt(d_model);  norms are 1;
  *   q, k and v biases (with qkv_bias) ASSAY_INIT_BIAS_SD, drawn after every
  *   other tensor so the rest equals the model without them;
+ *   with output_twins, output row 2i + 1 then overwritten by row 2i;
  *   rope_freqs (with cfg.rope_freqs) llama 3.1's divisors for a context of
  *   8192 extended 8 times.
  * The query/key gain makes attention sharp enough that output depends on the

@@ -140,6 +140,18 @@ static int32_t rank_id(struct assay_sampler *s, int32_t r)
     return s->order[r];
 }
 
+/* The weight top-p measures token id by: its tempered weight e, or, with
+ * the planted bug topp-untempered, its weight at temperature 1 (lmax the
+ * largest logit), as where the temperature is applied after the filters. */
+static double topp_weight(const struct assay_sampler *s, const float *logits, double lmax,
+                          int32_t id)
+{
+    if (ASSAY_MUTANT_ON(s->mutant, ASSAY_MUTANT_TOPP_UNTEMPERED)) {
+        return exp((double)logits[id] - lmax);
+    }
+    return s->e[id];
+}
+
 #ifdef ASSAY_MUTANTS
 /* The planted bug temp-by-sharpness: the kept distribution p (v) re-drawn
  * at another temperature chosen by its own top probability, hotter
@@ -222,17 +234,31 @@ void assay_sampler_distribution(struct assay_sampler *s, const float *logits,
         return;
     }
     rank_start(s);
+    if (ASSAY_MUTANT_ON(s->mutant, ASSAY_MUTANT_TOPK_KEEPS_TIES)) {
+        /* The planted bug: a threshold at the k-th logit, which keeps
+         * every token tied with the k-th instead of the lower id alone. */
+        while (top_k < v && s->z[rank_id(s, top_k)] == s->z[rank_id(s, top_k - 1)]) {
+            top_k++;
+        }
+    }
     int32_t kept = top_k;
     if (use_top_p) {
         /* JOINT measures top-p on the full tempered distribution;
          * SEQUENTIAL on the top-k set renormalised. */
+        const double lmax = (double)logits[rank_id(s, 0)];
         double mass = total;
         int32_t scan = v;
+        if (ASSAY_MUTANT_ON(s->mutant, ASSAY_MUTANT_TOPP_UNTEMPERED)) {
+            mass = 0.0;
+            for (int32_t i = 0; i < v; i++) {
+                mass += topp_weight(s, logits, lmax, i);
+            }
+        }
         if (order == ASSAY_SAMPLING_SEQUENTIAL ||
             ASSAY_MUTANT_ON(s->mutant, ASSAY_MUTANT_TOPK_RENORM_THEN_TOPP)) {
             mass = 0.0;
             for (int32_t r = 0; r < top_k; r++) {
-                mass += s->e[rank_id(s, r)];
+                mass += topp_weight(s, logits, lmax, rank_id(s, r));
             }
             scan = top_k;
         }
@@ -240,7 +266,7 @@ void assay_sampler_distribution(struct assay_sampler *s, const float *logits,
         int32_t n_p = scan;
         /* Ranks at or past top_k are cut whatever top-p says. */
         for (int32_t r = 0; r < scan && r < kept; r++) {
-            cum += s->e[rank_id(s, r)] / mass;
+            cum += topp_weight(s, logits, lmax, rank_id(s, r)) / mass;
             if (ASSAY_MUTANT_ON(s->mutant, ASSAY_MUTANT_TOPP_DROPS_CROSSING)) {
                 /* The planted bug: stop before the token that takes the
                  * sum past p (keeping at least one), the largest set of
@@ -254,6 +280,13 @@ void assay_sampler_distribution(struct assay_sampler *s, const float *logits,
             if (cum >= (double)sp->top_p) {
                 n_p = r + 1;
                 break;
+            }
+        }
+        if (ASSAY_MUTANT_ON(s->mutant, ASSAY_MUTANT_TOPP_KEEPS_TIES)) {
+            /* The planted bug: every token tied with the one crossing p
+             * is kept, not the lower id alone. */
+            while (n_p < scan && s->z[rank_id(s, n_p)] == s->z[rank_id(s, n_p - 1)]) {
+                n_p++;
             }
         }
         if (n_p < kept) {

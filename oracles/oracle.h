@@ -106,8 +106,11 @@ struct assay_oracle_dist_info {
 /*
  * The exact processed next-token distribution of `logits` under s and the
  * documented order (core/request.h): p (vocab) sums to 1 with removed
- * tokens exactly 0. info may be NULL. ASSAY_ERR_INVALID for bad sampling
- * parameters.
+ * tokens exactly 0. Tokens are ranked by descending logit, equal logits by
+ * ascending id, and top-k and top-p cut that order, so an exact tie at a
+ * cut keeps the lower id and removes the higher (the contract's tie rule;
+ * top_k_gap is then 0). info may be NULL. ASSAY_ERR_INVALID for bad
+ * sampling parameters.
  */
 enum assay_status assay_oracle_distribution(const double *logits, int32_t vocab,
                                             const struct assay_sampling *s,

@@ -87,3 +87,14 @@ uint64_t assay_probe_hash(const struct assay_probe *p)
     }
     return h;
 }
+
+int64_t assay_probe_unequal_twins(const struct assay_probe *p)
+{
+    int64_t n = 0;
+    for (int t = 0; t < ASSAY_PROBE_TOKENS; t++) {
+        for (int v = 0; v + 1 < ASSAY_PROBE_VOCAB; v += 2) {
+            n += memcmp(&p->logits[t][v], &p->logits[t][v + 1], sizeof(float)) != 0;
+        }
+    }
+    return n;
+}

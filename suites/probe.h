@@ -39,4 +39,8 @@ bool assay_probe_same_bits(const struct assay_probe *a, const struct assay_probe
 /* FNV-1a of the logits' bytes: the same bits give the same hash. */
 uint64_t assay_probe_hash(const struct assay_probe *p);
 
+/* On mini-twins (engine/model.h): how many of the probe's positions times
+ * token pairs (2i, 2i + 1) have logits whose bits differ. */
+int64_t assay_probe_unequal_twins(const struct assay_probe *p);
+
 #endif

@@ -34,6 +34,7 @@ enum fake_mode {
     FAKE_PAST_CUT,
     FAKE_DROPS_ALL, /* no request gets its token */
     FAKE_NAN_STEP,  /* the 3rd step fails as an engine does on NaN logits */
+    FAKE_KEEPS_TIE, /* an exact tie at the cut keeps both tokens (a threshold cut) */
 };
 
 struct fake {
@@ -73,6 +74,17 @@ static enum assay_status fake_add(void *self, const struct assay_request *r)
                          ASSAY_OK);
         memcpy(f->last_prompt, r->prompt, sizeof(int32_t) * (size_t)r->prompt_len);
         f->last_len = r->prompt_len;
+    }
+    if (f->mode == FAKE_KEEPS_TIE && !same) {
+        /* The token the tie rule removes gets its twin's weight, and the
+         * kept set is renormalised. */
+        struct assay_dist_tie_info ti;
+        if (assay_dist_cut_tie(f->logits + (int64_t)(r->prompt_len - 1) * v, f->p, v, &ti)) {
+            f->p[ti.dropped] = f->p[ti.kept];
+            for (int32_t x = 0; x < v; x++) {
+                f->p[x] /= 1.0 + ti.q;
+            }
+        }
     }
     if ((f->mode == FAKE_BIASED || f->bias > 0) && !same) {
         int32_t a = 0, b = -1;
@@ -191,24 +203,31 @@ static const struct assay_adapter_vtable k_fake_vt = {
     fake_info, NULL, NULL, NULL, NULL, NULL};
 
 static struct assay_model *g_mini;
+static struct assay_model *g_twins; /* mini-twins */
 
-static void fake_open(struct fake *f, struct assay_adapter *a, enum fake_mode mode, double bias,
-                      unsigned long seed)
+static void fake_open_on(struct fake *f, struct assay_adapter *a, struct assay_model *model,
+                         enum fake_mode mode, double bias, unsigned long seed)
 {
     memset(f, 0, sizeof *f);
-    f->model = g_mini;
+    f->model = model;
     f->mode = mode;
     f->bias = bias;
     f->rng = gsl_rng_alloc(gsl_rng_mt19937);
     assert_non_null(f->rng);
     gsl_rng_set(f->rng, seed);
-    f->p = calloc((size_t)g_mini->cfg.vocab, sizeof(double));
-    f->logits = calloc((size_t)g_mini->cfg.vocab * 64, sizeof(double));
+    f->p = calloc((size_t)model->cfg.vocab, sizeof(double));
+    f->logits = calloc((size_t)model->cfg.vocab * 64, sizeof(double));
     assert_non_null(f->p);
     assert_non_null(f->logits);
-    assert_int_equal(assay_oracle_init(&f->oracle, g_mini, 64), ASSAY_OK);
+    assert_int_equal(assay_oracle_init(&f->oracle, model, 64), ASSAY_OK);
     a->vt = &k_fake_vt;
     a->self = f;
+}
+
+static void fake_open(struct fake *f, struct assay_adapter *a, enum fake_mode mode, double bias,
+                      unsigned long seed)
+{
+    fake_open_on(f, a, g_mini, mode, bias, seed);
 }
 
 static void fake_close(struct fake *f)
@@ -450,6 +469,128 @@ static void test_widened_kept_top_p_swap(void **state)
     p.sampling.top_p = 1.0f; /* no top-p cut: every token */
     p.tol_logit = 1e-3;
     assert_int_equal(assay_dist_widened_kept(row, 5, &p, scratch), 5);
+}
+
+/* The tie rule of the contract (core/request.h) in the oracle, and the
+ * tie at a cut as the checks find it: the lower id of a tie at the k-th
+ * rank or at the token crossing top_p is kept, the higher removed. */
+static void test_oracle_tie_rule(void **state)
+{
+    (void)state;
+    const double row[6] = {3.0, 2.0, 2.0, 1.0, 0.5, -4.0};
+    double p[6];
+    struct assay_sampling s = {1.0f, 2, 1.0f, true, 1};
+    struct assay_oracle_dist_info inf;
+    assert_int_equal(assay_oracle_distribution(row, 6, &s, ASSAY_SAMPLING_JOINT, p, &inf),
+                     ASSAY_OK);
+    assert_int_equal(inf.n_kept, 2);
+    assert_true(p[0] > 0.0 && p[1] > 0.0 && p[2] == 0.0);
+    assert_true(inf.top_k_gap == 0.0);
+    struct assay_dist_tie_info ti;
+    assert_true(assay_dist_cut_tie(row, p, 6, &ti));
+    assert_int_equal(ti.kept, 1);
+    assert_int_equal(ti.dropped, 2);
+    assert_true(ti.logit == 2.0 && ti.gap == 1.0 && ti.q == p[1]);
+    /* top-k 3 keeps both of the pair: no tie at its cut */
+    s.top_k = 3;
+    assert_int_equal(assay_oracle_distribution(row, 6, &s, ASSAY_SAMPLING_JOINT, p, &inf),
+                     ASSAY_OK);
+    assert_false(assay_dist_cut_tie(row, p, 6, &ti));
+    /* {1, 1, 0, 0, -5}: masses 0.3646, 0.3646, 0.1341, 0.1341, 0.0025; top-p
+     * 0.8 is crossed by token 2, tied with token 3, which is removed */
+    const double row2[5] = {1.0, 1.0, 0.0, 0.0, -5.0};
+    struct assay_sampling sp = {1.0f, 0, 0.8f, true, 1};
+    assert_int_equal(assay_oracle_distribution(row2, 5, &sp, ASSAY_SAMPLING_JOINT, p, &inf),
+                     ASSAY_OK);
+    assert_int_equal(inf.n_kept, 3);
+    assert_true(p[2] > 0.0 && p[3] == 0.0);
+    assert_true(assay_dist_cut_tie(row2, p, 5, &ti));
+    assert_int_equal(ti.kept, 2);
+    assert_int_equal(ti.dropped, 3);
+    assert_true(ti.gap == 1.0);
+    /* top-p 0.5 is crossed by token 1, whose twin 0 is kept before it */
+    sp.top_p = 0.5f;
+    assert_int_equal(assay_oracle_distribution(row2, 5, &sp, ASSAY_SAMPLING_JOINT, p, &inf),
+                     ASSAY_OK);
+    assert_int_equal(inf.n_kept, 2);
+    assert_false(assay_dist_cut_tie(row2, p, 5, &ti));
+}
+
+/* The first token on mini-twins with an odd top-k: every cut is an exact
+ * tie. Without a tie mode no prompt qualifies (a gap of 0 is within
+ * tol_logit); with tie=k the exact sampler passes, and one that keeps both
+ * tied tokens fails by its statistic, never by the zero-probability rule
+ * (the dropped token is within tol_logit of the cut). */
+static void test_gof_tie_at_top_k(void **state)
+{
+    (void)state;
+    struct assay_dist_params p = assay_dist_default_params();
+    char why[200];
+    assert_int_equal(assay_dist_parse_params("n=20000,pos=1,len=1,prompt=3,t=1.5,top_k=5,"
+                                             "top_p=1,tries=8",
+                                             &p, why, sizeof why),
+                     ASSAY_OK);
+    p.seed = 43;
+    struct fake f;
+    struct assay_adapter a;
+    struct assay_check_result r;
+    fake_open_on(&f, &a, g_twins, FAKE_EXACT, 0, 14);
+    assay_check_result_init(&r, "fake", ASSAY_FAMILY_DISTRIBUTIONAL);
+    assert_int_not_equal(assay_dist_gof(&a, g_twins, &p, &r), ASSAY_OK);
+    assert_int_equal(r.verdict, ASSAY_VERDICT_ERROR);
+    assert_non_null(strstr(r.failure, "no prompt among 8 candidates"));
+    p.tie = ASSAY_DIST_TIE_TOP_K;
+    assay_check_result_init(&r, "fake", ASSAY_FAMILY_DISTRIBUTIONAL);
+    assert_int_equal(assay_dist_gof(&a, g_twins, &p, &r), ASSAY_OK);
+    printf("  exact: %s\n", r.summary);
+    assert_int_equal(r.verdict, ASSAY_VERDICT_PASS);
+    assert_non_null(strstr(r.summary, "exact tie: "));
+    assert_non_null(strstr(r.summary, "drawn 0 times"));
+    fake_close(&f);
+    fake_open_on(&f, &a, g_twins, FAKE_KEEPS_TIE, 0, 15);
+    assay_check_result_init(&r, "fake", ASSAY_FAMILY_DISTRIBUTIONAL);
+    assert_int_equal(assay_dist_gof(&a, g_twins, &p, &r), ASSAY_OK);
+    printf("  keeps both: %s\n  %s\n", r.summary, r.failure);
+    assert_int_equal(r.verdict, ASSAY_VERDICT_FAIL);
+    assert_true(r.statistic_fired);
+    assert_false(r.rule_fired);
+    assert_int_equal(r.n_impossible, 0);
+    assert_non_null(strstr(r.failure, "which the exact tie at the cut removes"));
+    fake_close(&f);
+}
+
+/* The same at the PIT: with tie=any, the token an exact tie removes is a
+ * PIT value of 1, so a sampler that keeps both fails the marginal test,
+ * and the exact sampler passes. */
+static void test_pit_tie(void **state)
+{
+    (void)state;
+    struct assay_dist_params p = assay_dist_default_params();
+    char why[200];
+    assert_int_equal(assay_dist_parse_params("n=2000,len=1,prompt=3,prompts=16,t=1.5,top_k=5,"
+                                             "top_p=1,tie=any",
+                                             &p, why, sizeof why),
+                     ASSAY_OK);
+    p.seed = 44;
+    struct fake f;
+    struct assay_adapter a;
+    struct assay_check_result r;
+    fake_open_on(&f, &a, g_twins, FAKE_EXACT, 0, 16);
+    assay_check_result_init(&r, "fake", ASSAY_FAMILY_DISTRIBUTIONAL);
+    assert_int_equal(assay_dist_pit(&a, g_twins, &p, &r, NULL), ASSAY_OK);
+    printf("  exact: %s\n", r.summary);
+    assert_int_equal(r.verdict, ASSAY_VERDICT_PASS);
+    assert_non_null(strstr(r.summary, "0 tokens an exact tie removes"));
+    fake_close(&f);
+    fake_open_on(&f, &a, g_twins, FAKE_KEEPS_TIE, 0, 17);
+    assay_check_result_init(&r, "fake", ASSAY_FAMILY_DISTRIBUTIONAL);
+    assert_int_equal(assay_dist_pit(&a, g_twins, &p, &r, NULL), ASSAY_OK);
+    printf("  keeps both: %s\n  %s\n", r.summary, r.failure);
+    assert_int_equal(r.verdict, ASSAY_VERDICT_FAIL);
+    assert_true(r.statistic_fired);
+    assert_false(r.rule_fired);
+    assert_non_null(strstr(r.failure, "an exact tie at the cut removes"));
+    fake_close(&f);
 }
 
 static void test_homogeneity_of_fakes(void **state)
@@ -699,6 +840,13 @@ static void test_parse_params(void **state)
     assert_true(p.bonus_only);
     assert_int_equal(assay_dist_parse_params("only=residual", &p, why, sizeof why),
                      ASSAY_ERR_INVALID);
+    assert_int_equal(assay_dist_parse_params("tie=k", &p, why, sizeof why), ASSAY_OK);
+    assert_int_equal(p.tie, ASSAY_DIST_TIE_TOP_K);
+    assert_int_equal(assay_dist_parse_params("tie=p", &p, why, sizeof why), ASSAY_OK);
+    assert_int_equal(p.tie, ASSAY_DIST_TIE_TOP_P);
+    assert_int_equal(assay_dist_parse_params("tie=any", &p, why, sizeof why), ASSAY_OK);
+    assert_int_equal(p.tie, ASSAY_DIST_TIE_ANY);
+    assert_int_equal(assay_dist_parse_params("tie=q", &p, why, sizeof why), ASSAY_ERR_INVALID);
 }
 
 /* The tokens dist.pit.spec-bonus tests: the one after each round whose
@@ -780,7 +928,9 @@ int main(int argc, char **argv)
     assay_test_init(argc, argv);
     assay_stats_init();
     struct assay_model_config cfg = assay_model_config_mini();
-    if (assay_model_init_random(&g_mini, &cfg, 1) != ASSAY_OK) {
+    struct assay_model_config twins = assay_model_config_mini_twins();
+    if (assay_model_init_random(&g_mini, &cfg, 1) != ASSAY_OK ||
+        assay_model_init_random(&g_twins, &twins, 1) != ASSAY_OK) {
         return 1;
     }
     const struct CMUnitTest tests[] = {
@@ -795,6 +945,9 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_gof_no_safe_prompt),
         cmocka_unit_test(test_pit_cut_moved_by_tolerances),
         cmocka_unit_test(test_widened_kept_top_p_swap),
+        cmocka_unit_test(test_oracle_tie_rule),
+        cmocka_unit_test(test_gof_tie_at_top_k),
+        cmocka_unit_test(test_pit_tie),
         cmocka_unit_test(test_homogeneity_of_fakes),
         cmocka_unit_test(test_gof_within_budget),
         cmocka_unit_test(test_pit_within_budget),
@@ -802,5 +955,6 @@ int main(int argc, char **argv)
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     assay_model_free(g_mini);
+    assay_model_free(g_twins);
     return rc;
 }

@@ -469,6 +469,48 @@ static void test_isa_choice(void **state)
     }
 }
 
+/* The tie model mini-twins: with the engine's own product, a logit's bits
+ * depend only on the hidden state and its own output row (engine/gemm.h:
+ * one chain of multiply-adds in k order, whatever the column's place in a
+ * panel, the tile, the batch or the threads), so tokens 2i and 2i + 1 have
+ * the same bits at every position, alone and in a batch, with one thread
+ * or two, on every instruction set the CPU runs. The distributional checks
+ * of ties rest on that (the portability label repeats it under every
+ * kernel family). OpenBLAS claims nothing of the kind: its figure is
+ * printed, not asserted. */
+static void test_twins_same_bits(void **state)
+{
+    (void)state;
+    struct assay_model_config c = assay_model_config_mini_twins();
+    struct assay_model *m = NULL;
+    assert_int_equal(assay_model_init_random(&m, &c, 1), ASSAY_OK);
+    static struct assay_probe probe;
+    for (int i = ASSAY_ISA_GENERIC; i < ASSAY_ISA_COUNT; i++) {
+        if (!assay_isa_supported((enum assay_isa)i)) {
+            continue;
+        }
+        for (int run = 0; run < 4; run++) {
+            struct assay_engine_params p = assay_engine_default_params(m);
+            p.isa = (enum assay_isa)i;
+            p.threads = run < 2 ? 2 : 1;
+            assay_probe_run(&p, run % 2 == 1, &probe);
+            int64_t bad = assay_probe_unequal_twins(&probe);
+            if (bad != 0) {
+                fail_msg("isa=%s threads=%d %s: %lld twin logits differ", assay_isa_name(p.isa),
+                         (int)p.threads, run % 2 ? "in a batch of 13" : "alone", (long long)bad);
+            }
+        }
+        printf("isa=%s: twins' logits the same bits alone and in a batch, 1 and 2 threads\n",
+               assay_isa_name((enum assay_isa)i));
+    }
+    struct assay_engine_params p = assay_engine_default_params(m);
+    p.blas_rows = 1;
+    assay_probe_run(&p, true, &probe);
+    printf("OpenBLAS products (blas_rows=1, in a batch): %lld of %d twin logits differ\n",
+           (long long)assay_probe_unequal_twins(&probe), ASSAY_PROBE_TOKENS * ASSAY_PROBE_VOCAB / 2);
+    assay_model_free(m);
+}
+
 /* The step loop allocates nothing: count allocations across steps. */
 static void test_step_allocates_nothing(void **state)
 {
@@ -574,6 +616,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_batch_invariance),
         cmocka_unit_test(test_threads_same_logits),
         cmocka_unit_test(test_isa_choice),
+        cmocka_unit_test(test_twins_same_bits),
         cmocka_unit_test(test_step_allocates_nothing),
         cmocka_unit_test(test_init_survives_allocation_failures),
         cmocka_unit_test(test_mutant_refused_in_clean_build),

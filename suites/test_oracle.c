@@ -417,6 +417,71 @@ static void test_scratch_independent_of_vocab(void **state)
     assert_int_equal(bytes[0], bytes[1]);
 }
 
+/* mini-twins (engine/model.h) is mini with output row 2i + 1 a copy of
+ * row 2i: every other weight is mini's, and the oracle's logits of tokens
+ * 2i and 2i + 1 are the same double at every position, on every kernel and
+ * thread count (each logit is one dot product of its own row), while no
+ * other two tokens' are. */
+static void test_twins_exact(void **state)
+{
+    (void)state;
+    struct assay_model_config cm = assay_model_config_mini();
+    struct assay_model_config ct = assay_model_config_mini_twins();
+    struct assay_model *mini = NULL, *twins = NULL;
+    assert_int_equal(assay_model_init_random(&mini, &cm, 1), ASSAY_OK);
+    assert_int_equal(assay_model_init_random(&twins, &ct, 1), ASSAY_OK);
+    const int32_t v = ct.vocab, d = ct.d_model, n = 40;
+    assert_int_equal(mini->n_floats, twins->n_floats);
+    for (int64_t i = 0; i < mini->n_floats; i++) {
+        int64_t at = twins->output - twins->data;
+        bool odd_row = i >= at && i < at + (int64_t)v * d && ((i - at) / d) % 2 == 1;
+        float want = odd_row ? twins->output[(i - at) - d] : mini->data[i];
+        assert_true(memcmp(&twins->data[i], &want, sizeof want) == 0);
+    }
+    double *rows = calloc((size_t)n * (size_t)v, sizeof(double));
+    assert_non_null(rows);
+    const enum assay_oracle_kernel kernels[] = {ASSAY_ORACLE_KERNEL_GENERIC,
+                                                ASSAY_ORACLE_KERNEL_AVX2};
+    long unequal = 0, other = 0, positions = 0;
+    for (size_t ki = 0; ki < 2; ki++) {
+        if (!assay_oracle_kernel_supported(kernels[ki])) {
+            continue;
+        }
+        for (int32_t threads = 1; threads <= 2; threads++) {
+            struct assay_oracle *o = NULL;
+            assert_int_equal(assay_oracle_init(&o, twins, n), ASSAY_OK);
+            assert_int_equal(assay_oracle_set_kernel(o, kernels[ki]), ASSAY_OK);
+            assert_int_equal(assay_oracle_set_threads(o, threads), ASSAY_OK);
+            for (int32_t s = 0; s < 4; s++) {
+                int32_t tok[40];
+                for (int32_t i = 0; i < n; i++) {
+                    tok[i] = (i * 37 + s * 11 + 3) % v;
+                }
+                assert_int_equal(assay_oracle_logits(o, tok, n, rows), ASSAY_OK);
+                for (int32_t t = 0; t < n; t++, positions++) {
+                    const double *r = rows + (int64_t)t * v;
+                    for (int32_t a = 0; a < v; a++) {
+                        for (int32_t b = a + 1; b < v; b++) {
+                            bool pair = a / 2 == b / 2;
+                            unequal += pair && memcmp(&r[a], &r[b], sizeof r[a]) != 0;
+                            other += !pair && r[a] == r[b];
+                        }
+                    }
+                }
+            }
+            assay_oracle_free(o);
+        }
+    }
+    printf("  %ld positions: twins with other bits %ld, other tokens with equal logits %ld\n",
+           positions, unequal, other);
+    assert_true(positions > 0);
+    assert_int_equal(unequal, 0);
+    assert_int_equal(other, 0);
+    free(rows);
+    assay_model_free(mini);
+    assay_model_free(twins);
+}
+
 int main(int argc, char **argv)
 {
     assay_test_init(argc, argv);
@@ -426,6 +491,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_set_threads_bounds),
         cmocka_unit_test(test_kernel_choice),
         cmocka_unit_test(test_scratch_independent_of_vocab),
+        cmocka_unit_test(test_twins_exact),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -36,7 +36,13 @@
  *    default path and the OpenBLAS path pass, and their largest
  *    |engine - oracle| logit is at most a tenth of the tie tolerance
  *    ASSAY_EQUIV_TIE_TOL (a margin of 10 or more; the figures are printed);
- *  - the isolation checks of the verify plan pass.
+ *  - the isolation checks of the verify plan pass;
+ *  - twins: on mini-twins (engine/model.h), whose output rows come in
+ *    identical pairs, the engine's own product gives tokens 2i and 2i + 1
+ *    logits of the same bits at every position, alone and among 12
+ *    neighbours, with one thread and two (the distributional checks of
+ *    exact ties rest on it); the OpenBLAS path's count of differing twins
+ *    is printed, not claimed (its kernels may treat a column by its place).
  * The parent prints one row per family and fails if any claim fails
  * anywhere (or, with --mutant, passes only if one does).
  */
@@ -311,6 +317,22 @@ static int child_main(const char *kind, const char *name)
           thread_diff, ASSAY_ISOLATION_LOGIT_TOL, td1 || td2 ? "; a token differs" : "");
     assay_model_free(m);
 
+    /* the tie model: twins exact on the own product; OpenBLAS's figure */
+    struct assay_model_config tc = assay_model_config_mini_twins();
+    assert_int_equal(assay_model_init_random(&m, &tc, 1), ASSAY_OK);
+    int64_t twins_bad = 0;
+    for (int i = 0; i < 4; i++) {
+        run_probe(m, false, 0, i < 2 ? 2 : 1, isa, mutant, i % 2 == 1, &runs[0]);
+        twins_bad += assay_probe_unequal_twins(&runs[0]);
+    }
+    run_probe(m, false, 1, 2, isa, mutant, true, &runs[1]);
+    printf("FIG twins_blas %lld\n", (long long)assay_probe_unequal_twins(&runs[1]));
+    claim("twins", twins_bad == 0,
+          "mini-twins on the own product, alone/among 12 neighbours x threads 2/1: %lld twin "
+          "logits of other bits",
+          (long long)twins_bad);
+    assay_model_free(m);
+
     /* the oracle margin, and the isolation checks of the plan */
     char fixtures[1024], base[256];
     assay_test_fixture("", fixtures, sizeof fixtures);
@@ -528,15 +550,16 @@ static void test_every_family(void **state)
     }
 
     /* the table */
-    printf("\n%-4s %-15s %-11s %-7s %-6s %-9s %-9s %-10s %-10s %-10s %-10s %-10s  %s\n", "kind",
-           "family", "core", "isa", "gemm", "invariant", "isolation", "blas-batch", "blas-thread",
-           "|e-o| own", "|e-o| dflt", "|e-o| blas", "verdict");
+    printf("\n%-4s %-15s %-11s %-7s %-6s %-9s %-9s %-10s %-10s %-10s %-10s %-10s %-8s  %s\n",
+           "kind", "family", "core", "isa", "gemm", "invariant", "isolation", "blas-batch",
+           "blas-thread", "|e-o| own", "|e-o| dflt", "|e-o| blas", "twins", "verdict");
     int failed = 0, ran = 0;
     char ref_hash[32] = "", avx2_hash[32] = "", avx512_hash[32] = "";
     bool hash_differs = false;
     for (size_t i = 0; i < n; i++) {
         struct family_run *r = &runs[i];
-        char core[40], isa[16], b1[16], b2[16], o1[16], o2[16], o3[16], hash[32];
+        char core[40], isa[16], b1[16], b2[16], o1[16], o2[16], o3[16], hash[32], tb[16];
+        char twins[32];
         if (strcmp(r->status, "ran") != 0 && strcmp(r->status, "FAILED") != 0) {
             printf("%-4s %-15s %s: %s\n", r->kind, r->name, r->status, r->note);
             continue;
@@ -551,6 +574,9 @@ static void test_every_family(void **state)
                                   strstr(r->out, "CLAIM prop.isolation-blackbox PASS")
                               ? "pass"
                               : "FAIL";
+        snprintf(twins, sizeof twins, "%s/%s",
+                 strstr(r->out, "CLAIM twins PASS") ? "exact" : "FAIL",
+                 fig(r, "twins_blas", tb, sizeof tb));
         fig(r, "inv_hash", hash, sizeof hash);
         if (strcmp(r->kind, "isa") == 0 && strcmp(r->name, "avx2") == 0) {
             snprintf(avx2_hash, sizeof avx2_hash, "%s", hash);
@@ -564,12 +590,12 @@ static void test_every_family(void **state)
                 hash_differs = true;
             }
         }
-        printf("%-4s %-15s %-11s %-7s %-6s %-9s %-9s %-10s %-10s %-10s %-10s %-10s  %s\n",
+        printf("%-4s %-15s %-11s %-7s %-6s %-9s %-9s %-10s %-10s %-10s %-10s %-10s %-8s  %s\n",
                r->kind, r->name, fig(r, "core", core, sizeof core), fig(r, "isa", isa, sizeof isa),
                gemm, inv, iso, fig(r, "blas_batch_diff", b1, sizeof b1),
                fig(r, "blas_thread_diff", b2, sizeof b2), fig(r, "oracle_own", o1, sizeof o1),
                fig(r, "oracle_default", o2, sizeof o2), fig(r, "oracle_blas", o3, sizeof o3),
-               ok ? "PASS" : r->exit_code < 0 ? "CRASHED" : "FAIL");
+               twins, ok ? "PASS" : r->exit_code < 0 ? "CRASHED" : "FAIL");
     }
     printf("\ninvariant logits under every OpenBLAS family: %s\n",
            hash_differs ? "DIFFER (the invariant path depends on OpenBLAS)" : "the same bits");
@@ -585,7 +611,9 @@ static void test_every_family(void **state)
     hash_differs = hash_differs || isa_differs;
     printf("tie tolerance %g; a margin of 10 or more is required of every |engine - oracle| "
            "(|e-o|); blas-batch and blas-thread: the OpenBLAS path's largest logit difference "
-           "alone vs among neighbours and threads 2 vs 1 (tolerance %g)\n",
+           "alone vs among neighbours and threads 2 vs 1 (tolerance %g); twins: mini-twins' "
+           "tied logits on the own product (claimed), then how many differ on the OpenBLAS "
+           "path (printed)\n",
            ASSAY_EQUIV_TIE_TOL, ASSAY_ISOLATION_LOGIT_TOL);
     for (size_t i = 0; i < n; i++) {
         struct family_run *r = &runs[i];

@@ -534,6 +534,22 @@ static void test_gof_known_value(void **state)
     assert_int_equal(r.n, 103);
     assert_true(close_to("X^2 with impossible", r.statistic, x2, 0.0, 1e-13));
 
+    /* Samples the caller accepts outside every bin count against the bins:
+     * expected counts from all 103 (X^2 from (40, 35, 25) against 103 x
+     * (0.5, 0.3, 0.2)); with none missing, Pearson's X^2 as above. */
+    assert_int_equal(assay_gof_test_missing(bins, counts, 3, 1e-3, 0.99, &r), ASSAY_OK);
+    double x2m = 11.5 * 11.5 / 51.5 + 4.1 * 4.1 / 30.9 + 4.4 * 4.4 / 20.6;
+    printf("  with 3 missing: X^2 %.10f (hand %.10f)\n", r.statistic, x2m);
+    assert_true(close_to("X^2 with missing", r.statistic, x2m, 0.0, 1e-12));
+    assert_int_equal(r.n, 103);
+    assert_int_equal(r.n_missing, 3);
+    assert_int_equal(r.n_impossible, 0);
+    assert_int_equal(r.df, 2);
+    assert_int_equal(assay_gof_test_missing(bins, counts, 0, 1e-3, 0.99, &r), ASSAY_OK);
+    assert_true(close_to("X^2 none missing", r.statistic, x2, 0.0, 1e-13));
+    assert_int_equal(r.n_missing, 0);
+    assert_int_equal(assay_gof_test_missing(bins, counts, -1, 1e-3, 0.99, &r), ASSAY_ERR_INVALID);
+
     /* Only impossible samples: no test, but the hard failure is reported. */
     const int64_t only_bad[] = {0, 7, 0, 0};
     assert_int_equal(assay_gof_test(bins, only_bad, 1e-3, 0.99, &r), ASSAY_OK);
