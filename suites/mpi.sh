@@ -141,8 +141,10 @@ killed | hung | check-killed)
             fail "not exactly one check FAILs"
         jq -e '.checks[] | select(.verdict == "FAIL") | .failure | test("^on rank 1 of 2: .*signal 9")' \
             "$out/report/report.json" >/dev/null || fail "the FAIL does not say rank 1's check died"
-        [ "$(jq '[.checks[] | select(.verdict == "PASS")] | length' "$out/report/report.json")" = 6 ] ||
-            fail "the other six checks did not all PASS"
+        n_checks="$(jq '.checks | length' "$out/report/report.json")"
+        [ "$n_checks" -gt 1 ] || fail "the report has $n_checks checks"
+        [ "$(jq '[.checks[] | select(.verdict == "PASS")] | length' "$out/report/report.json")" = \
+            "$((n_checks - 1))" ] || fail "the other $((n_checks - 1)) checks did not all PASS"
         echo "the killed check FAILs on rank 1, the others pass, the report is written"
         exit 0
     fi
