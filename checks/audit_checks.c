@@ -1263,7 +1263,11 @@ enum seeded_kind { S_POSITIONS, S_UNSEEDED, S_PAIRS };
 static enum assay_status check_seeded(struct assay_audit *a, const struct assay_plan_item *item,
                                       enum seeded_kind kind, struct assay_check_result *res)
 {
-    struct assay_seeded_opts o = {ASSAY_OPENAI_SEED_MAX, MAX_STEPS, NULL, NULL, false};
+    struct assay_seeded_opts o = assay_seeded_opts_default();
+    o.seed_max = ASSAY_OPENAI_SEED_MAX;
+    o.max_steps = MAX_STEPS;
+    o.chance = assay_audit_seed_chance;
+    o.chance_ctx = a;
     if (a->p.seed_promise != ASSAY_SEED_PROMISE_BITWISE) {
         o.explain = assay_audit_seed_explain;
         o.explain_ctx = a;

@@ -43,6 +43,7 @@
 #include "audit_checks.h"
 #include "distributional.h"
 #include "equivalence.h"
+#include "seeded.h"
 #include "tolerance.h"
 
 #include "audit_internal.h"
@@ -703,6 +704,24 @@ bool assay_audit_seed_explain(void *ctx, const int32_t *prompt, int32_t len,
     assay_free(ref);
     assay_free(pa);
     return ok;
+}
+
+enum assay_status assay_audit_seed_chance(void *ctx, const int32_t *prompt, int32_t len,
+                                          const struct assay_sampling *s, const int32_t *tokens,
+                                          int32_t n, double *chance)
+{
+    struct assay_audit *a = ctx;
+    const struct assay_audit_budget *bud = assay_audit_budget_in_force(a);
+    const double *rows = NULL;
+    *chance = 1.0;
+    enum assay_status st = assay_oracle_memo_rows(a->memo, prompt, len, tokens, n, &rows);
+    if (st == ASSAY_OK) {
+        /* the logits' spread the budget allows: the distributional
+         * checks' tie tolerance, or the measured gap when wider */
+        double room = fmax(assay_dist_default_params().tol_logit, bud->measured ? bud->gap : 0.0);
+        *chance = assay_seed_chance_of_rows(rows, a->model->cfg.vocab, s, tokens, n, room);
+    }
+    return st;
 }
 
 /* The budget is in force (beyond the fixed tolerances of exact arithmetic). */

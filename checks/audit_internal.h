@@ -72,6 +72,11 @@ const struct assay_audit_budget *assay_audit_budget_in_force(struct assay_audit 
  * twice the spread of the reference's errors there; and every token must
  * be one a cut the budget allows keeps. A seed ignored, restarted or
  * taken by another request draws with other uniforms, and fails this. */
+/* assay_seed_chance_fn (checks/seeded.h) for the server: the oracle's
+ * rows, the logits' spread the budget in force allows. */
+enum assay_status assay_audit_seed_chance(void *ctx, const int32_t *prompt, int32_t len,
+                                          const struct assay_sampling *s, const int32_t *tokens,
+                                          int32_t n, double *chance);
 bool assay_audit_seed_explain(void *ctx, const int32_t *prompt, int32_t len,
                               const struct assay_sampling *s, const int32_t *ta,
                               const int32_t *tb, int32_t n, int32_t k, char *why, size_t size);

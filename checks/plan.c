@@ -121,6 +121,10 @@ static enum assay_status run_seed_positions(struct assay_verify_ctx *ctx,
         return ASSAY_OK;
     }
     struct assay_seeded_opts o = assay_seeded_opts_default();
+    if (t->model != NULL) {
+        o.chance = assay_seed_chance_oracle;
+        o.chance_ctx = (void *)t->model;
+    }
     return assay_check_seed_positions(t->adapter, info.vocab, info.n_ctx,
                                       assay_verify_seed(ctx, item->name), &o, res);
 }

@@ -11,6 +11,7 @@
 #include <gsl/gsl_cdf.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "../adapters/spec.h"
@@ -171,7 +172,7 @@ const uint64_t assay_edge_seeds[ASSAY_N_EDGE_SEEDS] = {
 
 struct assay_seeded_opts assay_seeded_opts_default(void)
 {
-    return (struct assay_seeded_opts){UINT64_MAX, 0, NULL, NULL, false};
+    return (struct assay_seeded_opts){UINT64_MAX, 0, NULL, NULL, false, NULL, NULL};
 }
 
 void assay_seed_probes(uint64_t seed_max, uint64_t out[ASSAY_N_EDGE_SEEDS])
@@ -411,17 +412,45 @@ enum assay_status assay_check_seed_positions(const struct assay_adapter *a, int3
             assay_workload_free(w);
         }
     }
-    /* Distinct seeds with one prompt are distinct streams. */
+    /* Distinct seeds with one prompt are distinct streams: a pair that
+     * gives one output fails when a correct engine's two streams do that
+     * with a chance of at most ASSAY_SEED_ALPHA / 4, the pair's share. */
+    char coincidence[200] = "";
     for (int32_t i = 0; i < N_PROBES / 2 && st == ASSAY_OK && res->verdict == ASSAY_VERDICT_PASS;
          i++) {
         int32_t j = i + N_PROBES / 2;
-        if (n_ref[i] == n_ref[j] &&
-            memcmp(ref[i], ref[j], sizeof(int32_t) * (size_t)n_ref[i]) == 0) {
+        if (n_ref[i] != n_ref[j] ||
+            memcmp(ref[i], ref[j], sizeof(int32_t) * (size_t)n_ref[i]) != 0) {
+            continue;
+        }
+        double chance = 0.0;
+        if (o->chance != NULL) {
+            struct assay_sampling smp = {(float)probe[i].temperature, probe[i].top_k,
+                                         (float)probe[i].top_p, true, probe[i].seed};
+            st = o->chance(o->chance_ctx, probe[i].prompt, probe[i].len, &smp, ref[i], n_ref[i],
+                           &chance);
+        }
+        if (st != ASSAY_OK) {
+            break;
+        }
+        if (chance <= ASSAY_SEED_ALPHA / (N_PROBES / 2)) {
+            char how[120] = "";
+            if (o->chance != NULL) {
+                snprintf(how, sizeof how,
+                         ", which a correct engine does with a chance of at most %.1e", chance);
+            }
             assay_check_fail(res,
-                             "seeds %llu and %llu with one prompt gave the same %d tokens: two "
+                             "seeds %llu and %llu with one prompt gave the same %d tokens%s: two "
                              "seeds, one stream%s",
                              (unsigned long long)probe[i].seed, (unsigned long long)probe[j].seed,
-                             (int)n_ref[i], full ? " (the variable: the seed's high bits)" : "");
+                             (int)n_ref[i], how,
+                             full ? " (the variable: the seed's high bits)" : "");
+        } else if (coincidence[0] == '\0') {
+            snprintf(coincidence, sizeof coincidence,
+                     "; a coincidence, not evidence: seeds %llu and %llu gave one %d-token "
+                     "output (chance up to %.2g)",
+                     (unsigned long long)probe[i].seed, (unsigned long long)probe[j].seed,
+                     (int)n_ref[i], chance);
         }
     }
     /* Among neighbours, at every arrival position and order. */
@@ -490,12 +519,13 @@ enum assay_status assay_check_seed_positions(const struct assay_adapter *a, int3
     }
     if (snprintf(res->summary, sizeof res->summary,
                  "%s: %lld tokens of %d seeds compared in %lld runs, each alone, alone "
-                 "again, twice in one batch and among %d neighbours in 4 arrangements; seeds %s%s",
+                 "again, twice in one batch and among %d neighbours in 4 arrangements%s; seeds "
+                 "%s%s",
                  o->explain == NULL    ? "bit for bit"
                  : o->explain_alone    ? "up to the numerics budget"
                                        : "a lone repeat bit for bit, the rest up to the numerics "
                                          "budget",
-                 (long long)compared, N_PROBES, (long long)runs, N_NEIGHBOURS, list,
+                 (long long)compared, N_PROBES, (long long)runs, N_NEIGHBOURS, coincidence, list,
                  full ? "" : " (the engine's limit)") >=
         (int)sizeof res->summary) {
         memcpy(res->summary + sizeof res->summary - 4, "...", 4); /* cut, and said so */
@@ -517,6 +547,110 @@ enum assay_status assay_check_seed_positions(const struct assay_adapter *a, int3
     }
     res->seconds = (double)(assay_now_ns() - t0) / 1e9;
     return assay_status_keep_nomem(st);
+}
+
+static int by_descending(const void *x, const void *y)
+{
+    double a = *(const double *)x, b = *(const double *)y;
+    return (a < b) - (a > b);
+}
+
+/* The k largest of exp((row - mx) / t), summed; 0 (no bound) when out of
+ * memory, which the caller's fmin turns into a chance of 1. */
+static double top_k_mass(const double *row, int32_t vocab, double mx, double t, int32_t k)
+{
+    double *e = assay_malloc(sizeof(double) * (size_t)vocab);
+    if (e == NULL) {
+        return 0.0;
+    }
+    for (int32_t z = 0; z < vocab; z++) {
+        e[z] = exp((row[z] - mx) / t);
+    }
+    qsort(e, (size_t)vocab, sizeof(double), by_descending);
+    double m = 0.0;
+    for (int32_t i = 0; i < k; i++) {
+        m += e[i];
+    }
+    assay_free(e);
+    return m;
+}
+
+double assay_seed_chance_of_rows(const double *rows, int32_t vocab,
+                                 const struct assay_sampling *s, const int32_t *tokens,
+                                 int32_t n, double room)
+{
+    const double t = (double)s->temperature;
+    if (t <= 0.0) {
+        return 1.0;
+    }
+    const double top_p = s->top_p > 0.0f && s->top_p < 1.0f ? (double)s->top_p : 1.0;
+    const int32_t k = s->top_k > 0 && s->top_k < vocab ? s->top_k : 0;
+    double top[64]; /* the k largest weights, descending, when k <= 64 */
+    double chance = 1.0;
+    for (int32_t j = 0; j < n && chance > 0.0; j++) {
+        const double *row = rows + (int64_t)j * vocab;
+        double mx = -INFINITY;
+        for (int32_t z = 0; z < vocab; z++) {
+            mx = fmax(mx, row[z]);
+        }
+        double sum = 0.0;
+        int32_t n_top = 0;
+        for (int32_t z = 0; z < vocab; z++) {
+            double e = exp((row[z] - mx) / t);
+            sum += e;
+            if (k > 0 && k <= 64 && (n_top < k || e > top[n_top - 1])) {
+                int32_t at = n_top < k ? n_top++ : k - 1;
+                while (at > 0 && top[at - 1] < e) {
+                    top[at] = top[at - 1];
+                    at--;
+                }
+                top[at] = e;
+            }
+        }
+        double kept = 1.0; /* the top-k's mass */
+        if (k > 0 && k <= 64) {
+            kept = 0.0;
+            for (int32_t i = 0; i < n_top; i++) {
+                kept += top[i];
+            }
+            kept /= sum;
+        } else if (k > 64) {
+            kept = top_k_mass(row, vocab, mx, t, k) / sum;
+        }
+        double p = exp((row[tokens[j]] - mx) / t) / sum;
+        chance *= fmin(1.0, p * exp(2.0 * room / t) / (top_p * kept));
+    }
+    return chance;
+}
+
+enum assay_status assay_seed_chance_oracle(void *ctx, const int32_t *prompt, int32_t len,
+                                           const struct assay_sampling *s,
+                                           const int32_t *tokens, int32_t n, double *chance)
+{
+    const struct assay_model *model = ctx;
+    const int32_t v = model->cfg.vocab;
+    *chance = 1.0;
+    if (n <= 0) {
+        return ASSAY_OK;
+    }
+    struct assay_oracle *o = NULL;
+    int32_t *seq = assay_malloc(sizeof(int32_t) * (size_t)(len + n));
+    double *rows = assay_malloc(sizeof(double) * (size_t)v * (size_t)(len + n));
+    enum assay_status st = seq != NULL && rows != NULL ? assay_oracle_init(&o, model, len + n)
+                                                       : ASSAY_ERR_NOMEM;
+    if (st == ASSAY_OK) {
+        memcpy(seq, prompt, sizeof(int32_t) * (size_t)len);
+        memcpy(seq + len, tokens, sizeof(int32_t) * (size_t)n);
+        st = assay_oracle_logits(o, seq, len + n - 1, rows);
+    }
+    if (st == ASSAY_OK) {
+        *chance = assay_seed_chance_of_rows(rows + (int64_t)(len - 1) * v, v, s, tokens, n,
+                                            ASSAY_EQUIV_TIE_TOL);
+    }
+    assay_oracle_free(o);
+    assay_free(rows);
+    assay_free(seq);
+    return st;
 }
 
 /* The oracle's first-token distribution of prompt under sampling s. */
@@ -577,7 +711,7 @@ enum assay_status assay_check_seed_unseeded(const struct assay_adapter *a,
         res->seconds = (double)(assay_now_ns() - t0) / 1e9;
         return assay_status_keep_nomem(st);
     }
-    char msg[512];
+    char msg[512], coincidence[160] = "";
     int32_t distinct = 0, same_pairs = 0;
     if (assay_check_delivery(w, t, msg, sizeof msg) >= 0) {
         assay_check_fail(res, "%s", msg);
@@ -592,13 +726,34 @@ enum assay_status assay_check_seed_unseeded(const struct assay_adapter *a,
             }
             distinct += !seen;
         }
+        /* all alike: judged by the chance that 7 correct streams draw
+         * the first one's tokens */
+        double chance = 1.0;
         if (distinct == 1) {
-            assay_check_fail(res,
-                             "%d unseeded requests with one prompt gave one and the same %d "
-                             "tokens: they share one random stream (a correct engine does this "
-                             "with probability at most %.1e, the chance that all %d first tokens "
-                             "agree)",
-                             N_UNSEEDED, UNSEEDED_TOKENS, bound, N_UNSEEDED);
+            struct assay_sampling smp = s;
+            enum assay_status cst =
+                o->chance != NULL
+                    ? o->chance(o->chance_ctx, prompt, 8, &smp, t->reqs[0].tokens,
+                                UNSEEDED_TOKENS, &chance)
+                    : assay_seed_chance_oracle((void *)model, prompt, 8, &smp, t->reqs[0].tokens,
+                                               UNSEEDED_TOKENS, &chance);
+            chance = pow(chance, N_UNSEEDED - 1);
+            if (cst != ASSAY_OK) {
+                assay_check_error(res, "could not judge: %s", assay_status_str(cst));
+                st = cst;
+            } else if (chance <= ASSAY_SEED_ALPHA) {
+                assay_check_fail(res,
+                                 "%d unseeded requests with one prompt gave one and the same %d "
+                                 "tokens: they share one random stream (a correct engine does "
+                                 "this with a chance of at most %.1e)",
+                                 N_UNSEEDED, UNSEEDED_TOKENS, chance);
+            }
+        }
+        if (distinct == 1 && res->verdict == ASSAY_VERDICT_PASS) {
+            snprintf(coincidence, sizeof coincidence,
+                     "; all %d alike, which correct streams do with a chance of up to %.2g: not "
+                     "evidence",
+                     N_UNSEEDED, chance);
         }
     }
     res->n_requests = N_UNSEEDED;
@@ -607,12 +762,13 @@ enum assay_status assay_check_seed_unseeded(const struct assay_adapter *a,
     res->n_checks = N_UNSEEDED * (N_UNSEEDED - 1) / 2;
     snprintf(res->summary, sizeof res->summary,
              "%d unseeded requests with one prompt, %d tokens each at T 1: %d distinct outputs, "
-             "%d identical pairs; all %d identical on a correct engine: p <= %.1e",
-             N_UNSEEDED, UNSEEDED_TOKENS, (int)distinct, (int)same_pairs, N_UNSEEDED, bound);
+             "%d identical pairs; all %d identical on a correct engine: p <= %.1e%s",
+             N_UNSEEDED, UNSEEDED_TOKENS, (int)distinct, (int)same_pairs, N_UNSEEDED, bound,
+             coincidence);
     assay_transcript_free(t);
     assay_workload_free(w);
     res->seconds = (double)(assay_now_ns() - t0) / 1e9;
-    return ASSAY_OK;
+    return assay_status_keep_nomem(st);
 }
 
 #define PAIR_BINS 4

@@ -90,6 +90,17 @@ typedef bool (*assay_seed_explain_fn)(void *ctx, const int32_t *prompt, int32_t 
                                       const int32_t *tb, int32_t n, int32_t k, char *why,
                                       size_t size);
 
+/*
+ * An upper bound of the chance that a correct engine's stream draws
+ * tokens[0..n) after prompt (len tokens) under sampling s: how likely two
+ * independent streams (distinct seeds, unseeded requests) are to give one
+ * output by coincidence. Borrowed arrays, for the call.
+ */
+typedef enum assay_status (*assay_seed_chance_fn)(void *ctx, const int32_t *prompt, int32_t len,
+                                                  const struct assay_sampling *s,
+                                                  const int32_t *tokens, int32_t n,
+                                                  double *chance);
+
 struct assay_seeded_opts {
     uint64_t seed_max;
     int64_t max_steps;
@@ -105,7 +116,36 @@ struct assay_seeded_opts {
      * may part too; false: it must give the first run's tokens bit for
      * bit, the promise llama.cpp makes with its prompt cache off. */
     bool explain_alone;
+    /* NULL: two independent streams that give one output fail, whatever
+     * the chance of that (an engine without weights to judge by). Else
+     * they fail only when a correct engine does that with a chance of at
+     * most ASSAY_SEED_ALPHA (shared among the comparisons); a likelier
+     * coincidence (a peaked model, a wide budget) is stated, not failed. */
+    assay_seed_chance_fn chance;
+    void *chance_ctx;
 };
+
+/* The false-alarm rate the seeded checks allow their statistical rules. */
+#define ASSAY_SEED_ALPHA 1e-6
+
+/*
+ * The bound assay_seed_chance_fn asks for, from the oracle's logits rows
+ * (n, vocab): row j is the logits of tokens[j]. An engine whose logits
+ * spread from the oracle's by at most room (max - min over tokens of the
+ * difference) draws a token with at most p e^(2 room / T) / (top_p K),
+ * where p is the oracle's probability at temperature T before the cuts and
+ * K the mass of its top-k (whatever the order of the cuts); the bound is
+ * the product over positions, at most 1. Temperature 0 gives 1.
+ */
+double assay_seed_chance_of_rows(const double *rows, int32_t vocab,
+                                 const struct assay_sampling *s, const int32_t *tokens,
+                                 int32_t n, double room);
+
+/* assay_seed_chance_fn from the oracle of ctx (a const struct assay_model
+ * *), for an engine in exact arithmetic (room ASSAY_EQUIV_TIE_TOL). */
+enum assay_status assay_seed_chance_oracle(void *ctx, const int32_t *prompt, int32_t len,
+                                           const struct assay_sampling *s,
+                                           const int32_t *tokens, int32_t n, double *chance);
 
 /* 64-bit seeds, the harness's bound, bit for bit. */
 struct assay_seeded_opts assay_seeded_opts_default(void);

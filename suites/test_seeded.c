@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <cmocka.h>
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -27,6 +28,7 @@ enum wrap_mode {
     WRAP_NONE,
     WRAP_BATCHED, /* a request's tokens in a step shared with others: x -> x ^ 1 */
     WRAP_REPEAT,  /* the second lone run of a seed: its first token x -> x ^ 1 */
+    WRAP_SEED32,  /* seeds cut to their low 32 bits: 0 and 2^32 one stream */
 };
 
 struct wrap {
@@ -47,6 +49,11 @@ struct wrap {
 static enum assay_status w_add(void *self, const struct assay_request *r)
 {
     struct wrap *w = self;
+    struct assay_request cut = *r;
+    if (w->mode == WRAP_SEED32) {
+        cut.sampling.seed &= 0xFFFFFFFFu;
+        r = &cut;
+    }
     enum assay_status st = w->inner.vt->add_request(w->inner.self, r);
     if (st == ASSAY_OK && w->n_live < 64) {
         w->live[w->n_live].id = r->id;
@@ -175,6 +182,10 @@ static bool explain_never(void *ctx, const int32_t *prompt, int32_t len,
     return false;
 }
 
+static struct assay_model_cache *g_cache;
+static assay_seed_chance_fn g_chance;
+static void *g_chance_ctx;
+
 static void run(enum wrap_mode mode, assay_seed_explain_fn explain, bool explain_alone,
                 struct assay_check_result *res)
 {
@@ -182,7 +193,8 @@ static void run(enum wrap_mode mode, assay_seed_explain_fn explain, bool explain
     memset(&w, 0, sizeof w);
     struct assay_diag diag;
     assay_diag_clear(&diag);
-    assert_int_equal(assay_adapter_open_spec("bundled:model=mini,batch=16", &w.inner, &diag),
+    assert_int_equal(assay_adapter_open_spec_cached("bundled:model=mini,batch=16", g_cache,
+                                                    &w.inner, &diag),
                      ASSAY_OK);
     w.mode = mode;
     struct assay_adapter a = {&k_wrap_vt, &w};
@@ -192,10 +204,95 @@ static void run(enum wrap_mode mode, assay_seed_explain_fn explain, bool explain
     o.explain = explain;
     o.explain_ctx = NULL;
     o.explain_alone = explain_alone;
+    o.chance = g_chance;
+    o.chance_ctx = g_chance_ctx;
     assay_check_result_init(res, "seed.positions", ASSAY_FAMILY_SEEDED);
     assert_int_equal(assay_check_seed_positions(&a, info.vocab, info.n_ctx, 7, &o, res), ASSAY_OK);
     printf("  %s: %s\n    %s\n", assay_verdict_str(res->verdict), res->summary, res->failure);
     assay_adapter_close(&w.inner);
+}
+
+static double g_stub_chance;
+static enum assay_status stub_chance(void *ctx, const int32_t *prompt, int32_t len,
+                                     const struct assay_sampling *s, const int32_t *tokens,
+                                     int32_t n, double *chance)
+{
+    (void)ctx;
+    (void)prompt;
+    (void)len;
+    (void)s;
+    (void)tokens;
+    (void)n;
+    *chance = g_stub_chance;
+    return ASSAY_OK;
+}
+
+/* Seeds cut to 32 bits: 0 and 2^32 (and 2^32-1 and 2^64-1) give one
+ * output. Without a chance to judge by, that fails; with the oracle's
+ * (12 tokens of the mini model: far below the alpha) it fails and states
+ * the chance; a chance above the pair's share of ASSAY_SEED_ALPHA (a
+ * peaked model, a wide budget) makes it a coincidence, stated, not a
+ * failure, and a chance at the share still fails. */
+static void test_distinct_seeds(void **state)
+{
+    (void)state;
+    struct assay_check_result r;
+    run(WRAP_SEED32, NULL, false, &r);
+    assert_int_equal(r.verdict, ASSAY_VERDICT_FAIL);
+    assert_non_null(strstr(r.failure, "gave the same 12 tokens: two seeds, one stream"));
+
+    const struct assay_model *mini = NULL;
+    struct assay_diag diag;
+    assay_diag_clear(&diag);
+    assert_int_equal(assay_model_cache_warm(g_cache, "bundled:model=mini", &mini, &diag),
+                     ASSAY_OK);
+    g_chance = assay_seed_chance_oracle;
+    g_chance_ctx = (void *)mini;
+    run(WRAP_SEED32, NULL, false, &r);
+    assert_int_equal(r.verdict, ASSAY_VERDICT_FAIL);
+    assert_non_null(strstr(r.failure, "which a correct engine does with a chance of at most"));
+    run(WRAP_NONE, NULL, false, &r); /* the correct engine, judged the same way */
+    assert_int_equal(r.verdict, ASSAY_VERDICT_PASS);
+    assert_null(strstr(r.summary, "coincidence"));
+
+    g_chance = stub_chance;
+    g_stub_chance = 0.3;
+    run(WRAP_SEED32, NULL, false, &r);
+    assert_int_equal(r.verdict, ASSAY_VERDICT_PASS);
+    assert_non_null(
+        strstr(r.summary, "a coincidence, not evidence: seeds 0 and 4294967296 gave one "
+                          "12-token output (chance up to 0.3)"));
+    g_stub_chance = ASSAY_SEED_ALPHA / 4;
+    run(WRAP_SEED32, NULL, false, &r);
+    assert_int_equal(r.verdict, ASSAY_VERDICT_FAIL);
+    g_chance = NULL;
+    g_chance_ctx = NULL;
+}
+
+/* The bound from rows: a uniform row over 8 tokens gives 1/8 per token;
+ * a top-k of 2 keeps a quarter of the mass, so 1/2 per token; top-p 0.5
+ * halves the mass kept at least, 1/4; room r multiplies by e^(2r/T); and
+ * temperature 0 says nothing (1). */
+static void test_chance_of_rows(void **state)
+{
+    (void)state;
+    double rows[3 * 8] = {0};
+    const int32_t tok[3] = {1, 5, 7};
+    struct assay_sampling s = assay_sampling_greedy();
+    s.temperature = 1.0f;
+    assert_float_equal(assay_seed_chance_of_rows(rows, 8, &s, tok, 3, 0.0), 1.0 / 512, 1e-15);
+    s.top_k = 2;
+    assert_float_equal(assay_seed_chance_of_rows(rows, 8, &s, tok, 3, 0.0), 1.0 / 8, 1e-15);
+    s.top_k = 0;
+    s.top_p = 0.5f;
+    assert_float_equal(assay_seed_chance_of_rows(rows, 8, &s, tok, 1, 0.0), 0.25, 1e-15);
+    s.top_p = 1.0f;
+    s.temperature = 0.5f;
+    assert_float_equal(assay_seed_chance_of_rows(rows, 8, &s, tok, 1, 0.1), exp(0.4) / 8, 1e-12);
+    rows[8 + 5] = 100.0; /* a near-certain token: the bound is 1, never above */
+    assert_float_equal(assay_seed_chance_of_rows(rows + 8, 8, &s, tok + 1, 1, 0.1), 1.0, 0.0);
+    s.temperature = 0.0f;
+    assert_float_equal(assay_seed_chance_of_rows(rows, 8, &s, tok, 3, 0.0), 1.0, 0.0);
 }
 
 static void test_bitwise(void **state)
@@ -244,10 +341,17 @@ int main(int argc, char **argv)
 {
     assay_test_init(argc, argv);
     assay_stats_init();
+    if (assay_model_cache_init(&g_cache) != ASSAY_OK) {
+        return 1;
+    }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bitwise),
         cmocka_unit_test(test_batched_partings),
         cmocka_unit_test(test_lone_repeat),
+        cmocka_unit_test(test_distinct_seeds),
+        cmocka_unit_test(test_chance_of_rows),
     };
-    return cmocka_run_group_tests(tests, NULL, NULL);
+    int failed = cmocka_run_group_tests(tests, NULL, NULL);
+    assay_model_cache_free(g_cache);
+    return failed;
 }
