@@ -14,14 +14,16 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: assay mutants [--matrix [--family FAMILY] [--mutant NAME]... [--timeout S]\n"
-            "                     [--out DIR]]\n"
+            "usage: assay mutants [--tsv | --matrix [--family FAMILY] [--mutant NAME]...\n"
+            "                     [--timeout S] [--out DIR]]\n"
             "\n"
             "List the planted bugs (mutants) that prove every check can fail: name, the\n"
             "family expected to catch it, what it does wrong and the real bug it imitates.\n"
             "They are compiled only into the test build's assay-mutants command; `ctest -L\n"
             "mutants` shows each one caught.\n"
             "\n"
+            "  --tsv            the catalog (core/mutants.def) as tab-separated lines: name,\n"
+            "                   caught by, mechanism, modelled on; one line per bug\n"
             "  --matrix         the kill matrix: run the verify plan on every planted bug and\n"
             "                   print, for each, every check that catches it (FAIL), those\n"
             "                   of the bug's own family first; slow (the whole plan per bug)\n"
@@ -208,8 +210,8 @@ int assay_cmd_mutants(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},         {"matrix", no_argument, NULL, 'm'},
         {"family", required_argument, NULL, 'f'}, {"mutant", required_argument, NULL, 'n'},
         {"timeout", required_argument, NULL, 't'}, {"out", required_argument, NULL, 'o'},
-        {NULL, 0, NULL, 0}};
-    bool want_matrix = false;
+        {"tsv", no_argument, NULL, 'v'},          {NULL, 0, NULL, 0}};
+    bool want_matrix = false, want_tsv = false;
     const char *family = NULL;
     char *names[64];
     int n_names = 0;
@@ -221,6 +223,7 @@ int assay_cmd_mutants(int argc, char **argv)
         switch (c) {
         case 'h': usage(stdout); return ASSAY_EXIT_OK;
         case 'm': want_matrix = true; break;
+        case 'v': want_tsv = true; break;
         case 'f': family = optarg; break;
         case 'o': out_dir = optarg; break;
         case 'n':
@@ -247,6 +250,10 @@ int assay_cmd_mutants(int argc, char **argv)
         fprintf(stderr, "assay mutants: unexpected argument '%s'\n", argv[optind]);
         return ASSAY_EXIT_USAGE;
     }
+    if (want_tsv && want_matrix) {
+        fprintf(stderr, "assay mutants: --tsv and --matrix are two different outputs; pick one\n");
+        return ASSAY_EXIT_USAGE;
+    }
     if (!want_matrix && (family != NULL || n_names > 0 || out_dir != NULL)) {
         fprintf(stderr, "assay mutants: --family, --mutant and --out go with --matrix\n");
         return ASSAY_EXIT_USAGE;
@@ -266,6 +273,13 @@ int assay_cmd_mutants(int argc, char **argv)
         /* The planted bugs run only in the test build's assay-mutants. */
         snprintf(command_line, sizeof command_line, "assay-mutants%s", joined + strlen("assay"));
         return matrix(family, names, n_names, timeout_s, out_dir, command_line);
+    }
+    if (want_tsv) {
+        for (int i = 1; i < ASSAY_MUTANT_COUNT; i++) {
+            const struct assay_mutant_info *m = assay_mutant_info((enum assay_mutant)i);
+            printf("%s\t%s\t%s\t%s\n", m->name, m->caught_by, m->mechanism, m->modelled_on);
+        }
+        return ASSAY_EXIT_OK;
     }
     printf("planted bugs in this binary: %s\n\n", assay_mutants_compiled() ? "yes" : "none (see assay-mutants)");
     for (int i = 1; i < ASSAY_MUTANT_COUNT; i++) {

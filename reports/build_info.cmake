@@ -79,7 +79,8 @@ file(CONFIGURE OUTPUT ${ASSAY_GENERATED_DIR}/assay_build_config.h CONTENT
 set(ASSAY_HASHED_FILES ${CMAKE_SOURCE_DIR}/CMakeLists.txt)
 foreach(dir core engine oracles checks adapters bench reports cli)
   file(GLOB_RECURSE assay_found CONFIGURE_DEPENDS LIST_DIRECTORIES false
-       ${CMAKE_SOURCE_DIR}/${dir}/*.c ${CMAKE_SOURCE_DIR}/${dir}/*.h ${CMAKE_SOURCE_DIR}/${dir}/*.cmake)
+       ${CMAKE_SOURCE_DIR}/${dir}/*.c ${CMAKE_SOURCE_DIR}/${dir}/*.h ${CMAKE_SOURCE_DIR}/${dir}/*.def
+       ${CMAKE_SOURCE_DIR}/${dir}/*.cmake)
   list(APPEND ASSAY_HASHED_FILES ${assay_found})
 endforeach()
 # The list's own hash is on the command line, so that removing a file (which

@@ -3,7 +3,7 @@
 #
 #   cmake -DSOURCE_DIR=/path/to/assay -DOUT=/path/to/assay_source_hash.h -P source_hash.cmake
 #
-# The hashed files are every *.c, *.h and *.cmake file under core/ engine/
+# The hashed files are every *.c, *.h, *.def and *.cmake file under core/ engine/
 # oracles/ checks/ adapters/ bench/ reports/ cli/ (at any depth), plus the
 # top-level CMakeLists.txt, as paths relative to SOURCE_DIR sorted by byte
 # value. The manifest has one line per file, "SHA256  PATH\n" (exactly what
@@ -11,7 +11,7 @@
 # manifest. From a shell, in SOURCE_DIR:
 #
 #   find core engine oracles checks adapters bench reports cli -type f \
-#        \( -name '*.c' -o -name '*.h' -o -name '*.cmake' \) | sed 's|^\./||' |
+#        \( -name '*.c' -o -name '*.h' -o -name '*.def' -o -name '*.cmake' \) | sed 's|^\./||' |
 #        (cat; echo CMakeLists.txt) | LC_ALL=C sort | xargs sha256sum | sha256sum
 #
 # OUT gets two defines (ASSAY_SOURCE_SHA256, ASSAY_SOURCE_FILES) and is
@@ -28,7 +28,8 @@ set(hashed_dirs core engine oracles checks adapters bench reports cli)
 set(files "")
 foreach(dir ${hashed_dirs})
   file(GLOB_RECURSE found LIST_DIRECTORIES false RELATIVE ${SOURCE_DIR}
-       ${SOURCE_DIR}/${dir}/*.c ${SOURCE_DIR}/${dir}/*.h ${SOURCE_DIR}/${dir}/*.cmake)
+       ${SOURCE_DIR}/${dir}/*.c ${SOURCE_DIR}/${dir}/*.h ${SOURCE_DIR}/${dir}/*.def
+       ${SOURCE_DIR}/${dir}/*.cmake)
   list(APPEND files ${found})
 endforeach()
 if(EXISTS ${SOURCE_DIR}/CMakeLists.txt)

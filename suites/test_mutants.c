@@ -319,37 +319,19 @@ static void test_mutant_is_caught(void **state)
 static void test_catalog_matches(void **state)
 {
     (void)state;
-    /* Every catalog entry but "none" is registered, and nothing else. */
+    /* The names CMake read from core/mutants.def (and registered tests
+     * for) are the compiled catalog's, in its order, and nothing else. */
     int n_registered = g_argc - 2;
     assert_int_equal(n_registered, ASSAY_MUTANT_COUNT - 1);
     for (int i = 2; i < g_argc; i++) {
-        enum assay_mutant m;
-        if (assay_mutant_by_name(g_argv[i], &m) != ASSAY_OK || m == ASSAY_MUTANT_NONE) {
-            fail_msg("registered mutant %s is not in the catalog", g_argv[i]);
+        const struct assay_mutant_info *info = assay_mutant_info((enum assay_mutant)(i - 1));
+        assert_non_null(info);
+        if (strcmp(g_argv[i], info->name) != 0) {
+            fail_msg("CMake read %s at position %d of the catalog, the compiler %s", g_argv[i],
+                     i - 1, info->name);
         }
     }
     assert_true(assay_mutants_compiled());
-    /* The catalog file in fixtures/ lists the same mutants in the same order. */
-    char path[1024];
-    assay_test_fixture("mutants.tsv", path, sizeof path);
-    FILE *f = fopen(path, "r");
-    assert_non_null(f);
-    char line[2048];
-    int row = 0;
-    while (fgets(line, sizeof line, f) != NULL) {
-        if (line[0] == '#' || line[0] == '\n') {
-            continue;
-        }
-        row++;
-        const struct assay_mutant_info *info = assay_mutant_info((enum assay_mutant)row);
-        assert_non_null(info);
-        char *tab = strchr(line, '\t');
-        assert_non_null(tab);
-        *tab = '\0';
-        assert_string_equal(line, info->name);
-    }
-    fclose(f);
-    assert_int_equal(row, ASSAY_MUTANT_COUNT - 1);
 }
 
 int main(int argc, char **argv)

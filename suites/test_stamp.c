@@ -306,6 +306,7 @@ static bool hashed_name(const char *name)
 {
     size_t n = strlen(name);
     return (n > 2 && (strcmp(name + n - 2, ".c") == 0 || strcmp(name + n - 2, ".h") == 0)) ||
+           (n > 4 && strcmp(name + n - 4, ".def") == 0) ||
            (n > 6 && strcmp(name + n - 6, ".cmake") == 0);
 }
 
