@@ -73,8 +73,10 @@ bool assay_cli_shrink_failures(const char *cmd, struct assay_verify_ctx *ctx,
                                const char *workload, const char *dir);
 
 /* Print checks[0..n) as a table: name, family, what it needs of its target,
- * what it checks (`assay verify --list`, `audit --list`, `compare --list`). */
-void assay_cli_list_checks(const struct assay_plan_item *checks, size_t n);
+ * what it checks (`assay verify --list`, `audit --list`, `compare --list`);
+ * with only, the checks of that family alone (`verify --list --family`). */
+void assay_cli_list_checks(const struct assay_plan_item *checks, size_t n,
+                           const enum assay_family *only);
 
 /*
  * The options of a subcommand are read with getopt_long(argc, argv,

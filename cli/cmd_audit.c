@@ -308,7 +308,7 @@ static void list_checks(void)
 {
     size_t n;
     const struct assay_plan_item *plan = assay_plan_for(ASSAY_COMMAND_AUDIT, &n);
-    assay_cli_list_checks(plan, n);
+    assay_cli_list_checks(plan, n, NULL);
 }
 
 /* The check is one of those the options select. */

@@ -554,7 +554,7 @@ int assay_cmd_compare(int argc, char **argv)
     if (o.list) {
         size_t n;
         const struct assay_plan_item *all = assay_plan_for(ASSAY_COMMAND_COMPARE, &n);
-        assay_cli_list_checks(all, n);
+        assay_cli_list_checks(all, n, NULL);
         return ASSAY_EXIT_OK;
     }
     struct assay_speedup_params sp = assay_speedup_default_params();

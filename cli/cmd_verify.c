@@ -109,15 +109,15 @@ int assay_cmd_verify(int argc, char **argv)
     }
     size_t n_plan;
     const struct assay_plan_item *plan = assay_verify_plan(&n_plan);
-    if (list) {
-        assay_cli_list_checks(plan, n_plan);
-        return ASSAY_EXIT_OK;
-    }
     enum assay_family fam;
     if (family != NULL && !assay_family_by_name(family, &fam)) {
         fprintf(stderr, "assay verify: --family expects " ASSAY_FAMILY_NAMES ", got '%s'\n",
                 family);
         return ASSAY_EXIT_USAGE;
+    }
+    if (list) {
+        assay_cli_list_checks(plan, n_plan, family != NULL ? &fam : NULL);
+        return ASSAY_EXIT_OK;
     }
     for (size_t i = 0; i < n_checks; i++) {
         if (assay_plan_find(checks[i]) == NULL) {

@@ -342,11 +342,15 @@ bool assay_cli_shrink_failures(const char *cmd, struct assay_verify_ctx *ctx,
     return true;
 }
 
-void assay_cli_list_checks(const struct assay_plan_item *checks, size_t n)
+void assay_cli_list_checks(const struct assay_plan_item *checks, size_t n,
+                           const enum assay_family *only)
 {
     printf("%-30s %-15s %-28s %s\n", "check", "family", "needs", "what it checks");
     for (size_t i = 0; i < n; i++) {
         char needs[160];
+        if (only != NULL && checks[i].family != *only) {
+            continue;
+        }
         printf("%-30s %-15s %-28s %s%s\n", checks[i].name, assay_family_str(checks[i].family),
                assay_needs_str(checks[i].needs, needs, sizeof needs), checks[i].about,
                checks[i].after_bench ? " (after the benchmark)" : "");

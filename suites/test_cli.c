@@ -222,6 +222,33 @@ static void test_version(void **state)
 /* Every arrival kind bench takes, compare takes: both read it through one
  * parser, so a bad engine spec after it is what each complains about.
  * And compare runs a trace: the workload's own arrival times. */
+/* `verify --list --family F` lists F's checks and no other; an unknown
+ * family is a usage error. */
+static void test_list_by_family(void **state)
+{
+    (void)state;
+    char cmd[1400];
+    snprintf(cmd, sizeof cmd, "'%s' verify --list --family seeded", g_assay);
+    struct run r = run(cmd);
+    assert_int_equal(r.status, 0);
+    int rows = 0;
+    for (const char *p = strchr(r.out, '\n'); p != NULL && p[1] != '\0'; p = strchr(p + 1, '\n')) {
+        char name[64], family[32];
+        assert_int_equal(sscanf(p + 1, "%63s %31s", name, family), 2);
+        if (strcmp(family, "seeded") != 0) {
+            fail_msg("verify --list --family seeded listed %s (%s)", name, family);
+        }
+        rows++;
+    }
+    assert_true(rows >= 2);
+    run_free(&r);
+    snprintf(cmd, sizeof cmd, "'%s' verify --list --family nonsense", g_assay);
+    r = run(cmd);
+    assert_int_equal(r.status, 2);
+    expect_in("stderr", r.err, "--family expects");
+    run_free(&r);
+}
+
 static void test_arrival_kinds(void **state)
 {
     (void)state;
@@ -610,6 +637,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unknown_option_one_line),
         cmocka_unit_test(test_version),
+        cmocka_unit_test(test_list_by_family),
         cmocka_unit_test(test_arrival_kinds),
         cmocka_unit_test(test_require_checks),
         cmocka_unit_test(test_failures_before_skips),
