@@ -91,6 +91,11 @@ struct assay_plan_item {
     enum assay_command command;
     unsigned needs;   /* ASSAY_NEED_* */
     bool after_bench; /* audit: reads the server's state after everything else */
+    /* verify: the part of its family's verify test that runs it, for a
+     * family split in parts (distributional: "tokens" or "sequences", the
+     * tests verify_distributional_tokens and _sequences); NULL: the
+     * family's one test */
+    const char *group;
 };
 
 /*

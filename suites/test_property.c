@@ -677,27 +677,24 @@ static enum assay_status needle_check(struct assay_verify_ctx *ctx,
     return ASSAY_OK;
 }
 
-static const struct assay_plan_item k_needle = {"unit.needle",
-                                                ASSAY_FAMILY_PROPERTY,
-                                                "model=mini,kv=paged,block=4,batch=4;blocks=10",
-                                                "needle.json",
-                                                "a check with a known smallest failure",
-                                                needle_check,
-                                                NULL,
-                                                ASSAY_COMMAND_VERIFY,
-                                                ASSAY_NEED_BLOCKS,
-                                                false};
+static const struct assay_plan_item k_needle = {
+    .name = "unit.needle",
+    .family = ASSAY_FAMILY_PROPERTY,
+    .options = "model=mini,kv=paged,block=4,batch=4;blocks=10",
+    .workload = "needle.json",
+    .about = "a check with a known smallest failure",
+    .run = needle_check,
+    .command = ASSAY_COMMAND_VERIFY,
+    .needs = ASSAY_NEED_BLOCKS};
 static const struct assay_plan_item k_needle_fixed = {
-    "unit.needle-fixed",
-    ASSAY_FAMILY_PROPERTY,
-    "model=mini,kv=paged,block=4,batch=4,blocks=10",
-    "needle.json",
-    "the same with a pool the check fixes",
-    needle_check,
-    NULL,
-    ASSAY_COMMAND_VERIFY,
-    ASSAY_NEED_BLOCKS,
-    false};
+    .name = "unit.needle-fixed",
+    .family = ASSAY_FAMILY_PROPERTY,
+    .options = "model=mini,kv=paged,block=4,batch=4,blocks=10",
+    .workload = "needle.json",
+    .about = "the same with a pool the check fixes",
+    .run = needle_check,
+    .command = ASSAY_COMMAND_VERIFY,
+    .needs = ASSAY_NEED_BLOCKS};
 
 static void write_needle(const char *dir)
 {

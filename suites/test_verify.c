@@ -2,12 +2,14 @@
  * The verify label: every check of one family of the verification plan,
  * against the bundled engine with its defaults plus each check's options.
  *
- *   test_verify FAMILY[:PREFIX[+PREFIX...]] [MASTER_SEED]
+ *   test_verify FAMILY[:GROUP|:PREFIX[+PREFIX...]] [MASTER_SEED]
  *
- * With prefixes, only the family's checks whose names start with one of them
- * run (so that a long family can be split over several CTest tests that run
- * in parallel; Holm's procedure then spans each part, which keeps the
- * family-wise error at the sum of the per-check levels all the same).
+ * With a group, only the family's checks whose plan row names that group
+ * run (so that a long family is split over several CTest tests that run in
+ * parallel; Holm's procedure then spans each part, which keeps the
+ * family-wise error at the sum of the per-check levels all the same); with
+ * prefixes, only those whose names start with one of them (memcheck, by
+ * hand).
  *
  * All checks of the family run first (family-wide corrections such as
  * Holm's procedure need every p-value); then each is one test case that
@@ -38,11 +40,13 @@ static struct assay_check_result *g_results;
 static const struct assay_plan_item **g_items;
 static size_t g_n;
 
-/* Whether name is in this program's part of the family (all are when no
- * prefixes are given). */
-static bool name_selected(const char *name)
+/* Whether item is in this program's part of the family (all are when no
+ * group or prefixes are given). */
+static bool item_selected(const struct assay_plan_item *item)
 {
-    return g_prefixes[0] == '\0' || assay_test_name_in(name, g_prefixes);
+    return g_prefixes[0] == '\0' ||
+           (item->group != NULL && strcmp(item->group, g_prefixes) == 0) ||
+           assay_test_name_in(item->name, g_prefixes);
 }
 
 static int run_family(void **state)
@@ -111,7 +115,7 @@ int main(int argc, char **argv)
     }
     for (size_t i = 0; i < n_plan; i++) {
         if (strcmp(assay_family_str(plan[i].family), g_family_name) == 0 &&
-            name_selected(plan[i].name)) {
+            item_selected(&plan[i])) {
             g_items[g_n] = &plan[i];
             tests[g_n].name = plan[i].name;
             tests[g_n].test_func = check_passes;
