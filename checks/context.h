@@ -42,6 +42,16 @@ enum assay_status assay_run_plan_item(struct assay_verify_ctx *ctx,
                                       struct assay_check_result *res);
 
 /*
+ * Whether the weights base_spec names can be loaded, before anything runs:
+ * a bundled spec's model= or draft= file (a built-in model name needs no
+ * loading here) is loaded into ctx's cache, where the checks find it.
+ * ASSAY_OK, also for a spec of another kind; else why, diag saying which
+ * file and what was expected.
+ */
+enum assay_status assay_verify_check_engine(struct assay_verify_ctx *ctx, const char *base_spec,
+                                            struct assay_diag *diag);
+
+/*
  * Whether the workload file at path is one plan item `item` can run on
  * base_spec + item->options, before anything runs: the engine is opened
  * (its model kept in ctx's cache for the check) and the file read within

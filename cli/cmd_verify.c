@@ -165,6 +165,21 @@ int assay_cmd_verify(int argc, char **argv)
         free(res);
         return ASSAY_EXIT_USAGE;
     }
+    /* Weights the spec names that cannot be loaded are the user's to fix,
+     * before any check runs (each would end in ERROR). */
+    enum assay_status est = assay_verify_check_engine(ctx, engine, &diag);
+    if (est != ASSAY_OK) {
+        if (assay_shard_world_rank() == 0) {
+            char why[900];
+            fprintf(stderr, "assay verify: --engine: %s\n",
+                    est == ASSAY_ERR_NOMEM ? "out of memory"
+                                           : assay_diag_format(&diag, why, sizeof why));
+        }
+        assay_verify_ctx_free(ctx);
+        free(sel);
+        free(res);
+        return ASSAY_EXIT_USAGE;
+    }
     if (workload != NULL) {
         /* A bad file is the user's to fix, not a check's ERROR row; every
          * rank of an MPI run finds it bad alike and stops, rank 0 says why. */

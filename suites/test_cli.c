@@ -249,6 +249,27 @@ static void test_list_by_family(void **state)
     run_free(&r);
 }
 
+/* Weights the engine spec names that cannot be loaded stop verify before
+ * any check runs (a usage error naming the file), the model's and the
+ * draft's alike, rather than a run of checks that each end in ERROR. */
+static void test_missing_weights_stop_verify(void **state)
+{
+    (void)state;
+    static const char *const specs[] = {"bundled:model=missing.gguf",
+                                        "bundled:model=mini,draft=missing-draft.gguf"};
+    for (int i = 0; i < 2; i++) {
+        char cmd[1400];
+        snprintf(cmd, sizeof cmd, "'%s' verify --engine %s", g_assay, specs[i]);
+        struct run r = run(cmd);
+        assert_int_equal(r.status, 2);
+        expect_in("stderr", r.err, "assay verify: --engine: missing");
+        expect_in("stderr", r.err, "expected a readable file");
+        assert_null(strstr(r.out, "PASS"));
+        assert_null(strstr(r.err, "[1/"));
+        run_free(&r);
+    }
+}
+
 static void test_arrival_kinds(void **state)
 {
     (void)state;
@@ -638,6 +659,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_unknown_option_one_line),
         cmocka_unit_test(test_version),
         cmocka_unit_test(test_list_by_family),
+        cmocka_unit_test(test_missing_weights_stop_verify),
         cmocka_unit_test(test_arrival_kinds),
         cmocka_unit_test(test_require_checks),
         cmocka_unit_test(test_failures_before_skips),
