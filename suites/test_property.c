@@ -420,6 +420,18 @@ static void test_trace_out(void **state)
     f.tokens[1] = 50; /* generated the stop token and went on */
     expect_trace(w, &f, "stop token");
     fake_init(&f);
+    f.q.reason = ASSAY_FINISH_STOP; /* a stop that ended on no stop token */
+    expect_trace(w, &f, "finished on a stop token it did not deliver");
+    fake_init(&f);
+    f.q.reason = ASSAY_FINISH_STOP; /* a stop at its end, and one before it */
+    f.tokens[0] = 50;
+    f.tokens[2] = 50;
+    expect_trace(w, &f, "went on after its stop token at 0");
+    fake_init(&f);
+    f.q.reason = ASSAY_FINISH_STOP; /* the first stop token ends it: consistent */
+    f.tokens[2] = 50;
+    expect_trace(w, &f, NULL);
+    fake_init(&f);
     f.t.n_unknown_events = 1;
     expect_trace(w, &f, "never submitted");
     fake_init(&f);
