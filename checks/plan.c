@@ -716,6 +716,17 @@ static const struct assay_plan_item k_plan[] = {
               "step",
      .run = run_trace,
      .command = ASSAY_COMMAND_VERIFY},
+    /* The same with a draft that is mostly accepted: stop tokens accepted
+     * among a round's proposals, not only drawn after them. */
+    {.name = "prop.trace-spec-near",
+     .family = ASSAY_FAMILY_PROPERTY,
+     .options = "model=mini,draft=near:0.05,kv=paged,block=4,prefix=on,chunk=8,batch=8,"
+                "spec=4;blocks=32",
+     .workload = "workloads/prop-trace.json",
+     .about = "trace consistency with a draft that is mostly accepted: stop tokens accepted "
+              "within a speculative round",
+     .run = run_trace,
+     .command = ASSAY_COMMAND_VERIFY},
     {.name = "prop.isolation",
      .family = ASSAY_FAMILY_PROPERTY,
      .options = "kv=paged,block=8,prefix=on,chunk=16,batch=8,invariant=on;blocks=40",

@@ -843,6 +843,14 @@ static int32_t verify_round(struct assay_engine *e, const struct plan *pl, const
             accepted++;
             sink_logits(e, q, g + j, lrow);
             *finished = append_token(e, q, x);
+            if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_SPEC_PAST_ACCEPTED_STOP) &&
+                q->finish == ASSAY_FINISH_STOP) {
+                /* The planted bug: an accepted stop token does not end the
+                 * round; the round's later tokens are committed after it
+                 * and only the last one is checked. */
+                q->finish = ASSAY_FINISH_NONE;
+                *finished = false;
+            }
             continue;
         }
         double sum = 0.0;
