@@ -372,6 +372,25 @@ enum assay_status assay_model_cache_warm(struct assay_model_cache *cache, const 
     return st;
 }
 
+enum assay_status assay_model_cache_load_files(struct assay_model_cache *cache, const char *spec,
+                                               struct assay_diag *diag)
+{
+    const char *args = spec != NULL && strncmp(spec, "bundled:", 8) == 0 ? spec + 8 : NULL;
+    if (cache == NULL || args == NULL) {
+        return ASSAY_OK;
+    }
+    struct bundled_spec b;
+    struct assay_model *m = NULL;
+    enum assay_status st = parse_bundled(args, &b, diag);
+    if (st == ASSAY_OK && is_path(b.model)) {
+        st = get_model(cache, b.model, b.seed, &m, diag);
+    }
+    if (st == ASSAY_OK && is_path(b.draft)) {
+        st = get_model(cache, b.draft, b.draft_seed, &m, diag);
+    }
+    return st;
+}
+
 static enum assay_status open_bundled(const char *args, struct assay_model_cache *cache,
                                       struct assay_adapter *out, struct assay_diag *diag)
 {

@@ -51,6 +51,14 @@ enum assay_status assay_model_cache_warm(struct assay_model_cache *cache, const 
                                          const struct assay_model **model_out,
                                          struct assay_diag *diag);
 
+/* Load into cache the files a bundled spec names, its model= and draft=
+ * (whether or not the spec speculates), so that a file that cannot be read
+ * is known before any engine opens; built-in models and derived drafts
+ * are left to the engines that use them. ASSAY_OK for other specs and a
+ * NULL cache; else why, diag saying which file and what was expected. */
+enum assay_status assay_model_cache_load_files(struct assay_model_cache *cache, const char *spec,
+                                               struct assay_diag *diag);
+
 /* Check a spec's syntax and values without opening anything (no model is
  * loaded, no connection made). diag says what is wrong. */
 enum assay_status assay_spec_check(const char *spec, struct assay_diag *diag);

@@ -10,7 +10,6 @@
 #include "context.h"
 
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "../adapters/bundled.h"
@@ -467,30 +466,7 @@ enum assay_status assay_run_plan_item(struct assay_verify_ctx *ctx,
 enum assay_status assay_verify_check_engine(struct assay_verify_ctx *ctx, const char *base_spec,
                                             struct assay_diag *diag)
 {
-    if (!bundled_base(base_spec)) {
-        return ASSAY_OK;
-    }
-    const char *opts = strchr(base_spec, ':') != NULL ? strchr(base_spec, ':') + 1 : "";
-    char model[512], draft[512];
-    struct assay_model_config cfg;
-    assay_plan_param(opts, "model", model, sizeof model);
-    assay_plan_param(opts, "draft", draft, sizeof draft);
-    bool files = (model[0] != '\0' && assay_model_config_by_name(model, &cfg) != ASSAY_OK) ||
-                 (draft[0] != '\0' && assay_model_config_by_name(draft, &cfg) != ASSAY_OK);
-    if (!files) {
-        return ASSAY_OK;
-    }
-    /* the draft is loaded for a speculating engine only: ask for one, as
-     * the checks that set spec=K do */
-    char spec[1024], k[16];
-    assay_plan_param(opts, "spec", k, sizeof k);
-    if (draft[0] != '\0' && atoi(k) <= 0) {
-        assay_spec_with(base_spec, "spec", "1", spec, sizeof spec);
-    } else {
-        snprintf(spec, sizeof spec, "%s", base_spec);
-    }
-    const struct assay_model *m = NULL;
-    return assay_model_cache_warm(ctx->models, spec, &m, diag);
+    return assay_model_cache_load_files(ctx->models, base_spec, diag);
 }
 
 void assay_verify_set_isolation(struct assay_verify_ctx *ctx, const struct assay_isolation *iso)

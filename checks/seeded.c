@@ -11,7 +11,6 @@
 #include <gsl/gsl_cdf.h>
 #include <math.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "../adapters/spec.h"
@@ -549,77 +548,44 @@ enum assay_status assay_check_seed_positions(const struct assay_adapter *a, int3
     return assay_status_keep_nomem(st);
 }
 
-static int by_descending(const void *x, const void *y)
-{
-    double a = *(const double *)x, b = *(const double *)y;
-    return (a < b) - (a > b);
-}
-
-/* The k largest of exp((row - mx) / t), summed; 0 (no bound) when out of
- * memory, which the caller's fmin turns into a chance of 1. */
-static double top_k_mass(const double *row, int32_t vocab, double mx, double t, int32_t k)
-{
-    double *e = assay_malloc(sizeof(double) * (size_t)vocab);
-    if (e == NULL) {
-        return 0.0;
-    }
-    for (int32_t z = 0; z < vocab; z++) {
-        e[z] = exp((row[z] - mx) / t);
-    }
-    qsort(e, (size_t)vocab, sizeof(double), by_descending);
-    double m = 0.0;
-    for (int32_t i = 0; i < k; i++) {
-        m += e[i];
-    }
-    assay_free(e);
-    return m;
-}
-
 double assay_seed_chance_of_rows(const double *rows, int32_t vocab,
                                  const struct assay_sampling *s, const int32_t *tokens,
                                  int32_t n, double room)
 {
     const double t = (double)s->temperature;
-    if (t <= 0.0) {
-        return 1.0;
-    }
     const double top_p = s->top_p > 0.0f && s->top_p < 1.0f ? (double)s->top_p : 1.0;
-    const int32_t k = s->top_k > 0 && s->top_k < vocab ? s->top_k : 0;
-    double top[64]; /* the k largest weights, descending, when k <= 64 */
+    const bool cut_k = s->top_k > 0 && s->top_k < vocab;
+    double *kept_p = cut_k ? assay_malloc(sizeof(double) * (size_t)vocab) : NULL;
+    if (t <= 0.0 || (cut_k && kept_p == NULL)) {
+        return 1.0; /* no bound (out of memory: none either) */
+    }
+    struct assay_sampling top_k_only = assay_sampling_greedy();
+    top_k_only.temperature = s->temperature;
+    top_k_only.top_k = s->top_k;
     double chance = 1.0;
     for (int32_t j = 0; j < n && chance > 0.0; j++) {
         const double *row = rows + (int64_t)j * vocab;
-        double mx = -INFINITY;
-        for (int32_t z = 0; z < vocab; z++) {
-            mx = fmax(mx, row[z]);
+        int32_t best = 0;
+        for (int32_t z = 1; z < vocab; z++) {
+            best = row[z] > row[best] ? z : best;
         }
         double sum = 0.0;
-        int32_t n_top = 0;
         for (int32_t z = 0; z < vocab; z++) {
-            double e = exp((row[z] - mx) / t);
-            sum += e;
-            if (k > 0 && k <= 64 && (n_top < k || e > top[n_top - 1])) {
-                int32_t at = n_top < k ? n_top++ : k - 1;
-                while (at > 0 && top[at - 1] < e) {
-                    top[at] = top[at - 1];
-                    at--;
-                }
-                top[at] = e;
-            }
+            sum += exp((row[z] - row[best]) / t);
         }
-        double kept = 1.0; /* the top-k's mass */
-        if (k > 0 && k <= 64) {
-            kept = 0.0;
-            for (int32_t i = 0; i < n_top; i++) {
-                kept += top[i];
-            }
-            kept /= sum;
-        } else if (k > 64) {
-            kept = top_k_mass(row, vocab, mx, t, k) / sum;
+        /* the top-k's mass: the best token's probability before the cut
+         * over after it (the cut keeps it and renormalises) */
+        double kept = 1.0;
+        if (cut_k && assay_oracle_distribution(row, vocab, &top_k_only, ASSAY_SAMPLING_JOINT,
+                                               kept_p, NULL) == ASSAY_OK) {
+            kept = (1.0 / sum) / kept_p[best];
+        } else if (cut_k) {
+            kept = 0.0; /* no bound at this position */
         }
-        double p = exp((row[tokens[j]] - mx) / t) / sum;
+        double p = exp((row[tokens[j]] - row[best]) / t) / sum;
         chance *= fmin(1.0, p * exp(2.0 * room / t) / (top_p * kept));
     }
+    assay_free(kept_p);
     return chance;
 }
 
@@ -730,12 +696,11 @@ enum assay_status assay_check_seed_unseeded(const struct assay_adapter *a,
          * the first one's tokens */
         double chance = 1.0;
         if (distinct == 1) {
-            struct assay_sampling smp = s;
             enum assay_status cst =
                 o->chance != NULL
-                    ? o->chance(o->chance_ctx, prompt, 8, &smp, t->reqs[0].tokens,
-                                UNSEEDED_TOKENS, &chance)
-                    : assay_seed_chance_oracle((void *)model, prompt, 8, &smp, t->reqs[0].tokens,
+                    ? o->chance(o->chance_ctx, prompt, 8, &s, t->reqs[0].tokens, UNSEEDED_TOKENS,
+                                &chance)
+                    : assay_seed_chance_oracle((void *)model, prompt, 8, &s, t->reqs[0].tokens,
                                                UNSEEDED_TOKENS, &chance);
             chance = pow(chance, N_UNSEEDED - 1);
             if (cst != ASSAY_OK) {

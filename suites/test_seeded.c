@@ -212,10 +212,12 @@ static void run(enum wrap_mode mode, assay_seed_explain_fn explain, bool explain
     assay_adapter_close(&w.inner);
 }
 
-static double g_stub_chance;
-static enum assay_status stub_chance(void *ctx, const int32_t *prompt, int32_t len,
-                                     const struct assay_sampling *s, const int32_t *tokens,
-                                     int32_t n, double *chance)
+/* assay_seed_chance_fn that answers g_fixed_chance whatever it is asked:
+ * the judgement of a match apart from how its chance is bounded. */
+static double g_fixed_chance;
+static enum assay_status fixed_chance(void *ctx, const int32_t *prompt, int32_t len,
+                                      const struct assay_sampling *s, const int32_t *tokens,
+                                      int32_t n, double *chance)
 {
     (void)ctx;
     (void)prompt;
@@ -223,7 +225,7 @@ static enum assay_status stub_chance(void *ctx, const int32_t *prompt, int32_t l
     (void)s;
     (void)tokens;
     (void)n;
-    *chance = g_stub_chance;
+    *chance = g_fixed_chance;
     return ASSAY_OK;
 }
 
@@ -255,14 +257,14 @@ static void test_distinct_seeds(void **state)
     assert_int_equal(r.verdict, ASSAY_VERDICT_PASS);
     assert_null(strstr(r.summary, "coincidence"));
 
-    g_chance = stub_chance;
-    g_stub_chance = 0.3;
+    g_chance = fixed_chance;
+    g_fixed_chance = 0.3;
     run(WRAP_SEED32, NULL, false, &r);
     assert_int_equal(r.verdict, ASSAY_VERDICT_PASS);
     assert_non_null(
         strstr(r.summary, "a coincidence, not evidence: seeds 0 and 4294967296 gave one "
                           "12-token output (chance up to 0.3)"));
-    g_stub_chance = ASSAY_SEED_ALPHA / 4;
+    g_fixed_chance = ASSAY_SEED_ALPHA / 4;
     run(WRAP_SEED32, NULL, false, &r);
     assert_int_equal(r.verdict, ASSAY_VERDICT_FAIL);
     g_chance = NULL;
