@@ -479,6 +479,11 @@ void assay_verify_set_program(struct assay_verify_ctx *ctx, const char *program)
     snprintf(ctx->program, sizeof ctx->program, "%s", program);
 }
 
+void assay_verify_set_master_seed(struct assay_verify_ctx *ctx, uint64_t master_seed)
+{
+    ctx->master_seed = master_seed;
+}
+
 uint64_t assay_verify_seed(const struct assay_verify_ctx *ctx, const char *name)
 {
     return assay_seed_derive(ctx->master_seed, name);

@@ -80,6 +80,10 @@ void assay_verify_set_isolation(struct assay_verify_ctx *ctx, const struct assay
  * CLI sets its own path, tests the path of the built binary). Copied. */
 void assay_verify_set_program(struct assay_verify_ctx *ctx, const char *program);
 
+/* Run the checks that follow under another master seed (the kill matrix
+ * repeats equiv.fuzz under many); the memos are kept. */
+void assay_verify_set_master_seed(struct assay_verify_ctx *ctx, uint64_t master_seed);
+
 /* The seed of the check called name under the run's master seed. */
 uint64_t assay_verify_seed(const struct assay_verify_ctx *ctx, const char *name);
 

@@ -15,7 +15,7 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: assay mutants [--tsv | --matrix [--family FAMILY] [--mutant NAME]...\n"
-            "                     [--timeout S] [--out DIR]]\n"
+            "                     [--check NAME]... [--fuzz-seeds N] [--timeout S] [--out DIR]]\n"
             "\n"
             "List the planted bugs (mutants) that prove every check can fail: name, the\n"
             "family expected to catch it, what it does wrong and the real bug it imitates.\n"
@@ -29,6 +29,11 @@ static void usage(FILE *out)
             "                   of the bug's own family first; slow (the whole plan per bug)\n"
             "  --family FAMILY  only the bugs of this family, and only its checks\n"
             "  --mutant NAME    only this bug (repeatable)\n"
+            "  --check NAME     only this check of the plan (repeatable)\n"
+            "  --fuzz-seeds N   also run equiv.fuzz under the master seeds 1..N on each bug\n"
+            "                   and give how many catch it: a catch that rests on one seed's\n"
+            "                   luck shows there (a seed that misses costs up to the check's\n"
+            "                   60 s); needs equiv.fuzz among the checks\n"
             "  --timeout S      each check's time limit in the matrix (default 120): a bug\n"
             "                   that hangs the engine costs it once per check\n"
             "  --out DIR        also write the matrix to DIR/kill-matrix.json and render it\n"
@@ -48,11 +53,45 @@ static const char *caught_by(const struct assay_check_result *r)
     return r->rule_fired ? "rule" : "exact";
 }
 
+/* Under how many of the master seeds 1..n_seeds equiv.fuzz (fuzz, whose
+ * verdict under seed 1 is first) catches the bug of spec; the seeds that
+ * miss are listed in missed. -1 when memory ran out. */
+static int fuzz_seed_rate(struct assay_verify_ctx *ctx, const struct assay_plan_item *fuzz,
+                          const char *spec, const char *bug, enum assay_verdict first,
+                          int n_seeds, char *missed, size_t missed_size)
+{
+    int caught = first == ASSAY_VERDICT_FAIL;
+    missed[0] = '\0';
+    if (!caught) {
+        snprintf(missed, missed_size, "1");
+    }
+    for (int s = 2; s <= n_seeds; s++) {
+        fprintf(stderr, "\rassay mutants: %-26s equiv.fuzz under master seed %d/%d   ", bug, s,
+                n_seeds);
+        struct assay_check_result r;
+        assay_verify_set_master_seed(ctx, (uint64_t)s);
+        enum assay_status st = assay_run_plan_item(ctx, fuzz, spec, NULL, &r);
+        assay_verify_set_master_seed(ctx, 1);
+        if (st != ASSAY_OK) {
+            return -1;
+        }
+        if (r.verdict == ASSAY_VERDICT_FAIL) {
+            caught++;
+        } else {
+            size_t l = strlen(missed);
+            snprintf(missed + l, missed_size - l, "%s%d", l > 0 ? " " : "", s);
+        }
+    }
+    fprintf(stderr, "\r%80s\r", "");
+    return caught;
+}
+
 /* One row of the kill matrix: run the selected plan on mutant m, print the
- * row and add it to km (when not NULL). */
+ * row and add it to km (when not NULL); with n_seeds > 0 also equiv.fuzz's
+ * rate over the master seeds 1..n_seeds. */
 static int matrix_row(struct assay_verify_ctx *ctx, const struct assay_mutant_info *m,
                       const struct assay_plan_item *const *sel, size_t n,
-                      struct assay_check_result *res, cJSON *km)
+                      struct assay_check_result *res, cJSON *km, int n_seeds)
 {
     char spec[128];
     snprintf(spec, sizeof spec, "bundled:mutant=%s", m->name);
@@ -93,6 +132,22 @@ static int matrix_row(struct assay_verify_ctx *ctx, const struct assay_mutant_in
         fprintf(stderr, "assay mutants: out of memory\n");
         return ASSAY_EXIT_USAGE;
     }
+    for (size_t i = 0; n_seeds > 0 && i < n; i++) {
+        if (strcmp(sel[i]->name, "equiv.fuzz") != 0) {
+            continue;
+        }
+        char missed[1024];
+        int caught = fuzz_seed_rate(ctx, sel[i], spec, m->name, res[i].verdict, n_seeds, missed,
+                                    sizeof missed);
+        if (caught < 0 ||
+            (km != NULL && assay_kill_matrix_set_fuzz_seeds(km, caught, n_seeds) != ASSAY_OK)) {
+            fprintf(stderr, "assay mutants: out of memory\n");
+            return ASSAY_EXIT_USAGE;
+        }
+        printf("%-26s equiv.fuzz catches it under %d of %d master seeds%s%s\n", "", caught,
+               n_seeds, missed[0] != '\0' ? "; misses under " : "", missed);
+        fflush(stdout);
+    }
     return ASSAY_EXIT_OK;
 }
 
@@ -110,8 +165,8 @@ static bool write_matrix(const cJSON *km, const char *out_dir)
     return true;
 }
 
-static int matrix(const char *family, char **names, int n_names, double timeout_s,
-                  const char *out_dir, const char *command_line)
+static int matrix(const char *family, char **names, int n_names, char **checks, int n_checks,
+                  int n_seeds, double timeout_s, const char *out_dir, const char *command_line)
 {
     if (!assay_mutants_compiled()) {
         fprintf(stderr, "assay mutants: this binary has no planted bugs; run the test build's "
@@ -130,10 +185,29 @@ static int matrix(const char *family, char **names, int n_names, double timeout_
         return ASSAY_EXIT_USAGE;
     }
     size_t n = 0;
+    bool has_fuzz = false;
     for (size_t i = 0; i < n_plan; i++) {
-        if (family == NULL || strcmp(assay_family_str(plan[i].family), family) == 0) {
+        bool want = n_checks == 0;
+        for (int j = 0; j < n_checks; j++) {
+            want = want || strcmp(checks[j], plan[i].name) == 0;
+        }
+        if (want && (family == NULL || strcmp(assay_family_str(plan[i].family), family) == 0)) {
+            has_fuzz = has_fuzz || strcmp(plan[i].name, "equiv.fuzz") == 0;
             sel[n++] = &plan[i];
         }
+    }
+    const char *why = NULL;
+    if (n == 0) {
+        why = "no check of the plan matches --check and --family (assay verify --list)";
+    } else if (n_seeds > 0 && !has_fuzz) {
+        why = "--fuzz-seeds needs equiv.fuzz among the checks";
+    }
+    if (why != NULL) {
+        fprintf(stderr, "assay mutants: %s\n", why);
+        assay_verify_ctx_free(ctx);
+        free(sel);
+        free(res);
+        return ASSAY_EXIT_USAGE;
     }
     cJSON *km = NULL;
     if (out_dir != NULL) {
@@ -183,7 +257,7 @@ static int matrix(const char *family, char **names, int n_names, double timeout_
                 status = ASSAY_EXIT_USAGE;
             }
         } else {
-            status = matrix_row(ctx, m, sel, n, res, km);
+            status = matrix_row(ctx, m, sel, n, res, km, n_seeds);
         }
         rows++;
         if (status == ASSAY_EXIT_OK && km != NULL && !write_matrix(km, out_dir)) {
@@ -210,11 +284,12 @@ int assay_cmd_mutants(int argc, char **argv)
         {"help", no_argument, NULL, 'h'},         {"matrix", no_argument, NULL, 'm'},
         {"family", required_argument, NULL, 'f'}, {"mutant", required_argument, NULL, 'n'},
         {"timeout", required_argument, NULL, 't'}, {"out", required_argument, NULL, 'o'},
-        {"tsv", no_argument, NULL, 'v'},          {NULL, 0, NULL, 0}};
+        {"tsv", no_argument, NULL, 'v'},          {"check", required_argument, NULL, 'c'},
+        {"fuzz-seeds", required_argument, NULL, 's'}, {NULL, 0, NULL, 0}};
     bool want_matrix = false, want_tsv = false;
     const char *family = NULL;
-    char *names[64];
-    int n_names = 0;
+    char *names[64], *checks[64];
+    int n_names = 0, n_checks = 0, n_seeds = 0;
     double timeout_s = 120.0;
     const char *out_dir = NULL;
     assay_cli_options_begin();
@@ -233,6 +308,24 @@ int assay_cmd_mutants(int argc, char **argv)
             }
             names[n_names++] = optarg;
             break;
+        case 'c':
+            if (n_checks == 64) {
+                fprintf(stderr, "assay mutants: at most 64 --check\n");
+                return ASSAY_EXIT_USAGE;
+            }
+            checks[n_checks++] = optarg;
+            break;
+        case 's': {
+            char *end = NULL;
+            long v = strtol(optarg, &end, 10);
+            if (end == optarg || *end != '\0' || v < 1 || v > 1000) {
+                fprintf(stderr, "assay mutants: --fuzz-seeds expects a number of seeds in 1..1000, "
+                                "got '%s'\n", optarg);
+                return ASSAY_EXIT_USAGE;
+            }
+            n_seeds = (int)v;
+            break;
+        }
         case 't': {
             char *end = NULL;
             timeout_s = strtod(optarg, &end);
@@ -254,8 +347,10 @@ int assay_cmd_mutants(int argc, char **argv)
         fprintf(stderr, "assay mutants: --tsv and --matrix are two different outputs; pick one\n");
         return ASSAY_EXIT_USAGE;
     }
-    if (!want_matrix && (family != NULL || n_names > 0 || out_dir != NULL)) {
-        fprintf(stderr, "assay mutants: --family, --mutant and --out go with --matrix\n");
+    if (!want_matrix &&
+        (family != NULL || n_names > 0 || n_checks > 0 || n_seeds > 0 || out_dir != NULL)) {
+        fprintf(stderr, "assay mutants: --family, --mutant, --check, --fuzz-seeds and --out go "
+                        "with --matrix\n");
         return ASSAY_EXIT_USAGE;
     }
     enum assay_family fam;
@@ -272,7 +367,8 @@ int assay_cmd_mutants(int argc, char **argv)
         assay_cli_join_argv(argc, argv, joined, sizeof joined);
         /* The planted bugs run only in the test build's assay-mutants. */
         snprintf(command_line, sizeof command_line, "assay-mutants%s", joined + strlen("assay"));
-        return matrix(family, names, n_names, timeout_s, out_dir, command_line);
+        return matrix(family, names, n_names, checks, n_checks, n_seeds, timeout_s, out_dir,
+                      command_line);
     }
     if (want_tsv) {
         for (int i = 1; i < ASSAY_MUTANT_COUNT; i++) {

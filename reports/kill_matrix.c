@@ -98,7 +98,38 @@ enum assay_status assay_kill_matrix_add_row(cJSON *m, const char *mutant, const 
     return ASSAY_OK;
 }
 
+enum assay_status assay_kill_matrix_set_fuzz_seeds(cJSON *m, int caught, int of)
+{
+    cJSON *rows = cJSON_GetObjectItemCaseSensitive(m, "rows");
+    int n = cJSON_GetArraySize(rows);
+    if (n == 0 || of < 1 || caught < 0 || caught > of) {
+        return ASSAY_ERR_INVALID;
+    }
+    cJSON *row = cJSON_GetArrayItem(rows, n - 1);
+    cJSON_DeleteItemFromObjectCaseSensitive(row, "fuzz_seeds");
+    cJSON *f = cJSON_CreateObject();
+    bool ok = f != NULL && assay_json_add_num(f, "caught", caught) &&
+              assay_json_add_num(f, "of", of);
+    if (ok && cJSON_AddItemToObject(row, "fuzz_seeds", f)) {
+        return ASSAY_OK;
+    }
+    cJSON_Delete(f);
+    return ASSAY_ERR_NOMEM;
+}
+
 /* ---- reading ------------------------------------------------------------- */
+
+/* A row's fuzz_seeds, when measured: true with *caught and *of. */
+static bool fuzz_seeds(const cJSON *row, int *caught, int *of)
+{
+    const cJSON *f = cJSON_GetObjectItemCaseSensitive(row, "fuzz_seeds");
+    if (f == NULL) {
+        return false;
+    }
+    *caught = (int)assay_json_num(f, "caught");
+    *of = (int)assay_json_num(f, "of");
+    return true;
+}
 
 static bool known_by(const char *by)
 {
@@ -182,6 +213,22 @@ enum assay_status assay_kill_matrix_validate(const cJSON *m, struct assay_diag *
             }
             n_own += own;
             n_all++;
+        }
+        const cJSON *fz = cJSON_GetObjectItemCaseSensitive(r, "fuzz_seeds");
+        if (fz != NULL) {
+            static const struct assay_json_field fz_f[] = {{"caught", ASSAY_JSON_NUMBER},
+                                                           {"of", ASSAY_JSON_NUMBER}};
+            snprintf(where, sizeof where, "rows[%d].fuzz_seeds", i);
+            if ((st = assay_json_require(fz, where, fz_f, 2, diag)) != ASSAY_OK) {
+                return st;
+            }
+            double k = assay_json_num(fz, "caught"), of = assay_json_num(fz, "of");
+            if (!(of >= 1 && k >= 0 && k <= of) || k != (double)(long)k ||
+                of != (double)(long)of) {
+                assay_diag_set(diag, NULL, where, "whole numbers, 0 <= caught <= of, of >= 1",
+                               "caught %g of %g", k, of);
+                return ASSAY_ERR_PARSE;
+            }
         }
         if (assay_json_num(r, "own") != n_own || assay_json_num(r, "all") != n_all ||
             (n_all > 0 && assay_json_bool(r, "in_plan") != 1)) {
@@ -284,11 +331,12 @@ enum assay_status assay_kill_matrix_render_html(const cJSON *m, char **out, size
     assay_text_init(&t);
     const cJSON *cols = cJSON_GetObjectItemCaseSensitive(m, "checks");
     const cJSON *rows = cJSON_GetObjectItemCaseSensitive(m, "rows");
-    int n_rows = 0, n_thin = 0, n_plan = 0;
+    int n_rows = 0, n_thin = 0, n_plan = 0, n_fuzz = 0, fk, fn;
     const cJSON *r, *c;
     cJSON_ArrayForEach(r, rows)
     {
         n_rows++;
+        n_fuzz += fuzz_seeds(r, &fk, &fn);
         if (assay_json_bool(r, "in_plan") == 1) {
             n_plan++;
             n_thin += assay_json_num(r, "own") < 2;
@@ -317,6 +365,10 @@ enum assay_status assay_kill_matrix_render_html(const cJSON *m, char **out, size
     assay_text_puts(&t, "<table class=\"kill\" id=\"kill-matrix\">\n<thead><tr><th class=\"fam\">"
                         "planted bug</th><th class=\"fam\">family</th><th class=\"fam\">own"
                         "</th><th class=\"fam\">all</th>");
+    if (n_fuzz > 0) {
+        assay_text_puts(&t, "<th class=\"fam\" title=\"master seeds under which equiv.fuzz "
+                            "FAILs on the bug\">fuzz seeds</th>");
+    }
     cJSON_ArrayForEach(c, cols)
     {
         assay_text_puts(&t, "<th class=\"col\" title=\"");
@@ -343,13 +395,19 @@ enum assay_status assay_kill_matrix_render_html(const cJSON *m, char **out, size
             assay_text_printf(&t, "<td class=\"num\">&ndash;</td><td class=\"num\">&ndash;</td>"
                                   "<td colspan=\"%d\" class=\"muted\">caught outside the verify "
                                   "plan: the ",
-                              cJSON_GetArraySize(cols));
+                              cJSON_GetArraySize(cols) + (n_fuzz > 0));
             assay_text_html(&t, assay_json_str(r, "family", ""));
             assay_text_puts(&t, " label</td></tr>\n");
             continue;
         }
         assay_text_printf(&t, "<td class=\"num\">%d</td><td class=\"num\">%d</td>",
                           (int)assay_json_num(r, "own"), (int)assay_json_num(r, "all"));
+        if (n_fuzz > 0 && fuzz_seeds(r, &fk, &fn)) {
+            assay_text_printf(&t, "<td class=\"num\" data-fuzz-seeds=\"%d/%d\">%d/%d</td>", fk,
+                              fn, fk, fn);
+        } else if (n_fuzz > 0) {
+            assay_text_puts(&t, "<td class=\"num\"></td>");
+        }
         cJSON_ArrayForEach(c, cols)
         {
             const char *name = assay_json_str(c, "name", "");
@@ -423,6 +481,10 @@ enum assay_status assay_kill_matrix_render_markdown(const cJSON *m, char **out, 
                     assay_text_printf(&t, " (%s)", by);
                 }
             }
+        }
+        int fk, fn;
+        if (fuzz_seeds(r, &fk, &fn)) {
+            assay_text_printf(&t, "; equiv.fuzz under %d of %d master seeds", fk, fn);
         }
         assay_text_puts(&t, " |\n");
     }

@@ -10,13 +10,16 @@
  * The JSON (schema "assay-kill-matrix", version 1):
  *   checks: [{name, family}]              the columns: the checks that ran
  *   rows:   [{mutant, family, mechanism, modelled_on, in_plan,
- *             own, all, caught: [{check, family, own, by}]}]
+ *             own, all, caught: [{check, family, own, by}],
+ *             fuzz_seeds: {caught, of}}]
  * where `by` is how the check failed: "statistic" (a distributional
  * statistic fired), "rule" (the zero-probability rule alone), "died" (the
  * check's process was killed by a signal or its time limit), "exact" (a
  * comparison or an invariant); `own` marks a check of the bug's own family.
  * A row with in_plan false is a bug caught outside the verify plan (its
- * label names it) and has no cells.
+ * label names it) and has no cells. fuzz_seeds, in rows measured with
+ * `--fuzz-seeds N`, is how many of the master seeds 1..N made equiv.fuzz
+ * FAIL on the bug (a catch that rests on one seed's luck shows there).
  */
 #ifndef ASSAY_KILL_MATRIX_H
 #define ASSAY_KILL_MATRIX_H
@@ -48,6 +51,11 @@ enum assay_status assay_kill_matrix_add_row(cJSON *m, const char *mutant, const 
                                             const char *mechanism, const char *modelled_on,
                                             bool in_plan, const struct assay_kill_cell *cells,
                                             size_t n_cells);
+
+/* Add to the last row the number of master seeds, of `of`, under which
+ * equiv.fuzz caught its bug. ASSAY_ERR_INVALID when there is no row or
+ * caught is not in 0..of, ASSAY_ERR_NOMEM. */
+enum assay_status assay_kill_matrix_set_fuzz_seeds(cJSON *m, int caught, int of);
 
 /* Check that m is a kill matrix: its fields and their types, every cell a
  * column of the matrix, each row's own and all equal to its cells. On

@@ -180,6 +180,30 @@ static void test_unknown_option_one_line(void **state)
     run_free(&r);
 }
 
+/* The kill matrix's selections are refused before anything runs: a
+ * selection without --matrix, a number of seeds out of range. */
+static void test_mutants_matrix_options(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *args, *want;
+    } cases[] = {
+        {"--fuzz-seeds 3", "--fuzz-seeds and --out go with --matrix"},
+        {"--check equiv.fuzz", "--check, --fuzz-seeds and --out go with --matrix"},
+        {"--matrix --fuzz-seeds 0", "--fuzz-seeds expects a number of seeds in 1..1000, got '0'"},
+        {"--matrix --fuzz-seeds 2x", "got '2x'"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char cmd[1200];
+        snprintf(cmd, sizeof cmd, "'%s' mutants %s", g_assay, cases[i].args);
+        struct run r = run(cmd);
+        assert_int_equal(r.status, 2);
+        expect_in("stderr", r.err, cases[i].want);
+        assert_string_equal(r.out, "");
+        run_free(&r);
+    }
+}
+
 /* `assay --version` and `assay version`: the version and the content hash
  * of the sources, the same that the stamp of a report this binary writes
  * carries. */
@@ -675,6 +699,7 @@ int main(int argc, char **argv)
     g_plugin = argv[2];
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unknown_option_one_line),
+        cmocka_unit_test(test_mutants_matrix_options),
         cmocka_unit_test(test_version),
         cmocka_unit_test(test_list_by_family),
         cmocka_unit_test(test_missing_weights_stop_verify),

@@ -1068,6 +1068,56 @@ static void test_kill_matrix(void **state)
     cJSON_Delete(m);
 }
 
+/* A row's equiv.fuzz rate over master seeds (--fuzz-seeds): set on the last
+ * row, shown in both pages, refused when it is not a count out of seeds. */
+static void test_kill_matrix_fuzz_seeds(void **state)
+{
+    (void)state;
+    const char *checks[] = {"equiv.fuzz"};
+    const char *families[] = {"equivalence"};
+    cJSON *m = assay_kill_matrix_new("assay-mutants mutants --matrix --fuzz-seeds 20", checks,
+                                     families, 1);
+    assert_non_null(m);
+    assert_int_equal(assay_kill_matrix_set_fuzz_seeds(m, 1, 20), ASSAY_ERR_INVALID);
+    struct assay_kill_cell fuzz[] = {{"equiv.fuzz", "equivalence", "exact"}};
+    assert_int_equal(assay_kill_matrix_add_row(m, "often", "equivalence", "m", "r", true, fuzz, 1),
+                     ASSAY_OK);
+    assert_int_equal(assay_kill_matrix_set_fuzz_seeds(m, 19, 20), ASSAY_OK);
+    assert_int_equal(assay_kill_matrix_add_row(m, "rarely", "property", "m", "r", true, NULL, 0),
+                     ASSAY_OK);
+    assert_int_equal(assay_kill_matrix_set_fuzz_seeds(m, 21, 20), ASSAY_ERR_INVALID);
+    assert_int_equal(assay_kill_matrix_set_fuzz_seeds(m, 3, 20), ASSAY_OK);
+    assert_int_equal(assay_kill_matrix_add_row(m, "unmeasured", "property", "m", "r", true, NULL, 0),
+                     ASSAY_OK);
+    struct assay_diag diag;
+    assert_int_equal(assay_kill_matrix_validate(m, &diag), ASSAY_OK);
+    char *html = NULL, *md = NULL;
+    size_t len = 0;
+    assert_int_equal(assay_kill_matrix_render_html(m, &html, &len), ASSAY_OK);
+    assert_non_null(strstr(html, ">fuzz seeds</th>"));
+    assert_non_null(strstr(html, "data-fuzz-seeds=\"19/20\""));
+    assert_non_null(strstr(html, "data-fuzz-seeds=\"3/20\""));
+    assert_int_equal(assay_kill_matrix_render_markdown(m, &md, &len), ASSAY_OK);
+    assert_non_null(strstr(md, "| often | equivalence | 1 | 1 | equiv.fuzz; equiv.fuzz under 19 of 20 "
+                               "master seeds |"));
+    assert_non_null(strstr(md, "| rarely | property | 0 | 0 | ; equiv.fuzz under 3 of 20 master "
+                               "seeds |"));
+    assert_non_null(strstr(md, "| unmeasured | property | 0 | 0 |  |"));
+    assay_free(html);
+    assay_free(md);
+    /* More catches than seeds, or a fraction of a seed, is not a rate. */
+    cJSON *row = cJSON_GetArrayItem(cJSON_GetObjectItem(m, "rows"), 1);
+    cJSON *f = cJSON_GetObjectItem(row, "fuzz_seeds");
+    cJSON_ReplaceItemInObject(f, "caught", cJSON_CreateNumber(30));
+    assert_int_equal(assay_kill_matrix_validate(m, &diag), ASSAY_ERR_PARSE);
+    assert_string_equal(diag.where, "rows[1].fuzz_seeds");
+    cJSON_ReplaceItemInObject(f, "caught", cJSON_CreateNumber(2.5));
+    assert_int_equal(assay_kill_matrix_validate(m, &diag), ASSAY_ERR_PARSE);
+    cJSON_ReplaceItemInObject(f, "caught", cJSON_CreateString("3"));
+    assert_int_equal(assay_kill_matrix_validate(m, &diag), ASSAY_ERR_PARSE);
+    cJSON_Delete(m);
+}
+
 /* The committed sample report (a real `assay run --quick`) still loads,
  * validates and renders with this code. */
 static void test_sample_fixture(void **state)
@@ -1302,6 +1352,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_allocation_failures),
         cmocka_unit_test(test_cli_errors),
         cmocka_unit_test(test_kill_matrix),
+        cmocka_unit_test(test_kill_matrix_fuzz_seeds),
         cmocka_unit_test(test_sample_fixture),
         cmocka_unit_test(test_run_command),
         cmocka_unit_test(test_run_failing_check),
