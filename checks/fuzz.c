@@ -293,6 +293,52 @@ enum assay_status assay_fuzz_judge(const char *spec, const struct assay_workload
     return assay_status_keep_nomem(st);
 }
 
+/* Stop tokens steered to where they matter. A stop token drawn at random
+ * is almost never generated, so a greedy request's drawn stop token is
+ * replaced by a token of the oracle's greedy continuation: half the time
+ * (by the drawn token's parity) the last token its length limit allows
+ * (when that token is not generated before it: the stop and the limit
+ * meet), else the token at a position the drawn token picks (the request
+ * stops at that token's first appearance). The case stays a function of
+ * (seed, index) and the model's weights. */
+static enum assay_status steer_stops(struct assay_oracle_memo *memo, struct assay_workload *w,
+                                     int32_t vocab)
+{
+    for (int32_t k = 0; k < w->n; k++) {
+        struct assay_workload_request *r = &w->reqs[k];
+        if (r->stop_token < 0 || r->sampling.temperature > 0 || r->max_tokens < 1 ||
+            r->max_tokens > MAX_OUT) {
+            continue;
+        }
+        int32_t out[MAX_OUT];
+        for (int32_t t = 0; t < r->max_tokens; t++) {
+            const double *rows = NULL;
+            out[t] = 0;
+            enum assay_status st =
+                assay_oracle_memo_rows(memo, r->prompt, r->prompt_len, out, t + 1, &rows);
+            if (st != ASSAY_OK) {
+                return st;
+            }
+            const double *row = rows + (int64_t)t * vocab;
+            int32_t best = 0;
+            for (int32_t x = 1; x < vocab; x++) {
+                best = row[x] > row[best] ? x : best;
+            }
+            out[t] = best;
+        }
+        int32_t last = r->max_tokens - 1, j = r->stop_token % r->max_tokens;
+        if (r->stop_token % 2 == 0) {
+            bool earlier = false;
+            for (int32_t t = 0; t < last; t++) {
+                earlier = earlier || out[t] == out[last];
+            }
+            j = earlier ? j : last;
+        }
+        r->stop_token = out[j];
+    }
+    return ASSAY_OK;
+}
+
 enum assay_status assay_fuzz_run(const char *base_spec, int32_t vocab, int32_t n_ctx,
                                  struct assay_oracle_memo *memo, uint64_t seed, int32_t first,
                                  int32_t n, double max_seconds,
@@ -311,6 +357,12 @@ enum assay_status assay_fuzz_run(const char *base_spec, int32_t vocab, int32_t n
         }
         struct assay_fuzz_case c;
         st = assay_fuzz_case_draw(seed, first + i, vocab, n_ctx, &c);
+        if (st == ASSAY_OK) {
+            st = steer_stops(memo, c.w, vocab);
+            if (st != ASSAY_OK) {
+                assay_fuzz_case_free(&c);
+            }
+        }
         if (st != ASSAY_OK) {
             assay_check_error(res, "case %d could not be drawn: %s", (int)(first + i),
                               assay_status_str(st));

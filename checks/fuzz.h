@@ -4,8 +4,8 @@
  * hand-made fixtures miss, each judged as the equivalence family and the
  * long run judge a fixture.
  *
- * A case is drawn from (seed, index) alone, so case 17 of seed S is the
- * same case on every machine. What it draws:
+ * A case is drawn from (seed, index) and the model's weights alone, so
+ * case 17 of seed S is the same case on every machine. What it draws:
  *   - the engine: KV cache paged (block size 1 to 32), contiguous or off;
  *     prefix cache on or off; chunked prefill off, at a block multiple or
  *     any size; batch 1 to 16; speculation k 0 to 4; a pool from barely
@@ -16,7 +16,9 @@
  *     multiple) or share a prefix with it (partly cached); groups of
  *     prompts of one length arriving in one step; arrivals on every step
  *     or in bursts; aborts after a number of steps (queued, prefilling,
- *     mid-chunk, decoding, preempted) or of tokens; stop tokens; greedy,
+ *     mid-chunk, decoding, preempted) or of tokens; stop tokens (a greedy request's from the
+ *     oracle's greedy continuation: half of them the last token its length
+ *     limit allows, so that stop and limit meet); greedy,
  *     seeded (seeds 0, 1, 2^31-1, 2^32, 2^53, 2^63, 2^64-1 among random
  *     ones) and unseeded sampled requests.
  * How a case is judged (two runs and a rerun at concurrency 1):

@@ -603,7 +603,12 @@ static void finish(struct assay_engine *e, int32_t s)
 static bool append_token(const struct assay_engine *e, struct seq *q, int32_t token)
 {
     q->tokens[q->n_tokens++] = token;
-    if (token == q->stop_token) {
+    if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_STOP_AT_LIMIT_LENGTH) &&
+        q->n_tokens - q->n_prompt >= output_budget(e, q)) {
+        /* The planted bug: the limit is tested first, so a stop token
+         * that is also the last token allowed ends the request for length. */
+        q->finish = ASSAY_FINISH_LENGTH;
+    } else if (token == q->stop_token) {
         q->finish = ASSAY_FINISH_STOP;
     } else if (q->n_tokens - q->n_prompt >= output_budget(e, q)) {
         q->finish = ASSAY_FINISH_LENGTH;
