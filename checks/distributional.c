@@ -58,7 +58,9 @@ bool assay_dist_cut_tie(const double *row, const double *prob, int32_t v,
  * safe from fp32 rounding: a binding top-k cut (n_kept == top_k) needs a
  * logit gap of at least tol_logit; a top-p cut must keep the same number of
  * tokens when top_p moves by tol_top_p either way (a logit error shifts the
- * cumulative masses by about as much). A cut that does not bind is safe.
+ * cumulative masses by about as much), and a logit gap of at least
+ * tol_logit between the last token it keeps and the first it removes. A
+ * cut that does not bind is safe.
  * With a tie mode (p->tie), a cut that is an exact tie is decided by the
  * tie rule instead of the rounding: safe when the tied logit is at least
  * tol_logit from every other (and, for top-p, the masses are as above).
@@ -100,6 +102,30 @@ enum assay_status assay_dist_boundary_safe(const double *row, int32_t v,
                 return st;
             }
             if (mi.n_kept != inf->n_kept) {
+                *safe = false;
+            }
+        }
+        /* A top-p cut keeps a prefix of the engine's order: when the last
+         * token it keeps and the first it removes are within tol_logit
+         * (an exact tie of no tie mode included), an engine whose logits
+         * are off by that much, or that breaks the tie another way (a
+         * server's sort), keeps the second instead, whatever the mass
+         * margin. */
+        bool k_cut = s->top_k > 0 && s->top_k < v && inf->n_kept == s->top_k;
+        if (*safe && !tied && !k_cut) {
+            enum assay_status st = assay_oracle_distribution(row, v, s, p->order, scratch, NULL);
+            if (st != ASSAY_OK) {
+                return st;
+            }
+            double last = INFINITY, next = -INFINITY;
+            for (int32_t y = 0; y < v; y++) {
+                if (scratch[y] > 0.0) {
+                    last = row[y] < last ? row[y] : last;
+                } else {
+                    next = row[y] > next ? row[y] : next;
+                }
+            }
+            if (next > -INFINITY && !(last - next >= p->tol_logit)) {
                 *safe = false;
             }
         }

@@ -471,6 +471,49 @@ static void test_widened_kept_top_p_swap(void **state)
     assert_int_equal(assay_dist_widened_kept(row, 5, &p, scratch), 5);
 }
 
+/* A top-p cut whose last kept token and first removed one are within
+ * tol_logit is not safe, however large its mass margin: an engine off by
+ * that much, or a server that breaks the tie by its own sort, keeps the
+ * second. An exact tie of no tie mode is such a cut; with a tie mode it is
+ * the tie rule's. */
+static void test_top_p_near_tie_unsafe(void **state)
+{
+    (void)state;
+    /* softmax of {2, 1, 1, 0.5, -3}: 0.453, 0.167, 0.167, 0.101, 0.002; top-p
+     * 0.55 keeps the first two (mass margin 0.07 either side), the second
+     * tied with the third */
+    double row[5] = {2.0, 1.0, 1.0, 0.5, -3.0};
+    double scratch[5];
+    struct assay_dist_params p = assay_dist_default_params();
+    p.sampling.temperature = 1.0f;
+    p.sampling.top_k = 0;
+    p.sampling.top_p = 0.55f;
+    p.tol_top_p = 1e-3;
+    p.tol_logit = 1e-3;
+    p.tie = ASSAY_DIST_TIE_NONE;
+    struct assay_oracle_dist_info inf;
+    assert_int_equal(assay_oracle_distribution(row, 5, &p.sampling, p.order, scratch, &inf),
+                     ASSAY_OK);
+    assert_int_equal(inf.n_kept, 2);
+    bool safe = true;
+    assert_int_equal(assay_dist_boundary_safe(row, 5, &p, &inf, scratch, &safe), ASSAY_OK);
+    assert_false(safe);
+    row[2] = 0.9995; /* within tol_logit: still unsafe */
+    assert_int_equal(assay_dist_boundary_safe(row, 5, &p, &inf, scratch, &safe), ASSAY_OK);
+    assert_false(safe);
+    row[2] = 0.99; /* beyond it: safe */
+    assert_int_equal(assay_oracle_distribution(row, 5, &p.sampling, p.order, scratch, &inf),
+                     ASSAY_OK);
+    assert_int_equal(assay_dist_boundary_safe(row, 5, &p, &inf, scratch, &safe), ASSAY_OK);
+    assert_true(safe);
+    row[2] = 1.0; /* the exact tie under a tie mode: decided by the tie rule */
+    p.tie = ASSAY_DIST_TIE_ANY;
+    assert_int_equal(assay_oracle_distribution(row, 5, &p.sampling, p.order, scratch, &inf),
+                     ASSAY_OK);
+    assert_int_equal(assay_dist_boundary_safe(row, 5, &p, &inf, scratch, &safe), ASSAY_OK);
+    assert_true(safe);
+}
+
 /* The tie rule of the contract (core/request.h) in the oracle, and the
  * tie at a cut as the checks find it: the lower id of a tie at the k-th
  * rank or at the token crossing top_p is kept, the higher removed. */
@@ -945,6 +988,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_gof_no_safe_prompt),
         cmocka_unit_test(test_pit_cut_moved_by_tolerances),
         cmocka_unit_test(test_widened_kept_top_p_swap),
+        cmocka_unit_test(test_top_p_near_tie_unsafe),
         cmocka_unit_test(test_oracle_tie_rule),
         cmocka_unit_test(test_gof_tie_at_top_k),
         cmocka_unit_test(test_pit_tie),
