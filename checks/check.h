@@ -96,6 +96,12 @@ struct assay_plan_item {
      * tests verify_distributional_tokens and _sequences); NULL: the
      * family's one test */
     const char *group;
+    /* verify: the planted bugs (core/mutants.def names, space-separated)
+     * this check must FAIL on, each of the check's own family; the
+     * mutants label holds every row to its list (suites/test_mutants.c),
+     * and test_plan every bug of a family to at least one row. A lower
+     * bound (the kill matrix gives every catch). NULL: none. */
+    const char *catches;
 };
 
 /*

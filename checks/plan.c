@@ -367,6 +367,7 @@ static const struct assay_plan_item k_plan[] = {
      .needs = ASSAY_NEED_WEIGHTS},
     {.name = "equiv.batching",
      .family = ASSAY_FAMILY_EQUIVALENCE,
+     .catches = "attn-neighbour-leak",
      .options = "kv=off,batch=8",
      .workload = "workloads/equiv-small.json",
      .about = "continuous batching alone: full recompute, requests joining a running batch",
@@ -375,6 +376,7 @@ static const struct assay_plan_item k_plan[] = {
      .needs = ASSAY_NEED_WEIGHTS},
     {.name = "equiv.continuous-batching",
      .family = ASSAY_FAMILY_EQUIVALENCE,
+     .catches = "attn-neighbour-leak batch-decode-foreign-position",
      .options = "kv=contiguous,batch=16,chunk=0",
      .workload = "workloads/equiv-mixed.json",
      .about = "batching with the KV cache: rows of many requests stacked",
@@ -391,6 +393,7 @@ static const struct assay_plan_item k_plan[] = {
      .needs = ASSAY_NEED_WEIGHTS},
     {.name = "equiv.preemption",
      .family = ASSAY_FAMILY_EQUIVALENCE,
+     .catches = "preempt-redeliver batch-decode-foreign-position",
      .options = "kv=paged,block=8,prefix=off,batch=8,chunk=0;blocks=24",
      .workload = "workloads/equiv-pressure.json",
      .about = "a pool too small for the batch: recompute-preemption",
@@ -399,6 +402,7 @@ static const struct assay_plan_item k_plan[] = {
      .needs = ASSAY_NEED_WEIGHTS},
     {.name = "equiv.prefix-cache",
      .family = ASSAY_FAMILY_EQUIVALENCE,
+     .catches = "prefix-key-last-block",
      .options = "kv=paged,block=16,prefix=on,batch=1,chunk=0",
      .workload = "workloads/equiv-shared-prefix.json",
      .about = "prefix caching alone: shared system prompts, equal blocks after different histories",
@@ -407,6 +411,7 @@ static const struct assay_plan_item k_plan[] = {
      .needs = ASSAY_NEED_WEIGHTS},
     {.name = "equiv.chunked-prefill",
      .family = ASSAY_FAMILY_EQUIVALENCE,
+     .catches = "chunk-rope-off-by-one",
      .options = "kv=contiguous,batch=1,chunk=16",
      .workload = "workloads/equiv-long-prompts.json",
      .about = "chunked prefill alone: prompts of several chunks",
@@ -415,6 +420,7 @@ static const struct assay_plan_item k_plan[] = {
      .needs = ASSAY_NEED_WEIGHTS},
     {.name = "equiv.all",
      .family = ASSAY_FAMILY_EQUIVALENCE,
+     .catches = "block-reuse-while-shared chunk-rope-off-by-one prefix-key-last-block",
      .options = "kv=paged,block=16,prefix=on,chunk=32,batch=8;blocks=40",
      .workload = "workloads/equiv-shared-prefix.json",
      .about = "every optimisation at once, with a pool small enough to preempt",
@@ -423,6 +429,7 @@ static const struct assay_plan_item k_plan[] = {
      .needs = ASSAY_NEED_WEIGHTS},
     {.name = "equiv.all-mixed",
      .family = ASSAY_FAMILY_EQUIVALENCE,
+     .catches = "preempt-redeliver",
      .options = "kv=paged,block=8,prefix=on,chunk=24,batch=16;blocks=48",
      .workload = "workloads/equiv-mixed.json",
      .about = "every optimisation at once over mixed lengths",
@@ -465,6 +472,7 @@ static const struct assay_plan_item k_plan[] = {
      .needs = ASSAY_NEED_WEIGHTS},
     {.name = "equiv.spec-k8",
      .family = ASSAY_FAMILY_EQUIVALENCE,
+     .catches = "block-reuse-while-shared",
      .options = "spec=8,kv=paged,block=16,prefix=on,chunk=32,batch=8",
      .workload = "workloads/equiv-shared-prefix.json",
      .about = "greedy speculative decoding, k = 8, with prefix caching and chunked prefill",
@@ -473,6 +481,7 @@ static const struct assay_plan_item k_plan[] = {
      .needs = ASSAY_NEED_WEIGHTS},
     {.name = "seed.configurations",
      .family = ASSAY_FAMILY_SEEDED,
+     .catches = "unseeded-steals-seeds seed-restart-after-preempt partial-prefill-advances-seed",
      .options = "model=mini,draft=mini-draft,kv=paged,block=8,blocks=40,prefix=on,chunk=16,"
                 "batch=16",
      .workload = "workloads/seeded-sampling.json",
@@ -483,6 +492,8 @@ static const struct assay_plan_item k_plan[] = {
      .needs = ASSAY_NEED_BUNDLED | ASSAY_NEED_SEEDS},
     {.name = "seed.positions",
      .family = ASSAY_FAMILY_SEEDED,
+     .catches = "unseeded-steals-seeds seed-zero-unseeded seed-low-32-bits "
+                "seed-restart-after-preempt partial-prefill-advances-seed",
      .options = "model=mini,kv=paged,block=4,prefix=on,chunk=8,batch=8;blocks=40",
      .about = "seeds 0, 1, 2^31-1, 2^32-1, 2^32, 2^53, 2^63, 2^64-1: alone, alone again, twice in "
               "one batch, first, last, interleaved, joining a running batch, in a pool that "
@@ -492,6 +503,7 @@ static const struct assay_plan_item k_plan[] = {
      .needs = ASSAY_NEED_SEEDS},
     {.name = "seed.unseeded",
      .family = ASSAY_FAMILY_SEEDED,
+     .catches = "unseeded-one-stream",
      .options = "model=mini,kv=paged,block=4,prefix=on,batch=8",
      .about = "unseeded requests with one prompt are not one stream",
      .run = run_seed_unseeded,
@@ -499,6 +511,7 @@ static const struct assay_plan_item k_plan[] = {
      .needs = ASSAY_NEED_WEIGHTS},
     {.name = "seed.pairs",
      .family = ASSAY_FAMILY_SEEDED,
+     .catches = "seed-low-32-bits",
      .options = "model=mini,batch=256,requests=8192",
      .about = "distinct seeds are independent streams: adjacent seeds and seeds apart only in bit "
               "32, a chi-squared test of independence of pairs",
@@ -521,6 +534,7 @@ static const struct assay_plan_item k_plan[] = {
      * speculation code under test is the same. */
     {.name = "dist.gof.first",
      .family = ASSAY_FAMILY_DISTRIBUTIONAL,
+     .catches = "softmax-twice topk-renorm-then-topp temp-by-sharpness topp-drops-crossing",
      .options = "model=mini,draft=mini-draft,batch=256",
      .about = "chi-squared of the first sampled token against the oracle; top-p binding inside "
               "top-k (JOINT order)",
@@ -531,6 +545,7 @@ static const struct assay_plan_item k_plan[] = {
      .group = "tokens"},
     {.name = "dist.gof.sequential",
      .family = ASSAY_FAMILY_DISTRIBUTIONAL,
+     .catches = "softmax-twice temp-by-sharpness topp-drops-crossing",
      .options = "model=mini,draft=mini-draft,batch=256,order=sequential",
      .about = "the first sampled token in the SEQUENTIAL filter order (vLLM's); top-p binding "
               "inside top-k",
@@ -541,6 +556,9 @@ static const struct assay_plan_item k_plan[] = {
      .group = "tokens"},
     {.name = "dist.gof.spec-pair",
      .family = ASSAY_FAMILY_DISTRIBUTIONAL,
+     .catches = "spec-residual-from-p spec-accept-q-over-p spec-bonus-from-draft "
+                "spec-ratio-at-t1 topk-renorm-then-topp spec-verify-greedy "
+                "spec-verify-topk-renorm",
      .options = "model=mini,draft=mini-draft,batch=256,spec=1",
      .about = "chi-squared of the first two tokens (exact joint) under speculation k = 1: "
               "acceptance, residual, bonus and the next round; top-k binding",
@@ -563,6 +581,7 @@ static const struct assay_plan_item k_plan[] = {
      .group = "tokens"},
     {.name = "dist.gof.hot-top-p",
      .family = ASSAY_FAMILY_DISTRIBUTIONAL,
+     .catches = "topp-untempered",
      .options = "model=mini,draft=mini-draft,batch=256",
      .about = "the first sampled token at temperature 1.5; top-p binding inside top-k",
      .run = run_gof,
@@ -575,6 +594,7 @@ static const struct assay_plan_item k_plan[] = {
      * so the tie rule decides the cut (distributional.h, tie=). */
     {.name = "dist.gof.ties-top-k",
      .family = ASSAY_FAMILY_DISTRIBUTIONAL,
+     .catches = "topk-keeps-ties",
      .options = "model=mini-twins,batch=256,blas_rows=0",
      .about = "the first sampled token with an exact tie at top-k's k-th rank: the lower id kept, "
               "the higher removed",
@@ -585,6 +605,7 @@ static const struct assay_plan_item k_plan[] = {
      .group = "tokens"},
     {.name = "dist.gof.ties-top-p",
      .family = ASSAY_FAMILY_DISTRIBUTIONAL,
+     .catches = "topp-keeps-ties topp-untempered",
      .options = "model=mini-twins,batch=256,blas_rows=0",
      .about = "the first sampled token with an exact tie at the token crossing top-p: the lower "
               "id kept, the higher removed",
@@ -615,6 +636,7 @@ static const struct assay_plan_item k_plan[] = {
      .group = "sequences"},
     {.name = "dist.pit.ties",
      .family = ASSAY_FAMILY_DISTRIBUTIONAL,
+     .catches = "topk-keeps-ties topp-keeps-ties",
      .options = "model=mini-twins,batch=256,blas_rows=0",
      .about = "randomised PIT of whole sequences on mini-twins: an exact tie at the top-k cut "
               "(odd k) or at the top-p crossing at many positions",
@@ -625,6 +647,9 @@ static const struct assay_plan_item k_plan[] = {
      .group = "sequences"},
     {.name = "dist.pit.spec",
      .family = ASSAY_FAMILY_DISTRIBUTIONAL,
+     .catches = "spec-residual-from-p spec-accept-q-over-p spec-bonus-from-draft "
+                "spec-ratio-at-t1 spec-draft-ignores-top-p topk-zero-keeps-one "
+                "spec-verify-greedy",
      .options = "model=mini,draft=near:0.05,batch=256,spec=2",
      .about = "randomised PIT of whole sequences under speculation k = 2 with a mostly accepted "
               "draft",
@@ -635,6 +660,7 @@ static const struct assay_plan_item k_plan[] = {
      .group = "sequences"},
     {.name = "dist.spec.acceptance",
      .family = ASSAY_FAMILY_DISTRIBUTIONAL,
+     .catches = "spec-draft-ignores-top-p topk-zero-keeps-one",
      .options = "model=mini,draft=mini-draft,batch=256,spec=4",
      .about = "speculative acceptance against beta = sum min(p, q), per draft position",
      .run = run_acceptance,
@@ -649,6 +675,7 @@ static const struct assay_plan_item k_plan[] = {
      * times (dist.pit.spec and the homogeneity check below run it too). */
     {.name = "dist.gof.spec-pair-near",
      .family = ASSAY_FAMILY_DISTRIBUTIONAL,
+     .catches = "spec-residual-reuses-accept-u",
      .options = "model=mini,draft=near:0.05,batch=256,spec=1",
      .about = "the first two tokens under speculation k = 1 with a mostly accepted draft: "
               "acceptance, the residual and the token after an accepted round; top-k binding",
@@ -679,6 +706,7 @@ static const struct assay_plan_item k_plan[] = {
      .group = "sequences"},
     {.name = "dist.homogeneity.spec-vs-plain",
      .family = ASSAY_FAMILY_DISTRIBUTIONAL,
+     .catches = "spec-verify-topk-renorm spec-residual-reuses-accept-u",
      .options = "model=mini,draft=near:0.05,batch=256,spec=1",
      .about = "2 x k homogeneity of the first token: speculation k = 1 against plain sampling",
      .run = run_homogeneity,
@@ -691,6 +719,9 @@ static const struct assay_plan_item k_plan[] = {
      * manager and scheduler are the same code. */
     {.name = "prop.blocks",
      .family = ASSAY_FAMILY_PROPERTY,
+     .catches = "abort-double-free evictable-counted-free prefix-entry-dangling "
+                "preempt-resets-boundary abort-leaks-blocks admit-ignores-promised bos-prepended "
+                "preempt-pad-slot pool-dry-assert pool-dry-spin",
      .options = "model=mini,draft=mini-draft,kv=paged,block=4,prefix=on,chunk=0,batch=8;blocks=24",
      .workload = "workloads/prop-blocks.json",
      .about = "block conservation after every step against the block model: a small pool, prefix "
@@ -700,6 +731,9 @@ static const struct assay_plan_item k_plan[] = {
      .needs = ASSAY_NEED_BLOCKS},
     {.name = "prop.blocks-spec",
      .family = ASSAY_FAMILY_PROPERTY,
+     .catches = "abort-double-free evictable-counted-free prefix-entry-dangling "
+                "preempt-resets-boundary abort-leaks-blocks admit-ignores-promised "
+                "spec-rollback-leak bos-prepended preempt-pad-slot pool-dry-assert pool-dry-spin",
      .options = "model=mini,draft=mini-draft,kv=paged,block=4,prefix=on,chunk=8,batch=8,"
                 "spec=3;blocks=32",
      .workload = "workloads/prop-blocks.json",
@@ -709,6 +743,8 @@ static const struct assay_plan_item k_plan[] = {
      .needs = ASSAY_NEED_BLOCKS},
     {.name = "prop.trace",
      .family = ASSAY_FAMILY_PROPERTY,
+     .catches = "max-tokens-overshoot stop-at-limit-length preempt-pad-slot pool-dry-assert "
+                "pool-dry-spin",
      .options = "model=mini,draft=mini-draft,kv=paged,block=4,prefix=on,chunk=8,batch=8,"
                 "spec=2;blocks=20",
      .workload = "workloads/prop-trace.json",
@@ -720,6 +756,7 @@ static const struct assay_plan_item k_plan[] = {
      * among a round's proposals, not only drawn after them. */
     {.name = "prop.trace-spec-near",
      .family = ASSAY_FAMILY_PROPERTY,
+     .catches = "spec-past-accepted-stop stop-at-limit-length",
      .options = "model=mini,draft=near:0.05,kv=paged,block=4,prefix=on,chunk=8,batch=8,"
                 "spec=4;blocks=32",
      .workload = "workloads/prop-trace.json",
@@ -729,6 +766,8 @@ static const struct assay_plan_item k_plan[] = {
      .command = ASSAY_COMMAND_VERIFY},
     {.name = "prop.isolation",
      .family = ASSAY_FAMILY_PROPERTY,
+     .catches = "padding-row-nan full-hit-wrong-position preempt-pad-slot pool-dry-assert "
+                "pool-dry-spin",
      .options = "kv=paged,block=8,prefix=on,chunk=16,batch=8,invariant=on;blocks=40",
      .workload = "workloads/prop-isolation.json",
      .about = "no cross-sequence attention: probes alone and among changed neighbours, logits bit "
@@ -739,6 +778,8 @@ static const struct assay_plan_item k_plan[] = {
      .needs = ASSAY_NEED_LOGITS},
     {.name = "prop.isolation-tolerance",
      .family = ASSAY_FAMILY_PROPERTY,
+     .catches = "padding-row-nan full-hit-wrong-position preempt-pad-slot pool-dry-assert "
+                "pool-dry-spin",
      .options = "kv=paged,block=8,prefix=on,chunk=16,batch=8,invariant=off,blas_rows=1;blocks=40",
      .workload = "workloads/prop-isolation.json",
      .about = "no cross-sequence attention without batch invariance (every product through "
@@ -757,6 +798,7 @@ static const struct assay_plan_item k_plan[] = {
      .command = ASSAY_COMMAND_VERIFY},
     {.name = "prop.soak",
      .family = ASSAY_FAMILY_PROPERTY,
+     .catches = "max-tokens-overshoot preempt-pad-slot pool-dry-assert pool-dry-spin",
      .options = "model=mini,draft=mini-draft,kv=paged,block=4,prefix=on,chunk=16,batch=16,"
                 "requests=4096;blocks=48",
      .workload = "workloads/prop-soak.json",

@@ -78,6 +78,21 @@ static bool g_context_ran;
 static const char *g_one_check;
 static const char *g_also;
 
+/* Whether the plan row item names the bug called name among those it must
+ * catch (its catches, a space-separated list). */
+static bool names_bug(const struct assay_plan_item *item, const char *name)
+{
+    size_t len = strlen(name);
+    for (const char *p = item->catches; p != NULL && *p != '\0';) {
+        size_t w = strcspn(p, " ");
+        if (w == len && strncmp(p, name, len) == 0) {
+            return true;
+        }
+        p += w + (p[w] == ' ');
+    }
+    return false;
+}
+
 /* Run family's checks on base; the number that FAIL. The first failure is
  * described in caught and returned through first_fail and first_res; the
  * failing checks' names are appended to names, and *by_statistic is set
@@ -93,9 +108,10 @@ static int run_family(struct assay_verify_ctx *ctx, enum assay_family family, co
     size_t *item_of = calloc(n_plan, sizeof *item_of); /* plan index of each result */
     assert_non_null(res);
     assert_non_null(item_of);
-    size_t n = 0, m_family = 0;
+    size_t n = 0, m_family = 0, pending = 0;
     for (size_t i = 0; i < n_plan; i++) {
         m_family += plan[i].family == family;
+        pending += plan[i].family == family && names_bug(&plan[i], g_name);
     }
     int n_failed = 0, n_beyond_holm = 0;
     for (size_t i = 0; i < n_plan; i++) {
@@ -104,19 +120,22 @@ static int run_family(struct assay_verify_ctx *ctx, enum assay_family family, co
         }
         assert_int_equal(assay_run_plan_item(ctx, &plan[i], base, NULL, &res[n]), ASSAY_OK);
         item_of[n] = i;
+        pending -= names_bug(&plan[i], g_name);
         /* Two failures show the margin; a bug that kills a check's process
          * runs the whole family: every check after the one that died must
          * still run. A distributional verdict comes from Holm's procedure
          * over the whole family, but two statistics at or below alpha / m
          * (m the family's checks) are rejected by it whatever the others
          * say, so the family stops there too; --one-check and
-         * --context-only need every check. */
+         * --context-only need every check; so do the rows that name the
+         * bug among those they must catch. */
         n_failed += res[n].verdict == ASSAY_VERDICT_FAIL;
         n_beyond_holm += res[n].verdict == ASSAY_VERDICT_FAIL && res[n].statistic_fired &&
                          res[n].p_value <= res[n].alpha / (double)m_family;
-        bool stop = family != ASSAY_FAMILY_DISTRIBUTIONAL
-                        ? n_failed >= 2 && g_dies == NULL
-                        : n_beyond_holm >= 2 && g_one_check == NULL && g_context_only == NULL;
+        bool stop = pending == 0 &&
+                    (family != ASSAY_FAMILY_DISTRIBUTIONAL
+                         ? n_failed >= 2 && g_dies == NULL
+                         : n_beyond_holm >= 2 && g_one_check == NULL && g_context_only == NULL);
         n++;
         if (stop) {
             break;
@@ -128,6 +147,13 @@ static int run_family(struct assay_verify_ctx *ctx, enum assay_family family, co
                n, m_family, m_family);
     }
     assay_verify_finalize(res, n);
+    /* Every row that names the bug must have caught it. */
+    for (size_t i = 0; i < n; i++) {
+        if (names_bug(&plan[item_of[i]], g_name) && res[i].verdict != ASSAY_VERDICT_FAIL) {
+            fail_msg("%s names %s among the planted bugs it must catch, but it ended %s: %s",
+                     res[i].name, g_name, assay_verdict_str(res[i].verdict), res[i].summary);
+        }
+    }
     n_failed = 0;
     for (size_t i = 0; i < n; i++) {
         if (family == ASSAY_FAMILY_DISTRIBUTIONAL) {

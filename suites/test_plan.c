@@ -23,6 +23,7 @@
 #include "checks/equivalence.h"
 #include "checks/plan.h"
 #include "checks/stats.h"
+#include "core/mutant.h"
 #include "oracles/oracle.h"
 #include "support.h"
 
@@ -86,6 +87,50 @@ static void test_verify_label_runs_every_dist_check(void **state)
         }
     }
     assert_true(n_dist > 0);
+}
+
+/* The rows and the catalog name each other: every bug a row says it must
+ * catch is a planted bug of the row's own family, and every planted bug
+ * that the verify plan's families catch is named by a row (the mutants
+ * label then holds each row to its list). */
+static void test_rows_name_their_bugs(void **state)
+{
+    (void)state;
+    size_t n;
+    const struct assay_plan_item *plan = assay_verify_plan(&n);
+    int named[ASSAY_MUTANT_COUNT] = {0};
+    for (size_t i = 0; i < n; i++) {
+        char list[1024];
+        snprintf(list, sizeof list, "%s", plan[i].catches != NULL ? plan[i].catches : "");
+        char *save = NULL;
+        for (char *w = strtok_r(list, " ", &save); w != NULL; w = strtok_r(NULL, " ", &save)) {
+            enum assay_mutant m;
+            if (assay_mutant_by_name(w, &m) != ASSAY_OK) {
+                fail_msg("%s names %s, which is not in core/mutants.def", plan[i].name, w);
+            }
+            const char *own = assay_family_str(plan[i].family);
+            if (strcmp(assay_mutant_info(m)->caught_by, own) != 0) {
+                fail_msg("%s (%s) names %s, a bug its catalog entry gives to %s", plan[i].name,
+                         own, w, assay_mutant_info(m)->caught_by);
+            }
+            named[m]++;
+        }
+    }
+    int n_named = 0;
+    for (int k = 1; k < ASSAY_MUTANT_COUNT; k++) {
+        const struct assay_mutant_info *m = assay_mutant_info((enum assay_mutant)k);
+        enum assay_family f;
+        if (!assay_family_by_name(m->caught_by, &f)) {
+            continue; /* caught outside the plan: the portability, numerics labels */
+        }
+        if (named[k] == 0) {
+            fail_msg("planted bug %s (caught by %s) is named by no row of the plan", m->name,
+                     m->caught_by);
+        }
+        n_named++;
+    }
+    printf("  %d planted bugs, each named by the rows that must catch it\n", n_named);
+    assert_true(n_named > 0);
 }
 
 /* The bundled engine, configured as each verify check says, can do what
@@ -462,6 +507,7 @@ int main(int argc, char **argv)
     g_parts = argv + 1;
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_command_has_its_checks),
+        cmocka_unit_test(test_rows_name_their_bugs),
         cmocka_unit_test(test_verify_label_runs_every_dist_check),
         cmocka_unit_test(test_bundled_meets_verify_needs),
         cmocka_unit_test(test_lacking_a_need_skips),
