@@ -108,6 +108,12 @@ enum assay_status assay_fuzz_case_draw(uint64_t seed, int32_t index, int32_t voc
     }
     int32_t batch = batches[pick(&d, 0, 6)];
     int32_t spec = chance(&d, 0.35) ? pick(&d, 1, 4) : 0;
+    /* Three in four speculating cases draft with a model derived from the
+     * target's weights, which is mostly accepted (the plan's mini-draft is
+     * rejected 97% of the time): stop tokens and the token after k accepted
+     * drafts are then reached inside a round. Drawn from a stream of its
+     * own, so that the other draws stay those of the case. */
+    bool near = spec > 0 && assay_rng_u01(d.seed, UINT64_C(1) << 40, FUZZ_PURPOSE) < 0.75;
 
     /* The requests. */
     int32_t n = pick(&d, 1, MAX_REQUESTS);
@@ -199,7 +205,9 @@ enum assay_status assay_fuzz_case_draw(uint64_t seed, int32_t index, int32_t voc
         len = snprintf(c->options, sizeof c->options, "kv=%s,prefix=off,chunk=%d,batch=%d,spec=%d",
                        kv, (int)chunk, (int)batch, (int)spec);
     }
-    (void)len;
+    if (near && len > 0 && (size_t)len < sizeof c->options) {
+        snprintf(c->options + len, sizeof c->options - (size_t)len, ",draft=near:0.05");
+    }
 
     struct assay_text t = {NULL, 0, 0, false};
     assay_text_put(&t,

@@ -8,7 +8,8 @@
  * case 17 of seed S is the same case on every machine. What it draws:
  *   - the engine: KV cache paged (block size 1 to 32), contiguous or off;
  *     prefix cache on or off; chunked prefill off, at a block multiple or
- *     any size; batch 1 to 16; speculation k 0 to 4; a pool from barely
+ *     any size; batch 1 to 16; speculation k 0 to 4 (three in four with a
+ *     mostly accepted draft, draft=near:0.05); a pool from barely
  *     enough for the largest request (preemption) to roomy;
  *   - the requests: prompt lengths at, one below and one above block
  *     multiples, or anywhere; prompts that repeat an earlier one whole
