@@ -7,13 +7,15 @@
  *   export_gguf OUT.gguf (MODEL | --shape SHAPE) [--seed N] [--gain G]
  *               [--qk-gain G] [--measure P] [--scale-layer L:F]
  *
- * MODEL is a config name (tinygpt, draft, mini, mini-draft). SHAPE is a
+ * MODEL is a config name (tinygpt, draft, mini, mini-draft, mini-twins). SHAPE is a
  * comma-separated list of key=value:
  *   d_model, layers, heads, d_ff, vocab        required
  *   kv_heads (default heads), head_dim (default d_model / heads),
  *   ctx (2048), norm_eps (1e-5), rope_theta (10000), rope_scale (none),
  *   arch (llama or qwen2), bias (0 or 1: q/k/v biases), tied (0 or 1),
- *   rope_freqs (0 or 1: llama 3.1's RoPE frequency divisors; llama only)
+ *   rope_freqs (0 or 1: llama 3.1's RoPE frequency divisors; llama only),
+ *   twins (0 or 1: output row 2i + 1 a copy of row 2i, so that tokens 2i
+ *   and 2i + 1 have exactly the same logit in any format)
  * e.g. d_model=768,layers=12,heads=12,kv_heads=3,head_dim=64,d_ff=2048,vocab=32000
  *
  * The weights are the documented random initialisation (engine/model.h)
@@ -83,9 +85,9 @@ static void usage(const char *argv0)
             "usage: %s OUT.gguf [MODEL [SEED]]\n"
             "       %s OUT.gguf (MODEL | --shape K=V,...) [--seed N] [--gain G] [--qk-gain G]"
             " [--measure P] [--scale-layer L:F]\n"
-            "  MODEL: tinygpt, draft, mini, mini-draft\n"
+            "  MODEL: tinygpt, draft, mini, mini-draft, mini-twins\n"
             "  SHAPE keys: d_model layers heads d_ff vocab (required), kv_heads head_dim ctx"
-            " norm_eps rope_theta rope_scale rope_freqs arch bias tied\n",
+            " norm_eps rope_theta rope_scale rope_freqs arch bias tied twins\n",
             argv0, argv0);
 }
 
@@ -207,10 +209,11 @@ static int parse_shape(const char *shape, struct assay_model_config *cfg, bool *
                 return -1;
             }
         } else if (strcmp(key, "bias") == 0 || strcmp(key, "tied") == 0 ||
-                   strcmp(key, "rope_freqs") == 0) {
-            bool *flag = strcmp(key, "bias") == 0   ? &cfg->qkv_bias
-                         : strcmp(key, "tied") == 0 ? tied
-                                                    : &cfg->rope_freqs;
+                   strcmp(key, "rope_freqs") == 0 || strcmp(key, "twins") == 0) {
+            bool *flag = strcmp(key, "bias") == 0    ? &cfg->qkv_bias
+                         : strcmp(key, "tied") == 0  ? tied
+                         : strcmp(key, "twins") == 0 ? &cfg->output_twins
+                                                     : &cfg->rope_freqs;
             if (strcmp(value, "0") != 0 && strcmp(value, "1") != 0) {
                 fprintf(stderr, "export_gguf: %s: expected 0 or 1, got \"%s\"\n", what, value);
                 return -1;
@@ -220,7 +223,7 @@ static int parse_shape(const char *shape, struct assay_model_config *cfg, bool *
             fprintf(stderr,
                     "export_gguf: --shape: unknown key \"%s\" (expected d_model, layers, heads,"
                     " kv_heads, head_dim, d_ff, vocab, ctx, norm_eps, rope_theta, rope_scale,"
-                    " rope_freqs, arch, bias or tied)\n",
+                    " rope_freqs, arch, bias, tied or twins)\n",
                     key);
             return -1;
         }
