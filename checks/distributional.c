@@ -53,6 +53,28 @@ bool assay_dist_cut_tie(const double *row, const double *prob, int32_t v,
     return true;
 }
 
+/* The lowest logit among the tokens a processed distribution keeps (those
+ * of probability above 0 in prob). */
+static double lowest_kept(const double *row, int32_t v, const double *prob)
+{
+    double low = INFINITY;
+    for (int32_t y = 0; y < v; y++) {
+        low = prob[y] > 0.0 && row[y] < low ? row[y] : low;
+    }
+    return low;
+}
+
+/* The highest logit of a token the distribution prob removed (-inf when
+ * it removes none). */
+static double highest_removed(const double *row, int32_t v, const double *prob)
+{
+    double high = -INFINITY;
+    for (int32_t y = 0; y < v; y++) {
+        high = prob[y] == 0.0 && row[y] > high ? row[y] : high;
+    }
+    return high;
+}
+
 /*
  * Whether the kept set of the distribution of `row` (whose info is inf) is
  * safe from fp32 rounding: a binding top-k cut (n_kept == top_k) needs a
@@ -117,15 +139,8 @@ enum assay_status assay_dist_boundary_safe(const double *row, int32_t v,
             if (st != ASSAY_OK) {
                 return st;
             }
-            double last = INFINITY, next = -INFINITY;
-            for (int32_t y = 0; y < v; y++) {
-                if (scratch[y] > 0.0) {
-                    last = row[y] < last ? row[y] : last;
-                } else {
-                    next = row[y] > next ? row[y] : next;
-                }
-            }
-            if (next > -INFINITY && !(last - next >= p->tol_logit)) {
+            double next = highest_removed(row, v, scratch);
+            if (next > -INFINITY && !(lowest_kept(row, v, scratch) - next >= p->tol_logit)) {
                 *safe = false;
             }
         }
@@ -322,16 +337,6 @@ void assay_dist_statistic_alone(char *buf, size_t size, bool testable, double p_
     }
 }
 
-/* The lowest logit among the tokens a processed distribution keeps (those
- * of probability above 0 in prob). */
-static double lowest_kept(const double *row, int32_t v, const double *prob)
-{
-    double low = INFINITY;
-    for (int32_t y = 0; y < v; y++) {
-        low = prob[y] > 0.0 && row[y] < low ? row[y] : low;
-    }
-    return low;
-}
 
 int32_t assay_dist_widened_kept(const double *row, int32_t v, const struct assay_dist_params *p,
                                  double *scratch)

@@ -316,9 +316,11 @@ int assay_cmd_mutants(int argc, char **argv)
             checks[n_checks++] = optarg;
             break;
         case 's': {
-            char *end = NULL;
-            long v = strtol(optarg, &end, 10);
-            if (end == optarg || *end != '\0' || v < 1 || v > 1000) {
+            uint64_t v = 0;
+            if (!assay_cli_parse_u64("--fuzz-seeds", optarg, &v)) {
+                return ASSAY_EXIT_USAGE;
+            }
+            if (v < 1 || v > 1000) {
                 fprintf(stderr, "assay mutants: --fuzz-seeds expects a number of seeds in 1..1000, "
                                 "got '%s'\n", optarg);
                 return ASSAY_EXIT_USAGE;
