@@ -190,6 +190,19 @@ static const struct assay_plan_item k_plan[] = {
      .params = "cases=150,seconds=60",
      .command = ASSAY_COMMAND_VERIFY,
      .needs = ASSAY_NEED_WEIGHTS | ASSAY_NEED_BUNDLED},
+    {.name = "equiv.boundaries",
+     .family = ASSAY_FAMILY_EQUIVALENCE,
+     .catches = "preempt-redeliver chunk-rope-off-by-one",
+     .options = "model=mini,draft=near:0.05,kv=paged,block=4,prefix=on,chunk=8,batch=4,"
+                "spec=2;blocks=24",
+     .about = "every boundary of the state machine placed on purpose (a stop at the length "
+              "limit and among accepted drafts; aborts queued, between prefill chunks, decoding, "
+              "after a rejected round, preempted; prompts at block edges, wholly cached; a full "
+              "pool), greedy tokens against the oracle; the boundaries reached counted",
+     .run = assay_verify_run_boundaries,
+     .params = "judge=oracle",
+     .command = ASSAY_COMMAND_VERIFY,
+     .needs = ASSAY_NEED_WEIGHTS | ASSAY_NEED_BUNDLED},
     /* Distributional: the mini config (model.h) and its draft mini-draft, so
      * that tens of thousands of samples fit in seconds; the sampling and
      * speculation code under test is the same. */
@@ -425,6 +438,18 @@ static const struct assay_plan_item k_plan[] = {
               "within a speculative round",
      .run = assay_verify_run_trace,
      .command = ASSAY_COMMAND_VERIFY},
+    {.name = "prop.boundaries",
+     .family = ASSAY_FAMILY_PROPERTY,
+     .catches = "abort-double-free abort-leaks-blocks preempt-resets-boundary spec-rollback-leak "
+                "spec-past-accepted-stop stop-at-limit-length",
+     .options = "model=mini,draft=near:0.05,kv=paged,block=4,prefix=on,chunk=8,batch=4,"
+                "spec=2;blocks=24",
+     .about = "the boundary workload of equiv.boundaries: blocks after every step, the trace, "
+              "and tokens equal at concurrency 1; the boundaries reached counted",
+     .run = assay_verify_run_boundaries,
+     .params = "judge=soak",
+     .command = ASSAY_COMMAND_VERIFY,
+     .needs = ASSAY_NEED_WEIGHTS | ASSAY_NEED_BUNDLED | ASSAY_NEED_BLOCKS},
     {.name = "prop.isolation",
      .family = ASSAY_FAMILY_PROPERTY,
      .catches = "padding-row-nan full-hit-wrong-position preempt-pad-slot pool-dry-assert "

@@ -18,6 +18,7 @@
 
 #include "../adapters/adapter.h"
 #include "../adapters/spec.h"
+#include "boundary.h"
 #include "context.h"
 #include "distributional.h"
 #include "equivalence.h"
@@ -102,6 +103,50 @@ enum assay_status assay_verify_run_fuzz(struct assay_verify_ctx *ctx,
              (int)tally.speculating, (int)tally.pressed, (long long)tally.requests,
              (long long)tally.greedy, (long long)tally.seeded, (long long)tally.aborted_by_step,
              (long long)tally.aborted_by_tokens, (long long)res->n_tokens, (int)res->n_ties);
+    return assay_status_keep_nomem(st);
+}
+
+/* The boundary workload (checks/boundary.h), generated for the target's
+ * shape, run through the watch that counts the boundaries reached:
+ * judge=oracle, greedy tokens against the oracle (equivalence); judge=soak,
+ * blocks after every step, the trace, and the tokens at concurrency 1
+ * (property). The summary names the boundaries reached and those not. */
+enum assay_status assay_verify_run_boundaries(struct assay_verify_ctx *ctx,
+                                              const struct assay_plan_item *item,
+                                              const struct assay_target *t,
+                                              const struct assay_workload *w,
+                                              struct assay_check_result *res)
+{
+    (void)w;
+    struct assay_oracle_memo *memo = NULL;
+    enum assay_status st = assay_verify_memo(ctx, t->model, &memo);
+    if (st != ASSAY_OK) {
+        return st;
+    }
+    struct assay_boundary_shape shape = assay_boundary_shape_of(t->spec);
+    struct assay_workload *bw = NULL;
+    st = assay_boundary_workload(&shape, t->model->cfg.vocab, t->model->cfg.n_ctx, memo,
+                                 assay_verify_seed(ctx, item->name), &bw);
+    if (st != ASSAY_OK) {
+        assay_check_error(res, "no boundary workload for this engine (%s): it needs a context of "
+                          "at least 64 and a pool that holds one request",
+                          assay_status_str(st));
+        return assay_status_keep_nomem(st);
+    }
+    struct assay_boundary_watch *watch = NULL;
+    struct assay_adapter wa;
+    st = assay_boundary_watch_open(t->adapter, &watch, &wa);
+    if (st == ASSAY_OK) {
+        char judge[16];
+        assay_plan_param(item->params, "judge", judge, sizeof judge);
+        st = strcmp(judge, "oracle") == 0 ? assay_check_equivalence(&wa, bw, memo, NULL, res)
+                                          : assay_check_soak(&wa, bw, NULL, res);
+        char report[sizeof res->summary];
+        assay_boundary_report(watch, report, sizeof report);
+        snprintf(res->summary, sizeof res->summary, "%d requests; %.300s", (int)bw->n, report);
+    }
+    assay_boundary_watch_close(watch);
+    assay_workload_free(bw);
     return assay_status_keep_nomem(st);
 }
 

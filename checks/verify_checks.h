@@ -86,5 +86,10 @@ enum assay_status assay_verify_run_soak(struct assay_verify_ctx *ctx,
                                         const struct assay_target *t,
                                         const struct assay_workload *w,
                                         struct assay_check_result *res);
+enum assay_status assay_verify_run_boundaries(struct assay_verify_ctx *ctx,
+                                              const struct assay_plan_item *item,
+                                              const struct assay_target *t,
+                                              const struct assay_workload *w,
+                                              struct assay_check_result *res);
 
 #endif

@@ -1,0 +1,111 @@
+/*
+ * boundary.h - boundaries of an engine's state machine, placed on purpose
+ * and counted when reached.
+ *
+ * Bugs hide where two things meet: a stop token as the last token the
+ * length limit allows, an abort between two prefill chunks, a preempted
+ * request aborted, a prompt one token past a block. Random workloads meet
+ * those by luck; the generator here places each one, from the engine's
+ * shape (block size, prefill chunk, draft length, pool size) and the
+ * oracle's greedy continuations (so that a stop token is generated where
+ * it is wanted), and the watch counts the ones the engine reached.
+ *
+ * The watch wraps any adapter: every call passes through; after each step
+ * it reads the engine's block accounting (when it has one) and the step's
+ * events, and at each abort it classifies the request's phase. What it
+ * cannot see through the interface (an engine without block accounting has
+ * no visible prefill or preemption) it does not count: the report says
+ * which placed boundaries were not reached.
+ *
+ * Usage:
+ *     struct assay_boundary_shape s = assay_boundary_shape_of(spec);
+ *     assay_boundary_workload(&s, vocab, n_ctx, memo, seed, &w);
+ *     struct assay_boundary_watch *watch; struct assay_adapter wa;
+ *     assay_boundary_watch_open(adapter, &watch, &wa);
+ *     ... run w on wa with any check ...
+ *     assay_boundary_report(watch, text, sizeof text);
+ *     assay_boundary_watch_close(watch);
+ */
+#ifndef ASSAY_BOUNDARY_H
+#define ASSAY_BOUNDARY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "../adapters/adapter.h"
+#include "../core/workload.h"
+
+struct assay_oracle_memo; /* checks/equivalence.h */
+
+enum assay_boundary {
+    ASSAY_BOUNDARY_STOP_AT_LIMIT,    /* the stop token is the last token max_tokens allows */
+    ASSAY_BOUNDARY_STOP_IN_DRAFT,    /* the stop token delivered among a round's accepted drafts */
+    ASSAY_BOUNDARY_ABORT_QUEUED,     /* aborted before the engine gave it any block or token */
+    ASSAY_BOUNDARY_ABORT_PREFILL,    /* aborted between two chunks of its prompt's prefill */
+    ASSAY_BOUNDARY_ABORT_DECODING,   /* aborted while generating */
+    ASSAY_BOUNDARY_ABORT_REJECTED,   /* aborted right after a round that rejected drafts */
+    ASSAY_BOUNDARY_ABORT_PREEMPTED,  /* aborted while preempted (its blocks taken back) */
+    ASSAY_BOUNDARY_PROMPT_BELOW,     /* a prompt one token short of a block multiple, served */
+    ASSAY_BOUNDARY_PROMPT_MULTIPLE,  /* a prompt of whole blocks, served */
+    ASSAY_BOUNDARY_PROMPT_ABOVE,     /* a prompt one token past a block multiple, served */
+    ASSAY_BOUNDARY_PROMPT_CACHED,    /* every full block of the prompt a prefix-cache hit
+                                        (all but the last: an engine computes one token) */
+    ASSAY_BOUNDARY_POOL_FULL,        /* a step after which every block was in use */
+    ASSAY_BOUNDARY_N
+};
+
+/* The boundary's name ("stop-at-limit", ...). */
+const char *assay_boundary_name(enum assay_boundary b);
+
+/* What the generator needs of the engine. */
+struct assay_boundary_shape {
+    int32_t block;  /* KV block size (1 when not paged) */
+    int32_t chunk;  /* prefill chunk (0: whole prompts) */
+    int32_t spec;   /* draft tokens per round (0: no speculation) */
+    int32_t blocks; /* the pool's blocks (0: not paged) */
+    int32_t batch;  /* sequences per step */
+};
+
+/* The shape an engine spec states ("bundled:kv=paged,block=4,blocks=24,
+ * chunk=8,spec=2,batch=4"): keys absent take the bundled engine's defaults
+ * as far as they matter here (block 16, no chunking, no speculation). */
+struct assay_boundary_shape assay_boundary_shape_of(const char *spec);
+
+/*
+ * A workload that places every boundary above for an engine of shape s
+ * (prompts drawn from seed; greedy requests' stop tokens taken from the
+ * oracle's greedy continuations through memo). Requests arrive in two
+ * phases: one at a time (stops, aborts by phase, prompt lengths, a repeated
+ * prompt), then together, more than the pool holds (a full pool,
+ * preemption, aborts of preempted requests). Returns ASSAY_OK,
+ * ASSAY_ERR_INVALID (a context or vocabulary too small), ASSAY_ERR_NOMEM,
+ * or the memo's error.
+ */
+enum assay_status assay_boundary_workload(const struct assay_boundary_shape *s, int32_t vocab,
+                                          int32_t n_ctx, struct assay_oracle_memo *memo,
+                                          uint64_t seed, struct assay_workload **out);
+
+struct assay_boundary_watch;
+
+/* Wrap inner (which must outlive the watch) as *out, an adapter with the
+ * same capabilities. ASSAY_ERR_NOMEM. */
+enum assay_status assay_boundary_watch_open(const struct assay_adapter *inner,
+                                            struct assay_boundary_watch **watch,
+                                            struct assay_adapter *out);
+
+/* Free the watch (NULL-safe); the adapter it made must not be used after.
+ * The inner adapter is not freed. */
+void assay_boundary_watch_close(struct assay_boundary_watch *watch);
+
+/* How many times boundary b was reached so far. */
+int32_t assay_boundary_count(const struct assay_boundary_watch *watch, enum assay_boundary b);
+
+/* The prefill chunks (1-based: aborted after chunk c) an abort was reached
+ * in, as bits 1..31. */
+uint32_t assay_boundary_prefill_chunks(const struct assay_boundary_watch *watch);
+
+/* "12 of 12 boundaries reached: stop-at-limit 2, ..." and, when some were
+ * not, "; not reached: ...". Returns how many were not reached. */
+int32_t assay_boundary_report(const struct assay_boundary_watch *watch, char *buf, size_t size);
+
+#endif
