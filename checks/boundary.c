@@ -114,27 +114,6 @@ static struct planned *add(struct plan *p, int32_t len, int32_t arrival, int32_t
     return x;
 }
 
-/* The oracle's greedy continuation of x's prompt, n tokens, into out. */
-static enum assay_status greedy(struct assay_oracle_memo *memo, const struct planned *x, int32_t n,
-                                int32_t vocab, int32_t *out)
-{
-    const double *rows = NULL;
-    for (int32_t t = 0; t < n; t++) {
-        out[t] = 0;
-        enum assay_status st = assay_oracle_memo_rows(memo, x->prompt, x->len, out, t + 1, &rows);
-        if (st != ASSAY_OK) {
-            return st;
-        }
-        const double *row = rows + (int64_t)t * vocab;
-        int32_t best = 0;
-        for (int32_t v = 1; v < vocab; v++) {
-            best = row[v] > row[best] ? v : best;
-        }
-        out[t] = best;
-    }
-    return ASSAY_OK;
-}
-
 /* Whether out[at] first appears at position at. */
 static bool first_at(const int32_t *out, int32_t at)
 {
@@ -161,7 +140,8 @@ static enum assay_status place_stops(struct plan *p, struct assay_oracle_memo *m
         if (x == NULL) {
             return ASSAY_ERR_INVALID;
         }
-        enum assay_status st = greedy(memo, x, at + 1, p->vocab, out);
+        enum assay_status st =
+            assay_oracle_memo_greedy(memo, x->prompt, x->len, p->vocab, at + 1, out);
         if (st != ASSAY_OK) {
             return st;
         }
@@ -379,6 +359,7 @@ struct watched {
     bool aborted;          /* the abort was accepted */
     bool seen;             /* has held blocks */
     bool present;          /* held blocks after the last step */
+    bool was_present;      /* after the step before */
     int32_t n_computed;    /* after the last step, while present */
     int32_t prefill_steps; /* steps that advanced its prompt's prefill */
     int64_t round_step;    /* the step of its last speculative round */
@@ -508,11 +489,8 @@ static void watch_blocks(struct assay_boundary_watch *w)
     if (!w->audited || w->inner.vt->block_audit(w->inner.self, &au) != ASSAY_OK) {
         return;
     }
-    bool was_present[64] = {false};
     for (int32_t i = 0; i < w->n; i++) {
-        if (i < 64) {
-            was_present[i] = w->reqs[i].present;
-        }
+        w->reqs[i].was_present = w->reqs[i].present;
         w->reqs[i].present = false;
     }
     int32_t b = au.stats.block_size;
@@ -561,9 +539,9 @@ static void watch_blocks(struct assay_boundary_watch *w)
     /* A request that held blocks, holds none now, and neither finished nor
      * was aborted was preempted: the pool ran dry during the step. */
     bool dry = au.stats.total > 0 && au.stats.free == 0 && au.stats.cached == 0;
-    for (int32_t i = 0; i < w->n && i < 64; i++) {
+    for (int32_t i = 0; i < w->n; i++) {
         const struct watched *r = &w->reqs[i];
-        dry = dry || (was_present[i] && !r->present && !r->finished && !r->aborted);
+        dry = dry || (r->was_present && !r->present && !r->finished && !r->aborted);
     }
     if (dry) {
         w->count[ASSAY_BOUNDARY_POOL_FULL]++;

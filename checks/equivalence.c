@@ -154,6 +154,27 @@ enum assay_status assay_oracle_memo_rows(struct assay_oracle_memo *m, const int3
     return ASSAY_OK;
 }
 
+enum assay_status assay_oracle_memo_greedy(struct assay_oracle_memo *memo, const int32_t *prompt,
+                                           int32_t prompt_len, int32_t vocab, int32_t n,
+                                           int32_t *out)
+{
+    for (int32_t t = 0; t < n; t++) {
+        const double *rows = NULL;
+        out[t] = 0;
+        enum assay_status st = assay_oracle_memo_rows(memo, prompt, prompt_len, out, t + 1, &rows);
+        if (st != ASSAY_OK) {
+            return st;
+        }
+        const double *row = rows + (int64_t)t * vocab;
+        int32_t best = 0;
+        for (int32_t x = 1; x < vocab; x++) {
+            best = row[x] > row[best] ? x : best;
+        }
+        out[t] = best;
+    }
+    return ASSAY_OK;
+}
+
 int32_t assay_oracle_memo_count(const struct assay_oracle_memo *m)
 {
     return m->n;

@@ -77,6 +77,12 @@ enum assay_status assay_oracle_memo_rows(struct assay_oracle_memo *memo, const i
                                          int32_t prompt_len, const int32_t *out, int32_t n_out,
                                          const double **rows);
 
+/* The oracle's greedy continuation of prompt: n tokens into out (the
+ * argmax of each row, the lowest id among equal logits). */
+enum assay_status assay_oracle_memo_greedy(struct assay_oracle_memo *memo, const int32_t *prompt,
+                                           int32_t prompt_len, int32_t vocab, int32_t n,
+                                           int32_t *out);
+
 /* How many sequences the memo holds. */
 int32_t assay_oracle_memo_count(const struct assay_oracle_memo *memo);
 

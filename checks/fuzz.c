@@ -319,20 +319,10 @@ static enum assay_status steer_stops(struct assay_oracle_memo *memo, struct assa
             continue;
         }
         int32_t out[MAX_OUT];
-        for (int32_t t = 0; t < r->max_tokens; t++) {
-            const double *rows = NULL;
-            out[t] = 0;
-            enum assay_status st =
-                assay_oracle_memo_rows(memo, r->prompt, r->prompt_len, out, t + 1, &rows);
-            if (st != ASSAY_OK) {
-                return st;
-            }
-            const double *row = rows + (int64_t)t * vocab;
-            int32_t best = 0;
-            for (int32_t x = 1; x < vocab; x++) {
-                best = row[x] > row[best] ? x : best;
-            }
-            out[t] = best;
+        enum assay_status st =
+            assay_oracle_memo_greedy(memo, r->prompt, r->prompt_len, vocab, r->max_tokens, out);
+        if (st != ASSAY_OK) {
+            return st;
         }
         int32_t last = r->max_tokens - 1, j = r->stop_token % r->max_tokens;
         if (r->stop_token % 2 == 0) {
