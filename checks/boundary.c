@@ -71,6 +71,7 @@ struct planned {
     int32_t abort_after;
     int32_t abort_step;
     bool sampled; /* temperature 1, seeded */
+    int32_t order; /* when it was placed: ties of arrival keep it */
 };
 
 struct plan {
@@ -107,6 +108,7 @@ static struct planned *add(struct plan *p, int32_t len, int32_t arrival, int32_t
         x->prompt[t] = same >= 0 ? p->r[same].prompt[t] : pick(p, 0, p->vocab - 1);
     }
     x->arrival = arrival;
+    x->order = p->n - 1;
     x->max_tokens = max_tokens;
     x->stop = -1;
     x->abort_after = -1;
@@ -164,7 +166,7 @@ static enum assay_status phase_one(struct plan *p, const struct assay_boundary_s
 {
     int32_t b = s->block, a = *arrival;
     /* Prompt lengths either side of a block multiple, and three whole
-     * blocks (repeated in phase two: wholly cached). */
+     * blocks, run again soon after and in phase two (wholly cached). */
     for (int32_t m = 1; m <= 2; m++) {
         for (int32_t d = -1; d <= 1; d++) {
             if (m * b + d >= 1 && add(p, m * b + d, a, 4, -1) == NULL) {
@@ -295,11 +297,15 @@ static void put_workload(struct assay_text *t, const struct plan *p, uint64_t se
     assay_text_put(t, "]}");
 }
 
-/* Requests sorted by arrival (the parser and the harness want them so). */
+/* Requests sorted by arrival (the parser and the harness want them so),
+ * then by placement: the same order whatever qsort does with ties. */
 static int by_arrival(const void *a, const void *b)
 {
     const struct planned *x = a, *y = b;
-    return (x->arrival > y->arrival) - (x->arrival < y->arrival);
+    if (x->arrival != y->arrival) {
+        return (x->arrival > y->arrival) - (x->arrival < y->arrival);
+    }
+    return (x->order > y->order) - (x->order < y->order);
 }
 
 enum assay_status assay_boundary_workload(const struct assay_boundary_shape *s, int32_t vocab,
