@@ -519,8 +519,9 @@ static void watch_blocks(struct assay_boundary_watch *w)
             }
         }
         int32_t computed = au.seq_n_computed[s];
-        if (computed > (r->present || r->seen ? r->n_computed : 0) &&
-            computed < r->prompt_len) {
+        /* Progress since the step before; a request back from preemption
+         * starts its prefill again from nothing. */
+        if (computed > (r->was_present ? r->n_computed : 0) && computed < r->prompt_len) {
             r->prefill_steps++;
         }
         r->seen = true;

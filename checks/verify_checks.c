@@ -17,7 +17,9 @@
 #include <sys/stat.h>
 
 #include "../adapters/adapter.h"
+#include "../adapters/bundled.h"
 #include "../adapters/spec.h"
+#include "../engine/engine.h"
 #include "boundary.h"
 #include "context.h"
 #include "distributional.h"
@@ -123,7 +125,18 @@ enum assay_status assay_verify_run_boundaries(struct assay_verify_ctx *ctx,
     if (st != ASSAY_OK) {
         return st;
     }
+    /* The bundled engine's own parameters, defaults resolved; else what
+     * the spec states. */
     struct assay_boundary_shape shape = assay_boundary_shape_of(t->spec);
+    const struct assay_engine *engine = assay_bundled_engine(t->adapter);
+    if (engine != NULL) {
+        const struct assay_engine_params *ep = assay_engine_params(engine);
+        shape.block = ep->paged ? ep->block_size : 1;
+        shape.blocks = ep->paged ? ep->n_blocks : 0;
+        shape.chunk = ep->chunk;
+        shape.spec = ep->spec_k;
+        shape.batch = ep->max_batch;
+    }
     struct assay_workload *bw = NULL;
     st = assay_boundary_workload(&shape, t->model->cfg.vocab, t->model->cfg.n_ctx, memo,
                                  assay_verify_seed(ctx, item->name), &bw);
