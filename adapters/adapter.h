@@ -72,8 +72,11 @@ struct assay_adapter_vtable {
      * finished with ASSAY_FINISH_ERROR by the following steps or by free. */
     enum assay_status (*step)(void *self, const struct assay_event **events, size_t *n_events);
 
-    /* Required. Abort a live request; its FINISH (ABORT) event comes from a
-     * later step. ASSAY_ERR_NOT_FOUND if the id is not live. */
+    /* Required. Abort a live request: no later step delivers a TOKEN for
+     * it (events of a step already returned were made before the abort),
+     * and its FINISH (ABORT) event comes from a later step (a request that
+     * had already ended may keep the end it had). ASSAY_ERR_NOT_FOUND if
+     * the id is not live. */
     enum assay_status (*abort)(void *self, uint64_t request_id);
 
     /* Required. Release everything; the adapter must not be used after. */

@@ -36,6 +36,7 @@ struct run {
     const struct assay_workload *w;
     int32_t *map;     /* open addressing: request index, -1 empty */
     int32_t map_size;
+    bool settle_aborts; /* an abort was accepted while this step's events were read */
 };
 
 static int32_t find_req(const struct run *r, uint64_t id)
@@ -144,6 +145,7 @@ static enum assay_status alloc_transcript(struct run *r, const struct assay_harn
             out_off += w->reqs[i].max_tokens;
         }
         q->reason = ASSAY_FINISH_NONE;
+        q->n_at_abort = -1;
     }
     if (vocab > 0) {
         for (int64_t i = 0; i < out_total * vocab; i++) {
@@ -181,6 +183,9 @@ static void record(struct run *r, const struct assay_adapter *a, const struct as
                 crumb_engine(1);
                 q->aborted = a->vt->abort(a->self, q->id) == ASSAY_OK;
                 crumb_engine(0);
+                /* The step's later events for it were made before the
+                 * abort: its count is settled when the step's events end. */
+                r->settle_aborts |= q->aborted;
             }
         }
         break;
@@ -216,7 +221,7 @@ enum assay_status assay_harness_run(const struct assay_adapter *a, const struct 
     if (opts != NULL) {
         o = *opts;
     }
-    struct run r = {NULL, w, NULL, 1};
+    struct run r = {.t = NULL, .w = w, .map = NULL, .map_size = 1};
     while (r.map_size < 2 * w->n + 2) {
         r.map_size *= 2;
     }
@@ -301,6 +306,9 @@ enum assay_status assay_harness_run(const struct assay_adapter *a, const struct 
                 crumb_engine(1);
                 q->aborted = a->vt->abort(a->self, q->id) == ASSAY_OK;
                 crumb_engine(0);
+                if (q->aborted) {
+                    q->n_at_abort = q->n_events;
+                }
             }
         }
         const struct assay_event *ev;
@@ -319,6 +327,15 @@ enum assay_status assay_harness_run(const struct assay_adapter *a, const struct 
             if (g_crumb != NULL && ev[i].kind == ASSAY_EVENT_FINISH) {
                 g_crumb->finished++;
             }
+        }
+        if (r.settle_aborts) {
+            for (int32_t i = 0; i < next; i++) {
+                struct assay_transcript_req *q = &t->reqs[i];
+                if (q->aborted && q->n_at_abort < 0) {
+                    q->n_at_abort = q->n_events;
+                }
+            }
+            r.settle_aborts = false;
         }
         if (sst != ASSAY_OK) {
             t->status = sst;

@@ -27,6 +27,9 @@ struct assay_transcript_req {
     int32_t submit_status;   /* enum assay_status of add_request */
     bool aborted;            /* the harness aborted it (abort_after, abort_step) and
                                 the adapter accepted the abort */
+    int32_t n_at_abort;      /* TOKEN events received by the end of the step in which
+                                the abort was accepted (-1: not aborted); any later
+                                one came after the abort */
     int64_t submit_step;     /* the engine step before which it was submitted */
     int32_t n_events;        /* TOKEN events received (all of them) */
     int32_t cap;             /* capacity of the arrays below */

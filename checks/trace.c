@@ -140,6 +140,12 @@ bool assay_trace_check_transcript(const struct assay_workload *w, const struct a
                      (int)q->reason, assay_finish_reason_str(q->reason));
             return false;
         }
+        if (q->aborted && q->n_at_abort >= 0 && q->n_events > q->n_at_abort) {
+            snprintf(msg, size, "trace out: request %llu received %d tokens after its abort was "
+                                "accepted (it had %d then)", id, (int)(q->n_events - q->n_at_abort),
+                     (int)q->n_at_abort);
+            return false;
+        }
         if (q->n_events > q->cap) {
             snprintf(msg, size, "trace out: request %llu received %d tokens for max_tokens %d", id,
                      (int)q->n_events, (int)wr->max_tokens);

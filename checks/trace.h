@@ -15,6 +15,9 @@
  *   names a request that was never submitted;
  *   each request was accepted and finished exactly once, with a valid reason
  *   (length, stop or abort; abort only if it was aborted);
+ *   a request whose abort was accepted receives no token from a later step
+ *   (adapter.h: its FINISH follows; a request already ending may keep the
+ *   end it had, but nothing more is generated for it);
  *   output positions arrive in order, each once: no token is delivered
  *   twice, before or after a preemption;
  *   the output count equals max_tokens unless the request stopped on its stop
