@@ -612,13 +612,15 @@ struct shape {
     bool vary_seed;
     double abort_fraction;        /* "abort": share of requests aborted */
     struct length_dist abort_after; /* after how many delivered tokens */
+    double abort_step_fraction;   /* "abort_step": share aborted after some steps */
+    struct length_dist abort_steps; /* after how many engine steps, in any phase */
 };
 
 static enum assay_status parse_shape(struct parser *ps, const cJSON *g, struct shape *sh)
 {
     static const char *const keys[] = {"seed", "n", "vocab", "arrival", "prompt_len",
                                        "output_len", "long", "shared_prefix", "prefix_groups",
-                                       "sampling", "abort", NULL};
+                                       "sampling", "abort", "abort_step", NULL};
     enum assay_status st = check_keys(ps, g, "generate", keys);
     int32_t max_n = ps->lim->max_requests > 0 ? ps->lim->max_requests : DEFAULT_MAX_REQUESTS;
     if (st == ASSAY_OK) {
@@ -741,6 +743,22 @@ static enum assay_status parse_shape(struct parser *ps, const cJSON *g, struct s
         if (st == ASSAY_OK) {
             st = parse_length(ps, cJSON_GetObjectItemCaseSensitive(ab, "after"),
                               "generate.abort.after", &sh->abort_after);
+        }
+    }
+    const cJSON *as = cJSON_GetObjectItemCaseSensitive(g, "abort_step");
+    if (st == ASSAY_OK && as != NULL) {
+        if (!cJSON_IsObject(as)) {
+            return fail(ps, "generate.abort_step", "an object", assay_json_kind_of(as));
+        }
+        static const char *const askeys[] = {"fraction", "after", NULL};
+        st = check_keys(ps, as, "generate.abort_step", askeys);
+        if (st == ASSAY_OK) {
+            st = get_num(ps, as, "fraction", "generate.abort_step", true, 0, 0, 1,
+                         &sh->abort_step_fraction);
+        }
+        if (st == ASSAY_OK) {
+            st = parse_length(ps, cJSON_GetObjectItemCaseSensitive(as, "after"),
+                              "generate.abort_step.after", &sh->abort_steps);
         }
     }
     return st;
@@ -896,6 +914,14 @@ static enum assay_status generate(struct parser *ps, const struct shape *sh,
             w->reqs[i].abort_after = draw_length(&sh->abort_after, rng);
         }
     }
+    /* Aborts by steps after those: they reach requests queued, between
+     * prefill chunks and preempted, which an abort after a token never
+     * does (a request that just received a token is running). */
+    for (int32_t i = 0; i < n && st == ASSAY_OK && sh->abort_step_fraction > 0; i++) {
+        if (gsl_rng_uniform(rng) < sh->abort_step_fraction) {
+            w->reqs[i].abort_step = draw_length(&sh->abort_steps, rng);
+        }
+    }
     if (st == ASSAY_OK) {
         int n_chars = snprintf(w->lengths, sizeof w->lengths, "prompt ");
         n_chars += describe_length(w->lengths + n_chars, sizeof w->lengths - (size_t)n_chars, &sh->prompt);
@@ -917,8 +943,16 @@ static enum assay_status generate(struct parser *ps, const struct shape *sh,
             n_chars += snprintf(w->lengths + n_chars, sizeof w->lengths - (size_t)n_chars,
                                 "; %.0f%% aborted after ", 100 * sh->abort_fraction);
             if (n_chars < (int)sizeof w->lengths) {
+                n_chars += describe_length(w->lengths + n_chars,
+                                           sizeof w->lengths - (size_t)n_chars, &sh->abort_after);
+            }
+        }
+        if (sh->abort_step_fraction > 0 && n_chars < (int)sizeof w->lengths) {
+            n_chars += snprintf(w->lengths + n_chars, sizeof w->lengths - (size_t)n_chars,
+                                "; %.0f%% aborted after steps ", 100 * sh->abort_step_fraction);
+            if (n_chars < (int)sizeof w->lengths) {
                 describe_length(w->lengths + n_chars, sizeof w->lengths - (size_t)n_chars,
-                                &sh->abort_after);
+                                &sh->abort_steps);
             }
         }
         if (strcmp(sh->process, "burst") == 0) {

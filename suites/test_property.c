@@ -440,6 +440,15 @@ static void test_trace_out(void **state)
     fake_init(&f);
     f.q.reason = ASSAY_FINISH_ABORT;
     expect_trace(w, &f, "nobody aborted");
+    fake_init(&f);
+    f.q.reason = ASSAY_FINISH_ABORT; /* aborted after all three arrived: consistent */
+    f.q.aborted = true;
+    f.q.n_at_abort = 3;
+    expect_trace(w, &f, NULL);
+    f.q.n_at_abort = 1; /* two came from steps after the abort */
+    expect_trace(w, &f, "received 2 tokens after its abort was accepted (it had 1 then)");
+    f.q.reason = ASSAY_FINISH_LENGTH; /* an abort that was not carried out */
+    expect_trace(w, &f, "after its abort");
     assay_workload_free(w);
 }
 
@@ -588,6 +597,40 @@ static struct assay_workload *small_workload(void)
                  "\"output_len\":{\"dist\":\"uniform\",\"min\":4,\"max\":12},"
                  "\"shared_prefix\":{\"len\":8},"
                  "\"abort\":{\"fraction\":0.25,\"after\":{\"dist\":\"constant\",\"value\":2}}}}");
+}
+
+/* "abort_step" is drawn after everything else: the workload without it is
+ * the same, and some requests get an abort after 1..6 steps. */
+static void test_generate_abort_step(void **state)
+{
+    (void)state;
+    static const char *const base =
+        "{\"format\":\"assay-workload\",\"version\":1,\"generate\":{\"seed\":5,\"n\":40,"
+        "\"prompt_len\":{\"dist\":\"uniform\",\"min\":3,\"max\":30},"
+        "\"output_len\":{\"dist\":\"uniform\",\"min\":4,\"max\":12},"
+        "\"abort\":{\"fraction\":0.25,\"after\":{\"dist\":\"constant\",\"value\":2}}%s}}";
+    char with[1024], without[1024];
+    snprintf(without, sizeof without, base, "");
+    snprintf(with, sizeof with, base,
+             ",\"abort_step\":{\"fraction\":0.5,\"after\":{\"dist\":\"uniform\",\"min\":1,"
+             "\"max\":6}}");
+    struct assay_workload *a = parse(without), *b = parse(with);
+    int32_t n_step = 0;
+    for (int32_t i = 0; i < a->n; i++) {
+        assert_int_equal(a->reqs[i].prompt_len, b->reqs[i].prompt_len);
+        assert_int_equal(a->reqs[i].max_tokens, b->reqs[i].max_tokens);
+        assert_int_equal(a->reqs[i].abort_after, b->reqs[i].abort_after);
+        assert_memory_equal(a->reqs[i].prompt, b->reqs[i].prompt,
+                            (size_t)a->reqs[i].prompt_len * sizeof(int32_t));
+        assert_int_equal(a->reqs[i].abort_step, -1);
+        if (b->reqs[i].abort_step >= 0) {
+            assert_in_range(b->reqs[i].abort_step, 1, 6);
+            n_step++;
+        }
+    }
+    assert_in_range(n_step, 8, 32);
+    assay_workload_free(a);
+    assay_workload_free(b);
 }
 
 static void test_checks_pass_on_the_engine(void **state)
@@ -821,6 +864,10 @@ static void test_abort_step_and_big_seeds(void **state)
     assert_true(t->reqs[1].aborted && t->reqs[1].n_events == 0 && t->reqs[1].n_finish == 1);
     assert_true(t->reqs[2].aborted && t->reqs[2].n_events > 0 && t->reqs[2].n_events < 8);
     assert_int_equal(t->reqs[3].n_events, 6);
+    /* the count at each abort is the count at the end (nothing came after) */
+    assert_int_equal(t->reqs[0].n_at_abort, 0);
+    assert_int_equal(t->reqs[2].n_at_abort, t->reqs[2].n_events);
+    assert_int_equal(t->reqs[3].n_at_abort, -1);
     char msg[512];
     assert_int_equal(assay_check_delivery(w, t, msg, sizeof msg), -1);
     assay_transcript_free(t);
@@ -928,6 +975,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_model_agrees_with_engine),
         cmocka_unit_test(test_trace_in),
         cmocka_unit_test(test_trace_out),
+        cmocka_unit_test(test_generate_abort_step),
         cmocka_unit_test(test_checks_pass_on_the_engine),
         cmocka_unit_test(test_checks_fail_on_lies),
         cmocka_unit_test(test_missing_capabilities_skip),
