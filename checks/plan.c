@@ -46,6 +46,7 @@ static const struct assay_plan_item k_plan[] = {
      .needs = ASSAY_NEED_WEIGHTS},
     {.name = "equiv.paged",
      .family = ASSAY_FAMILY_EQUIVALENCE,
+     .catches = "prompt-multiple-late-block",
      .options = "kv=paged,block=16,prefix=off,batch=1,chunk=0",
      .workload = "workloads/equiv-mixed.json",
      .about = "paged KV and its block manager alone",
@@ -192,7 +193,7 @@ static const struct assay_plan_item k_plan[] = {
      .needs = ASSAY_NEED_WEIGHTS | ASSAY_NEED_BUNDLED},
     {.name = "equiv.boundaries",
      .family = ASSAY_FAMILY_EQUIVALENCE,
-     .catches = "preempt-redeliver chunk-rope-off-by-one",
+     .catches = "preempt-redeliver chunk-rope-off-by-one prompt-multiple-late-block",
      .options = "model=mini,draft=near:0.05,kv=paged,block=4,prefix=on,chunk=8,batch=4,"
                 "spec=2;blocks=24",
      .about = "every boundary of the state machine placed on purpose (a stop at the length "
@@ -417,8 +418,8 @@ static const struct assay_plan_item k_plan[] = {
      .needs = ASSAY_NEED_BLOCKS},
     {.name = "prop.trace",
      .family = ASSAY_FAMILY_PROPERTY,
-     .catches = "max-tokens-overshoot stop-at-limit-length preempt-pad-slot pool-dry-assert "
-                "pool-dry-spin",
+     .catches = "max-tokens-overshoot stop-at-limit-length abort-misses-queued preempt-pad-slot "
+                "pool-dry-assert pool-dry-spin",
      .options = "model=mini,draft=mini-draft,kv=paged,block=4,prefix=on,chunk=8,batch=8,"
                 "spec=2;blocks=20",
      .workload = "workloads/prop-trace.json",
@@ -430,7 +431,7 @@ static const struct assay_plan_item k_plan[] = {
      * among a round's proposals, not only drawn after them. */
     {.name = "prop.trace-spec-near",
      .family = ASSAY_FAMILY_PROPERTY,
-     .catches = "spec-past-accepted-stop stop-at-limit-length",
+     .catches = "spec-past-accepted-stop stop-at-limit-length abort-misses-queued",
      .options = "model=mini,draft=near:0.05,kv=paged,block=4,prefix=on,chunk=8,batch=8,"
                 "spec=4;blocks=32",
      .workload = "workloads/prop-trace.json",
@@ -441,7 +442,8 @@ static const struct assay_plan_item k_plan[] = {
     {.name = "prop.boundaries",
      .family = ASSAY_FAMILY_PROPERTY,
      .catches = "abort-double-free abort-leaks-blocks preempt-resets-boundary spec-rollback-leak "
-                "spec-past-accepted-stop stop-at-limit-length",
+                "spec-past-accepted-stop stop-at-limit-length abort-misses-queued "
+                "abort-mid-prefill-leaks",
      .options = "model=mini,draft=near:0.05,kv=paged,block=4,prefix=on,chunk=8,batch=4,"
                 "spec=2;blocks=24",
      .about = "the boundary workload of equiv.boundaries: blocks after every step, the trace, "
@@ -484,12 +486,13 @@ static const struct assay_plan_item k_plan[] = {
      .command = ASSAY_COMMAND_VERIFY},
     {.name = "prop.soak",
      .family = ASSAY_FAMILY_PROPERTY,
-     .catches = "max-tokens-overshoot preempt-pad-slot pool-dry-assert pool-dry-spin",
+     .catches = "max-tokens-overshoot abort-misses-queued abort-mid-prefill-leaks preempt-pad-slot "
+                "pool-dry-assert pool-dry-spin",
      .options = "model=mini,draft=mini-draft,kv=paged,block=4,prefix=on,chunk=16,batch=16,"
                 "requests=4096;blocks=48",
      .workload = "workloads/prop-soak.json",
-     .about = "the long randomised run: 2000 requests, random aborts, frequent preemption; blocks "
-              "every step, trace, and tokens equal at concurrency 1",
+     .about = "the long randomised run: 2000 requests, aborts after tokens and after steps, "
+              "frequent preemption; blocks every step, trace, and tokens equal at concurrency 1",
      .run = assay_verify_run_soak,
      .command = ASSAY_COMMAND_VERIFY,
      .needs = ASSAY_NEED_BLOCKS},

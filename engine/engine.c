@@ -343,6 +343,15 @@ static bool ensure_blocks(struct assay_engine *e, int32_t s, int32_t n_pos, bool
 {
     struct seq *q = &e->seqs[s];
     int32_t need = (n_pos + e->block_size - 1) / e->block_size - q->n_blocks;
+    int32_t first_decode = e->p.spec_k > 0 ? q->n_prompt - 1 : q->n_prompt;
+    if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_PROMPT_MULTIPLE_LATE_BLOCK) && need == 1 &&
+        e->p.kv_cache && q->n_blocks > 0 && q->n_computed == first_decode &&
+        q->n_blocks * e->block_size == first_decode) {
+        /* The planted bug: the prompt filled whole blocks and the first
+         * decode's position, past the table, goes through its last block. */
+        q->blocks[q->n_blocks] = q->blocks[q->n_blocks - 1];
+        return true;
+    }
     volatile int64_t spins = 0;
     while (need > assay_block_available(e->bm)) {
         if (!may_preempt) {
@@ -1063,6 +1072,9 @@ enum assay_status assay_engine_abort(struct assay_engine *e, uint64_t request_id
     }
     struct seq *q = &e->seqs[s];
     if (q->state == SEQ_WAITING) {
+        if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_ABORT_MISSES_QUEUED)) {
+            return ASSAY_OK; /* the planted bug: only running requests are looked at */
+        }
         waiting_remove(e, s);
     } else {
         if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_ABORT_DOUBLE_FREE)) {
@@ -1074,6 +1086,12 @@ enum assay_status assay_engine_abort(struct assay_engine *e, uint64_t request_id
         }
         if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_ABORT_LEAKS_BLOCKS)) {
             q->n_blocks = 0; /* the planted bug: the table is dropped, its blocks never returned */
+        }
+        if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_ABORT_MID_PREFILL_LEAKS) &&
+            e->p.kv_cache && q->n_computed < q->n_tokens - 1) {
+            /* The planted bug: a prefill cut between chunks (more than the
+             * last token left to compute) keeps its blocks. */
+            q->n_blocks = 0;
         }
         leave_running(e, s);
     }
