@@ -353,6 +353,45 @@ check() {
         done < <(extract "$f")
     done
 
+    # Counts of the whole plan quoted in prose ("the whole plan: 45 checks",
+    # "only 4 of the 45 checks ran") are the plan's; a quoted summary
+    # "N checks: A passed, B failed, C skipped, D could not run" adds up.
+    # Paragraphs are joined, since a sentence may wrap; dated records
+    # (docs/measurements/) keep the figures of their day.
+    local n_plan
+    n_plan=$("$assay" verify --list 2>/dev/null | tail -n +2 | grep -c . || true)
+    for rel in $files; do
+        case "$rel" in docs/measurements/*) continue ;; esac
+        while IFS=$'\t' read -r line text; do
+            offence "$rel" "$line" "$text"
+        done < <(awk -v plan="$n_plan" '
+            function judge(p, at,   m, rest, a, b, c, d, n) {
+                gsub(/[ \t]+/, " ", p)
+                rest = p
+                while (match(rest, /the whole plan: [0-9]+ checks/)) {
+                    m = substr(rest, RSTART, RLENGTH); rest = substr(rest, RSTART + RLENGTH)
+                    split(m, w, " ")
+                    if (w[4] + 0 != plan) printf "%d\t\"%s\": the plan has %d checks\n", at, m, plan
+                }
+                rest = p
+                while (match(rest, /only [0-9]+ of the [0-9]+ checks ran/)) {
+                    m = substr(rest, RSTART, RLENGTH); rest = substr(rest, RSTART + RLENGTH)
+                    split(m, w, " ")
+                    if (w[5] + 0 != plan) printf "%d\t\"%s\": the plan has %d checks\n", at, m, plan
+                }
+                rest = p
+                while (match(rest, /[0-9]+ checks: [0-9]+ passed, [0-9]+ failed, [0-9]+ skipped(, [0-9]+ could not run)?/)) {
+                    m = substr(rest, RSTART, RLENGTH); rest = substr(rest, RSTART + RLENGTH)
+                    split(m, w, " ")
+                    n = w[1]; a = w[3]; b = w[5]; c = w[7]; d = (w[9] == "" ? 0 : w[9])
+                    if (a + b + c + d != n) printf "%d\t\"%s\" does not add up\n", at, m
+                }
+            }
+            /^[ \t]*$/ { if (para != "") judge(para, start); para = ""; next }
+            { if (para == "") start = NR; para = para " " $0 }
+            END { if (para != "") judge(para, start) }' "$src/$rel")
+    done
+
     if [ -f "$src/README.md" ]; then
         local n
         n=$(wc -l <"$src/README.md")
@@ -401,6 +440,9 @@ Planted: `assay verify --no-such-option` and `assay nosuchcommand --list`.
 ```
 
 Planted: [a file](no-such-file.md), [an anchor](cli.md#no-such-heading).
+
+Planted: the whole plan: 7 checks; "9 checks: 4 passed, 0 failed, 4
+skipped, 0 could not run".
 EOF
     local i
     for i in $(seq 1 150); do echo "padding $i" >>"$work/tree/README.md"; done
@@ -414,7 +456,8 @@ EOF
     local want missing=0
     for want in "has no option --no-such-option" "'nosuchcommand' is not an assay subcommand" \
         "has no option --also-no-such-option" "link no-such-file.md: no such file" \
-        "has no heading whose anchor is #no-such-heading" "README.md has"; do
+        "has no heading whose anchor is #no-such-heading" "README.md has" \
+        "\"the whole plan: 7 checks\": the plan has" "skipped, 0 could not run\" does not add up"; do
         # A here-string, not a pipe: grep -q stops at the first match, and
         # under pipefail the writer's SIGPIPE would read as "not found".
         if ! grep -qF -- "$want" <<<"$out"; then
