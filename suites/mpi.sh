@@ -109,10 +109,17 @@ killed | hung | check-killed)
     [ -n "$victim" ] || { kill "$launcher" 2>/dev/null; fail "rank 1's process never appeared"; }
     sleep 5 # inside the checks
     if [ "$mode" = check-killed ]; then
-        # The rank's child: the check it is running.
+        # The rank's child: the check it is running. A child that has
+        # already exited (a zombie its rank has not yet reaped) is passed
+        # over: killing it would do nothing, and the run would pass.
         child=""
         for _ in $(seq 1 100); do
-            child="$(pgrep -P "$victim" -x assay | head -1 || true)"
+            for c in $(pgrep -P "$victim" -x assay || true); do
+                case "$(ps -o stat= -p "$c" 2>/dev/null || echo Z)" in
+                Z* | " Z"*) ;;
+                *) child=$c && break ;;
+                esac
+            done
             [ -n "$child" ] && break
             sleep 0.05
         done
