@@ -616,6 +616,32 @@ struct shape {
     struct length_dist abort_steps; /* after how many engine steps, in any phase */
 };
 
+/* generate.KEY, when present: {"fraction": share of requests, "after":
+ * a length distribution} ("abort": tokens; "abort_step": engine steps). */
+static enum assay_status parse_abort(struct parser *ps, const cJSON *g, const char *key,
+                                     double *fraction, struct length_dist *after)
+{
+    const cJSON *ab = cJSON_GetObjectItemCaseSensitive(g, key);
+    if (ab == NULL) {
+        return ASSAY_OK;
+    }
+    char path[48], after_path[64];
+    snprintf(path, sizeof path, "generate.%s", key);
+    snprintf(after_path, sizeof after_path, "%s.after", path);
+    if (!cJSON_IsObject(ab)) {
+        return fail(ps, path, "an object", assay_json_kind_of(ab));
+    }
+    static const char *const keys[] = {"fraction", "after", NULL};
+    enum assay_status st = check_keys(ps, ab, path, keys);
+    if (st == ASSAY_OK) {
+        st = get_num(ps, ab, "fraction", path, true, 0, 0, 1, fraction);
+    }
+    if (st == ASSAY_OK) {
+        st = parse_length(ps, cJSON_GetObjectItemCaseSensitive(ab, "after"), after_path, after);
+    }
+    return st;
+}
+
 static enum assay_status parse_shape(struct parser *ps, const cJSON *g, struct shape *sh)
 {
     static const char *const keys[] = {"seed", "n", "vocab", "arrival", "prompt_len",
@@ -730,36 +756,11 @@ static enum assay_status parse_shape(struct parser *ps, const cJSON *g, struct s
         st = parse_sampling(ps, cJSON_GetObjectItemCaseSensitive(g, "sampling"),
                             "generate.sampling", &sh->sampling);
     }
-    const cJSON *ab = cJSON_GetObjectItemCaseSensitive(g, "abort");
-    if (st == ASSAY_OK && ab != NULL) {
-        if (!cJSON_IsObject(ab)) {
-            return fail(ps, "generate.abort", "an object", assay_json_kind_of(ab));
-        }
-        static const char *const abkeys[] = {"fraction", "after", NULL};
-        st = check_keys(ps, ab, "generate.abort", abkeys);
-        if (st == ASSAY_OK) {
-            st = get_num(ps, ab, "fraction", "generate.abort", true, 0, 0, 1, &sh->abort_fraction);
-        }
-        if (st == ASSAY_OK) {
-            st = parse_length(ps, cJSON_GetObjectItemCaseSensitive(ab, "after"),
-                              "generate.abort.after", &sh->abort_after);
-        }
+    if (st == ASSAY_OK) {
+        st = parse_abort(ps, g, "abort", &sh->abort_fraction, &sh->abort_after);
     }
-    const cJSON *as = cJSON_GetObjectItemCaseSensitive(g, "abort_step");
-    if (st == ASSAY_OK && as != NULL) {
-        if (!cJSON_IsObject(as)) {
-            return fail(ps, "generate.abort_step", "an object", assay_json_kind_of(as));
-        }
-        static const char *const askeys[] = {"fraction", "after", NULL};
-        st = check_keys(ps, as, "generate.abort_step", askeys);
-        if (st == ASSAY_OK) {
-            st = get_num(ps, as, "fraction", "generate.abort_step", true, 0, 0, 1,
-                         &sh->abort_step_fraction);
-        }
-        if (st == ASSAY_OK) {
-            st = parse_length(ps, cJSON_GetObjectItemCaseSensitive(as, "after"),
-                              "generate.abort_step.after", &sh->abort_steps);
-        }
+    if (st == ASSAY_OK) {
+        st = parse_abort(ps, g, "abort_step", &sh->abort_step_fraction, &sh->abort_steps);
     }
     return st;
 }
