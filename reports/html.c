@@ -294,9 +294,11 @@ static void check_row(struct assay_text *t, const cJSON *c)
     assay_text_puts(t, "</td>");
     assay_html_td_num(t, assay_json_num(c, "seconds"), 3);
     assay_text_puts(t, "<td class=\"summary\">");
-    assay_html_esc(t, assay_json_str(c, "summary", ""));
+    const char *summary = assay_json_str(c, "summary", "");
+    assay_html_esc(t, summary);
     if (strcmp(assay_json_str(c, "verdict", ""), "SKIP") == 0) {
-        assay_text_puts(t, "<br><small>skipped: ");
+        /* A check skipped before it ran has no summary: no line break first. */
+        assay_text_puts(t, summary[0] != '\0' ? "<br><small>skipped: " : "<small>skipped: ");
         assay_html_esc(t, assay_json_str(c, "failure", ""));
         assay_text_puts(t, "</small>");
     }

@@ -131,6 +131,8 @@ static cJSON *mostly_skipped_report(void)
         if (i == 5 || i == 17 || i == 30) {
             assay_check_fail(&res[i], "it broke at step %d", i);
         } else if (i == 12) {
+            /* skipped before it ran: no summary */
+            res[i].summary[0] = '\0';
             assay_check_skip(&res[i], "needs logits, which this target lacks");
         } else if (i != 0) {
             assay_check_skip(&res[i], "needs weights, which this target lacks");
@@ -207,6 +209,10 @@ static void test_mostly_skipped(void **state)
     assert_int_equal(count(html, "<tr class=\"skip-group\">"), 1);
     expect_in("page", html, "29 checks skipped: needs weights, which this target lacks");
     expect_in("Markdown", md, "| 29 checks: `check.01`, `check.02`");
+    /* The one SKIP with its own reason and no summary: no line break first. */
+    expect_in("page", html,
+              "<td class=\"summary\"><small>skipped: needs logits, which this target lacks");
+    expect_not_in("page", html, "<td class=\"summary\"><br>");
     assert_int_equal(count(md, "needs weights, which this target lacks"), 1);
     const char *verdicts = strstr(html, "<table class=\"verdicts\">");
     assert_non_null(verdicts);
