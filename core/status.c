@@ -7,6 +7,7 @@
 #include "status.h"
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -83,6 +84,64 @@ char *assay_diag_position(const char *text, size_t len, size_t off, char *buf, s
         snprintf(buf, size, "byte %zu (line %zu, column %zu)", off, line, col);
     }
     return buf;
+}
+
+static bool json_blank(char c)
+{
+    return c == ' ' || c == '\t' || c == '\r' || c == '\n';
+}
+
+/* Whether byte `at` of a JSON text lies directly inside an object (not an
+ * array, not a string): the innermost bracket open before it is '{'. */
+static bool json_in_object(const char *text, size_t at)
+{
+    char open[256];
+    size_t depth = 0;
+    bool in_string = false;
+    for (size_t i = 0; i < at; i++) {
+        char c = text[i];
+        if (in_string) {
+            if (c == '\\') {
+                i++;
+            } else if (c == '"') {
+                in_string = false;
+            }
+        } else if (c == '"') {
+            in_string = true;
+        } else if (c == '{' || c == '[') {
+            if (depth == sizeof open) {
+                return false; /* deeper than any text we read: leave it */
+            }
+            open[depth++] = c;
+        } else if ((c == '}' || c == ']') && depth > 0) {
+            depth--;
+        }
+    }
+    return !in_string && depth > 0 && open[depth - 1] == '{';
+}
+
+size_t assay_json_error_offset(const char *text, size_t len, const char *end)
+{
+    if (text == NULL || end == NULL || end < text) {
+        return 0;
+    }
+    size_t off = (size_t)(end - text);
+    if (off > len) {
+        off = len;
+    }
+    if (off == 0 || text[off - 1] == '"' || json_blank(text[off - 1])) {
+        return off;
+    }
+    /* The byte before is the culprit when a member name was expected
+     * there: the last non-blank byte before it opens the object or ends
+     * the previous member. */
+    size_t i = off - 1;
+    while (i > 0 && json_blank(text[i - 1])) {
+        i--;
+    }
+    bool name_expected = i > 0 && (text[i - 1] == '{' || text[i - 1] == ',') &&
+                         json_in_object(text, i - 1 + (text[i - 1] == '{'));
+    return name_expected ? off - 1 : off;
 }
 
 char *assay_diag_format(const struct assay_diag *diag, char *buf, size_t size)

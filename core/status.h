@@ -75,6 +75,15 @@ void assay_diag_set(struct assay_diag *diag, const char *file, const char *where
 char *assay_diag_position(const char *text, size_t len, size_t off, char *buf, size_t size);
 
 /*
+ * The byte offset at which a JSON text of len bytes stopped parsing, from
+ * the end pointer cJSON_ParseWithLengthOpts leaves on failure (NULL: 0).
+ * cJSON points one byte past the culprit when an object's member name is
+ * not a string (`{"a": 1,}`, a trailing comma: it points past the `}`);
+ * this points at the culprit, as it does for every other error.
+ */
+size_t assay_json_error_offset(const char *text, size_t len, const char *end);
+
+/*
  * Render "file: where: expected E, got G" into buf (always NUL-terminated).
  * Empty parts are left out. Returns buf.
  */

@@ -1010,7 +1010,7 @@ static enum assay_status parse_drawn(const char *json, size_t len, const char *f
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(json, len, &end, false);
     if (root == NULL) {
-        size_t off = end != NULL && end >= json ? (size_t)(end - json) : 0;
+        size_t off = assay_json_error_offset(json, len, end);
         char where[96], got[64];
         assay_diag_position(json, len, off, where, sizeof where);
         /* The text need not be NUL-terminated: show at most what is left

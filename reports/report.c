@@ -1039,10 +1039,7 @@ enum assay_status assay_report_parse(const char *text, size_t len, const char *f
     const char *end = NULL;
     cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, false);
     if (root == NULL) {
-        size_t off = end != NULL && end >= text ? (size_t)(end - text) : 0;
-        if (off > len) {
-            off = len;
-        }
+        size_t off = assay_json_error_offset(text, len, end);
         char where[96];
         assay_diag_position(text, len, off, where, sizeof where);
         assay_diag_set(diag, NULL, where, "well-formed JSON", "%s",

@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <cjson/cJSON.h>
+
 #include "core/alloc.h"
 #include "core/blas.h"
 #include "core/rng.h"
@@ -38,6 +40,39 @@ static void test_diag_format(void **state)
                         "w.json: requests[3].prompt[7]: expected a token id in 0..259, got 300");
     assay_diag_clear(&d);
     assert_string_equal(assay_diag_format(&d, buf, sizeof buf), "");
+}
+
+/* Where a JSON text stops parsing is the byte that broke it: the one a
+ * user must edit, also where cJSON points one byte past it (a member name
+ * that is not a string, after '{' or ','). */
+static void test_json_error_offset(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text;
+        char culprit; /* the first byte of this value after `after` */
+        size_t after;
+    } cases[] = {
+        {"{\"a\": 1,}", '}', 0},           {"{\"a\": 1,}\n", '}', 0},
+        {"{\"a\": 1, }]", '}', 0},          {"{1}", '1', 0},
+        {"{'a': 1}", '\'', 0},              {"{\"a\": [1, 2x]}", 'x', 0},
+        {"[1,]", ']', 0},                   {"[1,,2]", ',', 3},
+        {"{\"a\": 1, \"b\" x}", 'x', 0},    {"{\"a\": {\"b\": 1,}}", '}', 0},
+        {"{\"a,\": [{\"b\": 1}, 2x]}", 'x', 0}, {"{\"a\": 1,,}", ',', 8},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const char *text = cases[i].text;
+        size_t len = strlen(text);
+        const char *end = NULL;
+        cJSON *root = cJSON_ParseWithLengthOpts(text, len, &end, false);
+        assert_null(root);
+        size_t want = (size_t)(strchr(text + cases[i].after, cases[i].culprit) - text);
+        size_t got = assay_json_error_offset(text, len, end);
+        if (got != want) {
+            fail_msg("%s: byte %zu, not %zu", text, got, want);
+        }
+    }
+    assert_int_equal(assay_json_error_offset("{}", 2, NULL), 0);
 }
 
 static void test_failing_allocator(void **state)
@@ -135,6 +170,7 @@ int main(int argc, char **argv)
     assay_test_init(argc, argv);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_status_strings),  cmocka_unit_test(test_diag_format),
+        cmocka_unit_test(test_json_error_offset),
         cmocka_unit_test(test_failing_allocator), cmocka_unit_test(test_sha256_vectors),
         cmocka_unit_test(test_rng_moments),     cmocka_unit_test(test_seed_derive),
         cmocka_unit_test(test_sgemm_is_openblas),

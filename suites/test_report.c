@@ -936,7 +936,7 @@ static void test_cli_errors(void **state)
     fclose(f);
     snprintf(cmd, sizeof cmd, "'%s' report '%s'", g_assay, path);
     assert_int_equal(run(cmd, out, sizeof out), 2);
-    assert_non_null(strstr(out, "broken.json: byte 42 (line 2, column 16)"));
+    assert_non_null(strstr(out, "broken.json: byte 41 (line 2, column 15)"));
     assert_non_null(strstr(out, "well-formed JSON"));
     /* Valid JSON, not a report: the field. */
     f = fopen(path, "w");
