@@ -135,6 +135,14 @@ static volatile sig_atomic_t g_n_made;
 static pid_t g_maker;
 static struct sigaction g_old_actions[3];
 static const int g_signals[3] = {SIGINT, SIGTERM, SIGHUP};
+static const char *const g_signal_names[3] = {"SIGINT", "SIGTERM", "SIGHUP"};
+/* "assay CMD" and what is left, for the line the command prints when a
+ * signal stops it. */
+static char g_interrupted_cmd[64];
+static const char *g_interrupted_left;
+/* Whether stderr is a terminal: the line then starts on a new line, after
+ * the "^C" the terminal echoed beside the progress. */
+static bool g_stderr_tty;
 
 static void remove_made(void)
 {
@@ -146,35 +154,62 @@ static void remove_made(void)
     }
 }
 
+static void write_str(const char *s)
+{
+    (void)!write(STDERR_FILENO, s, strlen(s));
+}
+
 static void on_signal(int sig)
 {
-    remove_made();
+    int which = 0;
     for (int i = 0; i < 3; i++) {
         if (g_signals[i] == sig) {
-            (void)sigaction(sig, &g_old_actions[i], NULL);
+            which = i;
         }
     }
+    /* Only the command's own process says so: a check's child ends
+     * silently, its parent reports what the signal stopped. */
+    if (getpid() == g_maker) {
+        write_str(g_stderr_tty ? "\n" : "");
+        write_str(g_interrupted_cmd);
+        write_str(": interrupted by ");
+        write_str(g_signal_names[which]);
+        write_str(" before it finished: ");
+        write_str(g_interrupted_left);
+        write_str("\n");
+    }
+    remove_made();
+    (void)sigaction(sig, &g_old_actions[which], NULL);
     (void)raise(sig);
 }
 
-static void remember_made(const char *path)
+void assay_cli_catch_interrupts(const char *cmd, const char *left)
 {
-    if (g_n_made == 0 && g_maker == 0) {
-        g_maker = getpid();
-        atexit(remove_made);
-        struct sigaction sa;
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_signal;
-        sigemptyset(&sa.sa_mask);
-        for (int i = 0; i < 3; i++) {
-            /* A signal ignored when the command started (a background job
-             * of a shell, nohup) stays ignored. */
-            if (sigaction(g_signals[i], NULL, &g_old_actions[i]) == 0 &&
-                g_old_actions[i].sa_handler != SIG_IGN) {
-                (void)sigaction(g_signals[i], &sa, NULL);
-            }
+    if (g_maker != 0) {
+        return;
+    }
+    g_maker = getpid();
+    snprintf(g_interrupted_cmd, sizeof g_interrupted_cmd, "assay %s", cmd);
+    g_interrupted_left = left != NULL ? left : "no verdict and no report from this run";
+    g_stderr_tty = isatty(STDERR_FILENO) != 0;
+    atexit(remove_made);
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < 3; i++) {
+        /* A signal ignored when the command started (a background job of
+         * a shell, nohup) stays ignored. */
+        if (sigaction(g_signals[i], NULL, &g_old_actions[i]) == 0 &&
+            g_old_actions[i].sa_handler != SIG_IGN) {
+            (void)sigaction(g_signals[i], &sa, NULL);
         }
     }
+}
+
+static void remember_made(const char *cmd, const char *path)
+{
+    assay_cli_catch_interrupts(cmd, NULL); /* main did, unless another program calls this */
     if (g_n_made < OUT_DIRS_MAX) {
         snprintf(g_made[g_n_made], sizeof g_made[0], "%s", path);
         g_n_made = g_n_made + 1; /* after the name is complete */
@@ -184,7 +219,7 @@ static void remember_made(const char *path)
 static bool make_dir(const char *cmd, const char *path)
 {
     if (mkdir(path, 0755) == 0) {
-        remember_made(path);
+        remember_made(cmd, path);
         return true;
     }
     if (errno == EEXIST) {

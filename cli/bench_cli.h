@@ -62,6 +62,16 @@ bool assay_cli_load_slo(const char *cmd, const char *path, struct assay_slo *out
 bool assay_cli_prepare_out_dir(const char *cmd, const char *dir);
 
 /*
+ * For the command's process: on SIGINT, SIGTERM or SIGHUP, say on stderr
+ * "assay CMD: interrupted by SIGINT before it finished: LEFT" (LEFT what
+ * stands of the run; NULL: "no verdict and no report from this run"),
+ * remove the empty folders assay_cli_prepare_out_dir made, and die of the
+ * signal (exit status 128 + its number in a shell). The children a check
+ * runs in die silently. Once, before the command's work (cli/main.c).
+ */
+void assay_cli_catch_interrupts(const char *cmd, const char *left);
+
+/*
  * A long phase's progress. On a terminal, a line that shows the phase's
  * elapsed time every half second, from a thread of its own; with or
  * without one, assay_cli_ticker_line prints a line of its own on stderr

@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "bench_cli.h"
 #include "cli.h"
 #include "core/blas.h"
 #include "core/mutant.h"
@@ -82,24 +83,33 @@ static int dispatch(int argc, char **argv)
         return ASSAY_EXIT_OK;
     }
     if (strcmp(cmd, "verify") == 0) {
+        assay_cli_catch_interrupts(cmd, NULL);
         return assay_cmd_verify(argc - 1, argv + 1);
     }
     if (strcmp(cmd, "mutants") == 0) {
+        /* the kill matrix is written after every row (cmd_mutants.c) */
+        assay_cli_catch_interrupts(cmd, "a kill matrix written with --out keeps the rows "
+                                        "it finished");
         return assay_cmd_mutants(argc - 1, argv + 1);
     }
     if (strcmp(cmd, "run") == 0) {
+        assay_cli_catch_interrupts(cmd, NULL);
         return assay_cmd_run(argc - 1, argv + 1);
     }
     if (strcmp(cmd, "bench") == 0) {
+        assay_cli_catch_interrupts(cmd, NULL);
         return assay_cmd_bench(argc - 1, argv + 1);
     }
     if (strcmp(cmd, "report") == 0) {
+        assay_cli_catch_interrupts(cmd, NULL);
         return assay_cmd_report(argc - 1, argv + 1);
     }
     if (strcmp(cmd, "audit") == 0) {
+        assay_cli_catch_interrupts(cmd, NULL);
         return assay_cmd_audit(argc - 1, argv + 1);
     }
     if (strcmp(cmd, "compare") == 0) {
+        assay_cli_catch_interrupts(cmd, NULL);
         return assay_cmd_compare(argc - 1, argv + 1);
     }
     fprintf(stderr, "assay: unknown %s '%s' (assay --help lists the commands)\n",

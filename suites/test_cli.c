@@ -604,41 +604,91 @@ static void test_failed_run_leaves_no_folder(void **state)
     assert_true(exists(path));
 }
 
-/* Ctrl-C in the middle of the checks (SIGINT to the command's process
- * group, as a terminal sends it): the command dies of it, and the output
- * folder it made and had not written into is gone. */
-static void test_interrupted_run_leaves_no_folder(void **state)
+/* Whether text holds needle exactly n times. */
+static void expect_count(const char *text, const char *needle, int n)
 {
-    (void)state;
-    char dir[1024], out[1200];
-    fresh_dir("cli-interrupted", dir, sizeof dir);
-    snprintf(out, sizeof out, "%s/report", dir);
+    int k = 0;
+    for (const char *p = strstr(text, needle); p != NULL; p = strstr(p + 1, needle)) {
+        k++;
+    }
+    if (k != n) {
+        fail_msg("'%s' %d times, not %d, in:\n%s", needle, k, n, text);
+    }
+}
+
+/* Start `assay ARGS...` in a process group of its own, stdout to
+ * /dev/null and stderr to err_path; wait until `ready` exists (a file, or
+ * err_path holding the text ready_text), then a little more, and send
+ * SIGINT to the group, as a terminal's Ctrl-C does. Returns the wait
+ * status. */
+static int interrupt_after(char *const args[], const char *err_path, const char *ready,
+                           const char *ready_text)
+{
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
         setpgid(0, 0);
         signal(SIGINT, SIG_DFL);
         int devnull = open("/dev/null", O_WRONLY);
+        int err = open(err_path, O_WRONLY | O_CREAT | O_TRUNC, 0644);
         dup2(devnull, STDOUT_FILENO);
-        dup2(devnull, STDERR_FILENO);
-        execl(g_assay, g_assay, "run", "--no-bench", "--family", "equivalence", "--out", out,
-              (char *)NULL);
+        dup2(err, STDERR_FILENO);
+        execv(g_assay, args);
         _exit(127);
     }
     setpgid(pid, pid);
-    /* Wait for the folder, then a little more: the checks are running. */
-    for (int i = 0; i < 3000 && !exists(out); i++) {
+    bool started = false;
+    for (int i = 0; i < 3000 && !started; i++) {
         usleep(10000);
+        if (ready != NULL) {
+            started = exists(ready);
+        } else {
+            char *text = slurp(err_path);
+            started = strstr(text, ready_text) != NULL;
+            free(text);
+        }
     }
-    assert_true(exists(out));
+    assert_true(started);
     usleep(500000);
     assert_int_equal(kill(-pid, SIGINT), 0);
     int st = 0;
     assert_int_equal(waitpid(pid, &st, 0), pid);
-    printf("the run ended %s %d\n", WIFSIGNALED(st) ? "by signal" : "with status",
+    printf("%s ended %s %d\n", args[1], WIFSIGNALED(st) ? "by signal" : "with status",
            WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+    return st;
+}
+
+/* Ctrl-C in the middle of the checks (SIGINT to the command's process
+ * group, as a terminal sends it): the command says, once, that it was
+ * interrupted and that nothing of the run stands, dies of the signal, and
+ * the output folder it made and had not written into is gone; a command
+ * without an output folder says so too. */
+static void test_interrupted_run_leaves_no_folder(void **state)
+{
+    (void)state;
+    char dir[1024], out[1200], err[1200];
+    fresh_dir("cli-interrupted", dir, sizeof dir);
+    snprintf(out, sizeof out, "%s/report", dir);
+    snprintf(err, sizeof err, "%s/stderr.txt", dir);
+    char *run_args[] = {(char *)g_assay, "run",   "--no-bench", "--family",
+                        "equivalence",   "--out", out,          NULL};
+    int st = interrupt_after(run_args, err, out, NULL);
     assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGINT);
     assert_false(exists(out));
+    static const char said[] =
+        "interrupted by SIGINT before it finished: no verdict and no report from this run\n";
+    char *text = slurp(err);
+    expect_count(text, "assay run: interrupted by SIGINT", 1);
+    assert_non_null(strstr(text, said));
+    free(text);
+
+    char *verify_args[] = {(char *)g_assay, "verify", "--family", "equivalence", NULL};
+    st = interrupt_after(verify_args, err, NULL, "[2/");
+    assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGINT);
+    text = slurp(err);
+    expect_count(text, "assay verify: interrupted by SIGINT", 1);
+    assert_non_null(strstr(text, said));
+    free(text);
 }
 
 /* Every folder a command writes by default (the "(default assay-...)" of
