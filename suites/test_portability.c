@@ -44,7 +44,8 @@
  *    exact ties rest on it); the OpenBLAS path's count of differing twins
  *    is printed, not claimed (its kernels may treat a column by its place).
  * The parent prints one row per family and fails if any claim fails
- * anywhere (or, with --mutant, passes only if one does).
+ * anywhere (or, with --mutant, passes only if one does: it runs the
+ * instruction sets first and stops at the first family that catches it).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -522,10 +523,23 @@ static void test_every_family(void **state)
             snprintf(r->status, sizeof r->status, "ran");
         }
     }
-    /* the families that run, one child each */
-    for (size_t i = 0; i < n; i++) {
+    /* the families that run, one child each; with a planted bug, the
+     * instruction sets first (the engine's own loops, where such bugs
+     * live) and no family after the first that catches it: one catch is
+     * the claim, and every family's child takes seconds to minutes. */
+    bool caught = false;
+    for (size_t k = 0; k < n; k++) {
+        size_t i = k;
+        if (g_mutant[0]) {
+            i = k < 3 ? n - 3 + k : k - 3; /* the three isa rows are last */
+        }
         struct family_run *r = &runs[i];
         if (strcmp(r->status, "ran") != 0) {
+            continue;
+        }
+        if (caught) {
+            snprintf(r->status, sizeof r->status, "not run");
+            snprintf(r->note, sizeof r->note, "the planted bug was caught already");
             continue;
         }
         char *args[8];
@@ -547,6 +561,7 @@ static void test_every_family(void **state)
         }
         printf("  %-4s %-15s %-7s %6.1f s\n", r->kind, r->name, r->status, r->seconds);
         fflush(stdout);
+        caught = g_mutant[0] && r->exit_code != 0;
     }
 
     /* the table */
