@@ -82,6 +82,9 @@ static int32_t draw_len(struct draw *d, int32_t block, int32_t max_len)
     return len < 1 ? 1 : (len > max_len ? max_len : len);
 }
 
+/* Long because its draws read in one sequence: their order is the case's
+ * identity (a seed and an index give the same case in every version, so a
+ * reproducer stays one), and a new draw goes after all the others. */
 enum assay_status assay_fuzz_case_draw(uint64_t seed, int32_t index, int32_t vocab, int32_t n_ctx,
                                        struct assay_fuzz_case *c)
 {

@@ -109,6 +109,9 @@ struct audit_opts {
     struct assay_require require;
 };
 
+/* The options into o; ASSAY_EXIT_OK, or the exit status of a usage error
+ * (its message printed). Long because it is the option table and one case
+ * per option, in --help's order. */
 static int parse(int argc, char **argv, struct audit_opts *o)
 {
     static const struct option opts[] = {

@@ -766,7 +766,10 @@ static enum assay_status parse_shape(struct parser *ps, const cJSON *g, struct s
 }
 
 /* Requests from a shape. Request i has id i + 1; prompts are a shared
- * prefix or a group prefix (when stated) followed by random tokens. */
+ * prefix or a group prefix (when stated) followed by random tokens. Long
+ * because its draws read in one sequence: their order is the workload's
+ * identity (a shape and its seed give the same requests in every
+ * version), and a new draw goes after all the others. */
 static enum assay_status generate(struct parser *ps, const struct shape *sh,
                                   struct assay_workload **out)
 {

@@ -286,7 +286,9 @@ static enum assay_status read_rope_scaling(const struct assay_gguf *g, const cha
     return ASSAY_OK;
 }
 
-/* Read the configuration from the metadata. */
+/* Read the configuration from the metadata. Long because it reads the
+ * architecture's keys one after the other, each with its check and its
+ * message, in the order the GGUF specification lists them. */
 static enum assay_status read_config(const struct assay_gguf *g, const char *path,
                                      struct assay_model_config *cfg, struct assay_diag *diag)
 {

@@ -812,6 +812,9 @@ static enum assay_status validate_evidence(const cJSON *c, int i, struct assay_d
     return ASSAY_OK;
 }
 
+/* Long because it is the schema: the tables of each object's fields, then
+ * the rules between fields, one after the other, in the order
+ * docs/report-schema.md states them. */
 enum assay_status assay_report_validate(const cJSON *r, struct assay_diag *diag)
 {
     static const struct assay_json_field top[] = {
