@@ -211,6 +211,51 @@ static void record(struct run *r, const struct assay_adapter *a, const struct as
     }
 }
 
+/* Submit the requests from next on whose arrival step has come; returns
+ * the index of the first one not submitted. */
+static int32_t submit_arrivals(const struct assay_adapter *a, const struct assay_workload *w,
+                               struct assay_transcript *t, int64_t step, int32_t next)
+{
+    while (next < w->n && w->reqs[next].arrival_step <= step) {
+        const struct assay_workload_request *wr = &w->reqs[next];
+        struct assay_request req = {wr->id,         wr->prompt,     wr->prompt_len,
+                                    wr->max_tokens, wr->stop_token, wr->sampling};
+        struct assay_transcript_req *q = &t->reqs[next];
+        q->t_submit_ns = assay_now_ns();
+        crumb_engine(1);
+        q->submit_status = a->vt->add_request(a->self, &req);
+        crumb_engine(0);
+        q->submitted = true;
+        q->submit_step = step;
+        next++;
+        if (g_crumb != NULL) {
+            g_crumb->submitted = next;
+        }
+    }
+    return next;
+}
+
+/* Abort each of the first n_submitted requests whose abort_step has come,
+ * in whatever phase it is now (queued, prefilling, mid-chunk, decoding,
+ * preempted), and note how many events it had then. */
+static void abort_due(const struct assay_adapter *a, const struct assay_workload *w,
+                      struct assay_transcript *t, int64_t step, int32_t n_submitted)
+{
+    for (int32_t i = 0; i < n_submitted; i++) {
+        struct assay_transcript_req *q = &t->reqs[i];
+        int32_t after = w->reqs[i].abort_step;
+        if (after >= 0 && step - q->submit_step >= after && !q->aborted && q->n_finish == 0 &&
+            q->submit_status == ASSAY_OK) {
+            crumb_engine(1);
+            q->aborted = a->vt->abort(a->self, q->id) == ASSAY_OK;
+            crumb_engine(0);
+            if (q->aborted) {
+                q->n_at_abort = q->n_events;
+            }
+        }
+    }
+}
+
 enum assay_status assay_harness_run(const struct assay_adapter *a, const struct assay_workload *w,
                                     const struct assay_harness_opts *opts,
                                     struct assay_transcript **out)
@@ -273,22 +318,7 @@ enum assay_status assay_harness_run(const struct assay_adapter *a, const struct 
         g_crumb->finished = 0;
     }
     for (;;) {
-        while (next < w->n && w->reqs[next].arrival_step <= step) {
-            const struct assay_workload_request *wr = &w->reqs[next];
-            struct assay_request req = {wr->id,         wr->prompt,     wr->prompt_len,
-                                        wr->max_tokens, wr->stop_token, wr->sampling};
-            struct assay_transcript_req *q = &t->reqs[next];
-            q->t_submit_ns = assay_now_ns();
-            crumb_engine(1);
-            q->submit_status = a->vt->add_request(a->self, &req);
-            crumb_engine(0);
-            q->submitted = true;
-            q->submit_step = step;
-            next++;
-            if (g_crumb != NULL) {
-                g_crumb->submitted = next;
-            }
-        }
+        next = submit_arrivals(a, w, t, step, next);
         if (!a->vt->has_work(a->self)) {
             if (next >= w->n) {
                 break;
@@ -296,20 +326,8 @@ enum assay_status assay_harness_run(const struct assay_adapter *a, const struct 
             step = w->reqs[next].arrival_step;
             continue;
         }
-        for (int32_t i = 0; by_step && i < next; i++) {
-            /* abort_step: in whatever phase the request is now (queued,
-             * prefilling, mid-chunk, decoding, preempted) */
-            struct assay_transcript_req *q = &t->reqs[i];
-            int32_t after = w->reqs[i].abort_step;
-            if (after >= 0 && step - q->submit_step >= after && !q->aborted &&
-                q->n_finish == 0 && q->submit_status == ASSAY_OK) {
-                crumb_engine(1);
-                q->aborted = a->vt->abort(a->self, q->id) == ASSAY_OK;
-                crumb_engine(0);
-                if (q->aborted) {
-                    q->n_at_abort = q->n_events;
-                }
-            }
+        if (by_step) {
+            abort_due(a, w, t, step, next);
         }
         const struct assay_event *ev;
         size_t n_ev = 0;

@@ -313,6 +313,85 @@ static enum assay_status memo_for(struct assay_verify_ctx *ctx, const struct ass
     return t->model != NULL ? assay_verify_memo(ctx, t->model, memo) : ASSAY_OK;
 }
 
+/* Compare the candidate's transcript ta with the baseline's tb, request by
+ * request, into res: the tokens equal up to the first difference, a
+ * difference the oracle's logits (memo, of vocabulary vocab; NULL: none)
+ * call a tie within tie_tol cuts its request there (*n_cut), any other
+ * fails the check (*n_bad requests, the first one described). */
+static enum assay_status compare_greedy(const struct assay_workload *g,
+                                        const struct assay_transcript *tb,
+                                        const struct assay_transcript *ta,
+                                        struct assay_oracle_memo *memo, int32_t vocab,
+                                        double tie_tol, struct assay_check_result *res,
+                                        int32_t *n_bad, int32_t *n_cut)
+{
+    enum assay_status st = ASSAY_OK;
+    for (int32_t i = 0; i < g->n && st == ASSAY_OK; i++) {
+        const struct assay_workload_request *wr = &g->reqs[i];
+        const struct assay_transcript_req *qb = &tb->reqs[i], *qa = &ta->reqs[i];
+        int32_t nb = qb->n_events < qb->cap ? qb->n_events : qb->cap;
+        int32_t na = qa->n_events < qa->cap ? qa->n_events : qa->cap;
+        int32_t n = na < nb ? na : nb;
+        int32_t j = 0;
+        while (j < n && qa->tokens[j] == qb->tokens[j]) {
+            j++;
+        }
+        res->n_tokens += j;
+        if (j == n && na == nb) {
+            continue;
+        }
+        if (j == n) {
+            /* one stopped (on its stop token) where the other went on */
+            if ((*n_bad)++ == 0) {
+                assay_check_fail(
+                    res,
+                    "request %llu: the baseline delivered %d tokens, the candidate %d, the "
+                    "first %d equal",
+                    (unsigned long long)wr->id, (int)nb, (int)na, (int)n);
+            }
+            continue;
+        }
+        int32_t tok_a = qa->tokens[j], tok_b = qb->tokens[j];
+        if (memo != NULL) {
+            const double *rows = NULL;
+            if (tok_a >= 0 && tok_a < vocab && tok_b >= 0 && tok_b < vocab) {
+                st = assay_oracle_memo_rows(memo, wr->prompt, wr->prompt_len, qa->tokens, j + 1,
+                                            &rows);
+                if (st != ASSAY_OK) {
+                    break;
+                }
+                const double *row = rows + (int64_t)j * vocab;
+                double gap;
+                if (assay_tie(row, vocab, tok_a, tok_b, tie_tol, &gap)) {
+                    res->n_ties++;
+                    res->max_tie_gap = gap > res->max_tie_gap ? gap : res->max_tie_gap;
+                    (*n_cut)++;
+                    continue;
+                }
+                if ((*n_bad)++ == 0) {
+                    assay_check_fail(
+                        res,
+                        "request %llu, output position %d: baseline token %d, candidate "
+                        "token %d; the farther is %.6f below the oracle's best logit > tie "
+                        "tolerance %g",
+                        (unsigned long long)wr->id, (int)j, (int)tok_b, (int)tok_a, gap,
+                        tie_tol);
+                }
+                continue;
+            }
+        }
+        if ((*n_bad)++ == 0) {
+            assay_check_fail(
+                res, "request %llu, output position %d: baseline token %d, candidate token %d%s",
+                (unsigned long long)wr->id, (int)j, (int)tok_b, (int)tok_a,
+                memo == NULL ? " (no weights to judge a floating-point tie: give --model "
+                               "FILE.gguf to allow one)"
+                             : " (a token outside the oracle's vocabulary)");
+        }
+    }
+    return st;
+}
+
 enum assay_status assay_pairwise_run_greedy(struct assay_verify_ctx *ctx,
                                             const struct assay_plan_item *item,
                                             const struct assay_target *t,
@@ -375,70 +454,8 @@ enum assay_status assay_pairwise_run_greedy(struct assay_verify_ctx *ctx,
         goto done;
     }
     int32_t n_bad = 0, n_cut = 0;
-    for (int32_t i = 0; i < g->n && st == ASSAY_OK; i++) {
-        const struct assay_workload_request *wr = &g->reqs[i];
-        const struct assay_transcript_req *qb = &tb->reqs[i], *qa = &ta->reqs[i];
-        int32_t nb = qb->n_events < qb->cap ? qb->n_events : qb->cap;
-        int32_t na = qa->n_events < qa->cap ? qa->n_events : qa->cap;
-        int32_t n = na < nb ? na : nb;
-        int32_t j = 0;
-        while (j < n && qa->tokens[j] == qb->tokens[j]) {
-            j++;
-        }
-        res->n_tokens += j;
-        if (j == n && na == nb) {
-            continue;
-        }
-        if (j == n) {
-            /* one stopped (on its stop token) where the other went on */
-            if (n_bad++ == 0) {
-                assay_check_fail(
-                    res,
-                    "request %llu: the baseline delivered %d tokens, the candidate %d, the "
-                    "first %d equal",
-                    (unsigned long long)wr->id, (int)nb, (int)na, (int)n);
-            }
-            continue;
-        }
-        int32_t tok_a = qa->tokens[j], tok_b = qb->tokens[j];
-        if (memo != NULL) {
-            const double *rows = NULL;
-            int32_t vocab = t->model->cfg.vocab; /* the memo's */
-            if (tok_a >= 0 && tok_a < vocab && tok_b >= 0 && tok_b < vocab) {
-                st = assay_oracle_memo_rows(memo, wr->prompt, wr->prompt_len, qa->tokens, j + 1,
-                                            &rows);
-                if (st != ASSAY_OK) {
-                    break;
-                }
-                const double *row = rows + (int64_t)j * vocab;
-                double gap;
-                if (assay_tie(row, vocab, tok_a, tok_b, c->tie_tol, &gap)) {
-                    res->n_ties++;
-                    res->max_tie_gap = gap > res->max_tie_gap ? gap : res->max_tie_gap;
-                    n_cut++;
-                    continue;
-                }
-                if (n_bad++ == 0) {
-                    assay_check_fail(
-                        res,
-                        "request %llu, output position %d: baseline token %d, candidate "
-                        "token %d; the farther is %.6f below the oracle's best logit > tie "
-                        "tolerance %g",
-                        (unsigned long long)wr->id, (int)j, (int)tok_b, (int)tok_a, gap,
-                        c->tie_tol);
-                }
-                continue;
-            }
-        }
-        if (n_bad++ == 0) {
-            assay_check_fail(
-                res, "request %llu, output position %d: baseline token %d, candidate token %d%s",
-                (unsigned long long)wr->id, (int)j, (int)tok_b, (int)tok_a,
-                memo == NULL ? " (no weights to judge a floating-point tie: give --model "
-                               "FILE.gguf to allow one)"
-                             : " (a token outside the oracle's vocabulary)");
-        }
-    }
+    st = compare_greedy(g, tb, ta, memo, memo != NULL ? t->model->cfg.vocab : 0, c->tie_tol, res,
+                        &n_bad, &n_cut);
     if (st != ASSAY_OK) {
         set_error(res, st, "the oracle could not run");
         goto done;

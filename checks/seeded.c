@@ -739,6 +739,66 @@ enum assay_status assay_check_seed_unseeded(const struct assay_adapter *a,
 #define PAIR_BINS 4
 #define PAIR_CHUNK 64
 
+/* The independence test of the pairs' first tokens: o[i][j] pairs of n
+ * whose first request's token fell in bin i and second's in bin j (bins of
+ * mass bin_mass by the oracle), chi-squared at alpha, into res; *x2, *rows
+ * and *cols (the bins that occur) for the summary. */
+static enum assay_status pair_independence(const int64_t o[PAIR_BINS][PAIR_BINS],
+                                           const double *bin_mass, int64_t n,
+                                           int64_t same_token, double alpha, double power,
+                                           struct assay_check_result *res, double *x2,
+                                           int32_t *rows, int32_t *cols)
+{
+    enum assay_status st = ASSAY_OK;
+    int64_t rs[PAIR_BINS] = {0}, cs[PAIR_BINS] = {0};
+    for (int32_t i = 0; i < PAIR_BINS; i++) {
+        for (int32_t j = 0; j < PAIR_BINS; j++) {
+            rs[i] += o[i][j];
+            cs[j] += o[i][j];
+        }
+    }
+    for (int32_t i = 0; i < PAIR_BINS; i++) {
+        *rows += rs[i] > 0;
+        *cols += cs[i] > 0;
+        for (int32_t j = 0; j < PAIR_BINS; j++) {
+            double e = (double)rs[i] * (double)cs[j] / (double)n;
+            *x2 += e > 0.0 ? ((double)o[i][j] - e) * ((double)o[i][j] - e) / e : 0.0;
+        }
+    }
+    int32_t df = (*rows - 1) * (*cols - 1);
+    if (df < 1) {
+        /* One row or column: every first token of one side in one bin,
+         * which the oracle gives at most that bin's mass per token. */
+        double worst = 0.0;
+        for (int32_t i = 0; i < PAIR_BINS; i++) {
+            worst = bin_mass[i] > worst ? bin_mass[i] : worst;
+        }
+        assay_check_fail(res,
+                         "the first tokens of %lld requests with distinct seeds all fell in "
+                         "one bin of the oracle's distribution (mass at most %.3f; a correct "
+                         "engine does this with probability at most %.3f^%lld): the seed "
+                         "does not reach the sampler",
+                         (long long)n, worst, worst, (long long)n);
+    } else {
+        res->df = df;
+        res->statistic = *x2;
+        res->p_value = gsl_cdf_chisq_Q(*x2, (double)df);
+        res->alpha = alpha;
+        res->power = power;
+        res->n = n;
+        st = assay_min_detectable_tv(alpha, df, power, (double)n, &res->min_tv);
+        if (st == ASSAY_OK && res->p_value <= alpha) {
+            assay_check_fail(res,
+                             "the first tokens of requests with distinct seeds are not "
+                             "independent: chi-squared %.1f on %d df, p %.3g <= alpha %.0e; "
+                             "%lld of %lld pairs drew the same token",
+                             *x2, (int)df, res->p_value, alpha, (long long)same_token,
+                             (long long)n);
+        }
+    }
+    return st;
+}
+
 enum assay_status assay_check_seed_pairs(const struct assay_adapter *a,
                                          const struct assay_model *model, uint64_t seed,
                                          const struct assay_seeded_opts *opts, int64_t n_pairs,
@@ -836,52 +896,8 @@ enum assay_status assay_check_seed_pairs(const struct assay_adapter *a,
     double x2 = 0.0;
     int32_t rows = 0, cols = 0;
     if (st == ASSAY_OK && res->verdict == ASSAY_VERDICT_PASS) {
-        int64_t rs[PAIR_BINS] = {0}, cs[PAIR_BINS] = {0};
-        for (int32_t i = 0; i < PAIR_BINS; i++) {
-            for (int32_t j = 0; j < PAIR_BINS; j++) {
-                rs[i] += o[i][j];
-                cs[j] += o[i][j];
-            }
-        }
-        for (int32_t i = 0; i < PAIR_BINS; i++) {
-            rows += rs[i] > 0;
-            cols += cs[i] > 0;
-            for (int32_t j = 0; j < PAIR_BINS; j++) {
-                double e = (double)rs[i] * (double)cs[j] / (double)n;
-                x2 += e > 0.0 ? ((double)o[i][j] - e) * ((double)o[i][j] - e) / e : 0.0;
-            }
-        }
-        int32_t df = (rows - 1) * (cols - 1);
-        if (df < 1) {
-            /* One row or column: every first token of one side in one bin,
-             * which the oracle gives at most that bin's mass per token. */
-            double worst = 0.0;
-            for (int32_t i = 0; i < PAIR_BINS; i++) {
-                worst = bin_mass[i] > worst ? bin_mass[i] : worst;
-            }
-            assay_check_fail(res,
-                             "the first tokens of %lld requests with distinct seeds all fell in "
-                             "one bin of the oracle's distribution (mass at most %.3f; a correct "
-                             "engine does this with probability at most %.3f^%lld): the seed "
-                             "does not reach the sampler",
-                             (long long)n, worst, worst, (long long)n);
-        } else {
-            res->df = df;
-            res->statistic = x2;
-            res->p_value = gsl_cdf_chisq_Q(x2, (double)df);
-            res->alpha = alpha;
-            res->power = power;
-            res->n = n;
-            st = assay_min_detectable_tv(alpha, df, power, (double)n, &res->min_tv);
-            if (st == ASSAY_OK && res->p_value <= alpha) {
-                assay_check_fail(res,
-                                 "the first tokens of requests with distinct seeds are not "
-                                 "independent: chi-squared %.1f on %d df, p %.3g <= alpha %.0e; "
-                                 "%lld of %lld pairs drew the same token",
-                                 x2, (int)df, res->p_value, alpha, (long long)same_token,
-                                 (long long)n);
-            }
-        }
+        st = pair_independence((const int64_t(*)[PAIR_BINS])o, bin_mass, n, same_token, alpha,
+                               power, res, &x2, &rows, &cols);
     }
     if (st != ASSAY_OK) {
         assay_check_error(res, "could not run: %s", assay_status_str(st));
