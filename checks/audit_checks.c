@@ -434,31 +434,45 @@ static void summarise_numerics(struct assay_divergence *num, struct assay_check_
     res->top1_agreement = sv->top1_agreement;
 }
 
-static enum assay_status check_logprobs(struct assay_audit *a, const struct assay_plan_item *item,
-                                        struct assay_check_result *res)
+/* What check_logprobs carries from one phase to the next: the workload and
+ * the server's transcript, the records of its top logprobs, the scratch
+ * rows, the series of differences for the figures, and the counts and
+ * extremes the summary reports. */
+struct lp_check {
+    struct assay_audit *a;
+    struct assay_check_result *res;
+    struct assay_workload *w;
+    struct assay_transcript *t;
+    struct lp_store s;
+    struct assay_divergence *num, *ref_num[2];
+    double *lsm;    /* the oracle's log-softmax at the position, (vocab) */
+    double *sorted; /* scratch, (vocab) */
+    int32_t n_ref_skipped;
+    double max_diff;
+    double max_srv_ref[2]; /* |server - reference| where each variant ran */
+    int64_t n_compared;
+    int32_t n_eos, n_eos_other, n_short;
+    int32_t worst_req, worst_pos;
+    int64_t n_positions, n_top1, n_diverged;
+};
+
+/* End-of-generation probes: where the oracle's argmax right after a prefix
+ * of a prompt is EOS, cut that prompt there (at most 3), so the server's
+ * choice at EOS is seen, not hoped for. *n_probes is the number cut.
+ * ASSAY_OK, or the oracle's status. */
+static enum assay_status cut_prompts_at_eos(struct assay_audit *a, struct assay_workload *w,
+                                            int32_t *n_probes)
 {
     const int32_t v = a->model->cfg.vocab;
-    const int32_t n_probs = a->p.n_probs;
-    struct assay_workload *w = NULL;
-    enum assay_status st = check_workload(a, item, res, &w);
-    if (st != ASSAY_OK) {
-        return st;
-    }
-    /* End-of-generation probes: where the oracle's argmax right after a
-     * prefix of a prompt is EOS, cut that prompt there (at most 3), so the
-     * server's choice at EOS is seen, not hoped for. */
-    int32_t n_probes = 0;
-    for (int32_t i = 0; i < w->n && n_probes < 3 && a->p.eos_token >= 0; i++) {
+    for (int32_t i = 0; i < w->n && *n_probes < 3 && a->p.eos_token >= 0; i++) {
         struct assay_workload_request *wr = &w->reqs[i];
         if (wr->prompt_len < 2) {
             continue;
         }
         const double *rows = NULL;
-        st = assay_oracle_memo_rows(a->memo, wr->prompt, 1, wr->prompt + 1, wr->prompt_len - 1,
-                                    &rows);
+        enum assay_status st = assay_oracle_memo_rows(a->memo, wr->prompt, 1, wr->prompt + 1,
+                                                      wr->prompt_len - 1, &rows);
         if (st != ASSAY_OK) {
-            assay_workload_free(w);
-            assay_check_error(res, "the oracle failed: %s", assay_status_str(st));
             return st;
         }
         for (int32_t j = 0; j + 1 < wr->prompt_len; j++) {
@@ -469,236 +483,298 @@ static enum assay_status check_logprobs(struct assay_audit *a, const struct assa
             }
             if (best == a->p.eos_token) {
                 wr->prompt_len = j + 1; /* the next token's argmax is EOS */
-                n_probes++;
+                (*n_probes)++;
                 break;
             }
         }
     }
-    snprintf(res->workload, sizeof res->workload,
-             "generated: %d greedy requests, prompts 1-96 (%d cut where the oracle's next "
-             "argmax is EOS), outputs 8-32, all at once, no stop token; %d top logprobs per "
-             "token",
-             (int)w->n, (int)n_probes, (int)n_probs);
-    struct lp_store s;
-    memset(&s, 0, sizeof s);
-    struct assay_divergence *num = NULL, *ref_num[2] = {NULL, NULL};
-    int32_t n_ref_skipped = 0;
-    struct assay_divergence_top ref_top[ASSAY_OPENAI_MAX_TOP];
-    struct assay_transcript *t = NULL;
-    double *lsm = assay_malloc(sizeof(double) * (size_t)v);
-    double *sorted = assay_malloc(sizeof(double) * (size_t)v);
-    if (lsm == NULL || sorted == NULL || assay_divergence_init(&num) != ASSAY_OK ||
-        assay_divergence_init(&ref_num[0]) != ASSAY_OK ||
-        assay_divergence_init(&ref_num[1]) != ASSAY_OK) {
-        st = ASSAY_ERR_NOMEM;
-        goto out;
+    return ASSAY_OK;
+}
+
+/* The greedy requests through the server, its top logprobs kept in c->s.
+ * ASSAY_OK, the harness's status, or ASSAY_ERR_NOMEM where a record could
+ * not be kept. */
+static enum assay_status run_greedy(struct lp_check *c)
+{
+    assay_openai_set_logprobs_sink(&c->a->srv_lp, on_logprobs, &c->s);
+    enum assay_status st = run(&c->a->srv_lp, c->w, &c->t);
+    assay_openai_set_logprobs_sink(&c->a->srv_lp, NULL, NULL);
+    if (st != ASSAY_OK || c->s.oom) {
+        return st != ASSAY_OK ? st : ASSAY_ERR_NOMEM;
     }
-    assay_openai_set_logprobs_sink(&a->srv_lp, on_logprobs, &s);
-    st = run(&a->srv_lp, w, &t);
-    assay_openai_set_logprobs_sink(&a->srv_lp, NULL, NULL);
-    if (st != ASSAY_OK || s.oom) {
-        st = st != ASSAY_OK ? st : ASSAY_ERR_NOMEM;
-        goto out;
-    }
+    return ASSAY_OK;
+}
+
+/* Whether the run completed and delivered every request as asked; where
+ * not, the check fails with the reason. */
+static bool greedy_delivered(struct lp_check *c)
+{
     char msg[600];
-    if (t->status != ASSAY_OK) {
-        assay_check_fail(res, "the run did not complete: %s", t->error);
-        goto out;
+    if (c->t->status != ASSAY_OK) {
+        assay_check_fail(c->res, "the run did not complete: %s", c->t->error);
+        return false;
     }
-    if (assay_check_delivery(w, t, msg, sizeof msg) >= 0) {
-        assay_check_fail(res, "%s", msg);
-        goto out;
+    if (assay_check_delivery(c->w, c->t, msg, sizeof msg) >= 0) {
+        assay_check_fail(c->res, "%s", msg);
+        return false;
     }
-    res->tie_tol = tie_budget(a);
-    res->n_requests = w->n;
-    if (assay_audit_budget_in_force(a)->measured) {
-        st = reference_at_positions(a, w, t, &s, &n_ref_skipped);
-        if (st != ASSAY_OK) {
-            goto out;
+    return true;
+}
+
+/* The oracle's log-softmax of one row of v logits into lsm, computed from
+ * its largest logit; returns the row's argmax (the first of equal ones). */
+static int32_t oracle_log_softmax(const double *row, int32_t v, double *lsm)
+{
+    int32_t best = 0;
+    for (int32_t k = 1; k < v; k++) {
+        if (row[k] > row[best]) {
+            best = k;
         }
     }
-    double max_diff = 0.0;
-    double max_srv_ref[2] = {0.0, 0.0}; /* |server - reference| where each variant ran */
-    int64_t n_compared = 0;
-    int32_t n_eos = 0, n_eos_other = 0, n_short = 0;
-    int32_t worst_req = -1, worst_pos = -1;
-    /* Every position of every request is measured, after a failure too:
-     * the statistics of the differences are the measurement a format's
-     * budget is set from, and the first failure's reason stands. */
-    int64_t n_positions = 0, n_top1 = 0, n_diverged = 0;
-    for (int32_t i = 0; i < w->n; i++) {
-        const struct assay_workload_request *wr = &w->reqs[i];
-        const struct assay_transcript_req *q = &t->reqs[i];
-        const double *rows = NULL;
-        st = assay_oracle_memo_rows(a->memo, wr->prompt, wr->prompt_len, q->tokens, q->n_events,
-                                    &rows);
+    const double mx = row[best];
+    double sum = 0.0;
+    for (int32_t k = 0; k < v; k++) {
+        sum += exp(row[k] - mx);
+    }
+    double lse = mx + log(sum);
+    for (int32_t k = 0; k < v; k++) {
+        lsm[k] = row[k] - lse;
+    }
+    return best;
+}
+
+/* The server's greedy token (mine) at one position against the oracle's
+ * argmax (best), counted in the top-1 figures. Where the argmax is EOS and
+ * the server took another token, it bans EOS and is held to the oracle's
+ * best other token. A different token must tie with the expected one within
+ * the tie budget (assay_tie), or the check fails. Returns the token
+ * expected. */
+static int32_t compare_argmax(struct lp_check *c, const struct assay_workload_request *wr,
+                              int32_t pos, const double *row, int32_t mine, int32_t best)
+{
+    struct assay_audit *a = c->a;
+    struct assay_check_result *res = c->res;
+    const int32_t v = a->model->cfg.vocab;
+    res->n_tokens++;
+    c->n_eos += best == a->p.eos_token && a->p.eos_token >= 0;
+    bool eos_banned = mine != best && best == a->p.eos_token && a->p.eos_token >= 0;
+    if (eos_banned) {
+        /* ignore_eos: the server bans EOS; it must take the best
+         * other token. */
+        int32_t other = best == 0 ? 1 : 0;
+        for (int32_t k = 0; k < v; k++) {
+            if (k != best && row[k] > row[other]) {
+                other = k;
+            }
+        }
+        c->n_eos_other++;
+        best = other;
+    }
+    c->n_positions++;
+    c->n_top1 += mine == best;
+    if (mine != best) {
+        /* The reference row: the oracle's, without EOS where the
+         * server bans it (sorted is free scratch until the caller's
+         * comparison of the top logprobs). */
+        const double *ref = row;
+        if (eos_banned) {
+            memcpy(c->sorted, row, sizeof(double) * (size_t)v);
+            c->sorted[a->p.eos_token] = -INFINITY;
+            ref = c->sorted;
+        }
+        double gap;
+        if (assay_tie(ref, v, mine, best, tie_budget(a), &gap)) {
+            res->n_ties++;
+            if (!isfinite(res->max_tie_gap) || gap > res->max_tie_gap) {
+                res->max_tie_gap = gap;
+            }
+        } else {
+            c->n_diverged++;
+            assay_check_fail(res,
+                             "request %llu, output position %d: server token %d (oracle logit "
+                             "%.6f), oracle token %d (%.6f): gap %.6f > tie tolerance %g",
+                             (unsigned long long)wr->id, (int)pos, (int)mine, row[mine],
+                             (int)best, row[best], gap, tie_budget(a));
+        }
+    }
+    return best;
+}
+
+/* The server's top logprobs at one position (lr) against the oracle's
+ * log-softmax (c->lsm): each within the logprob budget, and none below the
+ * oracle's n_probs-th by more than the tie budget, or the check fails. A
+ * token outside the vocabulary fails the check and ends the list. The values
+ * compared go to top; returns their count. */
+static int32_t compare_top_logprobs(struct lp_check *c, const struct assay_workload_request *wr,
+                                    int32_t pos, const struct lp_rec *lr,
+                                    struct assay_divergence_top *top)
+{
+    struct assay_audit *a = c->a;
+    const int32_t v = a->model->cfg.vocab;
+    const int32_t n_probs = a->p.n_probs;
+    const double *lsm = c->lsm;
+    int32_t n_top = 0; /* the values compared, up to a token outside the vocabulary */
+    memcpy(c->sorted, lsm, sizeof(double) * (size_t)v);
+    qsort(c->sorted, (size_t)v, sizeof(double), cmp_desc);
+    int32_t want = n_probs < v ? n_probs : v;
+    double kth = c->sorted[want - 1];
+    if (lr->n_top < want) {
+        c->n_short++;
+    }
+    for (int32_t j = 0; j < lr->n_top; j++) {
+        const struct assay_openai_logprob *e = &lr->top[j];
+        if (e->token < 0 || e->token >= v) {
+            assay_check_fail(c->res,
+                             "request %llu, position %d: top logprob for token %d, outside the "
+                             "vocabulary",
+                             (unsigned long long)wr->id, (int)pos, (int)e->token);
+            break;
+        }
+        double d = fabs(e->logprob - lsm[e->token]);
+        top[n_top].token = e->token;
+        top[n_top].logprob = e->logprob;
+        n_top++;
+        c->n_compared++;
+        if (d > c->max_diff) {
+            c->max_diff = d;
+            c->worst_req = (int32_t)wr->id;
+            c->worst_pos = pos;
+        }
+        if (d > logprob_budget(a)) {
+            assay_check_fail(c->res,
+                             "request %llu, position %d: token %d logprob %.6f, oracle %.6f: "
+                             "|difference| %.2e > %g",
+                             (unsigned long long)wr->id, (int)pos, (int)e->token, e->logprob,
+                             lsm[e->token], d, logprob_budget(a));
+        }
+        if (lsm[e->token] < kth - tie_budget(a)) {
+            assay_check_fail(c->res,
+                             "request %llu, position %d: the server lists token %d (oracle "
+                             "logprob %.6f) among its top %d, below the oracle's %d-th (%.6f)",
+                             (unsigned long long)wr->id, (int)pos, (int)e->token, lsm[e->token],
+                             (int)want, (int)want, kth);
+        }
+    }
+    return n_top;
+}
+
+/* The reference's logprobs at the tokens of top (n_top of them), for each
+ * variant of the reference that ran at this position: the largest
+ * |server - reference| and the series of |reference - oracle| for the
+ * figures. ASSAY_OK or the status of assay_divergence_add. */
+static enum assay_status add_reference_at_position(struct lp_check *c, const struct lp_rec *lr,
+                                                   const struct assay_divergence_top *top,
+                                                   int32_t n_top, int32_t best)
+{
+    const int32_t v = c->a->model->cfg.vocab;
+    struct assay_divergence_top ref_top[ASSAY_OPENAI_MAX_TOP];
+    for (int32_t var = 0; var < 2; var++) {
+        if (!lr->have_ref[var]) {
+            continue;
+        }
+        for (int32_t j = 0; j < n_top; j++) {
+            ref_top[j].token = top[j].token;
+            ref_top[j].logprob = lr->ref_lp[var][j];
+            c->max_srv_ref[var] =
+                fmax(c->max_srv_ref[var], fabs(top[j].logprob - lr->ref_lp[var][j]));
+        }
+        enum assay_status st = assay_divergence_add(c->ref_num[var], c->lsm, v, ref_top, n_top,
+                                                    lr->ref_best[var] == best);
         if (st != ASSAY_OK) {
-            goto out;
+            return st;
+        }
+    }
+    return ASSAY_OK;
+}
+
+/* One output position of request wr (the oracle's logits there in row):
+ * the greedy token, then the top logprobs against the oracle and the
+ * reference, and the position's values into the server's series. ASSAY_OK
+ * or the status of assay_divergence_add. */
+static enum assay_status compare_position(struct lp_check *c,
+                                          const struct assay_workload_request *wr,
+                                          const struct assay_transcript_req *q, int32_t pos,
+                                          const double *row)
+{
+    const int32_t v = c->a->model->cfg.vocab;
+    int32_t best = oracle_log_softmax(row, v, c->lsm);
+    int32_t mine = q->tokens[pos];
+    best = compare_argmax(c, wr, pos, row, mine, best);
+    /* The logprobs of this position. */
+    const struct lp_rec *lr = find_lp(&c->s, (int32_t)wr->id, pos);
+    if (lr == NULL || lr->n_top == 0) {
+        c->n_short++;
+        return assay_divergence_add(c->num, c->lsm, v, NULL, 0, mine == best);
+    }
+    struct assay_divergence_top top[ASSAY_OPENAI_MAX_TOP];
+    int32_t n_top = compare_top_logprobs(c, wr, pos, lr, top);
+    enum assay_status st = add_reference_at_position(c, lr, top, n_top, best);
+    if (st != ASSAY_OK) {
+        return st;
+    }
+    st = assay_divergence_add(c->num, c->lsm, v, top, n_top, mine == best);
+    if (st == ASSAY_ERR_INVALID) {
+        /* A logprob that is NaN or +inf (a token outside the
+         * vocabulary ended the list above). JSON carries no NaN and
+         * +inf is already beyond the tolerance, so this reason
+         * never replaces an earlier one. The position still counts
+         * for top-1; its values are left out of the figures. */
+        assay_check_fail(c->res,
+                         "request %llu, position %d: a top logprob is not a number "
+                         "or is +inf",
+                         (unsigned long long)wr->id, (int)pos);
+        st = assay_divergence_add(c->num, c->lsm, v, NULL, 0, mine == best);
+    }
+    return st;
+}
+
+/* Every position of every request is measured, after a failure too: the
+ * statistics of the differences are the measurement a format's budget is
+ * set from, and the first failure's reason stands. ASSAY_OK, or the status
+ * of the oracle or of assay_divergence_add. */
+static enum assay_status compare_positions(struct lp_check *c)
+{
+    const int32_t v = c->a->model->cfg.vocab;
+    for (int32_t i = 0; i < c->w->n; i++) {
+        const struct assay_workload_request *wr = &c->w->reqs[i];
+        const struct assay_transcript_req *q = &c->t->reqs[i];
+        const double *rows = NULL;
+        enum assay_status st = assay_oracle_memo_rows(c->a->memo, wr->prompt, wr->prompt_len,
+                                                      q->tokens, q->n_events, &rows);
+        if (st != ASSAY_OK) {
+            return st;
         }
         for (int32_t pos = 0; pos < q->n_events; pos++) {
-            const double *row = rows + (int64_t)pos * v;
-            double mx = row[0];
-            int32_t best = 0;
-            for (int32_t k = 1; k < v; k++) {
-                if (row[k] > row[best]) {
-                    best = k;
-                }
-            }
-            mx = row[best];
-            double sum = 0.0;
-            for (int32_t k = 0; k < v; k++) {
-                sum += exp(row[k] - mx);
-            }
-            double lse = mx + log(sum);
-            for (int32_t k = 0; k < v; k++) {
-                lsm[k] = row[k] - lse;
-            }
-            int32_t mine = q->tokens[pos];
-            res->n_tokens++;
-            n_eos += best == a->p.eos_token && a->p.eos_token >= 0;
-            bool eos_banned = mine != best && best == a->p.eos_token && a->p.eos_token >= 0;
-            if (eos_banned) {
-                /* ignore_eos: the server bans EOS; it must take the best
-                 * other token. */
-                int32_t other = best == 0 ? 1 : 0;
-                for (int32_t k = 0; k < v; k++) {
-                    if (k != best && row[k] > row[other]) {
-                        other = k;
-                    }
-                }
-                n_eos_other++;
-                best = other;
-            }
-            n_positions++;
-            n_top1 += mine == best;
-            if (mine != best) {
-                /* The reference row: the oracle's, without EOS where the
-                 * server bans it (sorted is free scratch until below). */
-                const double *ref = row;
-                if (eos_banned) {
-                    memcpy(sorted, row, sizeof(double) * (size_t)v);
-                    sorted[a->p.eos_token] = -INFINITY;
-                    ref = sorted;
-                }
-                double gap;
-                if (assay_tie(ref, v, mine, best, tie_budget(a), &gap)) {
-                    res->n_ties++;
-                    if (!isfinite(res->max_tie_gap) || gap > res->max_tie_gap) {
-                        res->max_tie_gap = gap;
-                    }
-                } else {
-                    n_diverged++;
-                    assay_check_fail(
-                        res,
-                        "request %llu, output position %d: server token %d (oracle logit "
-                        "%.6f), oracle token %d (%.6f): gap %.6f > tie tolerance %g",
-                        (unsigned long long)wr->id, (int)pos, (int)mine, row[mine], (int)best,
-                        row[best], gap, tie_budget(a));
-                }
-            }
-            /* The logprobs of this position. */
-            const struct lp_rec *lr = find_lp(&s, (int32_t)wr->id, pos);
-            struct assay_divergence_top top[ASSAY_OPENAI_MAX_TOP];
-            int32_t n_top = 0; /* the values compared, up to a token outside the vocabulary */
-            if (lr == NULL || lr->n_top == 0) {
-                n_short++;
-                st = assay_divergence_add(num, lsm, v, NULL, 0, mine == best);
-                if (st != ASSAY_OK) {
-                    goto out;
-                }
-                continue;
-            }
-            memcpy(sorted, lsm, sizeof(double) * (size_t)v);
-            qsort(sorted, (size_t)v, sizeof(double), cmp_desc);
-            int32_t want = n_probs < v ? n_probs : v;
-            double kth = sorted[want - 1];
-            if (lr->n_top < want) {
-                n_short++;
-            }
-            for (int32_t j = 0; j < lr->n_top; j++) {
-                const struct assay_openai_logprob *e = &lr->top[j];
-                if (e->token < 0 || e->token >= v) {
-                    assay_check_fail(
-                        res,
-                        "request %llu, position %d: top logprob for token %d, outside the "
-                        "vocabulary",
-                        (unsigned long long)wr->id, (int)pos, (int)e->token);
-                    break;
-                }
-                double d = fabs(e->logprob - lsm[e->token]);
-                top[n_top].token = e->token;
-                top[n_top].logprob = e->logprob;
-                n_top++;
-                n_compared++;
-                if (d > max_diff) {
-                    max_diff = d;
-                    worst_req = (int32_t)wr->id;
-                    worst_pos = pos;
-                }
-                if (d > logprob_budget(a)) {
-                    assay_check_fail(
-                        res,
-                        "request %llu, position %d: token %d logprob %.6f, oracle %.6f: "
-                        "|difference| %.2e > %g",
-                        (unsigned long long)wr->id, (int)pos, (int)e->token, e->logprob,
-                        lsm[e->token], d, logprob_budget(a));
-                }
-                if (lsm[e->token] < kth - tie_budget(a)) {
-                    assay_check_fail(
-                        res,
-                        "request %llu, position %d: the server lists token %d (oracle "
-                        "logprob %.6f) among its top %d, below the oracle's %d-th (%.6f)",
-                        (unsigned long long)wr->id, (int)pos, (int)e->token, lsm[e->token],
-                        (int)want, (int)want, kth);
-                }
-            }
-            for (int32_t var = 0; var < 2; var++) {
-                if (!lr->have_ref[var]) {
-                    continue;
-                }
-                for (int32_t j = 0; j < n_top; j++) {
-                    ref_top[j].token = top[j].token;
-                    ref_top[j].logprob = lr->ref_lp[var][j];
-                    max_srv_ref[var] =
-                        fmax(max_srv_ref[var], fabs(top[j].logprob - lr->ref_lp[var][j]));
-                }
-                st = assay_divergence_add(ref_num[var], lsm, v, ref_top, n_top,
-                                          lr->ref_best[var] == best);
-                if (st != ASSAY_OK) {
-                    goto out;
-                }
-            }
-            st = assay_divergence_add(num, lsm, v, top, n_top, mine == best);
-            if (st == ASSAY_ERR_INVALID) {
-                /* A logprob that is NaN or +inf (a token outside the
-                 * vocabulary ended the list above). JSON carries no NaN and
-                 * +inf is already beyond the tolerance, so this reason
-                 * never replaces an earlier one. The position still counts
-                 * for top-1; its values are left out of the figures. */
-                assay_check_fail(res,
-                                 "request %llu, position %d: a top logprob is not a number "
-                                 "or is +inf",
-                                 (unsigned long long)wr->id, (int)pos);
-                st = assay_divergence_add(num, lsm, v, NULL, 0, mine == best);
-            }
+            st = compare_position(c, wr, q, pos, rows + (int64_t)pos * v);
             if (st != ASSAY_OK) {
-                goto out;
+                return st;
             }
         }
     }
-    if (res->verdict == ASSAY_VERDICT_PASS && n_compared == 0) {
+    return ASSAY_OK;
+}
+
+/* The check's figures (the server's series and, where the budget was
+ * measured, each variant of the reference) and its one-line summary; a check
+ * that compared no logprob at all is skipped. */
+static void summarise_logprobs(struct lp_check *c)
+{
+    struct assay_audit *a = c->a;
+    struct assay_check_result *res = c->res;
+    const int32_t n_probs = a->p.n_probs;
+    if (res->verdict == ASSAY_VERDICT_PASS && c->n_compared == 0) {
         assay_check_skip(res,
                          "the server sent no top logprobs (asked for %d per token): it cannot be "
                          "compared with the oracle's log-softmax",
                          (int)n_probs);
     }
-    summarise_numerics(num, res);
+    summarise_numerics(c->num, res);
     if (assay_audit_budget_in_force(a)->measured) {
-        assay_divergence_summarise(ref_num[0], "reference", &res->numerics[1]);
+        assay_divergence_summarise(c->ref_num[0], "reference", &res->numerics[1]);
         res->n_numerics = 2;
     }
     if (assay_audit_budget_in_force(a)->measured && assay_audit_budget_in_force(a)->n_variants == 2) {
-        assay_divergence_summarise(ref_num[1], "reference-f16acc", &res->numerics[2]);
+        assay_divergence_summarise(c->ref_num[1], "reference-f16acc", &res->numerics[2]);
         res->n_numerics = 3;
     }
     /* One line of at most sizeof res->summary: the figures first, the
@@ -708,42 +784,51 @@ static enum assay_status check_logprobs(struct assay_audit *a, const struct assa
              "%lld tokens, %d greedy requests; %lld top logprobs, |server - oracle| max %.3g "
              "(request %d, position %d), median %.2g, p99 %.2g, budget %.3g; top-1 %lld/%lld "
              "(%lld beyond the tie budget %.3g, %d ties)",
-             (long long)res->n_tokens, (int)w->n, (long long)n_compared, max_diff, (int)worst_req,
-             (int)worst_pos, res->logprob_diff_median, res->logprob_diff_p99,
-             logprob_budget(a), (long long)n_top1, (long long)n_positions,
-             (long long)n_diverged, tie_budget(a), (int)res->n_ties);
+             (long long)res->n_tokens, (int)c->w->n, (long long)c->n_compared, c->max_diff,
+             (int)c->worst_req, (int)c->worst_pos, res->logprob_diff_median,
+             res->logprob_diff_p99, logprob_budget(a), (long long)c->n_top1,
+             (long long)c->n_positions, (long long)c->n_diverged, tie_budget(a),
+             (int)res->n_ties);
     size_t l = strlen(line);
     if (res->n_numerics == 2) {
         snprintf(line + l, sizeof line - l,
                  "; the reference (same numerics): |reference - oracle| max %.3g, "
                  "|server - reference| max %.3g%s",
-                 res->numerics[1].abs_diff.max, max_srv_ref[0],
-                 n_ref_skipped > 0 ? " (not all requests)" : "");
+                 res->numerics[1].abs_diff.max, c->max_srv_ref[0],
+                 c->n_ref_skipped > 0 ? " (not all requests)" : "");
         l = strlen(line);
     } else if (res->n_numerics == 3) {
         snprintf(line + l, sizeof line - l,
                  "; reference (fp32 lanes / fp16 accumulation): max %.3g / %.3g, |server - "
                  "reference| max %.3g / %.3g%s",
-                 res->numerics[1].abs_diff.max, res->numerics[2].abs_diff.max, max_srv_ref[0],
-                 max_srv_ref[1], n_ref_skipped > 0 ? " (not all requests)" : "");
+                 res->numerics[1].abs_diff.max, res->numerics[2].abs_diff.max,
+                 c->max_srv_ref[0], c->max_srv_ref[1],
+                 c->n_ref_skipped > 0 ? " (not all requests)" : "");
         l = strlen(line);
     }
-    if (n_short > 0) {
-        snprintf(line + l, sizeof line - l, "; %d short of %d", (int)n_short, (int)n_probs);
+    if (c->n_short > 0) {
+        snprintf(line + l, sizeof line - l, "; %d short of %d", (int)c->n_short, (int)n_probs);
         l = strlen(line);
     }
-    if (n_eos > 0) {
-        snprintf(line + l, sizeof line - l, "; EOS argmax %d", (int)n_eos);
+    if (c->n_eos > 0) {
+        snprintf(line + l, sizeof line - l, "; EOS argmax %d", (int)c->n_eos);
     }
     snprintf(res->summary, sizeof res->summary, "%.*s", (int)sizeof res->summary - 1, line);
-    if (n_compared > 0) {
+}
+
+/* The findings of a check that ran: the largest logprob difference, and on a
+ * pass what the server does at EOS when asked to ignore it. */
+static void note_logprobs(struct lp_check *c)
+{
+    struct assay_audit *a = c->a;
+    if (c->n_compared > 0) {
         assay_audit_note(
             a,
             "Top logprobs: the largest difference from the oracle's log-softmax (double "
             "precision) was %.2g over %lld values (budget %.3g).",
-            max_diff, (long long)n_compared, logprob_budget(a));
+            c->max_diff, (long long)c->n_compared, logprob_budget(a));
     }
-    if (n_eos_other > 0 && res->verdict == ASSAY_VERDICT_PASS) {
+    if (c->n_eos_other > 0 && c->res->verdict == ASSAY_VERDICT_PASS) {
         assay_audit_note(
             a,
             "End of generation: at %d positions the oracle's argmax was EOS; asked to "
@@ -751,26 +836,79 @@ static enum assay_status check_logprobs(struct assay_audit *a, const struct assa
             "other token there - it bans EOS (a -inf logit) instead of sampling past it, "
             "so the audit lets it stop on EOS wherever the oracle's distribution must "
             "hold, and continues after it.",
-            (int)n_eos_other);
-    } else if (n_eos > 0 && res->verdict == ASSAY_VERDICT_PASS) {
+            (int)c->n_eos_other);
+    } else if (c->n_eos > 0 && c->res->verdict == ASSAY_VERDICT_PASS) {
         assay_audit_note(
             a,
             "End of generation: at %d positions the oracle's argmax was EOS and the server, "
             "asked to ignore EOS, emitted it and went on: it does not ban EOS.",
-            (int)n_eos);
+            (int)c->n_eos);
     }
+}
+
+/* Greedy tokens and top logprobs against the oracle (and the reference,
+ * where the budget was measured): the prompts cut at EOS, the requests run
+ * at once, every position compared, then the figures and the summary. */
+static enum assay_status check_logprobs(struct assay_audit *a, const struct assay_plan_item *item,
+                                        struct assay_check_result *res)
+{
+    const int32_t v = a->model->cfg.vocab;
+    struct assay_workload *w = NULL;
+    enum assay_status st = check_workload(a, item, res, &w);
+    if (st != ASSAY_OK) {
+        return st;
+    }
+    int32_t n_probes = 0;
+    st = cut_prompts_at_eos(a, w, &n_probes);
+    if (st != ASSAY_OK) {
+        assay_workload_free(w);
+        assay_check_error(res, "the oracle failed: %s", assay_status_str(st));
+        return st;
+    }
+    snprintf(res->workload, sizeof res->workload,
+             "generated: %d greedy requests, prompts 1-96 (%d cut where the oracle's next "
+             "argmax is EOS), outputs 8-32, all at once, no stop token; %d top logprobs per "
+             "token",
+             (int)w->n, (int)n_probes, (int)a->p.n_probs);
+    struct lp_check c = {.a = a, .res = res, .w = w, .worst_req = -1, .worst_pos = -1};
+    c.lsm = assay_malloc(sizeof(double) * (size_t)v);
+    c.sorted = assay_malloc(sizeof(double) * (size_t)v);
+    if (c.lsm == NULL || c.sorted == NULL || assay_divergence_init(&c.num) != ASSAY_OK ||
+        assay_divergence_init(&c.ref_num[0]) != ASSAY_OK ||
+        assay_divergence_init(&c.ref_num[1]) != ASSAY_OK) {
+        st = ASSAY_ERR_NOMEM;
+        goto out;
+    }
+    st = run_greedy(&c);
+    if (st != ASSAY_OK || !greedy_delivered(&c)) {
+        goto out;
+    }
+    res->tie_tol = tie_budget(a);
+    res->n_requests = w->n;
+    if (assay_audit_budget_in_force(a)->measured) {
+        st = reference_at_positions(a, w, c.t, &c.s, &c.n_ref_skipped);
+        if (st != ASSAY_OK) {
+            goto out;
+        }
+    }
+    st = compare_positions(&c);
+    if (st != ASSAY_OK) {
+        goto out;
+    }
+    summarise_logprobs(&c);
+    note_logprobs(&c);
 out:
     if (st != ASSAY_OK) {
         assay_check_error(res, "could not run: %s", assay_status_str(st));
     }
-    assay_transcript_free(t);
+    assay_transcript_free(c.t);
     assay_workload_free(w);
-    assay_free(s.rec);
-    assay_free(lsm);
-    assay_free(sorted);
-    assay_divergence_free(num);
-    assay_divergence_free(ref_num[0]);
-    assay_divergence_free(ref_num[1]);
+    assay_free(c.s.rec);
+    assay_free(c.lsm);
+    assay_free(c.sorted);
+    assay_divergence_free(c.num);
+    assay_divergence_free(c.ref_num[0]);
+    assay_divergence_free(c.ref_num[1]);
     return st;
 }
 
