@@ -330,6 +330,122 @@ static bool same_stream(const struct assay_transcript *t, int32_t j, const int32
 #define N_NEIGHBOURS 7
 #define PROBE_TOKENS 12
 
+/* Distinct seeds with one prompt are distinct streams: probes i and
+ * i + N_PROBES / 2 share a prompt, and a pair that gives one output fails
+ * when a correct engine's two streams do that with a chance of at most
+ * ASSAY_SEED_ALPHA / 4, the pair's share; a likelier one is described in
+ * coincidence (size bytes) for the summary. */
+static enum assay_status distinct_streams(const struct assay_seeded_opts *o,
+                                          const struct sreq *probe,
+                                          int32_t (*ref)[PROBE_TOKENS], const int32_t *n_ref,
+                                          bool full, struct assay_check_result *res,
+                                          char *coincidence, size_t size)
+{
+    enum assay_status st = ASSAY_OK;
+    for (int32_t i = 0; i < N_PROBES / 2 && st == ASSAY_OK && res->verdict == ASSAY_VERDICT_PASS;
+         i++) {
+        int32_t j = i + N_PROBES / 2;
+        if (n_ref[i] != n_ref[j] ||
+            memcmp(ref[i], ref[j], sizeof(int32_t) * (size_t)n_ref[i]) != 0) {
+            continue;
+        }
+        double chance = 0.0;
+        if (o->chance != NULL) {
+            struct assay_sampling smp = {(float)probe[i].temperature, probe[i].top_k,
+                                         (float)probe[i].top_p, true, probe[i].seed};
+            st = o->chance(o->chance_ctx, probe[i].prompt, probe[i].len, &smp, ref[i], n_ref[i],
+                           &chance);
+        }
+        if (st != ASSAY_OK) {
+            break;
+        }
+        if (chance <= ASSAY_SEED_ALPHA / (N_PROBES / 2)) {
+            char how[120] = "";
+            if (o->chance != NULL) {
+                snprintf(how, sizeof how,
+                         ", which a correct engine does with a chance of at most %.1e", chance);
+            }
+            assay_check_fail(res,
+                             "seeds %llu and %llu with one prompt gave the same %d tokens%s: two "
+                             "seeds, one stream%s",
+                             (unsigned long long)probe[i].seed, (unsigned long long)probe[j].seed,
+                             (int)n_ref[i], how,
+                             full ? " (the variable: the seed's high bits)" : "");
+        } else if (coincidence[0] == '\0') {
+            snprintf(coincidence, size,
+                     "; a coincidence, not evidence: seeds %llu and %llu gave one %d-token "
+                     "output (chance up to %.2g)",
+                     (unsigned long long)probe[i].seed, (unsigned long long)probe[j].seed,
+                     (int)n_ref[i], chance);
+        }
+    }
+    return st;
+}
+
+/* The probes among neighbours, at every arrival position and order: each
+ * must give the tokens it gave alone (ref, n_ref), up to the partings the
+ * numerics can make (pt); *runs and *compared count what ran. */
+static enum assay_status among_neighbours(const struct assay_adapter *a, int32_t vocab,
+                                          int32_t n_ctx, const struct assay_seeded_opts *o,
+                                          const struct sreq *probe, const struct sreq *nb,
+                                          int32_t (*ref)[PROBE_TOKENS], const int32_t *n_ref,
+                                          struct partings *pt, int64_t *runs, int64_t *compared,
+                                          struct assay_check_result *res)
+{
+    enum assay_status st = ASSAY_OK;
+    char msg[600];
+    static const char *const arrangement[4] = {
+        "first in a batch of neighbours (the variable: arrival position)",
+        "last in a batch of neighbours (the variable: arrival position)",
+        "interleaved with neighbours in reverse order (the variable: order)",
+        "joining a running batch, one arrival per step (the variable: arrival step)"};
+    for (int32_t v = 0; v < 4 && st == ASSAY_OK && res->verdict == ASSAY_VERDICT_PASS; v++) {
+        struct sreq all[N_PROBES + N_NEIGHBOURS];
+        int32_t at[N_PROBES]; /* where probe i is in all[] */
+        int32_t n = 0;
+        /* order[]: indices into probes (0..7) and neighbours (8..14) */
+        int32_t order[N_PROBES + N_NEIGHBOURS];
+        for (int32_t k = 0; k < N_PROBES + N_NEIGHBOURS; k++) {
+            int32_t probes_first = k, neighbours_first = (k + N_PROBES) % (N_PROBES + N_NEIGHBOURS);
+            /* interleaved: p0 n0 p1 n1 ... n6 p7, then reversed */
+            int32_t r = N_PROBES + N_NEIGHBOURS - 1 - k;
+            int32_t interleaved = r % 2 == 0 ? r / 2 : N_PROBES + r / 2;
+            order[k] = v == 0 ? probes_first : v == 2 ? interleaved : neighbours_first;
+        }
+        for (int32_t k = 0; k < N_PROBES + N_NEIGHBOURS; k++) {
+            int32_t src = order[k];
+            all[n] = src < N_PROBES ? probe[src] : nb[src - N_PROBES];
+            all[n].arrival = v == 3 ? n : 0;
+            if (src < N_PROBES) {
+                at[src] = n;
+            }
+            n++;
+        }
+        struct assay_workload *w = NULL;
+        struct assay_transcript *t = NULL;
+        st = run_sreqs(a, vocab, n_ctx, o, all, n, &w, &t);
+        if (st != ASSAY_OK) {
+            break;
+        }
+        (*runs)++;
+        res->n_steps += t->n_steps;
+        for (int32_t i = 0; i < N_PROBES && res->verdict == ASSAY_VERDICT_PASS; i++) {
+            (*compared) += PROBE_TOKENS;
+            if (!same_stream(t, at[i], ref[i], n_ref[i], &probe[i], arrangement[v], o, pt, msg,
+                             sizeof msg)) {
+                assay_check_fail(res, "%s", msg);
+            }
+        }
+        char dmsg[512];
+        if (res->verdict == ASSAY_VERDICT_PASS && assay_check_delivery(w, t, dmsg, sizeof dmsg) >= 0) {
+            assay_check_fail(res, "%s: %s", arrangement[v], dmsg);
+        }
+        assay_transcript_free(t);
+        assay_workload_free(w);
+    }
+    return st;
+}
+
 enum assay_status assay_check_seed_positions(const struct assay_adapter *a, int32_t vocab,
                                              int32_t n_ctx, uint64_t seed,
                                              const struct assay_seeded_opts *o,
@@ -411,96 +527,13 @@ enum assay_status assay_check_seed_positions(const struct assay_adapter *a, int3
             assay_workload_free(w);
         }
     }
-    /* Distinct seeds with one prompt are distinct streams: a pair that
-     * gives one output fails when a correct engine's two streams do that
-     * with a chance of at most ASSAY_SEED_ALPHA / 4, the pair's share. */
     char coincidence[200] = "";
-    for (int32_t i = 0; i < N_PROBES / 2 && st == ASSAY_OK && res->verdict == ASSAY_VERDICT_PASS;
-         i++) {
-        int32_t j = i + N_PROBES / 2;
-        if (n_ref[i] != n_ref[j] ||
-            memcmp(ref[i], ref[j], sizeof(int32_t) * (size_t)n_ref[i]) != 0) {
-            continue;
-        }
-        double chance = 0.0;
-        if (o->chance != NULL) {
-            struct assay_sampling smp = {(float)probe[i].temperature, probe[i].top_k,
-                                         (float)probe[i].top_p, true, probe[i].seed};
-            st = o->chance(o->chance_ctx, probe[i].prompt, probe[i].len, &smp, ref[i], n_ref[i],
-                           &chance);
-        }
-        if (st != ASSAY_OK) {
-            break;
-        }
-        if (chance <= ASSAY_SEED_ALPHA / (N_PROBES / 2)) {
-            char how[120] = "";
-            if (o->chance != NULL) {
-                snprintf(how, sizeof how,
-                         ", which a correct engine does with a chance of at most %.1e", chance);
-            }
-            assay_check_fail(res,
-                             "seeds %llu and %llu with one prompt gave the same %d tokens%s: two "
-                             "seeds, one stream%s",
-                             (unsigned long long)probe[i].seed, (unsigned long long)probe[j].seed,
-                             (int)n_ref[i], how,
-                             full ? " (the variable: the seed's high bits)" : "");
-        } else if (coincidence[0] == '\0') {
-            snprintf(coincidence, sizeof coincidence,
-                     "; a coincidence, not evidence: seeds %llu and %llu gave one %d-token "
-                     "output (chance up to %.2g)",
-                     (unsigned long long)probe[i].seed, (unsigned long long)probe[j].seed,
-                     (int)n_ref[i], chance);
-        }
+    if (st == ASSAY_OK && res->verdict == ASSAY_VERDICT_PASS) {
+        st = distinct_streams(o, probe, ref, n_ref, full, res, coincidence, sizeof coincidence);
     }
-    /* Among neighbours, at every arrival position and order. */
-    static const char *const arrangement[4] = {
-        "first in a batch of neighbours (the variable: arrival position)",
-        "last in a batch of neighbours (the variable: arrival position)",
-        "interleaved with neighbours in reverse order (the variable: order)",
-        "joining a running batch, one arrival per step (the variable: arrival step)"};
-    for (int32_t v = 0; v < 4 && st == ASSAY_OK && res->verdict == ASSAY_VERDICT_PASS; v++) {
-        struct sreq all[N_PROBES + N_NEIGHBOURS];
-        int32_t at[N_PROBES]; /* where probe i is in all[] */
-        int32_t n = 0;
-        /* order[]: indices into probes (0..7) and neighbours (8..14) */
-        int32_t order[N_PROBES + N_NEIGHBOURS];
-        for (int32_t k = 0; k < N_PROBES + N_NEIGHBOURS; k++) {
-            int32_t probes_first = k, neighbours_first = (k + N_PROBES) % (N_PROBES + N_NEIGHBOURS);
-            /* interleaved: p0 n0 p1 n1 ... n6 p7, then reversed */
-            int32_t r = N_PROBES + N_NEIGHBOURS - 1 - k;
-            int32_t interleaved = r % 2 == 0 ? r / 2 : N_PROBES + r / 2;
-            order[k] = v == 0 ? probes_first : v == 2 ? interleaved : neighbours_first;
-        }
-        for (int32_t k = 0; k < N_PROBES + N_NEIGHBOURS; k++) {
-            int32_t src = order[k];
-            all[n] = src < N_PROBES ? probe[src] : nb[src - N_PROBES];
-            all[n].arrival = v == 3 ? n : 0;
-            if (src < N_PROBES) {
-                at[src] = n;
-            }
-            n++;
-        }
-        struct assay_workload *w = NULL;
-        struct assay_transcript *t = NULL;
-        st = run_sreqs(a, vocab, n_ctx, o, all, n, &w, &t);
-        if (st != ASSAY_OK) {
-            break;
-        }
-        runs++;
-        res->n_steps += t->n_steps;
-        for (int32_t i = 0; i < N_PROBES && res->verdict == ASSAY_VERDICT_PASS; i++) {
-            compared += PROBE_TOKENS;
-            if (!same_stream(t, at[i], ref[i], n_ref[i], &probe[i], arrangement[v], o, &pt, msg,
-                             sizeof msg)) {
-                assay_check_fail(res, "%s", msg);
-            }
-        }
-        char dmsg[512];
-        if (res->verdict == ASSAY_VERDICT_PASS && assay_check_delivery(w, t, dmsg, sizeof dmsg) >= 0) {
-            assay_check_fail(res, "%s: %s", arrangement[v], dmsg);
-        }
-        assay_transcript_free(t);
-        assay_workload_free(w);
+    if (st == ASSAY_OK && res->verdict == ASSAY_VERDICT_PASS) {
+        st = among_neighbours(a, vocab, n_ctx, o, probe, nb, ref, n_ref, &pt, &runs, &compared,
+                              res);
     }
     if (st != ASSAY_OK) {
         assay_check_error(res, "could not run: %s", assay_status_str(st));
