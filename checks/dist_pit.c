@@ -336,6 +336,553 @@ static enum assay_status pit_tolerance(const struct assay_dist_params *p, const 
              (double)p->sampling.top_p);
     return ASSAY_OK;
 }
+/*
+ * One run of assay_dist_pit, shared by its phases: the parameters and where
+ * the verdict goes, the sizes, the buffers (pit_run_free frees them on every
+ * path), the engine's samples and what the oracle's passes recorded. done
+ * says a phase has given the verdict (a skip) and the later phases do not
+ * run.
+ */
+struct pit_run {
+    const struct assay_dist_params *p;
+    struct assay_check_result *res;
+    struct assay_dist_parts *parts;
+    int32_t v, plen, len;
+    int64_t cells;     /* n * len */
+    uint64_t v_seed;
+    bool tolerant;
+    int32_t per;       /* pit_bins - 1 allowances, the TV */
+    int32_t *prompts;  /* (n_prompts, plen) */
+    int32_t *seq;      /* (plen + len) */
+    double *rows;      /* (plen + len, v) */
+    double *pd;        /* (v) */
+    double *u_scratch; /* (v) */
+    double *u;         /* (n * len) */
+    double *u_group;   /* (n * len) */
+    int8_t *group;     /* (n * len) */
+    double *h;         /* (pilot_sequences, len) */
+    int64_t *rec;      /* (cells) */
+    double *rec_u;     /* (cells) */
+    double *rec_allow; /* (cells, per), under a budget only */
+    double *allow_seq; /* (per + 2, len), under a budget only */
+    double *u_allow;   /* (cells, per), under a budget only */
+    struct assay_oracle *o;
+    struct sample_set ss;
+    struct assay_spec_tally tally;
+    struct request_source src;
+    double edges[ASSAY_DIST_PIT_GROUPS - 1];
+    int64_t n_u, n_boundary, n_impossible, n_twin, first_key;
+    char first[300];
+    bool done;
+};
+
+/* The run's sizes and buffers, the prompts last. ASSAY_ERR_NOMEM with the
+ * verdict set; whatever was allocated is left for pit_run_free. */
+static enum assay_status pit_run_init(struct pit_run *r, const struct assay_model *model,
+                                      const struct assay_dist_params *p,
+                                      struct assay_check_result *res,
+                                      struct assay_dist_parts *parts)
+{
+    memset(r, 0, sizeof *r);
+    r->p = p;
+    r->res = res;
+    r->parts = parts;
+    const int32_t v = model->cfg.vocab, plen = p->prompt_len, len = p->out_len;
+    r->v = v;
+    r->plen = plen;
+    r->len = len;
+    r->seq = assay_malloc(sizeof(int32_t) * (size_t)(plen + len));
+    r->rows = assay_malloc(sizeof(double) * (size_t)(plen + len) * (size_t)v);
+    r->pd = assay_malloc(sizeof(double) * (size_t)v);
+    r->u_scratch = assay_malloc(sizeof(double) * (size_t)v);
+    r->u = assay_malloc(sizeof(double) * (size_t)p->n * (size_t)len);
+    r->u_group = assay_malloc(sizeof(double) * (size_t)p->n * (size_t)len);
+    r->group = assay_malloc(sizeof(int8_t) * (size_t)p->n * (size_t)len);
+    r->h = assay_malloc(sizeof(double) * (size_t)pilot_sequences(p) * (size_t)len);
+    /* V of output j of sequence i: counter i * len + j, so each value is
+     * the same whichever rank draws it. */
+    r->v_seed = assay_seed_derive(p->seed, "pit-v");
+    const int64_t cells = p->n * len;
+    r->cells = cells;
+    r->rec = assay_calloc((size_t)cells, sizeof(int64_t));
+    r->rec_u = assay_calloc((size_t)cells, sizeof(double));
+    /* Under a numerics budget: each position's allowances (one per grid
+     * point) and the reference's TV there, `per` values recorded at the
+     * position's index. */
+    const bool tolerant = p->budget.on;
+    const int32_t per = p->pit_bins;
+    r->tolerant = tolerant;
+    r->per = per;
+    r->rec_allow = tolerant ? assay_calloc((size_t)cells * (size_t)per, sizeof(double)) : NULL;
+    r->allow_seq =
+        tolerant ? assay_malloc(sizeof(double) * (size_t)(per + 2) * (size_t)len) : NULL;
+    r->u_allow = tolerant ? assay_malloc(sizeof(double) * (size_t)per * (size_t)cells) : NULL;
+    r->first_key = INT64_MAX;
+    if (r->seq == NULL || r->rows == NULL || r->pd == NULL || r->u == NULL ||
+        r->u_scratch == NULL || r->rec == NULL || r->rec_u == NULL || r->u_group == NULL ||
+        r->group == NULL || r->h == NULL ||
+        (tolerant && (r->rec_allow == NULL || r->allow_seq == NULL || r->u_allow == NULL)) ||
+        assay_dist_make_prompts(p, &r->prompts) != ASSAY_OK) {
+        assay_dist_set_error(res, ASSAY_ERR_NOMEM, "out of memory");
+        return ASSAY_ERR_NOMEM;
+    }
+    return ASSAY_OK;
+}
+
+/* Free everything pit_run_init and the phases allocated. */
+static void pit_run_free(struct pit_run *r)
+{
+    assay_free(r->tally.bonus);
+    assay_free(r->rec_allow);
+    assay_free(r->allow_seq);
+    assay_free(r->u_allow);
+    assay_dist_sample_set_free(&r->ss);
+    assay_oracle_free(r->o);
+    assay_free(r->rec);
+    assay_free(r->rec_u);
+    assay_free(r->prompts);
+    assay_free(r->seq);
+    assay_free(r->rows);
+    assay_free(r->pd);
+    assay_free(r->u);
+    assay_free(r->u_group);
+    assay_free(r->group);
+    assay_free(r->h);
+    assay_free(r->u_scratch);
+}
+
+/* Start the oracle and fix the entropy groups' edges from its pilot
+ * (entropy_edges), before any of the engine's tokens is seen. */
+static enum assay_status pit_oracle_start(struct pit_run *r, const struct assay_model *model)
+{
+    enum assay_status st = assay_oracle_init(&r->o, model, r->plen + r->len);
+    if (st != ASSAY_OK) {
+        assay_dist_set_error(r->res, st,
+                             "the oracle could not start (prompt + len beyond the context?)");
+        return st;
+    }
+    st = entropy_edges(r->o, r->p, r->prompts, r->v, r->seq, r->rows, r->pd, r->h, r->edges);
+    if (st != ASSAY_OK) {
+        assay_dist_set_error(r->res, st, "the oracle's pilot for the entropy groups failed");
+    }
+    return st;
+}
+
+/* Draw the engine's sequences, judge their delivery and tally speculation's
+ * rounds. With bonus_only and no token after a wholly accepted round the
+ * check is skipped and r->done set. */
+static enum assay_status pit_draw(struct pit_run *r, const struct assay_adapter *a)
+{
+    const struct assay_dist_params *p = r->p;
+    struct assay_check_result *res = r->res;
+    struct request_source src = {r->prompts, p->n_prompts, r->plen, p->sampling,
+                                 assay_seed_derive(p->seed, "requests")};
+    r->src = src;
+    char why[400];
+    enum assay_status st = assay_dist_draw_samples(a, &r->src, p->n, r->len, p->window, true,
+                                                   &r->ss, why, sizeof why);
+    if (st != ASSAY_OK) {
+        assay_dist_draw_failed(res, &r->ss, st, why);
+        return st;
+    }
+    assay_dist_judge_delivery(res, &r->ss, "sequences");
+    /* Speculation's figures, and with bonus_only the positions tested: the
+     * token after a round whose every proposal was accepted. */
+    st = assay_dist_spec_tally(&r->ss, p->n, r->len, p->bonus_only, &r->tally);
+    if (st != ASSAY_OK) {
+        assay_dist_set_error(res, st, "out of memory");
+        return st;
+    }
+    if (p->bonus_only && r->tally.n_bonus == 0) {
+        assay_check_skip(res, "%s", r->ss.n_rounds == 0
+                                        ? "the engine reported no speculative round (SPEC_ROUND "
+                                          "events): no token after an accepted round to test"
+                                        : "no round had every proposal accepted: no token after "
+                                          "an accepted round to test");
+        r->done = true;
+    }
+    return ASSAY_OK;
+}
+
+/*
+ * Record the outcome of output j of sequence i, whose logits are in r->rows
+ * (and under a budget its allowances in r->allow_seq), at its index
+ * i * len + j: a PIT value and its entropy group, a boundary decision or a
+ * token of oracle probability 0 (the first one's description in r->first).
+ */
+static enum assay_status pit_position(struct pit_run *r, int64_t i, int32_t j)
+{
+    const struct assay_dist_params *p = r->p;
+    const int32_t v = r->v, len = r->len, per = r->per;
+    const bool tolerant = r->tolerant;
+    double *pd = r->pd, *u_scratch = r->u_scratch;
+    const double *allow_seq = r->allow_seq;
+    const double *row = r->rows + (int64_t)(r->plen - 1 + j) * v;
+    struct assay_oracle_dist_info inf;
+    enum assay_status st = assay_oracle_distribution(row, v, &p->sampling, p->order, pd, &inf);
+    if (st != ASSAY_OK) {
+        return st;
+    }
+    int32_t x = r->ss.tokens[i * len + j];
+    int64_t c = i * len + j;
+    if (tolerant) {
+        memcpy(r->rec_allow + c * per, allow_seq + (int64_t)j * (per - 1),
+               sizeof(double) * (size_t)(per - 1));
+        r->rec_allow[c * per + per - 1] = allow_seq[(int64_t)(per - 1) * len + j];
+    }
+    /* Under a budget a token that a cut the formats can move keeps
+     * is a PIT value of 1 (F(x-) = 1 past every kept token): it
+     * counts against the engine in the CDF distance, which the
+     * allowance bounds. */
+    bool widened = false;
+    if (tolerant && pd[x] == 0.0) {
+        struct assay_dist_params pj = *p;
+        pj.tol_top_p = fmax(p->tol_top_p, allow_seq[(int64_t)per * len + j]);
+        widened = assay_dist_logit_rank(row, v, x) <
+                  assay_dist_widened_kept(row, v, &pj, u_scratch);
+    }
+    /* With a tie mode, the token an exact tie at a safe cut
+     * removes (the tie rule kept its twin of lower id) is no hard
+     * failure and no boundary decision: a PIT value of 1, which
+     * counts against the engine as under a budget. */
+    bool twin = false;
+    if (!tolerant && p->tie != ASSAY_DIST_TIE_NONE && pd[x] == 0.0) {
+        struct assay_dist_tie_info ti;
+        bool safe = false;
+        if (assay_dist_cut_tie(row, pd, v, &ti) && row[x] == ti.logit) {
+            st = assay_dist_boundary_safe(row, v, p, &inf, u_scratch, &safe);
+        }
+        twin = st == ASSAY_OK && safe;
+    }
+    if (st != ASSAY_OK) {
+        return st;
+    }
+    if (pd[x] > 0.0 || widened || twin) {
+        double vv = assay_rng_u01(r->v_seed, (uint64_t)c, PIT_V_PURPOSE);
+        double w = widened || twin ? 1.0 : cdf_before(pd, v, x) + vv * pd[x];
+        double hx = entropy_of(pd, v);
+        int8_t g = 0;
+        while (g < ASSAY_DIST_PIT_GROUPS - 1 && hx > r->edges[g]) {
+            g++;
+        }
+        r->rec[c] = (twin ? REC_TWIN : 1) + g;
+        r->rec_u[c] = w < 0.0 ? 0.0 : (w > 1.0 ? 1.0 : w);
+    } else if (!tolerant && at_boundary(p, &inf, row, v, x, u_scratch)) {
+        r->rec[c] = REC_BOUNDARY;
+    } else {
+        r->rec[c] = REC_IMPOSSIBLE;
+        if (r->first_key == INT64_MAX) {
+            r->first_key = c;
+            snprintf(r->first, sizeof r->first,
+                     "sequence %lld (seed %llu), output position %d: token %d has oracle "
+                     "probability 0 (logit rank %d, %d kept; top-p margin %.2g, top-k "
+                     "gap %.2g)",
+                     (long long)i, (unsigned long long)(r->src.seed0 + (uint64_t)i), (int)j,
+                     (int)x, (int)assay_dist_logit_rank(row, v, x), (int)inf.n_kept,
+                     inf.top_p_margin, inf.top_k_gap);
+        }
+    }
+    return ASSAY_OK;
+}
+
+/* The oracle's pass over sequence i, teacher-forced on the engine's tokens,
+ * and each tested position's outcome recorded (pit_position). A sequence
+ * that is incomplete or another rank's is left alone. */
+static enum assay_status pit_sequence(struct pit_run *r, int64_t i)
+{
+    const struct assay_dist_params *p = r->p;
+    const int32_t v = r->v, plen = r->plen, len = r->len, per = r->per;
+    const int32_t *t = r->ss.tokens + i * len;
+    bool complete = true;
+    for (int32_t j = 0; j < len; j++) {
+        complete = complete && t[j] >= 0 && t[j] < v;
+    }
+    if (!complete || !assay_shard_mine(i)) {
+        return ASSAY_OK; /* incomplete: counted among the bad deliveries */
+    }
+    memcpy(r->seq, r->prompts + (i % p->n_prompts) * plen, sizeof(int32_t) * (size_t)plen);
+    memcpy(r->seq + plen, t, sizeof(int32_t) * (size_t)len);
+    /* Row plen-1+j predicts output j; the last token is never fed. */
+    enum assay_status st = assay_oracle_logits(r->o, r->seq, plen + len - 1, r->rows);
+    if (st == ASSAY_OK && r->tolerant) {
+        st = p->budget.along(p->budget.ctx, p, r->seq, plen, len, r->rows, r->allow_seq,
+                             r->allow_seq + (int64_t)(per - 1) * len,
+                             r->allow_seq + (int64_t)per * len);
+    }
+    for (int32_t j = 0; j < len && st == ASSAY_OK; j++) {
+        if (r->tally.bonus != NULL && !r->tally.bonus[i * len + j]) {
+            continue;
+        }
+        st = pit_position(r, i, j);
+    }
+    return st;
+}
+
+/* The oracle's passes, this rank's sequences only; each position's outcome
+ * is recorded at its index (rec: 0 none, 1 + g a PIT value of entropy group
+ * g, REC_BOUNDARY, REC_IMPOSSIBLE, REC_TWIN + g). */
+static enum assay_status pit_oracle_passes(struct pit_run *r)
+{
+    enum assay_status st = ASSAY_OK;
+    for (int64_t i = 0; i < r->p->n && st == ASSAY_OK; i++) {
+        st = pit_sequence(r, i);
+    }
+    if (st != ASSAY_OK) {
+        assay_dist_set_error(r->res, st, "the oracle failed");
+    }
+    return st;
+}
+
+/*
+ * Add the ranks' records together and collect from them the PIT values in
+ * index order (u, their groups, under a budget their allowances in u_allow)
+ * and the counts of boundary decisions, impossible tokens and tie twins.
+ * Too few values skip the check with bonus_only (r->done set) and are an
+ * ASSAY_ERR_INVALID otherwise.
+ */
+static enum assay_status pit_gather(struct pit_run *r)
+{
+    const struct assay_dist_params *p = r->p;
+    struct assay_check_result *res = r->res;
+    const int32_t per = r->per;
+    const int64_t cells = r->cells;
+    int64_t *rec = r->rec;
+    enum assay_status st = assay_shard_allreduce(rec, cells, ASSAY_SHARD_I64, ASSAY_SHARD_SUM);
+    if (st == ASSAY_OK) {
+        st = assay_shard_allreduce(r->rec_u, cells, ASSAY_SHARD_F64, ASSAY_SHARD_SUM);
+    }
+    if (st == ASSAY_OK && r->tolerant) {
+        st = assay_shard_allreduce(r->rec_allow, per * cells, ASSAY_SHARD_F64, ASSAY_SHARD_SUM);
+    }
+    if (st == ASSAY_OK) {
+        st = assay_shard_first_text(r->first_key, r->first, sizeof r->first);
+    }
+    if (st != ASSAY_OK) {
+        assay_dist_set_error(res, st, "the ranks could not bring the PIT values together");
+        return st;
+    }
+    for (int64_t c = 0; c < cells; c++) {
+        if (rec[c] >= REC_TWIN && rec[c] < REC_TWIN + ASSAY_DIST_PIT_GROUPS) {
+            r->n_twin++;
+            rec[c] -= REC_TWIN - 1; /* a PIT value (of 1) like any other */
+        }
+        if (rec[c] >= 1 && rec[c] <= ASSAY_DIST_PIT_GROUPS) {
+            r->group[r->n_u] = (int8_t)(rec[c] - 1);
+            if (r->tolerant) {
+                memcpy(r->u_allow + r->n_u * per, r->rec_allow + c * per,
+                       sizeof(double) * (size_t)per);
+            }
+            r->u[r->n_u++] = r->rec_u[c];
+        } else if (rec[c] == REC_BOUNDARY) {
+            r->n_boundary++;
+        } else if (rec[c] == REC_IMPOSSIBLE) {
+            r->n_impossible++;
+        }
+    }
+    /* The check sets how many values it draws, except with bonus_only,
+     * where the engine decides how many rounds it accepts: there the KS
+     * (exact at any n) decides alone while the bins are too few, and an
+     * engine that accepts almost nothing is left to the acceptance checks. */
+    if (p->bonus_only && r->n_u < ASSAY_DIST_PIT_MIN_BONUS) {
+        assay_check_skip(res,
+                         "only %lld tokens after a wholly accepted round (proposals accepted "
+                         "%lld of %lld), fewer than %d: how often rounds are accepted is "
+                         "dist.spec.acceptance's to judge",
+                         (long long)r->n_u, (long long)r->tally.accepted,
+                         (long long)r->tally.drafted, ASSAY_DIST_PIT_MIN_BONUS);
+        r->done = true;
+        return ASSAY_OK;
+    }
+    if (!p->bonus_only && r->n_u < 2 * p->pit_bins * 5) {
+        st = ASSAY_ERR_INVALID;
+        assay_dist_set_error(res, st, "too few PIT values for the test (raise n or len)");
+        return st;
+    }
+    return ASSAY_OK;
+}
+
+/* The verdict under a numerics budget: the tolerance tests (pit_tolerance)
+ * and the hard rules, wrong deliveries and tokens that no cut the budget
+ * allows keeps. */
+static enum assay_status pit_tolerant_verdict(struct pit_run *r)
+{
+    const struct assay_dist_params *p = r->p;
+    struct assay_check_result *res = r->res;
+    enum assay_status st = pit_tolerance(p, r->u, r->group, r->u_allow, r->n_u, r->cells, res,
+                                         r->parts, r->edges);
+    if (st != ASSAY_OK) {
+        assay_dist_set_error(res, st, "the tolerance tests failed");
+        return st;
+    }
+    res->n_impossible = r->n_impossible;
+    res->n_requests = p->n;
+    res->n_tokens = p->n * r->len;
+    res->rule_fired = r->ss.n_bad > 0 || r->n_impossible > 0;
+    char alone[96];
+    assay_dist_statistic_alone(alone, sizeof alone, true, res->p_value, p->alpha);
+    if (r->ss.n_bad > 0) {
+        assay_check_fail(res, "%lld sequences delivered wrongly; first: %s; %s",
+                         (long long)r->ss.n_bad, r->ss.bad, alone);
+    } else if (r->n_impossible > 0) {
+        assay_check_fail(res,
+                         "zero-probability rule: %lld tokens that no cut the budget allows "
+                         "keeps (first: %s); %s",
+                         (long long)r->n_impossible, r->first, alone);
+    }
+    return ASSAY_OK;
+}
+
+/* The exact test's figures: the marginal KS and binned chi-squared, the
+ * conditional chi-squared within the entropy groups, and their p-values. */
+struct pit_plain {
+    double d_ks, p_ks;
+    struct assay_test_result chi, cond;
+    int64_t n_group[ASSAY_DIST_PIT_GROUPS];
+    double p_chi, p_cond;
+    double p_marg; /* the marginal test's own p */
+    double p_ctx;  /* the conditional test's own p */
+    double p_comb;
+};
+
+/* Three p-values, each U(0,1) under a correct engine, combined by
+ * Bonferroni: the marginal KS and binned chi-squared, and the conditional
+ * chi-squared within the entropy groups. */
+static enum assay_status plain_tests(const struct pit_run *r, struct pit_plain *t)
+{
+    const struct assay_dist_params *p = r->p;
+    t->d_ks = NAN;
+    t->p_ks = NAN;
+    enum assay_status st = assay_ks_uniform(r->u, (size_t)r->n_u, &t->d_ks, &t->p_ks);
+    if (st == ASSAY_OK) {
+        st = binned_uniformity(r->u, r->n_u, p->pit_bins, p->alpha / 3, p->power, &t->chi);
+    }
+    if (st == ASSAY_OK) {
+        st = conditional_uniformity(r->u, r->group, r->n_u, p->alpha / 3, p->power, r->u_group,
+                                    &t->cond, t->n_group);
+    }
+    if (st != ASSAY_OK) {
+        assay_dist_set_error(r->res, st, "the uniformity tests failed");
+        return st;
+    }
+    t->p_chi = t->chi.degenerate ? 1.0 : t->chi.p_value;
+    t->p_cond = t->cond.degenerate ? 1.0 : t->cond.p_value;
+    double m_marg = t->p_ks < t->p_chi ? t->p_ks : t->p_chi;
+    t->p_marg = 3 * m_marg < 1.0 ? 3 * m_marg : 1.0;
+    t->p_ctx = 3 * t->p_cond < 1.0 ? 3 * t->p_cond : 1.0;
+    t->p_comb = t->p_marg < t->p_ctx ? t->p_marg : t->p_ctx;
+    return ASSAY_OK;
+}
+
+/* The exact test's verdict: the figures, the parts, and a failure by the
+ * hard rules (wrong deliveries, tokens of oracle probability 0), else by
+ * the marginal test, else by the conditional one. */
+static void plain_verdict(const struct pit_run *r, const struct pit_plain *t)
+{
+    const struct assay_dist_params *p = r->p;
+    struct assay_check_result *res = r->res;
+    struct assay_dist_parts *parts = r->parts;
+    const int64_t n_u = r->n_u, n_impossible = r->n_impossible, n_twin = r->n_twin;
+    assay_dist_fill_from_test(res, &t->chi, p->alpha);
+    assay_evidence_pit(&res->evidence, r->u, n_u, t->d_ks);
+    res->p_value = t->p_comb;
+    if (parts != NULL) {
+        parts->n = 3;
+        parts->p[0] = t->p_ks;
+        parts->name[0] = "KS";
+        parts->p[1] = t->p_chi;
+        parts->name[1] = "chi2";
+        parts->p[2] = t->p_cond;
+        parts->name[2] = "chi2 within entropy groups";
+    }
+    res->n = n_u;
+    res->n_impossible = n_impossible;
+    res->n_requests = p->n;
+    res->n_tokens = p->n * r->len;
+    char alone[96], groups[160];
+    res->statistic_fired = t->p_comb <= p->alpha;
+    res->rule_fired = r->ss.n_bad > 0 || n_impossible > 0;
+    assay_dist_statistic_alone(alone, sizeof alone, true, t->p_comb, p->alpha);
+    snprintf(groups, sizeof groups,
+             "within %d entropy groups (edges %.3g, %.3g nats; %lld, %lld, %lld values): X2 %.1f "
+             "on %d df, p %.3g",
+             ASSAY_DIST_PIT_GROUPS, r->edges[0], r->edges[1], (long long)t->n_group[0],
+             (long long)t->n_group[1], (long long)t->n_group[2], t->cond.statistic,
+             (int)t->cond.df, t->p_cond);
+    bool marg_fired = t->p_marg <= p->alpha, ctx_fired = t->p_ctx <= p->alpha;
+    if (r->ss.n_bad > 0) {
+        assay_check_fail(res, "%lld sequences delivered wrongly; first: %s; %s",
+                         (long long)r->ss.n_bad, r->ss.bad, alone);
+    } else if (n_impossible > 0) {
+        assay_check_fail(res,
+                         "zero-probability rule: %lld tokens of oracle probability 0 (first: %s); "
+                         "%s",
+                         (long long)n_impossible, r->first, alone);
+    } else if (marg_fired) {
+        char twins[120] = "";
+        if (n_twin > 0) {
+            snprintf(twins, sizeof twins,
+                     "; %lld drawn tokens (%.2f%%) are ones an exact tie at the cut removes "
+                     "(PIT value 1)",
+                     (long long)n_twin, 100.0 * (double)n_twin / (double)n_u);
+        }
+        assay_check_fail(
+            res,
+            "the PIT values are not uniform: KS D %.4f (p %.3g), chi-squared %.1f on %d df "
+            "(p %.3g); marginal p %.3g <= alpha %.0e; the conditional test %s: %s%s",
+            t->d_ks, t->p_ks, t->chi.statistic, (int)t->chi.df, t->p_chi, t->p_marg, p->alpha,
+            ctx_fired ? "fails too" : "passes", groups, twins);
+    } else if (ctx_fired) {
+        assay_check_fail(
+            res,
+            "the PIT values are not uniform within the oracle's entropy groups: %s; conditional "
+            "p %.3g <= alpha %.0e; the marginal test alone passes (KS p %.3g, chi-squared p "
+            "%.3g, marginal p %.3g): a bias whose sign depends on the context",
+            groups, t->p_ctx, p->alpha, t->p_ks, t->p_chi, t->p_marg);
+    }
+}
+
+/* The exact test's summary line, with speculation's figures and the count
+ * of tie twins under a tie mode. */
+static void plain_summary(const struct pit_run *r, const struct pit_plain *t)
+{
+    const struct assay_dist_params *p = r->p;
+    struct assay_check_result *res = r->res;
+    char spec[160] = "";
+    assay_dist_spec_rate(&r->tally, spec, sizeof spec);
+    if (p->bonus_only) {
+        size_t sl = strlen(spec);
+        snprintf(spec + sl, sizeof spec - sl, "; tested: the %lld bonus tokens",
+                 (long long)r->tally.n_bonus);
+    }
+    snprintf(res->summary, sizeof res->summary,
+             "alpha %.0e n %lld p %.3g min-TV %.4f | PIT of %lld x %d: marginal p %.3g (KS D "
+             "%.4f p %.3g, chi2 %.1f df %d p %.3g); by entropy p %.3g (X2 %.1f df %d, min-TV %.3f "
+             "per group); T %.2g top-k %d top-p %.2g; %lld at a boundary",
+             p->alpha, (long long)r->n_u, t->p_comb, t->chi.min_tv, (long long)p->n, (int)r->len,
+             t->p_marg, t->d_ks, t->p_ks, t->chi.statistic, (int)t->chi.df, t->p_chi, t->p_ctx,
+             t->cond.statistic, (int)t->cond.df, t->cond.min_tv, (double)p->sampling.temperature,
+             (int)p->sampling.top_k, (double)p->sampling.top_p, (long long)r->n_boundary);
+    assay_dist_append(res->summary, sizeof res->summary, spec);
+    if (p->tie != ASSAY_DIST_TIE_NONE) {
+        size_t l = strlen(res->summary);
+        snprintf(res->summary + l, sizeof res->summary - l,
+                 "; %lld tokens an exact tie removes (u = 1)", (long long)r->n_twin);
+    }
+}
+
+/* The verdict without a budget: the exact tests (plain_tests), the verdict
+ * and the summary. */
+static enum assay_status pit_plain_verdict(struct pit_run *r)
+{
+    struct pit_plain t;
+    enum assay_status st = plain_tests(r, &t);
+    if (st != ASSAY_OK) {
+        return st;
+    }
+    plain_verdict(r, &t);
+    plain_summary(r, &t);
+    return ASSAY_OK;
+}
 
 enum assay_status assay_dist_pit(const struct assay_adapter *a, const struct assay_model *model,
                                  const struct assay_dist_params *p, struct assay_check_result *res,
@@ -353,369 +900,24 @@ enum assay_status assay_dist_pit(const struct assay_adapter *a, const struct ass
         return st;
     }
     assay_stats_init();
-    const int32_t v = model->cfg.vocab, plen = p->prompt_len, len = p->out_len;
-    int32_t *prompts = NULL;
-    int32_t *seq = assay_malloc(sizeof(int32_t) * (size_t)(plen + len));
-    double *rows = assay_malloc(sizeof(double) * (size_t)(plen + len) * (size_t)v);
-    double *pd = assay_malloc(sizeof(double) * (size_t)v);
-    double *u_scratch = assay_malloc(sizeof(double) * (size_t)v);
-    double *u = assay_malloc(sizeof(double) * (size_t)p->n * (size_t)len);
-    double *u_group = assay_malloc(sizeof(double) * (size_t)p->n * (size_t)len);
-    int8_t *group = assay_malloc(sizeof(int8_t) * (size_t)p->n * (size_t)len);
-    double *h = assay_malloc(sizeof(double) * (size_t)pilot_sequences(p) * (size_t)len);
-    /* V of output j of sequence i: counter i * len + j, so each value is
-     * the same whichever rank draws it. */
-    const uint64_t v_seed = assay_seed_derive(p->seed, "pit-v");
-    const int64_t cells = p->n * len;
-    int64_t *rec = assay_calloc((size_t)cells, sizeof(int64_t));
-    double *rec_u = assay_calloc((size_t)cells, sizeof(double));
-    /* Under a numerics budget: each position's allowances (one per grid
-     * point) and the reference's TV there, `per` values recorded at the
-     * position's index. */
-    const bool tolerant = p->budget.on;
-    const int32_t per = p->pit_bins; /* pit_bins - 1 allowances, the TV */
-    double *rec_allow = tolerant ? assay_calloc((size_t)cells * (size_t)per, sizeof(double)) : NULL;
-    double *allow_seq =
-        tolerant ? assay_malloc(sizeof(double) * (size_t)(per + 2) * (size_t)len) : NULL;
-    double *u_allow = tolerant ? assay_malloc(sizeof(double) * (size_t)per * (size_t)cells) : NULL;
-    struct assay_oracle *o = NULL;
-    struct sample_set ss;
-    memset(&ss, 0, sizeof ss);
-    struct assay_spec_tally tally = {0, 0, 0, NULL};
-    if (seq == NULL || rows == NULL || pd == NULL || u == NULL || u_scratch == NULL ||
-        rec == NULL || rec_u == NULL || u_group == NULL || group == NULL || h == NULL ||
-        (tolerant && (rec_allow == NULL || allow_seq == NULL || u_allow == NULL)) ||
-        assay_dist_make_prompts(p, &prompts) != ASSAY_OK) {
-        st = ASSAY_ERR_NOMEM;
-        assay_dist_set_error(res, st, "out of memory");
-        goto out;
-    }
-    st = assay_oracle_init(&o, model, plen + len);
-    if (st != ASSAY_OK) {
-        assay_dist_set_error(res, st, "the oracle could not start (prompt + len beyond the context?)");
-        goto out;
-    }
-    double edges[ASSAY_DIST_PIT_GROUPS - 1];
-    st = entropy_edges(o, p, prompts, v, seq, rows, pd, h, edges);
-    if (st != ASSAY_OK) {
-        assay_dist_set_error(res, st, "the oracle's pilot for the entropy groups failed");
-        goto out;
-    }
-    struct request_source src = {prompts, p->n_prompts, plen, p->sampling,
-                                 assay_seed_derive(p->seed, "requests")};
-    st = assay_dist_draw_samples(a, &src, p->n, len, p->window, true, &ss, why, sizeof why);
-    if (st != ASSAY_OK) {
-        assay_dist_draw_failed(res, &ss, st, why);
-        goto out;
-    }
-    assay_dist_judge_delivery(res, &ss, "sequences");
-    /* Speculation's figures, and with bonus_only the positions tested: the
-     * token after a round whose every proposal was accepted. */
-    st = assay_dist_spec_tally(&ss, p->n, len, p->bonus_only, &tally);
-    if (st != ASSAY_OK) {
-        assay_dist_set_error(res, st, "out of memory");
-        goto out;
-    }
-    if (p->bonus_only && tally.n_bonus == 0) {
-        assay_check_skip(res, "%s", ss.n_rounds == 0
-                                        ? "the engine reported no speculative round (SPEC_ROUND "
-                                          "events): no token after an accepted round to test"
-                                        : "no round had every proposal accepted: no token after "
-                                          "an accepted round to test");
-        goto out;
-    }
-    /* The oracle's passes, this rank's sequences only; each position's
-     * outcome is recorded at its index (rec: 0 none, 1 + g a PIT value of
-     * entropy group g, REC_BOUNDARY, REC_IMPOSSIBLE) and the ranks'
-     * records are added together. */
-    int64_t n_u = 0, n_boundary = 0, n_impossible = 0, first_key = INT64_MAX;
-    char first[300] = "";
-    for (int64_t i = 0; i < p->n && st == ASSAY_OK; i++) {
-        const int32_t *t = ss.tokens + i * len;
-        bool complete = true;
-        for (int32_t j = 0; j < len; j++) {
-            complete = complete && t[j] >= 0 && t[j] < v;
-        }
-        if (!complete || !assay_shard_mine(i)) {
-            continue; /* incomplete: counted among the bad deliveries */
-        }
-        memcpy(seq, prompts + (i % p->n_prompts) * plen, sizeof(int32_t) * (size_t)plen);
-        memcpy(seq + plen, t, sizeof(int32_t) * (size_t)len);
-        /* Row plen-1+j predicts output j; the last token is never fed. */
-        st = assay_oracle_logits(o, seq, plen + len - 1, rows);
-        if (st == ASSAY_OK && tolerant) {
-            st = p->budget.along(p->budget.ctx, p, seq, plen, len, rows, allow_seq,
-                                 allow_seq + (int64_t)(per - 1) * len,
-                                 allow_seq + (int64_t)per * len);
-        }
-        for (int32_t j = 0; j < len && st == ASSAY_OK; j++) {
-            if (tally.bonus != NULL && !tally.bonus[i * len + j]) {
-                continue;
-            }
-            const double *row = rows + (int64_t)(plen - 1 + j) * v;
-            struct assay_oracle_dist_info inf;
-            st = assay_oracle_distribution(row, v, &p->sampling, p->order, pd, &inf);
-            if (st != ASSAY_OK) {
-                break;
-            }
-            int32_t x = t[j];
-            int64_t c = i * len + j;
-            if (tolerant) {
-                memcpy(rec_allow + c * per, allow_seq + (int64_t)j * (per - 1),
-                       sizeof(double) * (size_t)(per - 1));
-                rec_allow[c * per + per - 1] = allow_seq[(int64_t)(per - 1) * len + j];
-            }
-            /* Under a budget a token that a cut the formats can move keeps
-             * is a PIT value of 1 (F(x-) = 1 past every kept token): it
-             * counts against the engine in the CDF distance, which the
-             * allowance bounds. */
-            bool widened = false;
-            if (tolerant && pd[x] == 0.0) {
-                struct assay_dist_params pj = *p;
-                pj.tol_top_p = fmax(p->tol_top_p, allow_seq[(int64_t)per * len + j]);
-                widened = assay_dist_logit_rank(row, v, x) <
-                          assay_dist_widened_kept(row, v, &pj, u_scratch);
-            }
-            /* With a tie mode, the token an exact tie at a safe cut
-             * removes (the tie rule kept its twin of lower id) is no hard
-             * failure and no boundary decision: a PIT value of 1, which
-             * counts against the engine as under a budget. */
-            bool twin = false;
-            if (!tolerant && p->tie != ASSAY_DIST_TIE_NONE && pd[x] == 0.0) {
-                struct assay_dist_tie_info ti;
-                bool safe = false;
-                if (assay_dist_cut_tie(row, pd, v, &ti) && row[x] == ti.logit) {
-                    st = assay_dist_boundary_safe(row, v, p, &inf, u_scratch, &safe);
-                }
-                twin = st == ASSAY_OK && safe;
-            }
-            if (st != ASSAY_OK) {
-                break;
-            }
-            if (pd[x] > 0.0 || widened || twin) {
-                double vv = assay_rng_u01(v_seed, (uint64_t)c, PIT_V_PURPOSE);
-                double w = widened || twin ? 1.0 : cdf_before(pd, v, x) + vv * pd[x];
-                double hx = entropy_of(pd, v);
-                int8_t g = 0;
-                while (g < ASSAY_DIST_PIT_GROUPS - 1 && hx > edges[g]) {
-                    g++;
-                }
-                rec[c] = (twin ? REC_TWIN : 1) + g;
-                rec_u[c] = w < 0.0 ? 0.0 : (w > 1.0 ? 1.0 : w);
-            } else if (!tolerant && at_boundary(p, &inf, row, v, x, u_scratch)) {
-                rec[c] = REC_BOUNDARY;
-            } else {
-                rec[c] = REC_IMPOSSIBLE;
-                if (first_key == INT64_MAX) {
-                    first_key = c;
-                    snprintf(first, sizeof first,
-                             "sequence %lld (seed %llu), output position %d: token %d has oracle "
-                             "probability 0 (logit rank %d, %d kept; top-p margin %.2g, top-k "
-                             "gap %.2g)",
-                             (long long)i, (unsigned long long)(src.seed0 + (uint64_t)i), (int)j,
-                             (int)x, (int)assay_dist_logit_rank(row, v, x), (int)inf.n_kept,
-                             inf.top_p_margin, inf.top_k_gap);
-                }
-            }
-        }
-    }
-    if (st != ASSAY_OK) {
-        assay_dist_set_error(res, st, "the oracle failed");
-        goto out;
-    }
-    st = assay_shard_allreduce(rec, cells, ASSAY_SHARD_I64, ASSAY_SHARD_SUM);
+    struct pit_run r;
+    st = pit_run_init(&r, model, p, res, parts);
     if (st == ASSAY_OK) {
-        st = assay_shard_allreduce(rec_u, cells, ASSAY_SHARD_F64, ASSAY_SHARD_SUM);
-    }
-    if (st == ASSAY_OK && tolerant) {
-        st = assay_shard_allreduce(rec_allow, per * cells, ASSAY_SHARD_F64, ASSAY_SHARD_SUM);
+        st = pit_oracle_start(&r, model);
     }
     if (st == ASSAY_OK) {
-        st = assay_shard_first_text(first_key, first, sizeof first);
+        st = pit_draw(&r, a);
     }
-    if (st != ASSAY_OK) {
-        assay_dist_set_error(res, st, "the ranks could not bring the PIT values together");
-        goto out;
+    if (st == ASSAY_OK && !r.done) {
+        st = pit_oracle_passes(&r);
     }
-    int64_t n_twin = 0;
-    for (int64_t c = 0; c < cells; c++) {
-        if (rec[c] >= REC_TWIN && rec[c] < REC_TWIN + ASSAY_DIST_PIT_GROUPS) {
-            n_twin++;
-            rec[c] -= REC_TWIN - 1; /* a PIT value (of 1) like any other */
-        }
-        if (rec[c] >= 1 && rec[c] <= ASSAY_DIST_PIT_GROUPS) {
-            group[n_u] = (int8_t)(rec[c] - 1);
-            if (tolerant) {
-                memcpy(u_allow + n_u * per, rec_allow + c * per, sizeof(double) * (size_t)per);
-            }
-            u[n_u++] = rec_u[c];
-        } else if (rec[c] == REC_BOUNDARY) {
-            n_boundary++;
-        } else if (rec[c] == REC_IMPOSSIBLE) {
-            n_impossible++;
-        }
+    if (st == ASSAY_OK && !r.done) {
+        st = pit_gather(&r);
     }
-    /* The check sets how many values it draws, except with bonus_only,
-     * where the engine decides how many rounds it accepts: there the KS
-     * (exact at any n) decides alone while the bins are too few, and an
-     * engine that accepts almost nothing is left to the acceptance checks. */
-    if (p->bonus_only && n_u < ASSAY_DIST_PIT_MIN_BONUS) {
-        assay_check_skip(res,
-                         "only %lld tokens after a wholly accepted round (proposals accepted "
-                         "%lld of %lld), fewer than %d: how often rounds are accepted is "
-                         "dist.spec.acceptance's to judge",
-                         (long long)n_u, (long long)tally.accepted, (long long)tally.drafted,
-                         ASSAY_DIST_PIT_MIN_BONUS);
-        goto out;
+    if (st == ASSAY_OK && !r.done) {
+        st = r.tolerant ? pit_tolerant_verdict(&r) : pit_plain_verdict(&r);
     }
-    if (!p->bonus_only && n_u < 2 * p->pit_bins * 5) {
-        st = ASSAY_ERR_INVALID;
-        assay_dist_set_error(res, st, "too few PIT values for the test (raise n or len)");
-        goto out;
-    }
-    if (tolerant) {
-        st = pit_tolerance(p, u, group, u_allow, n_u, cells, res, parts, edges);
-        if (st != ASSAY_OK) {
-            assay_dist_set_error(res, st, "the tolerance tests failed");
-            goto out;
-        }
-        res->n_impossible = n_impossible;
-        res->n_requests = p->n;
-        res->n_tokens = p->n * len;
-        res->rule_fired = ss.n_bad > 0 || n_impossible > 0;
-        char alone[96];
-        assay_dist_statistic_alone(alone, sizeof alone, true, res->p_value, p->alpha);
-        if (ss.n_bad > 0) {
-            assay_check_fail(res, "%lld sequences delivered wrongly; first: %s; %s",
-                             (long long)ss.n_bad, ss.bad, alone);
-        } else if (n_impossible > 0) {
-            assay_check_fail(res,
-                             "zero-probability rule: %lld tokens that no cut the budget allows "
-                             "keeps (first: %s); %s",
-                             (long long)n_impossible, first, alone);
-        }
-        goto out;
-    }
-    /* Three p-values, each U(0,1) under a correct engine, combined by
-     * Bonferroni: the marginal KS and binned chi-squared, and the
-     * conditional chi-squared within the entropy groups. */
-    double d_ks = NAN, p_ks = NAN;
-    struct assay_test_result chi, cond;
-    int64_t n_group[ASSAY_DIST_PIT_GROUPS];
-    st = assay_ks_uniform(u, (size_t)n_u, &d_ks, &p_ks);
-    if (st == ASSAY_OK) {
-        st = binned_uniformity(u, n_u, p->pit_bins, p->alpha / 3, p->power, &chi);
-    }
-    if (st == ASSAY_OK) {
-        st = conditional_uniformity(u, group, n_u, p->alpha / 3, p->power, u_group, &cond,
-                                    n_group);
-    }
-    if (st != ASSAY_OK) {
-        assay_dist_set_error(res, st, "the uniformity tests failed");
-        goto out;
-    }
-    double p_chi = chi.degenerate ? 1.0 : chi.p_value;
-    double p_cond = cond.degenerate ? 1.0 : cond.p_value;
-    double m_marg = p_ks < p_chi ? p_ks : p_chi;
-    double p_marg = 3 * m_marg < 1.0 ? 3 * m_marg : 1.0;  /* the marginal test's own p */
-    double p_ctx = 3 * p_cond < 1.0 ? 3 * p_cond : 1.0;   /* the conditional test's own p */
-    double p_comb = p_marg < p_ctx ? p_marg : p_ctx;
-    assay_dist_fill_from_test(res, &chi, p->alpha);
-    assay_evidence_pit(&res->evidence, u, n_u, d_ks);
-    res->p_value = p_comb;
-    if (parts != NULL) {
-        parts->n = 3;
-        parts->p[0] = p_ks;
-        parts->name[0] = "KS";
-        parts->p[1] = p_chi;
-        parts->name[1] = "chi2";
-        parts->p[2] = p_cond;
-        parts->name[2] = "chi2 within entropy groups";
-    }
-    res->n = n_u;
-    res->n_impossible = n_impossible;
-    res->n_requests = p->n;
-    res->n_tokens = p->n * len;
-    char alone[96], groups[160];
-    res->statistic_fired = p_comb <= p->alpha;
-    res->rule_fired = ss.n_bad > 0 || n_impossible > 0;
-    assay_dist_statistic_alone(alone, sizeof alone, true, p_comb, p->alpha);
-    snprintf(groups, sizeof groups,
-             "within %d entropy groups (edges %.3g, %.3g nats; %lld, %lld, %lld values): X2 %.1f "
-             "on %d df, p %.3g",
-             ASSAY_DIST_PIT_GROUPS, edges[0], edges[1], (long long)n_group[0],
-             (long long)n_group[1], (long long)n_group[2], cond.statistic, (int)cond.df, p_cond);
-    bool marg_fired = p_marg <= p->alpha, ctx_fired = p_ctx <= p->alpha;
-    if (ss.n_bad > 0) {
-        assay_check_fail(res, "%lld sequences delivered wrongly; first: %s; %s",
-                         (long long)ss.n_bad, ss.bad, alone);
-    } else if (n_impossible > 0) {
-        assay_check_fail(res,
-                         "zero-probability rule: %lld tokens of oracle probability 0 (first: %s); "
-                         "%s",
-                         (long long)n_impossible, first, alone);
-    } else if (marg_fired) {
-        char twins[120] = "";
-        if (n_twin > 0) {
-            snprintf(twins, sizeof twins,
-                     "; %lld drawn tokens (%.2f%%) are ones an exact tie at the cut removes "
-                     "(PIT value 1)",
-                     (long long)n_twin, 100.0 * (double)n_twin / (double)n_u);
-        }
-        assay_check_fail(
-            res,
-            "the PIT values are not uniform: KS D %.4f (p %.3g), chi-squared %.1f on %d df "
-            "(p %.3g); marginal p %.3g <= alpha %.0e; the conditional test %s: %s%s",
-            d_ks, p_ks, chi.statistic, (int)chi.df, p_chi, p_marg, p->alpha,
-            ctx_fired ? "fails too" : "passes", groups, twins);
-    } else if (ctx_fired) {
-        assay_check_fail(
-            res,
-            "the PIT values are not uniform within the oracle's entropy groups: %s; conditional "
-            "p %.3g <= alpha %.0e; the marginal test alone passes (KS p %.3g, chi-squared p "
-            "%.3g, marginal p %.3g): a bias whose sign depends on the context",
-            groups, p_ctx, p->alpha, p_ks, p_chi, p_marg);
-    }
-    char spec[160] = "";
-    assay_dist_spec_rate(&tally, spec, sizeof spec);
-    if (p->bonus_only) {
-        size_t sl = strlen(spec);
-        snprintf(spec + sl, sizeof spec - sl, "; tested: the %lld bonus tokens",
-                 (long long)tally.n_bonus);
-    }
-    snprintf(res->summary, sizeof res->summary,
-             "alpha %.0e n %lld p %.3g min-TV %.4f | PIT of %lld x %d: marginal p %.3g (KS D "
-             "%.4f p %.3g, chi2 %.1f df %d p %.3g); by entropy p %.3g (X2 %.1f df %d, min-TV %.3f "
-             "per group); T %.2g top-k %d top-p %.2g; %lld at a boundary",
-             p->alpha, (long long)n_u, p_comb, chi.min_tv, (long long)p->n, (int)len, p_marg,
-             d_ks, p_ks, chi.statistic, (int)chi.df, p_chi, p_ctx, cond.statistic, (int)cond.df,
-             cond.min_tv, (double)p->sampling.temperature, (int)p->sampling.top_k,
-             (double)p->sampling.top_p, (long long)n_boundary);
-    assay_dist_append(res->summary, sizeof res->summary, spec);
-    if (p->tie != ASSAY_DIST_TIE_NONE) {
-        size_t l = strlen(res->summary);
-        snprintf(res->summary + l, sizeof res->summary - l,
-                 "; %lld tokens an exact tie removes (u = 1)", (long long)n_twin);
-    }
-out:
-    assay_free(tally.bonus);
-    assay_free(rec_allow);
-    assay_free(allow_seq);
-    assay_free(u_allow);
-    assay_dist_sample_set_free(&ss);
-    assay_oracle_free(o);
-    assay_free(rec);
-    assay_free(rec_u);
-    assay_free(prompts);
-    assay_free(seq);
-    assay_free(rows);
-    assay_free(pd);
-    assay_free(u);
-    assay_free(u_group);
-    assay_free(group);
-    assay_free(h);
-    assay_free(u_scratch);
+    pit_run_free(&r);
     res->seconds = (double)(assay_now_ns() - t0) / 1e9;
     return st;
 }
-
