@@ -90,6 +90,85 @@ static void sleep_ms(long ms)
     }
 }
 
+/* The check's process: run the work into the shared record, carry its
+ * findings back through carry (NULL: none), say it ended, and exit. */
+static _Noreturn void run_child(struct shared *sh, const struct assay_isolated_work *work,
+                                void *arg, FILE *carry, const int link[2], pid_t parent)
+{
+    /* Die of the signal itself, whatever handler the host program has
+     * (a test framework's turns a crash into an exit), so the verdict
+     * can name it. */
+    static const int crash_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+    for (size_t i = 0; i < sizeof crash_signals / sizeof crash_signals[0]; i++) {
+        signal(crash_signals[i], SIG_DFL);
+    }
+    /* A parent killed meanwhile takes its check with it: no hanging
+     * engine is left behind. */
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) {
+        _exit(1);
+    }
+    if (link[0] >= 0) {
+        close(link[0]);
+        assay_shard_attach_child(link[1]);
+    }
+    assay_harness_set_crumb(&sh->crumb);
+    sh->status = work->run(arg, &sh->res);
+    if (carry != NULL && work->send(arg, carry) == ASSAY_OK && fflush(carry) == 0) {
+        sh->carried = 1;
+    }
+    __atomic_store_n(&sh->done, 1, __ATOMIC_SEQ_CST);
+    if (assay_shard_world_size() > 1) {
+        /* The rank's MPI library set up exit handlers of its own, which
+         * are not the child's to run. */
+        _exit(0);
+    }
+    /* exit, not _exit: a sanitizer's leak check runs at exit and says so
+     * in the status. */
+    exit(0);
+}
+
+/* Wait for the check's process pid to end (its status into *wstatus),
+ * serving its collectives on *fd meanwhile (-1: none; closed and set to
+ * -1 when the child is gone), and kill it once timeout_s (0: none) have
+ * passed since t0. Returns whether it was killed for that. */
+static bool wait_child(pid_t pid, int *fd, int64_t t0, double timeout_s, int *wstatus)
+{
+    bool timed_out = false;
+    long nap = 1;
+    for (;;) {
+        pid_t r = waitpid(pid, wstatus, WNOHANG);
+        if (r == pid) {
+            break;
+        }
+        if (r < 0 && errno != EINTR) {
+            kill(pid, SIGKILL);
+            (void)waitpid(pid, wstatus, 0);
+            break;
+        }
+        double s = (double)(assay_now_ns() - t0) / 1e9;
+        if (!timed_out && timeout_s > 0 && s > timeout_s) {
+            timed_out = true;
+            kill(pid, SIGKILL);
+        }
+        if (*fd >= 0) {
+            /* Wait for the child's next collective as long as we would
+             * have slept; a failed one means the child is gone. */
+            struct pollfd pfd = {*fd, POLLIN, 0};
+            int pr = poll(&pfd, 1, (int)nap);
+            if (pr > 0 && (pfd.revents & (POLLIN | POLLHUP | POLLERR)) != 0 &&
+                assay_shard_serve(*fd) != ASSAY_OK) {
+                close(*fd);
+                *fd = -1;
+            }
+        } else {
+            sleep_ms(nap);
+        }
+        nap = nap < 20 ? 2 * nap : 20;
+    }
+    return timed_out;
+}
+
 enum assay_status assay_isolate_run(const struct assay_isolation *iso,
                                     const struct assay_isolated_work *work, void *arg,
                                     struct assay_check_result *res)
@@ -145,75 +224,14 @@ enum assay_status assay_isolate_run(const struct assay_isolation *iso,
         return ASSAY_ERR_IO;
     }
     if (pid == 0) {
-        /* Die of the signal itself, whatever handler the host program has
-         * (a test framework's turns a crash into an exit), so the verdict
-         * can name it. */
-        static const int crash_signals[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
-        for (size_t i = 0; i < sizeof crash_signals / sizeof crash_signals[0]; i++) {
-            signal(crash_signals[i], SIG_DFL);
-        }
-        /* A parent killed meanwhile takes its check with it: no hanging
-         * engine is left behind. */
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent) {
-            _exit(1);
-        }
-        if (link[0] >= 0) {
-            close(link[0]);
-            assay_shard_attach_child(link[1]);
-        }
-        assay_harness_set_crumb(&sh->crumb);
-        sh->status = work->run(arg, &sh->res);
-        if (carry != NULL && work->send(arg, carry) == ASSAY_OK && fflush(carry) == 0) {
-            sh->carried = 1;
-        }
-        __atomic_store_n(&sh->done, 1, __ATOMIC_SEQ_CST);
-        if (assay_shard_world_size() > 1) {
-            /* The rank's MPI library set up exit handlers of its own, which
-             * are not the child's to run. */
-            _exit(0);
-        }
-        /* exit, not _exit: a sanitizer's leak check runs at exit and says so
-         * in the status. */
-        exit(0);
+        run_child(sh, work, arg, carry, link, parent);
     }
     int fd = link[0];
     if (link[1] >= 0) {
         close(link[1]);
     }
     int wstatus = 0;
-    bool timed_out = false;
-    long nap = 1;
-    for (;;) {
-        pid_t r = waitpid(pid, &wstatus, WNOHANG);
-        if (r == pid) {
-            break;
-        }
-        if (r < 0 && errno != EINTR) {
-            kill(pid, SIGKILL);
-            (void)waitpid(pid, &wstatus, 0);
-            break;
-        }
-        double s = (double)(assay_now_ns() - t0) / 1e9;
-        if (!timed_out && iso->timeout_s > 0 && s > iso->timeout_s) {
-            timed_out = true;
-            kill(pid, SIGKILL);
-        }
-        if (fd >= 0) {
-            /* Wait for the child's next collective as long as we would
-             * have slept; a failed one means the child is gone. */
-            struct pollfd pfd = {fd, POLLIN, 0};
-            int pr = poll(&pfd, 1, (int)nap);
-            if (pr > 0 && (pfd.revents & (POLLIN | POLLHUP | POLLERR)) != 0 &&
-                assay_shard_serve(fd) != ASSAY_OK) {
-                close(fd);
-                fd = -1;
-            }
-        } else {
-            sleep_ms(nap);
-        }
-        nap = nap < 20 ? 2 * nap : 20;
-    }
+    bool timed_out = wait_child(pid, &fd, t0, iso->timeout_s, &wstatus);
     if (fd >= 0) {
         close(fd);
     }
