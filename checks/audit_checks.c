@@ -531,15 +531,7 @@ static int32_t oracle_log_softmax(const double *row, int32_t v, double *lsm)
             best = k;
         }
     }
-    const double mx = row[best];
-    double sum = 0.0;
-    for (int32_t k = 0; k < v; k++) {
-        sum += exp(row[k] - mx);
-    }
-    double lse = mx + log(sum);
-    for (int32_t k = 0; k < v; k++) {
-        lsm[k] = row[k] - lse;
-    }
+    assay_audit_log_softmax(row, v, lsm); /* from the same largest logit */
     return best;
 }
 
