@@ -430,6 +430,243 @@ static void print_comparison(FILE *out, const struct assay_versus *c)
     }
 }
 
+/* What the phases of an audit on rank 0 share: the audit and the
+ * benchmark's inputs, the checks' results, the comparison and the report. */
+struct audit_run {
+    struct assay_audit *a;
+    bool bench_on;        /* neither --no-bench nor --check */
+    struct assay_slo slo; /* with bench_on */
+    struct assay_workload *w;
+    int32_t bench_from; /* the workload's requests before --quick */
+    struct assay_check_result *res;
+    size_t n;
+    struct assay_versus cmp;
+    bool bench_failed;
+    cJSON *report;
+};
+
+/* Check that the file behind --model can be audited, then load it and ask
+ * the server for one token into *a; false with the reason on stderr, the
+ * other ranks of an MPI run told. */
+static bool open_audit(const struct audit_opts *o, struct assay_audit **a)
+{
+    struct assay_audit_params ap = assay_audit_default_params();
+    ap.url = o->url;
+    ap.api = o->api;
+    ap.served_model = o->served;
+    ap.model_path = o->model;
+    ap.bundled_spec = o->bundled;
+    ap.fixtures = assay_cli_fixtures();
+    ap.seed = o->seed;
+    ap.quick = o->quick;
+    ap.eos_token = (int32_t)o->eos;
+    ap.slots = (int32_t)o->slots;
+    ap.kv_type = o->kv_type;
+    ap.flash_attn = o->flash_attn;
+    ap.seed_promise = o->seed_promise;
+    ap.stall_ms = (int32_t)o->stall_ms;
+    ap.order = o->order;
+    ap.program = assay_cli_program();
+    struct assay_diag diag;
+    if (!model_fits(o->model, &diag)) {
+        (void)assay_cli_mpi_ready(false);
+        return false;
+    }
+    fprintf(stderr, "assay audit: loading %s and asking %s for one token\n", o->model, o->url);
+    assay_diag_clear(&diag);
+    enum assay_status st = assay_audit_open(&ap, a, &diag);
+    if (st != ASSAY_OK) {
+        char why[1200];
+        assay_diag_format(&diag, why, sizeof why);
+        fprintf(stderr, "assay audit: %s: %s\n", assay_status_str(st),
+                why[0] != '\0' ? why : "the audit could not start, and gave no reason");
+        (void)assay_cli_mpi_ready(false);
+        return false;
+    }
+    return true;
+}
+
+/* Another rank of an MPI run: its share of the distributional checks;
+ * rank 0 runs the others, benchmarks and reports. Closes a; the exit
+ * status. */
+static int run_other_rank(const struct audit_opts *o, struct assay_audit *a)
+{
+    size_t n_plan, n = 0;
+    assay_plan_for(ASSAY_COMMAND_AUDIT, &n_plan);
+    struct assay_check_result *res = calloc(n_plan, sizeof *res);
+    int64_t t0_ns = assay_now_ns();
+    bool ok = assay_cli_mpi_ready(res != NULL) && run_checks(a, o, false, t0_ns, res, &n) &&
+              run_checks(a, o, true, t0_ns, res, &n);
+    free(res);
+    assay_audit_close(a);
+    return ok ? ASSAY_EXIT_OK : ASSAY_EXIT_USAGE;
+}
+
+/* With the benchmark on, load its workload into r->w, cut to its first
+ * QUICK_BENCH_REQUESTS with --quick; false with the reason on stderr,
+ * nothing loaded left behind. */
+static bool load_bench_workload(const struct audit_opts *o, struct audit_run *r)
+{
+    if (r->bench_on &&
+        !assay_cli_load_workload("audit", o->workload, assay_audit_server(r->a), &r->w)) {
+        (void)assay_cli_mpi_ready(false);
+        return false;
+    }
+    r->bench_from = r->w != NULL ? r->w->n : 0;
+    if (r->w != NULL && o->quick && r->w->n > QUICK_BENCH_REQUESTS) {
+        uint8_t *keep = calloc((size_t)r->w->n, 1);
+        struct assay_workload *first = NULL;
+        for (int32_t i = 0; keep != NULL && i < QUICK_BENCH_REQUESTS; i++) {
+            keep[i] = 1;
+        }
+        if (keep == NULL || assay_workload_subset(r->w, keep, &first) != ASSAY_OK) {
+            fprintf(stderr, "assay audit: out of memory\n");
+            free(keep);
+            assay_workload_free(r->w);
+            r->w = NULL;
+            return false;
+        }
+        free(keep);
+        assay_workload_free(r->w);
+        r->w = first;
+    }
+    return true;
+}
+
+/* The benchmark: the server and the bundled engine, interleaved, into
+ * r->cmp; a run that did not complete is noted in the report and sets
+ * r->bench_failed. */
+static void run_benchmark(const struct audit_opts *o, struct audit_run *r)
+{
+    struct assay_versus_engine engines[2] = {
+        {"server", assay_audit_server_spec(r->a), assay_audit_server(r->a)},
+        {"bundled", assay_audit_bundled_spec(r->a), assay_audit_bundled(r->a)},
+    };
+    struct assay_versus_params cp = assay_versus_default_params();
+    cp.batch_workers = (int32_t)o->slots;
+    cp.seed = o->seed;
+    cp.n_runs = o->runs > 0 ? (int32_t)o->runs : o->quick ? 2 : 3;
+    cp.open_rate = o->rate;
+    fprintf(stderr, "assay audit: benchmark: server and bundled engine side by side "
+                    "(single stream, %d workers, open loop), %d runs each ...\n",
+            (int)cp.batch_workers, (int)cp.n_runs);
+    struct assay_cli_ticker *tick = assay_cli_ticker_start("audit", "benchmark");
+    enum assay_status st = assay_versus_run(engines, 2, r->w, &cp, &r->slo, &r->cmp);
+    assay_cli_ticker_stop(tick);
+    if (st != ASSAY_OK) {
+        r->bench_failed = true;
+        assay_report_add_note(r->report, "The side-by-side benchmark did not complete: %s (see "
+                                         "each engine's status in audit.comparison).",
+                              assay_status_str(st));
+    }
+}
+
+/* The checks that come before the benchmark, the benchmark, then the
+ * checks that come after it, into r; false when memory ran out (said on
+ * stderr). */
+static bool run_audit(const struct audit_opts *o, struct audit_run *r)
+{
+    int64_t t0_ns = assay_now_ns();
+    bool ok = run_checks(r->a, o, false, t0_ns, r->res, &r->n);
+    if (ok && r->bench_on) {
+        run_benchmark(o, r);
+    }
+    ok = ok && run_checks(r->a, o, true, t0_ns, r->res, &r->n);
+    assay_audit_finalize(r->res, r->n);
+    if (!ok) {
+        fprintf(stderr, "assay audit: out of memory during the checks\n");
+    }
+    return ok;
+}
+
+/* The report's parts: the stamp, the checks, the benchmark and the
+ * comparison, the audit's findings, the notes and the duration; false when
+ * memory ran out. */
+static bool build_report(const struct audit_opts *o, struct audit_run *r, int64_t t0)
+{
+    struct assay_stamp_seed seeds[] = {{"master", o->seed}, {"bench", o->seed}};
+    cJSON *stamp = NULL, *comparison = NULL, *audit = NULL, *bench = NULL;
+    bool ok = assay_stamp_create(assay_audit_server(r->a), seeds, 2, &stamp) == ASSAY_OK &&
+              assay_report_set(r->report, "stamp", stamp) == ASSAY_OK &&
+              assay_report_add_checks(r->report, r->res, r->n) == ASSAY_OK;
+    if (ok && r->cmp.n_engines > 0) {
+        ok = assay_versus_to_json(&r->cmp, r->w, &comparison) == ASSAY_OK;
+        if (ok && r->cmp.results[0][ASSAY_VERSUS_OPEN].n_runs > 0) {
+            ok = assay_bench_result_to_json(&r->cmp.results[0][ASSAY_VERSUS_OPEN], r->w, &bench) ==
+                     ASSAY_OK &&
+                 assay_report_set(r->report, "benchmark", bench) == ASSAY_OK;
+        }
+    }
+    ok = ok && assay_report_audit_json(r->a, comparison, &audit) == ASSAY_OK &&
+         assay_report_set(r->report, "audit", audit) == ASSAY_OK;
+    if (ok && r->bench_on && r->cmp.n_engines > 0) {
+        ok = assay_report_add_note(r->report,
+                                   "The benchmark section is the server's open loop; the audit "
+                                   "section puts it beside the bundled engine, measured in the "
+                                   "same run (%s).",
+                                   "interleaved run by run") == ASSAY_OK;
+    } else if (ok && !r->bench_on) {
+        ok = assay_report_add_note(r->report, "%s", o->n_checks > 0
+                                                        ? "Only the selected checks ran (--check); "
+                                                          "no benchmark."
+                                                        : "No benchmark (--no-bench).") == ASSAY_OK;
+    }
+    if (ok && o->quick) {
+        ok = assay_report_add_note(r->report, "A quick audit (--quick): smaller samples, stated "
+                                              "in each check's workload and figures.") == ASSAY_OK;
+    }
+    if (ok && r->w != NULL && r->w->n < r->bench_from) {
+        ok = assay_report_add_note(r->report,
+                                   "The benchmark ran the workload's first %d of its %d requests "
+                                   "(--quick).",
+                                   (int)r->w->n, (int)r->bench_from) == ASSAY_OK;
+    }
+    return ok && assay_report_set(r->report, "duration_s",
+                                  cJSON_CreateNumber((double)(assay_now_ns() - t0) / 1e9)) ==
+                     ASSAY_OK;
+}
+
+/* The exit status, before the report that records it: a failed check
+ * first, then a part that could not run (ok false when one did not), then
+ * too few checks run. */
+static int exit_status(const struct audit_opts *o, const struct audit_run *r, bool ok)
+{
+    int status = ok ? ASSAY_EXIT_OK : ASSAY_EXIT_USAGE;
+    int verdict_status = assay_cli_exit_status("audit", r->res, r->n, &o->require);
+    if (verdict_status == ASSAY_EXIT_FAIL) {
+        status = ASSAY_EXIT_FAIL;
+    } else if (status == ASSAY_EXIT_OK &&
+               (verdict_status == ASSAY_EXIT_USAGE || r->bench_failed)) {
+        status = ASSAY_EXIT_USAGE;
+    } else if (status == ASSAY_EXIT_OK) {
+        status = verdict_status;
+    }
+    return status;
+}
+
+/* The tables on a terminal: the checks, what the server did differently,
+ * the side-by-side figures, where the report went (ok: it was written)
+ * and how long it all took. */
+static void print_summary(const struct audit_run *r, bool ok,
+                          const struct assay_report_paths *paths, int64_t t0)
+{
+    assay_cli_print_results(stdout, r->res, r->n);
+    size_t nf = assay_audit_n_findings(r->a);
+    if (nf > 0) {
+        printf("\nWhat the server did differently from the oracle:\n");
+        for (size_t i = 0; i < nf; i++) {
+            printf("  - %s\n", assay_audit_finding(r->a, i));
+        }
+    }
+    if (r->cmp.n_engines > 0) {
+        print_comparison(stdout, &r->cmp);
+    }
+    if (ok) {
+        printf("\nReport: %s\n        %s\n        %s\n", paths->json, paths->html, paths->md);
+    }
+    printf("(%.0f s)\n", (double)(assay_now_ns() - t0) / 1e9);
+}
+
 int assay_cmd_audit(int argc, char **argv)
 {
     struct audit_opts o = {
@@ -459,224 +696,66 @@ int assay_cmd_audit(int argc, char **argv)
     if (!assay_cli_prepare_out_dir("audit", o.out)) {
         return ASSAY_EXIT_USAGE;
     }
-    bool bench_on = !o.no_bench && o.n_checks == 0;
-    struct assay_slo slo;
-    if (bench_on && !assay_cli_load_slo("audit", o.slo, &slo)) {
+    struct audit_run r;
+    memset(&r, 0, sizeof r);
+    r.bench_on = !o.no_bench && o.n_checks == 0;
+    if (r.bench_on && !assay_cli_load_slo("audit", o.slo, &r.slo)) {
         return ASSAY_EXIT_USAGE;
     }
-    struct assay_audit_params ap = assay_audit_default_params();
-    ap.url = o.url;
-    ap.api = o.api;
-    ap.served_model = o.served;
-    ap.model_path = o.model;
-    ap.bundled_spec = o.bundled;
-    ap.fixtures = assay_cli_fixtures();
-    ap.seed = o.seed;
-    ap.quick = o.quick;
-    ap.eos_token = (int32_t)o.eos;
-    ap.slots = (int32_t)o.slots;
-    ap.kv_type = o.kv_type;
-    ap.flash_attn = o.flash_attn;
-    ap.seed_promise = o.seed_promise;
-    ap.stall_ms = (int32_t)o.stall_ms;
-    ap.order = o.order;
-    ap.program = assay_cli_program();
-    struct assay_diag diag;
-    if (!model_fits(o.model, &diag)) {
-        (void)assay_cli_mpi_ready(false);
-        return ASSAY_EXIT_USAGE;
-    }
-    fprintf(stderr, "assay audit: loading %s and asking %s for one token\n", o.model, o.url);
-    struct assay_audit *a = NULL;
-    assay_diag_clear(&diag);
-    enum assay_status st = assay_audit_open(&ap, &a, &diag);
-    if (st != ASSAY_OK) {
-        char why[1200];
-        assay_diag_format(&diag, why, sizeof why);
-        fprintf(stderr, "assay audit: %s: %s\n", assay_status_str(st),
-                why[0] != '\0' ? why : "the audit could not start, and gave no reason");
-        (void)assay_cli_mpi_ready(false);
+    if (!open_audit(&o, &r.a)) {
         return ASSAY_EXIT_USAGE;
     }
     /* A check of an audit has no time limit: nor has the wait for a rank
      * (ASSAY_RANK_TIMEOUT sets one). */
     assay_cli_mpi_set_check_timeout(0);
     if (assay_shard_world_rank() != 0) {
-        /* Another rank of an MPI run: its share of the distributional
-         * checks; rank 0 runs the others, benchmarks and reports. */
-        size_t n_plan, n = 0;
-        assay_plan_for(ASSAY_COMMAND_AUDIT, &n_plan);
-        struct assay_check_result *res = calloc(n_plan, sizeof *res);
-        int64_t t0_ns = assay_now_ns();
-        bool ok = assay_cli_mpi_ready(res != NULL) && run_checks(a, &o, false, t0_ns, res, &n) &&
-                  run_checks(a, &o, true, t0_ns, res, &n);
-        free(res);
-        assay_audit_close(a);
-        return ok ? ASSAY_EXIT_OK : ASSAY_EXIT_USAGE;
+        return run_other_rank(&o, r.a);
     }
-    struct assay_workload *w = NULL;
-    if (bench_on && !assay_cli_load_workload("audit", o.workload, assay_audit_server(a), &w)) {
-        (void)assay_cli_mpi_ready(false);
-        assay_audit_close(a);
+    if (!load_bench_workload(&o, &r)) {
+        assay_audit_close(r.a);
         return ASSAY_EXIT_USAGE;
     }
-    int32_t bench_from = w != NULL ? w->n : 0; /* the workload's requests before --quick */
-    if (w != NULL && o.quick && w->n > QUICK_BENCH_REQUESTS) {
-        uint8_t *keep = calloc((size_t)w->n, 1);
-        struct assay_workload *first = NULL;
-        for (int32_t i = 0; keep != NULL && i < QUICK_BENCH_REQUESTS; i++) {
-            keep[i] = 1;
-        }
-        if (keep == NULL || assay_workload_subset(w, keep, &first) != ASSAY_OK) {
-            fprintf(stderr, "assay audit: out of memory\n");
-            free(keep);
-            assay_workload_free(w);
-            assay_audit_close(a);
-            return ASSAY_EXIT_USAGE;
-        }
-        free(keep);
-        assay_workload_free(w);
-        w = first;
-    }
-    cJSON *report = NULL;
     size_t n_plan;
     assay_plan_for(ASSAY_COMMAND_AUDIT, &n_plan);
-    struct assay_check_result *res = calloc(n_plan, sizeof *res);
-    if (res == NULL || assay_report_create("audit", command_line, &report) != ASSAY_OK) {
+    r.res = calloc(n_plan, sizeof *r.res);
+    if (r.res == NULL || assay_report_create("audit", command_line, &r.report) != ASSAY_OK) {
         fprintf(stderr, "assay audit: out of memory\n");
         (void)assay_cli_mpi_ready(false);
-        free(res);
-        assay_workload_free(w);
-        assay_audit_close(a);
+        free(r.res);
+        assay_workload_free(r.w);
+        assay_audit_close(r.a);
         return ASSAY_EXIT_USAGE;
     }
     if (!assay_cli_mpi_ready(true)) {
-        cJSON_Delete(report);
-        free(res);
-        assay_workload_free(w);
-        assay_audit_close(a);
+        cJSON_Delete(r.report);
+        free(r.res);
+        assay_workload_free(r.w);
+        assay_audit_close(r.a);
         return ASSAY_EXIT_USAGE;
     }
-    size_t n = 0;
-    int64_t t0_ns = assay_now_ns();
-    bool ok = run_checks(a, &o, false, t0_ns, res, &n);
-    /* The benchmark: the server and the bundled engine, interleaved. */
-    struct assay_versus cmp;
-    memset(&cmp, 0, sizeof cmp);
-    bool bench_failed = false;
-    if (ok && bench_on) {
-        struct assay_versus_engine engines[2] = {
-            {"server", assay_audit_server_spec(a), assay_audit_server(a)},
-            {"bundled", assay_audit_bundled_spec(a), assay_audit_bundled(a)},
-        };
-        struct assay_versus_params cp = assay_versus_default_params();
-        cp.batch_workers = (int32_t)o.slots;
-        cp.seed = o.seed;
-        cp.n_runs = o.runs > 0 ? (int32_t)o.runs : o.quick ? 2 : 3;
-        cp.open_rate = o.rate;
-        fprintf(stderr, "assay audit: benchmark: server and bundled engine side by side "
-                        "(single stream, %d workers, open loop), %d runs each ...\n",
-                (int)cp.batch_workers, (int)cp.n_runs);
-        struct assay_cli_ticker *tick = assay_cli_ticker_start("audit", "benchmark");
-        st = assay_versus_run(engines, 2, w, &cp, &slo, &cmp);
-        assay_cli_ticker_stop(tick);
-        if (st != ASSAY_OK) {
-            bench_failed = true;
-            assay_report_add_note(report, "The side-by-side benchmark did not complete: %s (see "
-                                          "each engine's status in audit.comparison).",
-                                  assay_status_str(st));
-        }
-    }
-    ok = ok && run_checks(a, &o, true, t0_ns, res, &n);
-    assay_audit_finalize(res, n);
-    if (!ok) {
-        fprintf(stderr, "assay audit: out of memory during the checks\n");
-    }
-    /* The report. */
-    struct assay_stamp_seed seeds[] = {{"master", o.seed}, {"bench", o.seed}};
-    cJSON *stamp = NULL, *comparison = NULL, *audit = NULL, *bench = NULL;
-    ok = ok && assay_stamp_create(assay_audit_server(a), seeds, 2, &stamp) == ASSAY_OK &&
-         assay_report_set(report, "stamp", stamp) == ASSAY_OK &&
-         assay_report_add_checks(report, res, n) == ASSAY_OK;
-    if (ok && cmp.n_engines > 0) {
-        ok = assay_versus_to_json(&cmp, w, &comparison) == ASSAY_OK;
-        if (ok && cmp.results[0][ASSAY_VERSUS_OPEN].n_runs > 0) {
-            ok = assay_bench_result_to_json(&cmp.results[0][ASSAY_VERSUS_OPEN], w, &bench) ==
-                     ASSAY_OK &&
-                 assay_report_set(report, "benchmark", bench) == ASSAY_OK;
-        }
-    }
-    ok = ok && assay_report_audit_json(a, comparison, &audit) == ASSAY_OK &&
-         assay_report_set(report, "audit", audit) == ASSAY_OK;
-    if (ok && bench_on && cmp.n_engines > 0) {
-        ok = assay_report_add_note(report,
-                                   "The benchmark section is the server's open loop; the audit "
-                                   "section puts it beside the bundled engine, measured in the "
-                                   "same run (%s).",
-                                   "interleaved run by run") == ASSAY_OK;
-    } else if (ok && !bench_on) {
-        ok = assay_report_add_note(report, "%s", o.n_checks > 0
-                                                     ? "Only the selected checks ran (--check); "
-                                                       "no benchmark."
-                                                     : "No benchmark (--no-bench).") == ASSAY_OK;
-    }
-    if (ok && o.quick) {
-        ok = assay_report_add_note(report, "A quick audit (--quick): smaller samples, stated in "
-                                           "each check's workload and figures.") == ASSAY_OK;
-    }
-    if (ok && w != NULL && w->n < bench_from) {
-        ok = assay_report_add_note(report,
-                                   "The benchmark ran the workload's first %d of its %d requests "
-                                   "(--quick).",
-                                   (int)w->n, (int)bench_from) == ASSAY_OK;
-    }
-    ok = ok && assay_report_set(report, "duration_s",
-                                cJSON_CreateNumber((double)(assay_now_ns() - t0) / 1e9)) == ASSAY_OK;
-    /* The exit status, before the report that records it: a failed check
-     * first, then a part that could not run, then too few checks run. */
-    int status = ok ? ASSAY_EXIT_OK : ASSAY_EXIT_USAGE;
-    int verdict_status = assay_cli_exit_status("audit", res, n, &o.require);
-    if (verdict_status == ASSAY_EXIT_FAIL) {
-        status = ASSAY_EXIT_FAIL;
-    } else if (status == ASSAY_EXIT_OK && (verdict_status == ASSAY_EXIT_USAGE || bench_failed)) {
-        status = ASSAY_EXIT_USAGE;
-    } else if (status == ASSAY_EXIT_OK) {
-        status = verdict_status;
-    }
-    ok = ok && assay_report_set_outcome(report, o.require.given ? o.require.text : NULL,
-                                        assay_require_needed(&o.require, (int64_t)n),
+    bool ok = run_audit(&o, &r);
+    ok = ok && build_report(&o, &r, t0);
+    int status = exit_status(&o, &r, ok);
+    ok = ok && assay_report_set_outcome(r.report, o.require.given ? o.require.text : NULL,
+                                        assay_require_needed(&o.require, (int64_t)r.n),
                                         status) == ASSAY_OK;
     struct assay_report_paths paths;
     if (!ok) {
         fprintf(stderr, "assay audit: out of memory while building the report\n");
         status = ASSAY_EXIT_USAGE;
-    } else if (!assay_cli_write_report("audit", report, o.out, &paths)) {
+    } else if (!assay_cli_write_report("audit", r.report, o.out, &paths)) {
         status = ASSAY_EXIT_USAGE;
         ok = false;
     }
     if (o.json && ok) {
-        assay_cli_print_json(report);
+        assay_cli_print_json(r.report);
     } else if (!o.json) {
-        assay_cli_print_results(stdout, res, n);
-        size_t nf = assay_audit_n_findings(a);
-        if (nf > 0) {
-            printf("\nWhat the server did differently from the oracle:\n");
-            for (size_t i = 0; i < nf; i++) {
-                printf("  - %s\n", assay_audit_finding(a, i));
-            }
-        }
-        if (cmp.n_engines > 0) {
-            print_comparison(stdout, &cmp);
-        }
-        if (ok) {
-            printf("\nReport: %s\n        %s\n        %s\n", paths.json, paths.html, paths.md);
-        }
-        printf("(%.0f s)\n", (double)(assay_now_ns() - t0) / 1e9);
+        print_summary(&r, ok, &paths, t0);
     }
-    cJSON_Delete(report);
-    assay_versus_release(&cmp);
-    free(res);
-    assay_workload_free(w);
-    assay_audit_close(a);
+    cJSON_Delete(r.report);
+    assay_versus_release(&r.cmp);
+    free(r.res);
+    assay_workload_free(r.w);
+    assay_audit_close(r.a);
     return status;
 }

@@ -232,6 +232,214 @@ static const char *mode_str(enum mode m)
     return "?";
 }
 
+/* What the phases of a benchmark share: the engine and its inputs, what the
+ * mode's run measured, and the report being built. */
+struct bench_run {
+    struct assay_adapter a;
+    struct assay_workload *w;
+    struct assay_slo slo;
+    cJSON *report;
+    bool ok;              /* false once memory ran out for the report */
+    enum assay_status st; /* how the mode's run ended */
+    struct assay_bench_result br;
+    struct assay_seedtable table;
+    struct assay_sweep_params sp;
+    struct assay_sweep_result sr;
+    double capacity; /* the sweep's start when it was measured, else NAN */
+};
+
+/* Open the engine and load the workload and the SLO into r, and check that
+ * --warmup leaves a request to measure; false with the reason on stderr,
+ * what was opened closed again. */
+static bool open_inputs(const struct bench_opts *o, struct bench_run *r)
+{
+    if (!assay_cli_open_engine("bench", o->engine, &r->a)) {
+        return false;
+    }
+    if (!assay_cli_load_workload("bench", o->workload, &r->a, &r->w) ||
+        !assay_cli_load_slo("bench", o->slo, &r->slo)) {
+        assay_workload_free(r->w);
+        assay_adapter_close(&r->a);
+        return false;
+    }
+    if (o->warmup != ASSAY_LOADGEN_WARMUP_AUTO && o->warmup >= r->w->n) {
+        fprintf(stderr,
+                "assay bench: --warmup %d leaves no request of the workload's %d to measure\n",
+                (int)o->warmup, (int)r->w->n);
+        assay_workload_free(r->w);
+        assay_adapter_close(&r->a);
+        return false;
+    }
+    return true;
+}
+
+/* --mode open or closed: the runs into r->br, their figures the report's
+ * "benchmark". */
+static void run_loop(const struct bench_opts *o, struct bench_run *r,
+                     struct assay_bench_progress progress)
+{
+    cJSON *part = NULL;
+    struct assay_loadgen_params lp = assay_loadgen_default_params();
+    lp.kind = o->mode == MODE_OPEN ? ASSAY_LOADGEN_OPEN : ASSAY_LOADGEN_CLOSED;
+    lp.arrival = o->rate > 0
+                     ? (o->arrival == ASSAY_ARRIVAL_TRACE ? ASSAY_ARRIVAL_POISSON : o->arrival)
+                     : ASSAY_ARRIVAL_TRACE;
+    if (o->arrival_set && o->arrival == ASSAY_ARRIVAL_TRACE) {
+        lp.arrival = ASSAY_ARRIVAL_TRACE;
+    }
+    lp.rate = o->rate > 0 ? o->rate : 1.0;
+    lp.cv = o->cv;
+    lp.seed = o->seed;
+    lp.n_workers = o->n_workers > 0 ? o->workers[0] : 4;
+    lp.warmup = o->warmup;
+    lp.timeout_s = o->timeout_s;
+    lp.progress = progress;
+    r->st = assay_bench_run(&r->a, r->w, &lp, &r->slo, (int32_t)o->runs, &r->br);
+    r->ok = r->ok &&
+            (r->br.n_runs == 0 || (assay_bench_result_to_json(&r->br, r->w, &part) == ASSAY_OK &&
+                                   assay_report_set(r->report, "benchmark", part) == ASSAY_OK));
+}
+
+/* --mode seedtable: the seed's table into r->table, the report's
+ * "seed_table". */
+static void run_seedtable(const struct bench_opts *o, struct bench_run *r,
+                          struct assay_bench_progress progress)
+{
+    cJSON *part = NULL;
+    struct assay_seedtable_params tp = assay_seedtable_default_params();
+    tp.open_rate = o->rate > 0 ? o->rate : 0.0;
+    tp.arrival = o->arrival == ASSAY_ARRIVAL_TRACE ? ASSAY_ARRIVAL_POISSON : o->arrival;
+    tp.cv = o->cv;
+    tp.seed = o->seed;
+    if (o->n_workers > 0) {
+        tp.n_closed = o->n_workers;
+        memcpy(tp.workers, o->workers, sizeof tp.workers);
+    }
+    tp.n_runs = (int32_t)o->runs;
+    tp.warmup = o->warmup;
+    tp.timeout_s = o->timeout_s;
+    tp.progress = progress;
+    r->st = assay_seedtable_run(&r->a, r->w, &tp, &r->slo, &r->table);
+    r->ok = r->ok && (r->table.n_rows == 0 ||
+                      (assay_report_seedtable_json(&r->table, r->w, &part) == ASSAY_OK &&
+                       assay_report_set(r->report, "seed_table", part) == ASSAY_OK));
+}
+
+/* --mode sweep: from --rate, or else from the capacity one burst of the
+ * workload measures, the rate sweep into r->sr, the report's "rate_sweep". */
+static void run_sweep(const struct bench_opts *o, struct bench_run *r,
+                      struct assay_bench_progress progress)
+{
+    cJSON *part = NULL;
+    if (o->rate > 0) {
+        r->sp.start_rate = o->rate;
+    } else {
+        r->st = assay_bench_capacity(&r->a, r->w, ASSAY_LOADGEN_WARMUP_AUTO, o->timeout_s,
+                                     &r->capacity);
+        r->sp.start_rate = r->capacity;
+    }
+    if (r->st != ASSAY_OK) {
+        return;
+    }
+    r->sp.min_rate = r->sp.start_rate / 8.0;
+    r->sp.max_rate = r->sp.start_rate * 16.0;
+    r->sp.max_probes = 8;
+    r->sp.rel_tol = 0.1;
+    r->sp.arrival = o->arrival == ASSAY_ARRIVAL_TRACE ? ASSAY_ARRIVAL_POISSON : o->arrival;
+    r->sp.cv = o->cv;
+    r->sp.seed = o->seed;
+    r->sp.warmup = o->warmup;
+    r->sp.timeout_s = o->timeout_s;
+    r->sp.progress = progress;
+    r->st = assay_rate_sweep(&r->a, r->w, &r->sp, &r->slo, &r->sr);
+    r->ok = r->ok && assay_report_sweep_json(&r->sr, &r->sp, &r->slo, r->st, &part) == ASSAY_OK &&
+            assay_report_set(r->report, "rate_sweep", part) == ASSAY_OK;
+}
+
+/* Run the mode the options ask for, a ticker showing its progress. */
+static void run_mode(const struct bench_opts *o, struct bench_run *r)
+{
+    r->st = ASSAY_OK;
+    char label[128];
+    snprintf(label, sizeof label, "benchmark: %s", mode_str(o->mode));
+    struct assay_cli_ticker *tick = assay_cli_ticker_start("bench", label);
+    struct assay_bench_progress progress = {assay_cli_ticker_progress, tick, NULL};
+    r->sp = assay_sweep_default_params();
+    r->capacity = NAN;
+    if (o->mode == MODE_OPEN || o->mode == MODE_CLOSED) {
+        run_loop(o, r, progress);
+    } else if (o->mode == MODE_SEEDTABLE) {
+        run_seedtable(o, r, progress);
+    } else {
+        run_sweep(o, r, progress);
+    }
+    assay_cli_ticker_stop(tick);
+}
+
+/* The rest of the report: the notes on how the run went, the stamp, the
+ * duration and the outcome. The exit status: 2 for a run that stopped
+ * early, which the report records for `assay report` to end with again, or
+ * for a report that ran out of memory. */
+static int finish_report(const struct bench_opts *o, struct bench_run *r, int64_t t0)
+{
+    if (r->st != ASSAY_OK) {
+        r->ok = r->ok && assay_report_add_note(r->report, "The %s stopped early: %s.",
+                                               mode_str(o->mode),
+                                               assay_status_str(r->st)) == ASSAY_OK;
+    }
+    if (isfinite(r->capacity)) {
+        r->ok = r->ok && assay_report_add_note(r->report,
+                                               "The sweep started at the capacity measured with "
+                                               "one burst of the workload: %.4g req/s.",
+                                               r->capacity) == ASSAY_OK;
+    }
+    struct assay_stamp_seed seeds[] = {{"bench", o->seed}};
+    cJSON *stamp = NULL;
+    r->ok = r->ok && assay_stamp_create(&r->a, seeds, 1, &stamp) == ASSAY_OK &&
+            assay_report_set(r->report, "stamp", stamp) == ASSAY_OK &&
+            assay_report_set(r->report, "duration_s",
+                             cJSON_CreateNumber((double)(assay_now_ns() - t0) / 1e9)) == ASSAY_OK;
+    int status = r->st == ASSAY_OK ? ASSAY_EXIT_OK : ASSAY_EXIT_USAGE;
+    r->ok = r->ok && assay_report_set_outcome(r->report, NULL, 0, status) == ASSAY_OK;
+    if (!r->ok) {
+        fprintf(stderr, "assay bench: out of memory while building the report\n");
+        status = ASSAY_EXIT_USAGE;
+    }
+    return status;
+}
+
+/* The tables on a terminal: what the mode measured, where the report went
+ * (paths, when written) and how long it all took. */
+static void print_tables(const struct bench_opts *o, const struct bench_run *r,
+                         const struct assay_report_paths *paths, int64_t t0)
+{
+    if (r->st != ASSAY_OK) {
+        fprintf(stderr, "assay bench: the %s stopped early: %s\n", mode_str(o->mode),
+                assay_status_str(r->st));
+    }
+    if (r->br.n_runs > 0) {
+        assay_cli_print_bench(stdout, &r->br, r->w);
+    }
+    if (r->table.n_rows > 0) {
+        assay_cli_print_paragraph(stdout, ASSAY_REPORT_SEED_TABLE_ABOUT);
+        printf("\n");
+        if (isfinite(r->table.capacity)) {
+            printf("Engine capacity (one burst of the whole workload): %.4g req/s\n",
+                   r->table.capacity);
+        }
+        assay_cli_print_seedtable(stdout, &r->table,
+                                  assay_json_str(assay_json_path(r->report, "seed_table"),
+                                                 "explanation", ""));
+    }
+    if (o->mode == MODE_SWEEP && r->sr.n_probes > 0) {
+        assay_cli_print_sweep(stdout, &r->sr, &r->sp);
+    }
+    if (paths != NULL) {
+        printf("\nReport: %s\n        %s\n        %s\n", paths->json, paths->html, paths->md);
+    }
+    printf("(%.0f s)\n", (double)(assay_now_ns() - t0) / 1e9);
+}
+
 int assay_cmd_bench(int argc, char **argv)
 {
     struct bench_opts o = {
@@ -259,165 +467,34 @@ int assay_cmd_bench(int argc, char **argv)
     if (o.out != NULL && !assay_cli_prepare_out_dir("bench", o.out)) {
         return ASSAY_EXIT_USAGE;
     }
-    struct assay_adapter a = {NULL, NULL};
-    struct assay_workload *w = NULL;
-    struct assay_slo slo;
-    if (!assay_cli_open_engine("bench", o.engine, &a)) {
+    struct bench_run r;
+    memset(&r, 0, sizeof r);
+    if (!open_inputs(&o, &r)) {
         return ASSAY_EXIT_USAGE;
     }
-    if (!assay_cli_load_workload("bench", o.workload, &a, &w) || !assay_cli_load_slo("bench", o.slo, &slo)) {
-        assay_workload_free(w);
-        assay_adapter_close(&a);
-        return ASSAY_EXIT_USAGE;
-    }
-    if (o.warmup != ASSAY_LOADGEN_WARMUP_AUTO && o.warmup >= w->n) {
-        fprintf(stderr, "assay bench: --warmup %d leaves no request of the workload's %d to measure\n",
-                (int)o.warmup, (int)w->n);
-        assay_workload_free(w);
-        assay_adapter_close(&a);
-        return ASSAY_EXIT_USAGE;
-    }
-    cJSON *report = NULL, *part = NULL;
-    bool ok = assay_report_create("bench", command_line, &report) == ASSAY_OK;
-    enum assay_status st = ASSAY_OK;
-    char label[128];
-    snprintf(label, sizeof label, "benchmark: %s", mode_str(o.mode));
-    struct assay_cli_ticker *tick = assay_cli_ticker_start("bench", label);
-    struct assay_bench_progress progress = {assay_cli_ticker_progress, tick, NULL};
-    struct assay_bench_result br;
-    memset(&br, 0, sizeof br);
-    struct assay_seedtable table;
-    memset(&table, 0, sizeof table);
-    struct assay_sweep_params sp = assay_sweep_default_params();
-    struct assay_sweep_result sr;
-    memset(&sr, 0, sizeof sr);
-    double capacity = NAN;
-    if (o.mode == MODE_OPEN || o.mode == MODE_CLOSED) {
-        struct assay_loadgen_params lp = assay_loadgen_default_params();
-        lp.kind = o.mode == MODE_OPEN ? ASSAY_LOADGEN_OPEN : ASSAY_LOADGEN_CLOSED;
-        lp.arrival = o.rate > 0 ? (o.arrival == ASSAY_ARRIVAL_TRACE ? ASSAY_ARRIVAL_POISSON : o.arrival)
-                                : ASSAY_ARRIVAL_TRACE;
-        if (o.arrival_set && o.arrival == ASSAY_ARRIVAL_TRACE) {
-            lp.arrival = ASSAY_ARRIVAL_TRACE;
-        }
-        lp.rate = o.rate > 0 ? o.rate : 1.0;
-        lp.cv = o.cv;
-        lp.seed = o.seed;
-        lp.n_workers = o.n_workers > 0 ? o.workers[0] : 4;
-        lp.warmup = o.warmup;
-        lp.timeout_s = o.timeout_s;
-        lp.progress = progress;
-        st = assay_bench_run(&a, w, &lp, &slo, (int32_t)o.runs, &br);
-        ok = ok && (br.n_runs == 0 || (assay_bench_result_to_json(&br, w, &part) == ASSAY_OK &&
-                                       assay_report_set(report, "benchmark", part) == ASSAY_OK));
-    } else if (o.mode == MODE_SEEDTABLE) {
-        struct assay_seedtable_params tp = assay_seedtable_default_params();
-        tp.open_rate = o.rate > 0 ? o.rate : 0.0;
-        tp.arrival = o.arrival == ASSAY_ARRIVAL_TRACE ? ASSAY_ARRIVAL_POISSON : o.arrival;
-        tp.cv = o.cv;
-        tp.seed = o.seed;
-        if (o.n_workers > 0) {
-            tp.n_closed = o.n_workers;
-            memcpy(tp.workers, o.workers, sizeof tp.workers);
-        }
-        tp.n_runs = (int32_t)o.runs;
-        tp.warmup = o.warmup;
-        tp.timeout_s = o.timeout_s;
-        tp.progress = progress;
-        st = assay_seedtable_run(&a, w, &tp, &slo, &table);
-        ok = ok && (table.n_rows == 0 || (assay_report_seedtable_json(&table, w, &part) == ASSAY_OK &&
-                                          assay_report_set(report, "seed_table", part) == ASSAY_OK));
-    } else {
-        if (o.rate > 0) {
-            sp.start_rate = o.rate;
-        } else {
-            st = assay_bench_capacity(&a, w, ASSAY_LOADGEN_WARMUP_AUTO, o.timeout_s, &capacity);
-            sp.start_rate = capacity;
-        }
-        if (st == ASSAY_OK) {
-            sp.min_rate = sp.start_rate / 8.0;
-            sp.max_rate = sp.start_rate * 16.0;
-            sp.max_probes = 8;
-            sp.rel_tol = 0.1;
-            sp.arrival = o.arrival == ASSAY_ARRIVAL_TRACE ? ASSAY_ARRIVAL_POISSON : o.arrival;
-            sp.cv = o.cv;
-            sp.seed = o.seed;
-            sp.warmup = o.warmup;
-            sp.timeout_s = o.timeout_s;
-            sp.progress = progress;
-            st = assay_rate_sweep(&a, w, &sp, &slo, &sr);
-            ok = ok && assay_report_sweep_json(&sr, &sp, &slo, st, &part) == ASSAY_OK &&
-                 assay_report_set(report, "rate_sweep", part) == ASSAY_OK;
-        }
-    }
-    assay_cli_ticker_stop(tick);
-    if (st != ASSAY_OK) {
-        ok = ok && assay_report_add_note(report, "The %s stopped early: %s.", mode_str(o.mode),
-                                         assay_status_str(st)) == ASSAY_OK;
-    }
-    if (isfinite(capacity)) {
-        ok = ok && assay_report_add_note(report,
-                                         "The sweep started at the capacity measured with one "
-                                         "burst of the workload: %.4g req/s.",
-                                         capacity) == ASSAY_OK;
-    }
-    struct assay_stamp_seed seeds[] = {{"bench", o.seed}};
-    cJSON *stamp = NULL;
-    ok = ok && assay_stamp_create(&a, seeds, 1, &stamp) == ASSAY_OK &&
-         assay_report_set(report, "stamp", stamp) == ASSAY_OK &&
-         assay_report_set(report, "duration_s",
-                          cJSON_CreateNumber((double)(assay_now_ns() - t0) / 1e9)) == ASSAY_OK;
-    /* A run that stopped early is exit status 2, which the report records
-     * for `assay report` to end with again. */
-    int status = st == ASSAY_OK ? ASSAY_EXIT_OK : ASSAY_EXIT_USAGE;
-    ok = ok && assay_report_set_outcome(report, NULL, 0, status) == ASSAY_OK;
-    if (!ok) {
-        fprintf(stderr, "assay bench: out of memory while building the report\n");
-        status = ASSAY_EXIT_USAGE;
-    }
+    r.ok = assay_report_create("bench", command_line, &r.report) == ASSAY_OK;
+    run_mode(&o, &r);
+    int status = finish_report(&o, &r, t0);
     struct assay_report_paths paths;
     bool written = false;
-    if (ok && o.out != NULL) {
-        if (!assay_cli_write_report("bench", report, o.out, &paths)) {
+    if (r.ok && o.out != NULL) {
+        if (!assay_cli_write_report("bench", r.report, o.out, &paths)) {
             status = ASSAY_EXIT_USAGE;
         } else {
             written = true;
         }
     }
     if (o.json) {
-        if (ok) {
-            assay_cli_print_json(report);
+        if (r.ok) {
+            assay_cli_print_json(r.report);
         }
     } else {
-        if (st != ASSAY_OK) {
-            fprintf(stderr, "assay bench: the %s stopped early: %s\n", mode_str(o.mode),
-                    assay_status_str(st));
-        }
-        if (br.n_runs > 0) {
-            assay_cli_print_bench(stdout, &br, w);
-        }
-        if (table.n_rows > 0) {
-            assay_cli_print_paragraph(stdout, ASSAY_REPORT_SEED_TABLE_ABOUT);
-            printf("\n");
-            if (isfinite(table.capacity)) {
-                printf("Engine capacity (one burst of the whole workload): %.4g req/s\n", table.capacity);
-            }
-            assay_cli_print_seedtable(stdout, &table,
-                                      assay_json_str(assay_json_path(report, "seed_table"),
-                                                     "explanation", ""));
-        }
-        if (o.mode == MODE_SWEEP && sr.n_probes > 0) {
-            assay_cli_print_sweep(stdout, &sr, &sp);
-        }
-        if (written) {
-            printf("\nReport: %s\n        %s\n        %s\n", paths.json, paths.html, paths.md);
-        }
-        printf("(%.0f s)\n", (double)(assay_now_ns() - t0) / 1e9);
+        print_tables(&o, &r, written ? &paths : NULL, t0);
     }
-    cJSON_Delete(report);
-    assay_bench_result_release(&br);
-    assay_seedtable_release(&table);
-    assay_workload_free(w);
-    assay_adapter_close(&a);
+    cJSON_Delete(r.report);
+    assay_bench_result_release(&r.br);
+    assay_seedtable_release(&r.table);
+    assay_workload_free(r.w);
+    assay_adapter_close(&r.a);
     return status;
 }

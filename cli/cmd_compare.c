@@ -532,6 +532,244 @@ static void print_tables(const struct opts *o, const struct assay_pairwise *pw,
     }
 }
 
+/* What the phases of a comparison share: the speed runs' parameters, the
+ * engines and their inputs, what each half found, and the diagnostic of
+ * the inputs' checks. */
+struct compare_run {
+    struct assay_speedup_params sp;
+    struct assay_pairwise *pw;
+    struct assay_model_cache *models;
+    struct assay_adapter base, cand;
+    struct assay_workload *w;
+    struct correctness k;
+    struct assay_speedup_result speed;
+    bool have_speed;
+    struct assay_diag diag;
+};
+
+/* The checks' pairing of the two engines from the options into r->pw;
+ * false with the reason on stderr. */
+static bool init_pairwise(const struct opts *o, struct compare_run *r)
+{
+    struct assay_pairwise_params pp = assay_pairwise_default_params();
+    pp.baseline = o->baseline;
+    pp.candidate = o->candidate;
+    pp.model = o->model;
+    pp.fixtures = assay_cli_fixtures();
+    pp.seed = o->seed;
+    pp.samples = (int64_t)o->samples;
+    pp.dist_params = o->dist_params;
+    pp.tie_tol = o->tie_tol;
+    pp.no_fork = o->no_fork;
+    pp.timeout_s = o->timeout_s;
+    pp.program = assay_cli_program();
+    assay_diag_clear(&r->diag);
+    enum assay_status st = assay_pairwise_init(&r->pw, &pp, &r->diag);
+    if (st != ASSAY_OK) {
+        char why[1200];
+        fprintf(stderr, "assay compare: %s\n",
+                st == ASSAY_ERR_NOMEM ? "out of memory"
+                                      : assay_diag_format(&r->diag, why, sizeof why));
+        return false;
+    }
+    return true;
+}
+
+/* Open both engines; on rank 0, unless --no-bench, load the speed runs'
+ * workload and SLO; read each --check-workload file. False with the reason
+ * on stderr. */
+static bool open_inputs(const struct opts *o, bool rank0, struct compare_run *r)
+{
+    /* The engines of the speed runs share their weights; the candidate's
+     * is also the one the stamp describes. */
+    bool ok = assay_model_cache_init(&r->models) == ASSAY_OK &&
+              open_engine("BASELINE", o->baseline, r->models, &r->base) &&
+              open_engine("CANDIDATE", o->candidate, r->models, &r->cand);
+    if (ok && !o->no_bench && rank0) {
+        ok = assay_cli_load_workload("compare", o->workload, &r->cand, &r->w) &&
+             assay_cli_load_slo("compare", o->slo, &r->sp.slo);
+        r->sp.has_slo = true;
+    }
+    for (size_t i = 0; ok && !o->no_checks && i < o->n_cw; i++) {
+        /* A bad file is the user's to fix, not a check's ERROR row. */
+        size_t n_all;
+        const struct assay_plan_item *all = assay_plan_for(ASSAY_COMMAND_COMPARE, &n_all);
+        const struct assay_plan_item *item = &all[o->cw[i].check];
+        enum assay_status st = assay_pairwise_check_workload(r->pw, item, o->cw[i].path, &r->diag);
+        if (st != ASSAY_OK) {
+            char why[1200];
+            fprintf(stderr, "assay compare: --check-workload %s=%s: %s\n", item->name,
+                    o->cw[i].path,
+                    st == ASSAY_ERR_NOMEM ? "out of memory"
+                                          : assay_diag_format(&r->diag, why, sizeof why));
+            ok = false;
+        }
+    }
+    return ok;
+}
+
+/* The speed half: the interleaved pairs of runs of both engines into
+ * r->speed, a ticker showing their progress. */
+static void run_speed(const struct opts *o, struct compare_run *r)
+{
+    r->sp.n_pairs = (int32_t)o->pairs;
+    r->sp.n_boot = (int32_t)o->boot;
+    r->sp.confidence = o->confidence;
+    r->sp.threshold = o->threshold;
+    r->sp.boot_seed = assay_seed_derive(o->seed, "compare.bootstrap");
+    r->sp.gen.seed = o->seed;
+    if (o->rate > 0) {
+        r->sp.gen.arrival = o->arrival;
+        r->sp.gen.rate = o->rate;
+        r->sp.gen.cv = 2.0;
+    }
+    char label[200];
+    snprintf(label, sizeof label, "speed: %d interleaved pairs of runs", (int)r->sp.n_pairs);
+    struct assay_cli_ticker *tick = assay_cli_ticker_start("compare", label);
+    r->sp.gen.progress = (struct assay_bench_progress){assay_cli_ticker_progress, tick, NULL};
+    assay_speedup_run(&r->base, &r->cand, r->w, &r->sp, &r->speed);
+    assay_cli_ticker_stop(tick);
+    r->have_speed = true;
+}
+
+/* The exit status: a correctness failure first, then a part that could
+ * not run, then too few checks run, then a regression. */
+static int exit_status(const struct opts *o, const struct compare_run *r)
+{
+    int verdict_status = assay_cli_exit_status("compare", r->k.res, r->k.n, &o->require);
+    if (verdict_status == ASSAY_EXIT_FAIL) {
+        return ASSAY_EXIT_FAIL;
+    }
+    if (verdict_status == ASSAY_EXIT_USAGE ||
+        (r->have_speed && r->speed.verdict == ASSAY_SPEEDUP_NOT_MEASURED)) {
+        return ASSAY_EXIT_USAGE;
+    }
+    if (verdict_status == ASSAY_EXIT_TOO_FEW) {
+        return ASSAY_EXIT_TOO_FEW;
+    }
+    if (r->have_speed && r->speed.verdict == ASSAY_SPEEDUP_REGRESSION) {
+        return ASSAY_EXIT_REGRESSION;
+    }
+    return ASSAY_EXIT_OK;
+}
+
+/* The report of both halves into *report (the caller deletes it), its
+ * "compare" member also into *cmp; status is the exit status it records.
+ * False when memory ran out. */
+static bool build_report(const struct opts *o, const struct compare_run *r,
+                         const char *command_line, int64_t t0, int status, cJSON **report,
+                         cJSON **cmp)
+{
+    cJSON *stamp = NULL;
+    struct assay_stamp_seed seeds[] = {
+        {"master", o->seed}, {"schedule", r->sp.gen.seed}, {"bootstrap", r->sp.boot_seed}};
+    bool ok = assay_report_create("compare", command_line, report) == ASSAY_OK &&
+              assay_stamp_create(&r->cand, seeds, 3, &stamp) == ASSAY_OK &&
+              assay_report_set(*report, "stamp", stamp) == ASSAY_OK &&
+              assay_report_add_checks(*report, r->k.res, r->k.n) == ASSAY_OK &&
+              add_verify_info(*report, o, r->k.n);
+    struct assay_compare_facts facts = {
+        .baseline_spec = o->baseline,
+        .candidate_spec = o->candidate,
+        .baseline = assay_pairwise_baseline_info(r->pw),
+        .candidate = assay_pairwise_candidate_info(r->pw),
+        .weights = assay_pairwise_weights(r->pw),
+        .checks = r->k.res,
+        .n_checks = r->k.n,
+        .repros = r->k.repros,
+        .n_repros = r->k.n_repros,
+        .speed = r->have_speed ? &r->speed : NULL,
+        .workload = r->w,
+        .exit_status = status,
+    };
+    ok = ok && assay_report_compare_json(&facts, cmp) == ASSAY_OK &&
+         assay_report_set(*report, "compare", *cmp) == ASSAY_OK;
+    if (ok && o->n_checks > 0) {
+        ok = assay_report_add_note(*report,
+                                   "Only %zu of the correctness checks were run (--check).",
+                                   r->k.n) == ASSAY_OK;
+    }
+    if (ok && o->no_checks) {
+        ok = assay_report_add_note(*report, "No correctness check was run (--no-checks): this "
+                                            "report says nothing about whether the candidate is "
+                                            "right.") == ASSAY_OK;
+    }
+    ok = ok && assay_report_set(*report, "duration_s",
+                                cJSON_CreateNumber((double)(assay_now_ns() - t0) / 1e9)) ==
+                   ASSAY_OK;
+    ok = ok && assay_report_set_outcome(*report, o->require.given ? o->require.text : NULL,
+                                        assay_require_needed(&o->require, (int64_t)r->k.n),
+                                        status) == ASSAY_OK;
+    return ok;
+}
+
+/* Write the report and the summaries into --out when it was built (ok),
+ * then print its JSON (--json) or the tables and where the files went. The
+ * exit status: status, or 2 when a file could not be written. */
+static int write_and_print(const struct opts *o, const struct compare_run *r, cJSON *report,
+                           const cJSON *cmp, bool ok, int status, int64_t t0)
+{
+    struct assay_report_paths paths;
+    char md_path[1100] = "", junit_path[1100] = "";
+    if (ok && !assay_cli_write_report("compare", report, o->out, &paths)) {
+        status = ASSAY_EXIT_USAGE;
+        ok = false;
+    }
+    if (ok && !write_summaries(report, o->out, md_path, junit_path, sizeof md_path)) {
+        status = ASSAY_EXIT_USAGE;
+        ok = false;
+    }
+    if (o->json && ok) {
+        assay_cli_print_json(report);
+    } else if (!o->json) {
+        print_tables(o, r->pw, &r->k, r->have_speed ? &r->speed : NULL, cmp);
+        if (ok) {
+            printf("Report: %s\n        %s\n        %s\nPull-request summary: %s\nJUnit: %s\n",
+                   paths.json, paths.html, paths.md, md_path, junit_path);
+        }
+        printf("exit status %d (%.0f s)\n", status, (double)(assay_now_ns() - t0) / 1e9);
+    }
+    return status;
+}
+
+/* Rank 0's part once the inputs are in: the correctness half, the speed
+ * half, then the report, written and printed. The exit status. */
+static int run_and_report(const struct opts *o, struct compare_run *r, const char *command_line,
+                          int64_t t0)
+{
+    /* Correctness. */
+    if (!o->no_checks && !run_checks(o, r->pw, &r->k)) {
+        fprintf(stderr, "assay compare: out of memory during the checks\n");
+        return ASSAY_EXIT_USAGE;
+    }
+    /* Speed. */
+    if (!o->no_bench) {
+        run_speed(o, r);
+    }
+    int status = exit_status(o, r);
+    cJSON *report = NULL, *cmp = NULL;
+    bool ok = build_report(o, r, command_line, t0, status, &report, &cmp);
+    if (!ok) {
+        fprintf(stderr, "assay compare: out of memory while building the report\n");
+        status = ASSAY_EXIT_USAGE;
+    }
+    status = write_and_print(o, r, report, cmp, ok, status, t0);
+    cJSON_Delete(report);
+    return status;
+}
+
+/* Free and close all that r holds. */
+static void compare_run_release(struct compare_run *r)
+{
+    assay_speedup_release(&r->speed);
+    correctness_release(&r->k);
+    assay_workload_free(r->w);
+    assay_adapter_close(&r->base);
+    assay_adapter_close(&r->cand);
+    assay_model_cache_free(r->models);
+    assay_pairwise_free(r->pw);
+}
+
 int assay_cmd_compare(int argc, char **argv)
 {
     struct opts o = {
@@ -557,8 +795,10 @@ int assay_cmd_compare(int argc, char **argv)
         assay_cli_list_checks(all, n, NULL);
         return ASSAY_EXIT_OK;
     }
-    struct assay_speedup_params sp = assay_speedup_default_params();
-    if (!parse_gate(o.gate, sp.gate)) {
+    struct compare_run r;
+    memset(&r, 0, sizeof r);
+    r.sp = assay_speedup_default_params();
+    if (!parse_gate(o.gate, r.sp.gate)) {
         return ASSAY_EXIT_USAGE;
     }
     int64_t t0 = assay_now_ns();
@@ -572,185 +812,23 @@ int assay_cmd_compare(int argc, char **argv)
     assay_cli_mpi_set_check_timeout(o.timeout_s);
     /* Everything that can be wrong with the input is found before the long
      * part: both engines open, the model, the workload and the SLO load. */
-    struct assay_pairwise_params pp = assay_pairwise_default_params();
-    pp.baseline = o.baseline;
-    pp.candidate = o.candidate;
-    pp.model = o.model;
-    pp.fixtures = assay_cli_fixtures();
-    pp.seed = o.seed;
-    pp.samples = (int64_t)o.samples;
-    pp.dist_params = o.dist_params;
-    pp.tie_tol = o.tie_tol;
-    pp.no_fork = o.no_fork;
-    pp.timeout_s = o.timeout_s;
-    pp.program = assay_cli_program();
-    struct assay_pairwise *pw = NULL;
-    struct assay_diag diag;
-    assay_diag_clear(&diag);
-    enum assay_status st = assay_pairwise_init(&pw, &pp, &diag);
-    if (st != ASSAY_OK) {
-        char why[1200];
-        fprintf(stderr, "assay compare: %s\n",
-                st == ASSAY_ERR_NOMEM ? "out of memory" : assay_diag_format(&diag, why, sizeof why));
+    if (!init_pairwise(&o, &r)) {
         (void)assay_cli_mpi_ready(false);
         return ASSAY_EXIT_USAGE;
     }
-    struct assay_model_cache *models = NULL;
-    struct assay_adapter base = {NULL, NULL}, cand = {NULL, NULL};
-    struct assay_workload *w = NULL;
-    struct correctness k;
-    memset(&k, 0, sizeof k);
-    struct assay_speedup_result speed;
-    memset(&speed, 0, sizeof speed);
-    bool have_speed = false;
     int status = ASSAY_EXIT_OK;
-    /* The engines of the speed runs share their weights; the candidate's
-     * is also the one the stamp describes. */
-    bool ok = assay_model_cache_init(&models) == ASSAY_OK &&
-              open_engine("BASELINE", o.baseline, models, &base) &&
-              open_engine("CANDIDATE", o.candidate, models, &cand);
-    if (ok && !o.no_bench && rank0) {
-        ok = assay_cli_load_workload("compare", o.workload, &cand, &w) &&
-             assay_cli_load_slo("compare", o.slo, &sp.slo);
-        sp.has_slo = true;
-    }
-    for (size_t i = 0; ok && !o.no_checks && i < o.n_cw; i++) {
-        /* A bad file is the user's to fix, not a check's ERROR row. */
-        size_t n_all;
-        const struct assay_plan_item *all = assay_plan_for(ASSAY_COMMAND_COMPARE, &n_all);
-        const struct assay_plan_item *item = &all[o.cw[i].check];
-        st = assay_pairwise_check_workload(pw, item, o.cw[i].path, &diag);
-        if (st != ASSAY_OK) {
-            char why[1200];
-            fprintf(stderr, "assay compare: --check-workload %s=%s: %s\n", item->name,
-                    o.cw[i].path,
-                    st == ASSAY_ERR_NOMEM ? "out of memory"
-                                          : assay_diag_format(&diag, why, sizeof why));
-            ok = false;
-        }
-    }
+    bool ok = open_inputs(&o, rank0, &r);
     if (!assay_cli_mpi_ready(ok)) {
         status = ASSAY_EXIT_USAGE;
-        goto out;
-    }
-    if (!rank0) {
+    } else if (!rank0) {
         /* Another rank of an MPI run: its share of the distributional
          * checks; rank 0 runs the others, measures the speed and reports. */
-        if (!o.no_checks && !run_checks(&o, pw, &k)) {
+        if (!o.no_checks && !run_checks(&o, r.pw, &r.k)) {
             status = ASSAY_EXIT_USAGE;
         }
-        goto out;
+    } else {
+        status = run_and_report(&o, &r, command_line, t0);
     }
-    /* Correctness. */
-    if (!o.no_checks && !run_checks(&o, pw, &k)) {
-        fprintf(stderr, "assay compare: out of memory during the checks\n");
-        status = ASSAY_EXIT_USAGE;
-        goto out;
-    }
-    /* Speed. */
-    if (!o.no_bench) {
-        sp.n_pairs = (int32_t)o.pairs;
-        sp.n_boot = (int32_t)o.boot;
-        sp.confidence = o.confidence;
-        sp.threshold = o.threshold;
-        sp.boot_seed = assay_seed_derive(o.seed, "compare.bootstrap");
-        sp.gen.seed = o.seed;
-        if (o.rate > 0) {
-            sp.gen.arrival = o.arrival;
-            sp.gen.rate = o.rate;
-            sp.gen.cv = 2.0;
-        }
-        char label[200];
-        snprintf(label, sizeof label, "speed: %d interleaved pairs of runs", (int)sp.n_pairs);
-        struct assay_cli_ticker *tick = assay_cli_ticker_start("compare", label);
-        sp.gen.progress = (struct assay_bench_progress){assay_cli_ticker_progress, tick, NULL};
-        assay_speedup_run(&base, &cand, w, &sp, &speed);
-        assay_cli_ticker_stop(tick);
-        have_speed = true;
-    }
-    /* The exit status: a correctness failure first, then a part that could
-     * not run, then too few checks run, then a regression. */
-    int verdict_status = assay_cli_exit_status("compare", k.res, k.n, &o.require);
-    if (verdict_status == ASSAY_EXIT_FAIL) {
-        status = ASSAY_EXIT_FAIL;
-    } else if (verdict_status == ASSAY_EXIT_USAGE ||
-               (have_speed && speed.verdict == ASSAY_SPEEDUP_NOT_MEASURED)) {
-        status = ASSAY_EXIT_USAGE;
-    } else if (verdict_status == ASSAY_EXIT_TOO_FEW) {
-        status = ASSAY_EXIT_TOO_FEW;
-    } else if (have_speed && speed.verdict == ASSAY_SPEEDUP_REGRESSION) {
-        status = ASSAY_EXIT_REGRESSION;
-    }
-    /* The report. */
-    cJSON *report = NULL, *stamp = NULL, *cmp = NULL;
-    struct assay_stamp_seed seeds[] = {
-        {"master", o.seed}, {"schedule", sp.gen.seed}, {"bootstrap", sp.boot_seed}};
-    ok = assay_report_create("compare", command_line, &report) == ASSAY_OK &&
-         assay_stamp_create(&cand, seeds, 3, &stamp) == ASSAY_OK &&
-         assay_report_set(report, "stamp", stamp) == ASSAY_OK &&
-         assay_report_add_checks(report, k.res, k.n) == ASSAY_OK && add_verify_info(report, &o, k.n);
-    struct assay_compare_facts facts = {
-        .baseline_spec = o.baseline,
-        .candidate_spec = o.candidate,
-        .baseline = assay_pairwise_baseline_info(pw),
-        .candidate = assay_pairwise_candidate_info(pw),
-        .weights = assay_pairwise_weights(pw),
-        .checks = k.res,
-        .n_checks = k.n,
-        .repros = k.repros,
-        .n_repros = k.n_repros,
-        .speed = have_speed ? &speed : NULL,
-        .workload = w,
-        .exit_status = status,
-    };
-    ok = ok && assay_report_compare_json(&facts, &cmp) == ASSAY_OK &&
-         assay_report_set(report, "compare", cmp) == ASSAY_OK;
-    if (ok && o.n_checks > 0) {
-        ok = assay_report_add_note(report, "Only %zu of the correctness checks were run (--check).",
-                                   k.n) == ASSAY_OK;
-    }
-    if (ok && o.no_checks) {
-        ok = assay_report_add_note(report, "No correctness check was run (--no-checks): this "
-                                           "report says nothing about whether the candidate is "
-                                           "right.") == ASSAY_OK;
-    }
-    ok = ok && assay_report_set(report, "duration_s",
-                                cJSON_CreateNumber((double)(assay_now_ns() - t0) / 1e9)) == ASSAY_OK;
-    ok = ok && assay_report_set_outcome(report, o.require.given ? o.require.text : NULL,
-                                        assay_require_needed(&o.require, (int64_t)k.n),
-                                        status) == ASSAY_OK;
-    if (!ok) {
-        fprintf(stderr, "assay compare: out of memory while building the report\n");
-        status = ASSAY_EXIT_USAGE;
-    }
-    struct assay_report_paths paths;
-    char md_path[1100] = "", junit_path[1100] = "";
-    if (ok && !assay_cli_write_report("compare", report, o.out, &paths)) {
-        status = ASSAY_EXIT_USAGE;
-        ok = false;
-    }
-    if (ok && !write_summaries(report, o.out, md_path, junit_path, sizeof md_path)) {
-        status = ASSAY_EXIT_USAGE;
-        ok = false;
-    }
-    if (o.json && ok) {
-        assay_cli_print_json(report);
-    } else if (!o.json) {
-        print_tables(&o, pw, &k, have_speed ? &speed : NULL, cmp);
-        if (ok) {
-            printf("Report: %s\n        %s\n        %s\nPull-request summary: %s\nJUnit: %s\n",
-                   paths.json, paths.html, paths.md, md_path, junit_path);
-        }
-        printf("exit status %d (%.0f s)\n", status, (double)(assay_now_ns() - t0) / 1e9);
-    }
-    cJSON_Delete(report);
-out:
-    assay_speedup_release(&speed);
-    correctness_release(&k);
-    assay_workload_free(w);
-    assay_adapter_close(&base);
-    assay_adapter_close(&cand);
-    assay_model_cache_free(models);
-    assay_pairwise_free(pw);
+    compare_run_release(&r);
     return status;
 }
