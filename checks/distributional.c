@@ -458,12 +458,312 @@ static enum assay_status gof_tolerance(const struct assay_dist_params *p, int32_
     return st;
 }
 
+/* What assay_dist_gof carries from one phase to the next: the buffers and
+ * the oracle, the prompt's margins and bins, the samples, their counts by
+ * category and the samples the rules single out. */
+struct gof_check {
+    const struct assay_dist_params *p;
+    struct assay_check_result *res;
+    int32_t v;
+    int64_t k;        /* categories: tokens, or pairs of them */
+    int32_t *prompt;  /* (prompt_len) */
+    double *prob;     /* (k) the oracle's exact distribution after the prompt */
+    int64_t *counts;  /* (k) the samples of each category */
+    double *row;      /* (prompt_len, v) the oracle's logits along the prompt */
+    double *scratch;  /* (v) */
+    struct assay_oracle *o;
+    struct assay_gof_bins *bins;
+    struct sample_set ss;
+    struct margins mg;
+    uint64_t seed0;   /* request i's seed is seed0 + i */
+    char spec[160];   /* the proposals accepted, for a speculative engine */
+    bool twin_rule;   /* the tie mode's rule for an exact tie at the cut applies */
+    int64_t first_bad, first_req, n_twin;
+};
+
+/* The buffers and the oracle. On failure res is ERROR with the reason. */
+static enum assay_status gof_setup(struct gof_check *g, const struct assay_model *model)
+{
+    const struct assay_dist_params *p = g->p;
+    g->prompt = assay_malloc(sizeof(int32_t) * (size_t)p->prompt_len);
+    g->prob = assay_malloc(sizeof(double) * (size_t)g->k);
+    g->counts = assay_calloc((size_t)g->k, sizeof(int64_t));
+    g->row = assay_malloc(sizeof(double) * (size_t)p->prompt_len * (size_t)g->v);
+    g->scratch = assay_malloc(sizeof(double) * (size_t)g->v);
+    if (g->prompt == NULL || g->prob == NULL || g->counts == NULL || g->row == NULL ||
+        g->scratch == NULL) {
+        assay_dist_set_error(g->res, ASSAY_ERR_NOMEM, "out of memory");
+        return ASSAY_ERR_NOMEM;
+    }
+    enum assay_status st = assay_oracle_init(&g->o, model, p->prompt_len + 1);
+    if (st != ASSAY_OK) {
+        assay_dist_set_error(g->res, st, "the oracle could not start");
+    }
+    return st;
+}
+
+/* The prompt of the test and its exact distribution (g->prompt, g->prob,
+ * g->mg): the caller's, or the first candidate whose cuts are safe. On
+ * failure res is ERROR with the reason; where no candidate is safe and the
+ * caller allows it, res is SKIP instead, *skipped is set and ASSAY_OK
+ * returned. */
+static enum assay_status gof_choose_prompt(struct gof_check *g, bool *skipped)
+{
+    const struct assay_dist_params *p = g->p;
+    struct assay_check_result *res = g->res;
+    enum assay_status st;
+    g->mg = (struct margins){.top_p = INFINITY, .top_k = INFINITY};
+    if (p->prompt != NULL) {
+        /* The caller's prompt: its boundaries are the caller's to judge
+         * (under a budget they count in the allowance); without a budget
+         * they must still be safe from fp32 rounding. */
+        bool ok = false;
+        memcpy(g->prompt, p->prompt, sizeof(int32_t) * (size_t)p->prompt_len);
+        st = exact_first_tokens(g->o, g->prompt, p, g->v, g->prob, &ok, &g->mg);
+        if (st == ASSAY_OK && !ok && !p->budget.on) {
+            st = ASSAY_ERR_INVALID;
+        }
+        if (st != ASSAY_OK) {
+            assay_dist_set_error(res, st, "the given prompt's distribution could not be used");
+        }
+        return st;
+    }
+    st = select_prompt(g->o, p, g->v, g->prompt, g->prob, &g->mg);
+    if (st != ASSAY_OK) {
+        char why[400];
+        snprintf(why, sizeof why,
+                 "no prompt among %d candidates keeps every top-k/top-p boundary beyond the "
+                 "tolerances (top-p %.2g, top-k %.2g logits)",
+                 (int)p->prompt_tries, p->tol_top_p, p->tol_logit);
+        if (st == ASSAY_ERR_INVALID && p->no_prompt_skip != NULL) {
+            assay_check_skip(res, "%s: %s", why, p->no_prompt_skip);
+            st = ASSAY_OK;
+            *skipped = true;
+        } else {
+            assay_dist_set_error(res, st, why);
+        }
+    }
+    return st;
+}
+
+/* The oracle's logits along the prompt where a budget or a tie mode reads
+ * them, and without a budget the chi-squared's bins. On failure res is
+ * ERROR. */
+static enum assay_status gof_make_bins(struct gof_check *g)
+{
+    const struct assay_dist_params *p = g->p;
+    enum assay_status st = ASSAY_OK;
+    if (p->budget.on || p->tie != ASSAY_DIST_TIE_NONE) {
+        st = assay_oracle_logits(g->o, g->prompt, p->prompt_len, g->row);
+    }
+    if (st == ASSAY_OK && !p->budget.on) {
+        st = assay_gof_bins_make(g->prob, (int32_t)g->k, (double)p->n, 5.0, &g->bins);
+    }
+    if (st != ASSAY_OK) {
+        assay_dist_set_error(g->res, st, "could not make the bins");
+    }
+    return st;
+}
+
+/* The samples counted by category into g->counts, the first of oracle
+ * probability 0 in g->first_bad (its request in g->first_req). With a tie
+ * mode, the token an exact tie at the cut drops (the kept set widened by
+ * the tolerances holds it) is no hard failure; its samples (g->n_twin)
+ * count against the bins (assay_gof_test_missing). */
+static void gof_count(struct gof_check *g)
+{
+    const struct assay_dist_params *p = g->p;
+    const int32_t v = g->v;
+    const double *last_row = g->row + (int64_t)(p->prompt_len - 1) * v;
+    g->twin_rule = p->tie != ASSAY_DIST_TIE_NONE && g->mg.tied;
+    g->first_bad = -1;
+    g->first_req = -1;
+    g->n_twin = 0;
+    for (int64_t i = 0; i < p->n; i++) {
+        const int32_t *t = g->ss.tokens + i * p->out_len;
+        if (t[0] < 0 || t[0] >= v || (p->positions == 2 && (t[1] < 0 || t[1] >= v))) {
+            continue; /* counted among the bad deliveries */
+        }
+        int64_t c = p->positions == 1 ? t[0] : (int64_t)t[0] * v + t[1];
+        if (g->twin_rule && g->prob[c] == 0.0 && last_row[c] == g->mg.tie.logit) {
+            g->n_twin++;
+            continue;
+        }
+        g->counts[c]++;
+        if (g->prob[c] == 0.0 && g->first_bad < 0) {
+            g->first_bad = c;
+            g->first_req = i;
+        }
+    }
+}
+
+/* Under a numerics budget: the tolerance test (gof_tolerance), the
+ * findings and the summary. ASSAY_OK, or the test's status (res is then
+ * ERROR). */
+static enum assay_status gof_judge_budget(struct gof_check *g)
+{
+    const struct assay_dist_params *p = g->p;
+    struct assay_check_result *res = g->res;
+    const int32_t v = g->v;
+    char alone[96];
+    int64_t n_imp = 0, first_imp = -1;
+    const double *last = g->row + (int64_t)(p->prompt_len - 1) * v;
+    enum assay_status st =
+        gof_tolerance(p, v, last, g->prob, g->counts, g->scratch, res, &n_imp, &first_imp);
+    if (st != ASSAY_OK) {
+        assay_dist_set_error(res, st, "the tolerance test failed");
+        return st;
+    }
+    res->n_impossible = n_imp;
+    res->statistic_fired = res->p_value <= p->alpha;
+    res->rule_fired = g->ss.n_bad > 0 || n_imp > 0;
+    assay_dist_statistic_alone(alone, sizeof alone, true, res->p_value, p->alpha);
+    if (g->ss.n_bad > 0) {
+        assay_check_fail(res, "%lld requests delivered wrongly; first: %s; %s",
+                         (long long)g->ss.n_bad, g->ss.bad, alone);
+    } else if (n_imp > 0) {
+        assay_check_fail(res,
+                         "zero-probability rule: %lld samples of tokens the oracle's cut "
+                         "removes and no cut the budget allows keeps (first: token %lld, "
+                         "logit rank %d); %s",
+                         (long long)n_imp, (long long)first_imp,
+                         (int)assay_dist_logit_rank(last, v, (int32_t)first_imp), alone);
+    } else if (res->statistic_fired) {
+        assay_check_fail(res,
+                         "TV from the oracle %.4f (95%% interval %.4f to %.4f) beyond the "
+                         "budget %.4f: p %.3g <= alpha %.0e",
+                         res->tol.estimate, res->tol.ci_lo, res->tol.ci_hi, res->tol.budget,
+                         res->p_value, p->alpha);
+    }
+    snprintf(res->summary, sizeof res->summary,
+             "alpha %.0e n %lld p %.3g | TV %.4f [%.4f, %.4f] within budget %.4f (%s); "
+             "detects TV %.4f beyond it; first token after %d, T %.2g top-k %d top-p %.2g; "
+             "%d bins",
+             p->alpha, (long long)res->n, res->p_value, res->tol.estimate, res->tol.ci_lo,
+             res->tol.ci_hi, res->tol.budget,
+             p->budget.what != NULL ? p->budget.what : "the formats",
+             res->tol.min_excess, (int)p->prompt_len, (double)p->sampling.temperature,
+             (int)p->sampling.top_k, (double)p->sampling.top_p, (int)res->df + 1);
+    return ASSAY_OK;
+}
+
+/* The finding of a chi-squared at or below alpha: the bin furthest from
+ * its expectation, for the reader, or the samples of the token an exact
+ * tie at the cut removes where there are any. */
+static void gof_report_deviation(const struct gof_check *g, const struct assay_test_result *tr)
+{
+    const struct assay_dist_params *p = g->p;
+    const struct assay_gof_bins *bins = g->bins;
+    double worst = 0.0;
+    int64_t wc = -1;
+    for (int64_t c = 0; c < g->k; c++) {
+        if (bins->bin_of[c] >= 0 && bins->bin_of[c] < bins->n_own) {
+            double e = bins->prob[bins->bin_of[c]] * (double)tr->n;
+            double z = (double)g->counts[c] - e;
+            if (fabs(z) / sqrt(e) > worst) {
+                worst = fabs(z) / sqrt(e);
+                wc = c;
+            }
+        }
+    }
+    if (wc >= 0 && g->n_twin > 0) {
+        assay_check_fail(
+            g->res,
+            "chi-squared %.1f on %d df, p %.3g <= alpha %.0e; %lld samples (%.2f%%) of token "
+            "%d, which the exact tie at the cut removes (tie rule: token %d, the lower id, "
+            "kept; oracle probability %.5f), counted against the bins",
+            tr->statistic, (int)tr->df, tr->p_value, p->alpha, (long long)g->n_twin,
+            100.0 * (double)g->n_twin / (double)tr->n, (int)g->mg.tie.dropped,
+            (int)g->mg.tie.kept, g->mg.tie.q);
+    } else if (wc >= 0) {
+        char cat[64];
+        describe_category(wc, p->positions, g->v, cat, sizeof cat);
+        assay_check_fail(
+            g->res,
+            "chi-squared %.1f on %d df, p %.3g <= alpha %.0e; largest deviation: %s "
+            "observed %lld times, expected %.1f (oracle probability %.5f)",
+            tr->statistic, (int)tr->df, tr->p_value, p->alpha, cat, (long long)g->counts[wc],
+            g->prob[wc] * (double)tr->n, g->prob[wc]);
+    } else {
+        assay_check_fail(g->res, "chi-squared %.1f on %d df, p %.3g <= alpha %.0e",
+                         tr->statistic, (int)tr->df, tr->p_value, p->alpha);
+    }
+}
+
+/* The chi-squared's result into res with its evidence, and the findings:
+ * wrong deliveries, samples of probability 0, no test possible, or the
+ * statistic. ASSAY_OK, or ASSAY_ERR_INVALID (res ERROR) where no test was
+ * possible. */
+static enum assay_status gof_judge_chi_squared(struct gof_check *g,
+                                               const struct assay_test_result *tr)
+{
+    const struct assay_dist_params *p = g->p;
+    struct assay_check_result *res = g->res;
+    char cat[64], alone[96];
+    assay_dist_fill_from_test(res, tr, p->alpha);
+    assay_evidence_gof(&res->evidence, g->bins, g->counts, tr->n - tr->n_impossible,
+                       p->positions == 2 ? g->v : 0);
+    res->n_impossible = tr->n_impossible;
+    res->statistic_fired = !tr->degenerate && tr->p_value <= p->alpha;
+    res->rule_fired = g->ss.n_bad > 0 || tr->n_impossible > 0;
+    assay_dist_statistic_alone(alone, sizeof alone, !tr->degenerate, tr->p_value, p->alpha);
+    if (g->ss.n_bad > 0) {
+        assay_check_fail(res, "%lld requests delivered wrongly; first: %s; %s",
+                         (long long)g->ss.n_bad, g->ss.bad, alone);
+    } else if (tr->n_impossible > 0) {
+        describe_category(g->first_bad, p->positions, g->v, cat, sizeof cat);
+        assay_check_fail(
+            res,
+            "zero-probability rule: %lld samples of categories with oracle probability 0 "
+            "(first: request %lld, seed %llu, gave %s; every binding top-k/top-p cut of this "
+            "prompt is at least %.1e (mass) / %.1e (logit) from deciding otherwise, beyond the "
+            "fp32 tolerance); %s",
+            (long long)tr->n_impossible, (long long)g->first_req,
+            (unsigned long long)(g->seed0 + (uint64_t)g->first_req), cat, g->mg.top_p,
+            g->mg.top_k, alone);
+    } else if (tr->degenerate) {
+        assay_check_error(
+            res,
+            "no chi-squared test possible (%d bins): the sampling parameters leave too few "
+            "likely categories",
+            (int)tr->n_bins);
+        return ASSAY_ERR_INVALID;
+    } else if (tr->p_value <= p->alpha) {
+        gof_report_deviation(g, tr);
+    }
+    return ASSAY_OK;
+}
+
+/* The chi-squared's summary: the test, the prompt and the sampling, the
+ * bins and the cuts' margins, the proposals accepted, and an exact tie at
+ * the cut. */
+static void gof_summary(const struct gof_check *g, const struct assay_test_result *tr)
+{
+    const struct assay_dist_params *p = g->p;
+    struct assay_check_result *res = g->res;
+    snprintf(res->summary, sizeof res->summary,
+             "alpha %.0e n %lld p %.3g min-TV %.4f | chi2 %.1f df %d; %s %d, T %.2g top-k %d "
+             "top-p %.2g; %d bins (%d pooled), cut margins p %.1e k %.1e",
+             p->alpha, (long long)tr->n, tr->p_value, tr->min_tv, tr->statistic, (int)tr->df,
+             p->positions == 1 ? "first token" : "first pair", (int)p->prompt_len,
+             (double)p->sampling.temperature, (int)p->sampling.top_k,
+             (double)p->sampling.top_p, (int)tr->n_bins, (int)g->bins->n_pooled, g->mg.top_p,
+             g->mg.top_k);
+    assay_dist_append(res->summary, sizeof res->summary, g->spec);
+    if (g->twin_rule) {
+        size_t l = strlen(res->summary);
+        snprintf(res->summary + l, sizeof res->summary - l,
+                 "; exact tie: %d kept (p %.3f), %d drawn %lld times",
+                 (int)g->mg.tie.kept, g->mg.tie.q, (int)g->mg.tie.dropped, (long long)g->n_twin);
+    }
+}
+
 enum assay_status assay_dist_gof(const struct assay_adapter *a, const struct assay_model *model,
                                  const struct assay_dist_params *p,
                                  struct assay_check_result *res)
 {
     int64_t t0 = assay_now_ns();
-    char why[400], spec[160] = "";
+    char why[400];
     enum assay_status st = assay_dist_check_params(p, why, sizeof why);
     if (st == ASSAY_OK && p->budget.on && p->positions != 1) {
         snprintf(why, sizeof why, "a numerics budget is tested on the first token only");
@@ -474,238 +774,61 @@ enum assay_status assay_dist_gof(const struct assay_adapter *a, const struct ass
         return st;
     }
     assay_stats_init();
-    const int32_t v = model->cfg.vocab;
-    const int64_t k = p->positions == 1 ? v : (int64_t)v * v;
-    int32_t *prompt = assay_malloc(sizeof(int32_t) * (size_t)p->prompt_len);
-    double *prob = assay_malloc(sizeof(double) * (size_t)k);
-    int64_t *counts = assay_calloc((size_t)k, sizeof(int64_t));
-    double *row = assay_malloc(sizeof(double) * (size_t)p->prompt_len * (size_t)v);
-    double *scratch = assay_malloc(sizeof(double) * (size_t)v);
-    struct assay_oracle *o = NULL;
-    struct assay_gof_bins *bins = NULL;
-    struct sample_set ss;
-    memset(&ss, 0, sizeof ss);
-    if (prompt == NULL || prob == NULL || counts == NULL || row == NULL || scratch == NULL) {
-        st = ASSAY_ERR_NOMEM;
-        assay_dist_set_error(res, st, "out of memory");
+    struct gof_check g;
+    memset(&g, 0, sizeof g);
+    g.p = p;
+    g.res = res;
+    g.v = model->cfg.vocab;
+    g.k = p->positions == 1 ? g.v : (int64_t)g.v * g.v;
+    bool skipped = false;
+    st = gof_setup(&g, model);
+    if (st == ASSAY_OK) {
+        st = gof_choose_prompt(&g, &skipped);
+    }
+    if (st != ASSAY_OK || skipped) {
         goto out;
     }
-    st = assay_oracle_init(&o, model, p->prompt_len + 1);
+    st = gof_make_bins(&g);
     if (st != ASSAY_OK) {
-        assay_dist_set_error(res, st, "the oracle could not start");
         goto out;
     }
-    struct margins mg = {.top_p = INFINITY, .top_k = INFINITY};
-    if (p->prompt != NULL) {
-        /* The caller's prompt: its boundaries are the caller's to judge
-         * (under a budget they count in the allowance); without a budget
-         * they must still be safe from fp32 rounding. */
-        bool ok = false;
-        memcpy(prompt, p->prompt, sizeof(int32_t) * (size_t)p->prompt_len);
-        st = exact_first_tokens(o, prompt, p, v, prob, &ok, &mg);
-        if (st == ASSAY_OK && !ok && !p->budget.on) {
-            st = ASSAY_ERR_INVALID;
-        }
-        if (st != ASSAY_OK) {
-            assay_dist_set_error(res, st, "the given prompt's distribution could not be used");
-            goto out;
-        }
-    } else {
-        st = select_prompt(o, p, v, prompt, prob, &mg);
-    }
-    if (st != ASSAY_OK) {
-        snprintf(why, sizeof why,
-                 "no prompt among %d candidates keeps every top-k/top-p boundary beyond the "
-                 "tolerances (top-p %.2g, top-k %.2g logits)",
-                 (int)p->prompt_tries, p->tol_top_p, p->tol_logit);
-        if (st == ASSAY_ERR_INVALID && p->no_prompt_skip != NULL) {
-            assay_check_skip(res, "%s: %s", why, p->no_prompt_skip);
-            st = ASSAY_OK;
-        } else {
-            assay_dist_set_error(res, st, why);
-        }
-        goto out;
-    }
-    if (p->budget.on || p->tie != ASSAY_DIST_TIE_NONE) {
-        st = assay_oracle_logits(o, prompt, p->prompt_len, row);
-    }
-    if (st == ASSAY_OK && !p->budget.on) {
-        st = assay_gof_bins_make(prob, (int32_t)k, (double)p->n, 5.0, &bins);
-    }
-    if (st != ASSAY_OK) {
-        assay_dist_set_error(res, st, "could not make the bins");
-        goto out;
-    }
-    struct request_source src = {prompt, 1, p->prompt_len, p->sampling,
+    struct request_source src = {g.prompt, 1, p->prompt_len, p->sampling,
                                  assay_seed_derive(p->seed, "requests")};
-    st = assay_dist_draw_samples(a, &src, p->n, p->out_len, p->window, true, &ss, why,
+    g.seed0 = src.seed0;
+    st = assay_dist_draw_samples(a, &src, p->n, p->out_len, p->window, true, &g.ss, why,
                                  sizeof why);
     if (st != ASSAY_OK) {
-        assay_dist_draw_failed(res, &ss, st, why);
+        assay_dist_draw_failed(res, &g.ss, st, why);
         goto out;
     }
-    assay_dist_judge_delivery(res, &ss, "requests");
+    assay_dist_judge_delivery(res, &g.ss, "requests");
     struct assay_spec_tally tally; /* no bonus cells: nothing allocated, nothing fails */
-    (void)assay_dist_spec_tally(&ss, p->n, p->out_len, false, &tally);
-    assay_dist_spec_rate(&tally, spec, sizeof spec);
-    /* With a tie mode, the token an exact tie at the cut drops (the kept
-     * set widened by the tolerances holds it) is no hard failure; its
-     * samples count against the bins (assay_gof_test_missing). */
-    const double *last_row = row + (int64_t)(p->prompt_len - 1) * v;
-    const bool twin_rule = p->tie != ASSAY_DIST_TIE_NONE && mg.tied;
-    int64_t first_bad = -1, first_req = -1, n_twin = 0;
-    for (int64_t i = 0; i < p->n; i++) {
-        const int32_t *t = ss.tokens + i * p->out_len;
-        if (t[0] < 0 || t[0] >= v || (p->positions == 2 && (t[1] < 0 || t[1] >= v))) {
-            continue; /* counted among the bad deliveries */
-        }
-        int64_t c = p->positions == 1 ? t[0] : (int64_t)t[0] * v + t[1];
-        if (twin_rule && prob[c] == 0.0 && last_row[c] == mg.tie.logit) {
-            n_twin++;
-            continue;
-        }
-        counts[c]++;
-        if (prob[c] == 0.0 && first_bad < 0) {
-            first_bad = c;
-            first_req = i;
-        }
-    }
-    char cat[64], alone[96];
+    (void)assay_dist_spec_tally(&g.ss, p->n, p->out_len, false, &tally);
+    assay_dist_spec_rate(&tally, g.spec, sizeof g.spec);
+    gof_count(&g);
     res->n_requests = p->n;
     res->n_tokens = p->n * p->out_len;
     if (p->budget.on) {
-        int64_t n_imp = 0, first_imp = -1;
-        const double *last = row + (int64_t)(p->prompt_len - 1) * v;
-        st = gof_tolerance(p, v, last, prob, counts, scratch, res, &n_imp, &first_imp);
-        if (st != ASSAY_OK) {
-            assay_dist_set_error(res, st, "the tolerance test failed");
-            goto out;
-        }
-        res->n_impossible = n_imp;
-        res->statistic_fired = res->p_value <= p->alpha;
-        res->rule_fired = ss.n_bad > 0 || n_imp > 0;
-        assay_dist_statistic_alone(alone, sizeof alone, true, res->p_value, p->alpha);
-        if (ss.n_bad > 0) {
-            assay_check_fail(res, "%lld requests delivered wrongly; first: %s; %s",
-                             (long long)ss.n_bad, ss.bad, alone);
-        } else if (n_imp > 0) {
-            assay_check_fail(res,
-                             "zero-probability rule: %lld samples of tokens the oracle's cut "
-                             "removes and no cut the budget allows keeps (first: token %lld, "
-                             "logit rank %d); %s",
-                             (long long)n_imp, (long long)first_imp,
-                             (int)assay_dist_logit_rank(last, v, (int32_t)first_imp), alone);
-        } else if (res->statistic_fired) {
-            assay_check_fail(res,
-                             "TV from the oracle %.4f (95%% interval %.4f to %.4f) beyond the "
-                             "budget %.4f: p %.3g <= alpha %.0e",
-                             res->tol.estimate, res->tol.ci_lo, res->tol.ci_hi, res->tol.budget,
-                             res->p_value, p->alpha);
-        }
-        snprintf(res->summary, sizeof res->summary,
-                 "alpha %.0e n %lld p %.3g | TV %.4f [%.4f, %.4f] within budget %.4f (%s); "
-                 "detects TV %.4f beyond it; first token after %d, T %.2g top-k %d top-p %.2g; "
-                 "%d bins",
-                 p->alpha, (long long)res->n, res->p_value, res->tol.estimate, res->tol.ci_lo,
-                 res->tol.ci_hi, res->tol.budget,
-                 p->budget.what != NULL ? p->budget.what : "the formats",
-                 res->tol.min_excess, (int)p->prompt_len, (double)p->sampling.temperature,
-                 (int)p->sampling.top_k, (double)p->sampling.top_p, (int)res->df + 1);
+        st = gof_judge_budget(&g);
         goto out;
     }
     struct assay_test_result tr;
-    st = assay_gof_test_missing(bins, counts, n_twin, p->alpha, p->power, &tr);
+    st = assay_gof_test_missing(g.bins, g.counts, g.n_twin, p->alpha, p->power, &tr);
     if (st != ASSAY_OK) {
         assay_dist_set_error(res, st, "the chi-squared test failed");
         goto out;
     }
-    assay_dist_fill_from_test(res, &tr, p->alpha);
-    assay_evidence_gof(&res->evidence, bins, counts, tr.n - tr.n_impossible,
-                       p->positions == 2 ? v : 0);
-    res->n_impossible = tr.n_impossible;
-    res->statistic_fired = !tr.degenerate && tr.p_value <= p->alpha;
-    res->rule_fired = ss.n_bad > 0 || tr.n_impossible > 0;
-    assay_dist_statistic_alone(alone, sizeof alone, !tr.degenerate, tr.p_value, p->alpha);
-    if (ss.n_bad > 0) {
-        assay_check_fail(res, "%lld requests delivered wrongly; first: %s; %s",
-                         (long long)ss.n_bad, ss.bad, alone);
-    } else if (tr.n_impossible > 0) {
-        describe_category(first_bad, p->positions, v, cat, sizeof cat);
-        assay_check_fail(
-            res,
-            "zero-probability rule: %lld samples of categories with oracle probability 0 "
-            "(first: request %lld, seed %llu, gave %s; every binding top-k/top-p cut of this "
-            "prompt is at least %.1e (mass) / %.1e (logit) from deciding otherwise, beyond the "
-            "fp32 tolerance); %s",
-            (long long)tr.n_impossible, (long long)first_req,
-            (unsigned long long)(src.seed0 + (uint64_t)first_req), cat, mg.top_p, mg.top_k,
-            alone);
-    } else if (tr.degenerate) {
-        assay_check_error(
-            res,
-            "no chi-squared test possible (%d bins): the sampling parameters leave too few "
-            "likely categories",
-            (int)tr.n_bins);
-        st = ASSAY_ERR_INVALID;
-    } else if (tr.p_value <= p->alpha) {
-        /* The bin furthest from its expectation, for the reader. */
-        double worst = 0.0;
-        int64_t wc = -1;
-        for (int64_t c = 0; c < k; c++) {
-            if (bins->bin_of[c] >= 0 && bins->bin_of[c] < bins->n_own) {
-                double e = bins->prob[bins->bin_of[c]] * (double)tr.n;
-                double z = (double)counts[c] - e;
-                if (fabs(z) / sqrt(e) > worst) {
-                    worst = fabs(z) / sqrt(e);
-                    wc = c;
-                }
-            }
-        }
-        if (wc >= 0 && n_twin > 0) {
-            assay_check_fail(
-                res,
-                "chi-squared %.1f on %d df, p %.3g <= alpha %.0e; %lld samples (%.2f%%) of token "
-                "%d, which the exact tie at the cut removes (tie rule: token %d, the lower id, "
-                "kept; oracle probability %.5f), counted against the bins",
-                tr.statistic, (int)tr.df, tr.p_value, p->alpha, (long long)n_twin,
-                100.0 * (double)n_twin / (double)tr.n, (int)mg.tie.dropped, (int)mg.tie.kept,
-                mg.tie.q);
-        } else if (wc >= 0) {
-            describe_category(wc, p->positions, v, cat, sizeof cat);
-            assay_check_fail(
-                res,
-                "chi-squared %.1f on %d df, p %.3g <= alpha %.0e; largest deviation: %s "
-                "observed %lld times, expected %.1f (oracle probability %.5f)",
-                tr.statistic, (int)tr.df, tr.p_value, p->alpha, cat, (long long)counts[wc],
-                prob[wc] * (double)tr.n, prob[wc]);
-        } else {
-            assay_check_fail(res, "chi-squared %.1f on %d df, p %.3g <= alpha %.0e", tr.statistic,
-                             (int)tr.df, tr.p_value, p->alpha);
-        }
-    }
-    snprintf(res->summary, sizeof res->summary,
-             "alpha %.0e n %lld p %.3g min-TV %.4f | chi2 %.1f df %d; %s %d, T %.2g top-k %d "
-             "top-p %.2g; %d bins (%d pooled), cut margins p %.1e k %.1e",
-             p->alpha, (long long)tr.n, tr.p_value, tr.min_tv, tr.statistic, (int)tr.df,
-             p->positions == 1 ? "first token" : "first pair", (int)p->prompt_len,
-             (double)p->sampling.temperature, (int)p->sampling.top_k,
-             (double)p->sampling.top_p, (int)tr.n_bins, (int)bins->n_pooled, mg.top_p, mg.top_k);
-    assay_dist_append(res->summary, sizeof res->summary, spec);
-    if (twin_rule) {
-        size_t l = strlen(res->summary);
-        snprintf(res->summary + l, sizeof res->summary - l,
-                 "; exact tie: %d kept (p %.3f), %d drawn %lld times",
-                 (int)mg.tie.kept, mg.tie.q, (int)mg.tie.dropped, (long long)n_twin);
-    }
+    st = gof_judge_chi_squared(&g, &tr);
+    gof_summary(&g, &tr);
 out:
-    assay_gof_bins_free(bins);
-    assay_dist_sample_set_free(&ss);
-    assay_oracle_free(o);
-    assay_free(prompt);
-    assay_free(prob);
-    assay_free(counts);
-    assay_free(row);
-    assay_free(scratch);
+    assay_gof_bins_free(g.bins);
+    assay_dist_sample_set_free(&g.ss);
+    assay_oracle_free(g.o);
+    assay_free(g.prompt);
+    assay_free(g.prob);
+    assay_free(g.counts);
+    assay_free(g.row);
+    assay_free(g.scratch);
     res->seconds = (double)(assay_now_ns() - t0) / 1e9;
     return st;
 }
