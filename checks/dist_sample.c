@@ -329,6 +329,150 @@ static enum assay_status merge_samples(struct sample_set *s)
     return st;
 }
 
+/* What assay_dist_draw_samples carries from one phase to the next: the
+ * adapter and the requests, the samples, what each request delivered, and
+ * this rank's share of the requests (ids r0, r0 + stride, ...; next and
+ * done count those sent and finished). */
+struct draw {
+    const struct assay_adapter *a;
+    const struct request_source *src;
+    int64_t n;
+    int32_t out_len;
+    bool keep_rounds;
+    struct sample_set *out;
+    uint8_t *finished; /* (n) the request has finished */
+    int32_t *got;      /* (n) the tokens it delivered */
+    int64_t r0, stride, n_mine;
+    int64_t next, done;
+    char *why;
+    size_t size;
+};
+
+/* Send this rank's next requests until `window` are in flight or the
+ * adapter is full. ASSAY_OK, or the adapter's refusal with why set. */
+static enum assay_status send_requests(struct draw *d, int32_t window)
+{
+    while (d->next < d->n_mine && d->next - d->done < window) {
+        const int64_t id = d->r0 + d->next * d->stride;
+        struct assay_request r;
+        memset(&r, 0, sizeof r);
+        r.id = (uint64_t)id;
+        r.prompt = d->src->prompts + (int64_t)(id % d->src->n_prompts) * d->src->prompt_len;
+        r.prompt_len = d->src->prompt_len;
+        r.max_tokens = d->out_len;
+        r.stop_token = -1;
+        r.sampling = d->src->sampling;
+        r.sampling.seeded = true;
+        r.sampling.seed = d->src->seed0 + (uint64_t)id;
+        enum assay_status ast = d->a->vt->add_request(d->a->self, &r);
+        if (ast == ASSAY_ERR_FULL) {
+            break;
+        }
+        if (ast != ASSAY_OK) {
+            const char *le =
+                d->a->vt->last_error != NULL ? d->a->vt->last_error(d->a->self) : "";
+            snprintf(d->why, d->size, "request %lld was refused: %s%s%s", (long long)id,
+                     assay_status_str(ast), le[0] != '\0' ? ": " : "", le);
+            return ast;
+        }
+        d->next++;
+    }
+    return ASSAY_OK;
+}
+
+/* A speculative round of request i kept in d->out->rounds. ASSAY_OK, or
+ * ASSAY_ERR_NOMEM with why set. */
+static enum assay_status keep_round(struct draw *d, int64_t i, const struct assay_event *x)
+{
+    struct sample_set *out = d->out;
+    if (out->n_rounds == out->cap_rounds) {
+        int64_t cap = out->cap_rounds > 0 ? 2 * out->cap_rounds : 4096;
+        struct round_rec *r = assay_realloc(out->rounds, sizeof *r * (size_t)cap);
+        if (r == NULL) {
+            snprintf(d->why, d->size, "out of memory for speculative rounds");
+            return ASSAY_ERR_NOMEM;
+        }
+        out->rounds = r;
+        out->cap_rounds = cap;
+    }
+    struct round_rec *r = &out->rounds[out->n_rounds++];
+    r->req = i;
+    r->index = x->index;
+    r->drafted = x->n_drafted;
+    r->accepted = x->n_accepted;
+    return ASSAY_OK;
+}
+
+/* One event of a step recorded: a token at its request and position, a
+ * finish, or (with keep_rounds) a speculative round; a wrong delivery is
+ * counted (mark_bad). ASSAY_OK, or ASSAY_ERR_NOMEM with why set where a
+ * round could not be kept. */
+static enum assay_status take_event(struct draw *d, const struct assay_event *x)
+{
+    struct sample_set *out = d->out;
+    const int32_t out_len = d->out_len;
+    if (x->request_id >= (uint64_t)d->n || !assay_shard_mine((int64_t)x->request_id) ||
+        ((int64_t)x->request_id - d->r0) / d->stride >= d->next) {
+        mark_bad(out, "an event for request %lld, which was never sent (kind %lld)",
+                 (long long)x->request_id, (long long)x->kind);
+        return ASSAY_OK;
+    }
+    int64_t i = (int64_t)x->request_id;
+    if (x->kind == ASSAY_EVENT_TOKEN) {
+        if (x->index < 0 || x->index >= out_len || d->finished[i] ||
+            out->tokens[i * out_len + x->index] >= 0) {
+            mark_bad(out, "request %lld: a token at output position %lld delivered twice, "
+                          "after its end or out of range",
+                     (long long)i, (long long)x->index);
+            return ASSAY_OK;
+        }
+        out->tokens[i * out_len + x->index] = x->token;
+        d->got[i]++;
+    } else if (x->kind == ASSAY_EVENT_FINISH) {
+        if (d->finished[i]) {
+            mark_bad(out, "request %lld finished twice (reason %lld)", (long long)i,
+                     (long long)x->reason);
+            return ASSAY_OK;
+        }
+        d->finished[i] = 1;
+        d->done++;
+        if (x->reason != ASSAY_FINISH_LENGTH || d->got[i] != out_len) {
+            /* the reason in words and, for an error, what the
+             * engine or server said */
+            char text[sizeof out->bad];
+            snprintf(text, sizeof text,
+                     "request %lld finished (%s) after %d of %d tokens%s%.180s", (long long)i,
+                     assay_finish_reason_str(x->reason), (int)d->got[i], (int)out_len,
+                     x->reason == ASSAY_FINISH_ERROR && x->message != NULL ? ": " : "",
+                     x->reason == ASSAY_FINISH_ERROR && x->message != NULL ? x->message : "");
+            mark_bad_text(out, (long long)i, text);
+        }
+    } else if (x->kind == ASSAY_EVENT_SPEC_ROUND && d->keep_rounds) {
+        return keep_round(d, i, x);
+    }
+    return ASSAY_OK;
+}
+
+/* After a failed draw, leave the adapter clean for whoever uses it next:
+ * this rank's unfinished requests aborted, and steps until no work is
+ * left. */
+static void abandon_requests(const struct draw *d)
+{
+    const struct assay_adapter *a = d->a;
+    for (int64_t k = 0; k < d->next; k++) {
+        if (!d->finished[d->r0 + k * d->stride]) {
+            a->vt->abort(a->self, (uint64_t)(d->r0 + k * d->stride));
+        }
+    }
+    for (int32_t k = 0; k < 1000000 && a->vt->has_work(a->self); k++) {
+        const struct assay_event *ev = NULL;
+        size_t n_ev = 0;
+        if (a->vt->step(a->self, &ev, &n_ev) != ASSAY_OK) {
+            break;
+        }
+    }
+}
+
 /* Send n requests (at most `window` in flight) and record every token (and,
  * with keep_rounds, every SPEC_ROUND). Returns ASSAY_OK with *out filled, or
  * the adapter's failure with why set (out is then freed). */
@@ -358,35 +502,14 @@ enum assay_status assay_dist_draw_samples(const struct assay_adapter *a,
      * rank + ranks, ...; next and done count them. */
     const int64_t r0 = assay_shard_rank(), stride = assay_shard_size();
     const int64_t n_mine = n > r0 ? (n - r0 + stride - 1) / stride : 0;
+    struct draw d = {.a = a, .src = src, .n = n, .out_len = out_len, .keep_rounds = keep_rounds,
+                     .out = out, .finished = finished, .got = got, .r0 = r0, .stride = stride,
+                     .n_mine = n_mine, .why = why, .size = size};
     enum assay_status st = ASSAY_OK;
     bool fault = false;
-    int64_t next = 0, done = 0, idle = 0;
-    while (done < n_mine && st == ASSAY_OK) {
-        while (next < n_mine && next - done < window) {
-            const int64_t id = r0 + next * stride;
-            struct assay_request r;
-            memset(&r, 0, sizeof r);
-            r.id = (uint64_t)id;
-            r.prompt = src->prompts + (int64_t)(id % src->n_prompts) * src->prompt_len;
-            r.prompt_len = src->prompt_len;
-            r.max_tokens = out_len;
-            r.stop_token = -1;
-            r.sampling = src->sampling;
-            r.sampling.seeded = true;
-            r.sampling.seed = src->seed0 + (uint64_t)id;
-            enum assay_status ast = a->vt->add_request(a->self, &r);
-            if (ast == ASSAY_ERR_FULL) {
-                break;
-            }
-            if (ast != ASSAY_OK) {
-                const char *le = a->vt->last_error != NULL ? a->vt->last_error(a->self) : "";
-                snprintf(why, size, "request %lld was refused: %s%s%s", (long long)id,
-                         assay_status_str(ast), le[0] != '\0' ? ": " : "", le);
-                st = ast;
-                break;
-            }
-            next++;
-        }
+    int64_t idle = 0;
+    while (d.done < n_mine && st == ASSAY_OK) {
+        st = send_requests(&d, window);
         if (st != ASSAY_OK) {
             break;
         }
@@ -404,93 +527,24 @@ enum assay_status assay_dist_draw_samples(const struct assay_adapter *a,
         idle = n_ev == 0 ? idle + 1 : 0;
         if (idle > MAX_IDLE_STEPS) {
             snprintf(why, size, "%lld steps without an event with %lld requests unfinished",
-                     (long long)idle, (long long)(next - done));
+                     (long long)idle, (long long)(d.next - d.done));
             st = ASSAY_ERR_TIMEOUT;
             fault = true;
             break;
         }
-        for (size_t e = 0; e < n_ev; e++) {
-            const struct assay_event *x = &ev[e];
-            if (x->request_id >= (uint64_t)n || !assay_shard_mine((int64_t)x->request_id) ||
-                ((int64_t)x->request_id - r0) / stride >= next) {
-                mark_bad(out, "an event for request %lld, which was never sent (kind %lld)",
-                         (long long)x->request_id, (long long)x->kind);
-                continue;
-            }
-            int64_t i = (int64_t)x->request_id;
-            if (x->kind == ASSAY_EVENT_TOKEN) {
-                if (x->index < 0 || x->index >= out_len || finished[i] ||
-                    out->tokens[i * out_len + x->index] >= 0) {
-                    mark_bad(out, "request %lld: a token at output position %lld delivered twice, "
-                                  "after its end or out of range",
-                             (long long)i, (long long)x->index);
-                    continue;
-                }
-                out->tokens[i * out_len + x->index] = x->token;
-                got[i]++;
-            } else if (x->kind == ASSAY_EVENT_FINISH) {
-                if (finished[i]) {
-                    mark_bad(out, "request %lld finished twice (reason %lld)", (long long)i,
-                             (long long)x->reason);
-                    continue;
-                }
-                finished[i] = 1;
-                done++;
-                if (x->reason != ASSAY_FINISH_LENGTH || got[i] != out_len) {
-                    /* the reason in words and, for an error, what the
-                     * engine or server said */
-                    char text[sizeof out->bad];
-                    snprintf(text, sizeof text,
-                             "request %lld finished (%s) after %d of %d tokens%s%.180s",
-                             (long long)i, assay_finish_reason_str(x->reason), (int)got[i],
-                             (int)out_len,
-                             x->reason == ASSAY_FINISH_ERROR && x->message != NULL ? ": " : "",
-                             x->reason == ASSAY_FINISH_ERROR && x->message != NULL ? x->message
-                                                                                   : "");
-                    mark_bad_text(out, (long long)i, text);
-                }
-            } else if (x->kind == ASSAY_EVENT_SPEC_ROUND && keep_rounds) {
-                if (out->n_rounds == out->cap_rounds) {
-                    int64_t cap = out->cap_rounds > 0 ? 2 * out->cap_rounds : 4096;
-                    struct round_rec *r =
-                        assay_realloc(out->rounds, sizeof *r * (size_t)cap);
-                    if (r == NULL) {
-                        snprintf(why, size, "out of memory for speculative rounds");
-                        st = ASSAY_ERR_NOMEM;
-                        break;
-                    }
-                    out->rounds = r;
-                    out->cap_rounds = cap;
-                }
-                struct round_rec *r = &out->rounds[out->n_rounds++];
-                r->req = i;
-                r->index = x->index;
-                r->drafted = x->n_drafted;
-                r->accepted = x->n_accepted;
-            }
+        for (size_t e = 0; e < n_ev && st == ASSAY_OK; e++) {
+            st = take_event(&d, &ev[e]);
         }
-        if (st == ASSAY_OK && n_ev == 0 && next >= n_mine && done < n_mine &&
+        if (st == ASSAY_OK && n_ev == 0 && d.next >= n_mine && d.done < n_mine &&
             !a->vt->has_work(a->self)) {
             snprintf(why, size, "the engine has no work left but %lld requests never finished",
-                     (long long)(n_mine - done));
+                     (long long)(n_mine - d.done));
             st = ASSAY_ERR_INTERNAL;
             fault = true;
         }
     }
     if (st != ASSAY_OK) {
-        /* Leave the adapter clean for whoever uses it next. */
-        for (int64_t k = 0; k < next; k++) {
-            if (!finished[r0 + k * stride]) {
-                a->vt->abort(a->self, (uint64_t)(r0 + k * stride));
-            }
-        }
-        for (int32_t k = 0; k < 1000000 && a->vt->has_work(a->self); k++) {
-            const struct assay_event *ev = NULL;
-            size_t n_ev = 0;
-            if (a->vt->step(a->self, &ev, &n_ev) != ASSAY_OK) {
-                break;
-            }
-        }
+        abandon_requests(&d);
         assay_dist_sample_set_free(out);
         out->engine_fault = fault;
     } else {
