@@ -731,6 +731,154 @@ static bool budget_in_force(const struct assay_audit_budget *bud)
            (bud->gap > ASSAY_EQUIV_TIE_TOL || bud->logprob > ASSAY_AUDIT_LOGPROB_TOL);
 }
 
+/* The shape of a distributional check's workload: its sample size, length,
+ * prompt and sampling parameters by kind, filtered or not. */
+static void set_dist_shape(const struct assay_audit *a, enum dist_kind kind, bool filtered,
+                           struct assay_dist_params *dp)
+{
+    if (filtered) {
+        dp->sampling.temperature = 0.8f;
+        dp->sampling.top_k = 30;
+        dp->sampling.top_p = 0.8f;
+    } else {
+        dp->sampling.temperature = 1.0f;
+        dp->sampling.top_k = 0;
+        dp->sampling.top_p = 1.0f;
+    }
+    if (kind == D_GOF) {
+        dp->n = a->p.quick ? 6000 : 20000;
+        dp->positions = 1;
+        dp->out_len = 1;
+        dp->prompt_len = 3;
+    } else if (kind == D_PIT) {
+        dp->n = a->p.quick ? 160 : 320;
+        dp->out_len = 16;
+        dp->prompt_len = 4;
+        dp->n_prompts = 16;
+        if (filtered) {
+            dp->sampling.temperature = 0.9f;
+            dp->sampling.top_k = 50;
+            dp->sampling.top_p = 0.95f;
+        }
+    } else {
+        dp->n = a->p.quick ? 6000 : 20000;
+        dp->positions = 1;
+        dp->out_len = 1;
+        dp->prompt_len = 2;
+        /* More in flight: the bundled engine then fills a batch of 16 a
+         * step (the server queues what its slots cannot take). */
+        dp->window = 4 * a->p.slots;
+        dp->sampling.temperature = 0.7f;
+        dp->sampling.top_k = 40;
+        dp->sampling.top_p = 0.9f;
+    }
+}
+
+/* The budget of a first-token check (goodness of fit, two engines): the
+ * prompt (and cut) with the smallest allowance, from the oracle and the
+ * reference alone, into prompt and dp->budget, described in what. On
+ * failure res is ERROR with the reason and s is freed. */
+static enum assay_status first_token_budget(struct assay_audit *a, enum dist_kind kind,
+                                            bool filtered, struct assay_dist_params *dp,
+                                            int32_t *prompt, struct allow_scratch *s, char *what,
+                                            size_t what_size, struct assay_check_result *res)
+{
+    struct first_allowance fa = {NAN, NAN, NAN, NAN};
+    enum assay_status st =
+        scratch_init(s, a->model->cfg.vocab, dp->prompt_len > 2 ? dp->prompt_len : 2);
+    if (st == ASSAY_OK) {
+        st = choose_first(a, dp, filtered && kind == D_GOF, kind == D_HOMOGENEITY, prompt, s,
+                          &fa);
+    }
+    if (st != ASSAY_OK) {
+        scratch_free(s);
+        assay_check_error(res, "the numerics budget at the check's prompts: %s",
+                          st == ASSAY_ERR_INVALID ? "no candidate prompt leaves a testable "
+                                                    "distribution"
+                                                  : assay_status_str(st));
+        return st;
+    }
+    dp->prompt = prompt;
+    dp->budget.on = true;
+    dp->budget.tv = fa.allow;
+    dp->budget.reference = fa.reference;
+    dp->budget.boundary = fa.boundary;
+    dp->budget.bins_from = s->prob;
+    snprintf(what, what_size,
+             "%s%g x the reference's TV %.4f (at this prompt or over the candidates) + %.4f "
+             "from cuts it can move",
+             kind == D_HOMOGENEITY ? "the bundled engine's own and " : "",
+             ASSAY_AUDIT_BUDGET_FACTOR, fa.reference, fa.boundary);
+    dp->budget.what = what;
+    return ASSAY_OK;
+}
+
+/* The budget of the PIT: the reference's deviation along each sequence
+ * (along, with actx), described in what. On failure res is ERROR. */
+static enum assay_status pit_budget(struct assay_audit *a, struct assay_dist_params *dp,
+                                    struct along_ctx *actx, char *what, size_t what_size,
+                                    struct assay_check_result *res)
+{
+    actx->a = a;
+    enum assay_status st = scratch_init(&actx->s, a->model->cfg.vocab, dp->out_len);
+    actx->order =
+        assay_malloc(sizeof(int32_t) * (size_t)a->model->cfg.vocab * (size_t)dp->out_len);
+    if (st == ASSAY_OK && actx->order == NULL) {
+        scratch_free(&actx->s);
+        st = ASSAY_ERR_NOMEM;
+    }
+    if (st != ASSAY_OK) {
+        assay_check_error(res, "out of memory");
+        return st;
+    }
+    dp->budget.on = true;
+    dp->budget.along = along;
+    dp->budget.ctx = actx;
+    snprintf(what, what_size, "%g x the reference's CDF deviation at each position",
+             ASSAY_AUDIT_BUDGET_FACTOR);
+    dp->budget.what = what;
+    return ASSAY_OK;
+}
+
+/* The check of the given kind run on the server through the gate, under
+ * dp; res keeps its name whatever the check writes there. */
+static enum assay_status run_dist(struct assay_audit *a, enum dist_kind kind,
+                                  const struct assay_adapter *gate,
+                                  const struct assay_dist_params *dp,
+                                  struct assay_check_result *res)
+{
+    enum assay_status st;
+    char keep_name[96];
+    snprintf(keep_name, sizeof keep_name, "%s", res->name);
+    if (kind == D_GOF) {
+        st = assay_dist_gof(gate, a->model, dp, res);
+    } else if (kind == D_PIT) {
+        st = assay_dist_pit(gate, a->model, dp, res, NULL);
+    } else {
+        /* The audit's own bundled engine, with a batch as large as the
+         * window (the comparison's has one per server slot); a bundled
+         * engine the caller named runs as named. */
+        struct assay_adapter wide = {NULL, NULL};
+        const struct assay_adapter *b = &a->bundled;
+        if (a->bundled_default) {
+            char spec[1500];
+            struct assay_diag diag;
+            assay_diag_clear(&diag);
+            snprintf(spec, sizeof spec, "bundled:model=%s,order=%s,batch=%d,%s", a->model_path,
+                     a->p.order == ASSAY_SAMPLING_JOINT ? "joint" : "sequential", (int)dp->window,
+                     assay_audit_numerics_spec(&a->p));
+            if (assay_adapter_open_spec_cached(spec, a->models, &wide, &diag) == ASSAY_OK) {
+                b = &wide;
+                snprintf(res->engine, sizeof res->engine, "%.150s vs %.160s", a->srv_spec, spec);
+            }
+        }
+        st = assay_dist_homogeneity(gate, b, dp, res);
+        assay_adapter_close(&wide);
+    }
+    snprintf(res->name, sizeof res->name, "%s", keep_name);
+    return st;
+}
+
 static enum assay_status check_dist(struct assay_audit *a, enum dist_kind kind, bool filtered,
                                     struct assay_check_result *res)
 {
@@ -741,42 +889,7 @@ static enum assay_status check_dist(struct assay_audit *a, enum dist_kind kind, 
     dp.seed = assay_seed_derive(a->p.seed, res->name);
     dp.window = 2 * a->p.slots;
     dp.sampling.seeded = true;
-    if (filtered) {
-        dp.sampling.temperature = 0.8f;
-        dp.sampling.top_k = 30;
-        dp.sampling.top_p = 0.8f;
-    } else {
-        dp.sampling.temperature = 1.0f;
-        dp.sampling.top_k = 0;
-        dp.sampling.top_p = 1.0f;
-    }
-    if (kind == D_GOF) {
-        dp.n = a->p.quick ? 6000 : 20000;
-        dp.positions = 1;
-        dp.out_len = 1;
-        dp.prompt_len = 3;
-    } else if (kind == D_PIT) {
-        dp.n = a->p.quick ? 160 : 320;
-        dp.out_len = 16;
-        dp.prompt_len = 4;
-        dp.n_prompts = 16;
-        if (filtered) {
-            dp.sampling.temperature = 0.9f;
-            dp.sampling.top_k = 50;
-            dp.sampling.top_p = 0.95f;
-        }
-    } else {
-        dp.n = a->p.quick ? 6000 : 20000;
-        dp.positions = 1;
-        dp.out_len = 1;
-        dp.prompt_len = 2;
-        /* More in flight: the bundled engine then fills a batch of 16 a
-         * step (the server queues what its slots cannot take). */
-        dp.window = 4 * a->p.slots;
-        dp.sampling.temperature = 0.7f;
-        dp.sampling.top_k = 40;
-        dp.sampling.top_p = 0.9f;
-    }
+    set_dist_shape(a, kind, filtered, &dp);
     /* A top-k boundary the formats can move is within the tie budget; a
      * top-p crossing, within the hard rules' mass (the PIT takes each
      * position's own figure when larger). */
@@ -793,53 +906,12 @@ static enum assay_status check_dist(struct assay_audit *a, enum dist_kind kind, 
     char what[160] = "";
     enum assay_status st = ASSAY_OK;
     if (tolerant && kind != D_PIT) {
-        /* The prompt (and cut) with the smallest allowance, from the oracle
-         * and the reference alone. */
-        struct first_allowance fa = {NAN, NAN, NAN, NAN};
-        st = scratch_init(&s, a->model->cfg.vocab, dp.prompt_len > 2 ? dp.prompt_len : 2);
-        if (st == ASSAY_OK) {
-            st = choose_first(a, &dp, filtered && kind == D_GOF, kind == D_HOMOGENEITY, prompt,
-                              &s, &fa);
-        }
-        if (st != ASSAY_OK) {
-            scratch_free(&s);
-            assay_check_error(res, "the numerics budget at the check's prompts: %s",
-                              st == ASSAY_ERR_INVALID ? "no candidate prompt leaves a testable "
-                                                        "distribution"
-                                                      : assay_status_str(st));
-            return st;
-        }
-        dp.prompt = prompt;
-        dp.budget.on = true;
-        dp.budget.tv = fa.allow;
-        dp.budget.reference = fa.reference;
-        dp.budget.boundary = fa.boundary;
-        dp.budget.bins_from = s.prob;
-        snprintf(what, sizeof what,
-                 "%s%g x the reference's TV %.4f (at this prompt or over the candidates) + %.4f "
-                 "from cuts it can move",
-                 kind == D_HOMOGENEITY ? "the bundled engine's own and " : "",
-                 ASSAY_AUDIT_BUDGET_FACTOR, fa.reference, fa.boundary);
-        dp.budget.what = what;
+        st = first_token_budget(a, kind, filtered, &dp, prompt, &s, what, sizeof what, res);
     } else if (tolerant) {
-        actx.a = a;
-        st = scratch_init(&actx.s, a->model->cfg.vocab, dp.out_len);
-        actx.order =
-            assay_malloc(sizeof(int32_t) * (size_t)a->model->cfg.vocab * (size_t)dp.out_len);
-        if (st == ASSAY_OK && actx.order == NULL) {
-            scratch_free(&actx.s);
-            st = ASSAY_ERR_NOMEM;
-        }
-        if (st != ASSAY_OK) {
-            assay_check_error(res, "out of memory");
-            return st;
-        }
-        dp.budget.on = true;
-        dp.budget.along = along;
-        dp.budget.ctx = &actx;
-        snprintf(what, sizeof what, "%g x the reference's CDF deviation at each position",
-                 ASSAY_AUDIT_BUDGET_FACTOR);
-        dp.budget.what = what;
+        st = pit_budget(a, &dp, &actx, what, sizeof what, res);
+    }
+    if (st != ASSAY_OK) {
+        return st;
     }
     snprintf(res->workload, sizeof res->workload,
              "generated by the check: n=%lld, len=%d, prompt=%d%s, t=%g, top_k=%d, top_p=%g, "
@@ -859,34 +931,7 @@ static enum assay_status check_dist(struct assay_audit *a, enum dist_kind kind, 
         assay_check_error(res, "could not open the gate: %s", assay_status_str(st));
         return st;
     }
-    char keep_name[96];
-    snprintf(keep_name, sizeof keep_name, "%s", res->name);
-    if (kind == D_GOF) {
-        st = assay_dist_gof(&gate, a->model, &dp, res);
-    } else if (kind == D_PIT) {
-        st = assay_dist_pit(&gate, a->model, &dp, res, NULL);
-    } else {
-        /* The audit's own bundled engine, with a batch as large as the
-         * window (the comparison's has one per server slot); a bundled
-         * engine the caller named runs as named. */
-        struct assay_adapter wide = {NULL, NULL};
-        const struct assay_adapter *b = &a->bundled;
-        if (a->bundled_default) {
-            char spec[1500];
-            struct assay_diag diag;
-            assay_diag_clear(&diag);
-            snprintf(spec, sizeof spec, "bundled:model=%s,order=%s,batch=%d,%s", a->model_path,
-                     a->p.order == ASSAY_SAMPLING_JOINT ? "joint" : "sequential", (int)dp.window,
-                     assay_audit_numerics_spec(&a->p));
-            if (assay_adapter_open_spec_cached(spec, a->models, &wide, &diag) == ASSAY_OK) {
-                b = &wide;
-                snprintf(res->engine, sizeof res->engine, "%.150s vs %.160s", a->srv_spec, spec);
-            }
-        }
-        st = assay_dist_homogeneity(&gate, b, &dp, res);
-        assay_adapter_close(&wide);
-    }
-    snprintf(res->name, sizeof res->name, "%s", keep_name);
+    st = run_dist(a, kind, &gate, &dp, res);
     struct assay_gate_stats gs;
     assay_gate_get_stats(&gate, &gs);
     assay_adapter_close(&gate);
