@@ -828,6 +828,8 @@ static enum assay_status pit_budget(struct assay_audit *a, struct assay_dist_par
         st = ASSAY_ERR_NOMEM;
     }
     if (st != ASSAY_OK) {
+        assay_free(actx->order); /* when the scratch failed and the order did not */
+        actx->order = NULL;
         assay_check_error(res, "out of memory");
         return st;
     }
