@@ -36,7 +36,13 @@ struct assay_isolation {
 /* Fork on, a limit of ASSAY_ISOLATION_TIMEOUT_S seconds. */
 struct assay_isolation assay_isolation_default(void);
 
-#define ASSAY_ISOLATION_TIMEOUT_S 600.0
+/* A check's time limit, seconds: the one place it is stated (the commands'
+ * --help print it from ASSAY_ISOLATION_TIMEOUT_TEXT). */
+#define ASSAY_ISOLATION_TIMEOUT_WHOLE 600
+#define ASSAY_ISOLATION_TIMEOUT_S ((double)ASSAY_ISOLATION_TIMEOUT_WHOLE)
+#define ASSAY_ISOLATION_STR_(x) #x
+#define ASSAY_ISOLATION_STR(x) ASSAY_ISOLATION_STR_(x)
+#define ASSAY_ISOLATION_TIMEOUT_TEXT ASSAY_ISOLATION_STR(ASSAY_ISOLATION_TIMEOUT_WHOLE)
 
 /*
  * The work of one check. run fills res (already initialised by the caller

@@ -101,7 +101,7 @@ bool assay_cli_parse_timeout(const char *text, double *out);
 /* The lines of usage text about --no-fork and --timeout. */
 #define ASSAY_CLI_ISOLATION_HELP                                                                   \
     "  --timeout SECONDS   a check still running after this long is killed and FAILs\n"            \
-    "                      (default 600; 0: no limit)\n"                                          \
+    "                      (default " ASSAY_ISOLATION_TIMEOUT_TEXT "; 0: no limit)\n"             \
     "  --no-fork           run the checks in this process (for a debugger); by default\n"          \
     "                      each runs in a child process, so a crash, an abort or a hang\n"         \
     "                      of the engine is that check's FAIL and the others still run\n"

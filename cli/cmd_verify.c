@@ -5,6 +5,7 @@
 
 #include "adapters/spec.h"
 #include "checks/context.h"
+#include "checks/isolate.h"
 #include "checks/plan.h"
 #include "checks/shard.h"
 #include "cli.h"
@@ -35,7 +36,7 @@ static void usage(FILE *out)
             "                   --workload, which reruns such a file\n"
             "  --no-shrink      print the full failing case's command instead\n"
             "  --timeout SECONDS  a check still running after this long is killed and FAILs\n"
-            "                   (default 600; 0: no limit)\n"
+            "                   (default " ASSAY_ISOLATION_TIMEOUT_TEXT "; 0: no limit)\n"
             "  --no-fork        run the checks in this process (for a debugger); by default\n"
             "                   each runs in a child process, so a crash, an abort or a hang\n"
             "                   of the engine is that check's FAIL and the others still run\n"
