@@ -110,7 +110,7 @@ static bool json_in_object(const char *text, size_t at)
             in_string = true;
         } else if (c == '{' || c == '[') {
             if (depth == sizeof open) {
-                return false; /* deeper than any text we read: leave it */
+                return false; /* nested deeper than 256: the offset stays cJSON's */
             }
             open[depth++] = c;
         } else if ((c == '}' || c == ']') && depth > 0) {
