@@ -19,9 +19,10 @@
 #include "equivalence.h"
 
 static const char *const k_names[ASSAY_BOUNDARY_N] = {
-    "stop-at-limit",  "stop-in-draft",   "abort-queued",    "abort-prefill",
-    "abort-decoding", "abort-rejected",  "abort-preempted", "prompt-block-1",
-    "prompt-block",   "prompt-block+1",  "prompt-cached",   "pool-full",
+    "stop-at-limit",  "stop-in-draft",   "stop-rejected",   "abort-queued",
+    "abort-prefill",  "abort-decoding",  "abort-rejected",  "abort-accepted",
+    "abort-preempted", "prompt-block-1", "prompt-block",    "prompt-block+1",
+    "prompt-cached",  "pool-full",
 };
 
 const char *assay_boundary_name(enum assay_boundary b)
@@ -72,6 +73,8 @@ struct planned {
     int32_t abort_step;
     bool sampled; /* temperature 1, seeded */
     int32_t order; /* when it was placed: ties of arrival keep it */
+    int32_t draft_stop_at; /* the output position where the draft proposes
+                              the stop token and the target rejects it, or -1 */
 };
 
 struct plan {
@@ -113,6 +116,7 @@ static struct planned *add(struct plan *p, int32_t len, int32_t arrival, int32_t
     x->stop = -1;
     x->abort_after = -1;
     x->abort_step = -1;
+    x->draft_stop_at = -1;
     return x;
 }
 
@@ -159,9 +163,112 @@ static enum assay_status place_stops(struct plan *p, struct assay_oracle_memo *m
     return ASSAY_OK;
 }
 
+/* The first output position below n where a round of the bundled engine
+ * (spec proposals a round, fewer where max_tokens leaves less room; all
+ * accepted: one token more from the target) rejects a greedy proposal,
+ * given the target's tokens out and the draft's argmaxes g; -1 if none. */
+static int32_t first_rejection(const int32_t *out, const int32_t *g, int32_t n, int32_t spec,
+                               int32_t max_tokens)
+{
+    for (int32_t s = 0; s < n;) {
+        int32_t k = max_tokens - s - 1;
+        k = k < spec ? k : spec;
+        int32_t j = 0;
+        while (j < k && s + j < n && g[s + j] == out[s + j]) {
+            j++;
+        }
+        if (j < k && s + j < n) {
+            return s + j;
+        }
+        s += k + 1;
+    }
+    return -1;
+}
+
+enum assay_status assay_boundary_rejected_proposal(struct assay_oracle_memo *draft_memo,
+                                                  const int32_t *prompt, int32_t len,
+                                                  const int32_t *out, int32_t n, int32_t vocab,
+                                                  int32_t spec, int32_t max_tokens, int32_t *at,
+                                                  int32_t *token)
+{
+    *at = -1;
+    *token = -1;
+    const double *rows = NULL;
+    enum assay_status st = assay_oracle_memo_rows(draft_memo, prompt, len, out, n, &rows);
+    int32_t *g = st == ASSAY_OK ? assay_calloc((size_t)n + 1, sizeof *g) : NULL;
+    double *margin = g != NULL ? assay_calloc((size_t)n + 1, sizeof *margin) : NULL;
+    if (st != ASSAY_OK || margin == NULL) {
+        assay_free(g);
+        return st != ASSAY_OK ? st : ASSAY_ERR_NOMEM;
+    }
+    for (int32_t t = 0; t < n; t++) {
+        const double *r = rows + (int64_t)t * vocab;
+        int32_t best = 0;
+        double second = -1e300;
+        for (int32_t v = 1; v < vocab; v++) {
+            if (r[v] > r[best]) {
+                second = r[best];
+                best = v;
+            } else if (r[v] > second) {
+                second = r[v];
+            }
+        }
+        g[t] = best;
+        margin[t] = r[best] - second;
+    }
+    int32_t j = first_rejection(out, g, n, spec, max_tokens);
+    bool fits = j >= 0 && margin[j] > 1e-3;
+    for (int32_t t = 0; fits && t < j; t++) {
+        fits = out[t] != g[j];
+    }
+    if (fits) {
+        *at = j;
+        *token = g[j];
+    }
+    assay_free(g);
+    assay_free(margin);
+    return ASSAY_OK;
+}
+
+/* Greedy requests whose stop token is a proposal of the draft that the
+ * target rejects (assay_boundary_rejected_proposal). */
+static enum assay_status place_rejected_stops(struct plan *p, struct assay_oracle_memo *memo,
+                                              struct assay_oracle_memo *draft_memo, int32_t spec,
+                                              int32_t want, int32_t *arrival)
+{
+    enum { N = 16 };
+    int32_t out[N];
+    for (int32_t found = 0, tries = 0; found < want && tries < 32; tries++) {
+        struct planned *x = add(p, 5 + tries % 4, *arrival, N, -1);
+        if (x == NULL) {
+            return ASSAY_ERR_INVALID;
+        }
+        int32_t at = -1, token = -1;
+        enum assay_status st = assay_oracle_memo_greedy(memo, x->prompt, x->len, p->vocab, N, out);
+        if (st == ASSAY_OK) {
+            st = assay_boundary_rejected_proposal(draft_memo, x->prompt, x->len, out, N - 1,
+                                                  p->vocab, spec, N, &at, &token);
+        }
+        if (st != ASSAY_OK) {
+            return st;
+        }
+        if (at >= 0) {
+            x->stop = token;
+            x->draft_stop_at = at;
+            found++;
+            *arrival += 2;
+        } else {
+            p->n--; /* not this prompt: its tokens are drawn again */
+            p->used -= x->len;
+        }
+    }
+    return ASSAY_OK;
+}
+
 /* Phase one: requests mostly one at a time, each at one boundary. */
 static enum assay_status phase_one(struct plan *p, const struct assay_boundary_shape *s,
-                                   struct assay_oracle_memo *memo, int32_t *arrival,
+                                   struct assay_oracle_memo *memo,
+                                   struct assay_oracle_memo *draft_memo, int32_t *arrival,
                                    int32_t *cached_src)
 {
     int32_t b = s->block, a = *arrival;
@@ -187,6 +294,10 @@ static enum assay_status phase_one(struct plan *p, const struct assay_boundary_s
     /* The stop token among accepted drafts: stopped inside the round. */
     for (int32_t at = 2; st == ASSAY_OK && s->spec > 0 && at < 14; at++) {
         st = place_stops(p, memo, 1, at, 16, 6 + at % 5, &a, 2);
+    }
+    /* The stop token proposed by the draft and rejected: not stopped. */
+    if (st == ASSAY_OK && s->spec > 0 && draft_memo != NULL) {
+        st = place_rejected_stops(p, memo, draft_memo, s->spec, 3, &a);
     }
     if (st != ASSAY_OK) {
         return st;
@@ -310,9 +421,14 @@ static int by_arrival(const void *a, const void *b)
 
 enum assay_status assay_boundary_workload(const struct assay_boundary_shape *s, int32_t vocab,
                                           int32_t n_ctx, struct assay_oracle_memo *memo,
-                                          uint64_t seed, struct assay_workload **out)
+                                          struct assay_oracle_memo *draft_memo, uint64_t seed,
+                                          struct assay_workload **out,
+                                          struct assay_boundary_expect *expect)
 {
     *out = NULL;
+    if (expect != NULL) {
+        expect->n = 0;
+    }
     int32_t longest = 3 * (s->chunk > s->block ? s->chunk : s->block) + 2 + 4 * s->block + 96;
     if (vocab < 8 || n_ctx < 64 || n_ctx < longest + s->spec + 2 || s->block < 1) {
         return ASSAY_ERR_INVALID;
@@ -328,7 +444,7 @@ enum assay_status assay_boundary_workload(const struct assay_boundary_shape *s, 
     enum assay_status st = p->store == NULL ? ASSAY_ERR_NOMEM : ASSAY_OK;
     int32_t arrival = 0, cached_src = -1;
     if (st == ASSAY_OK) {
-        st = phase_one(p, s, memo, &arrival, &cached_src);
+        st = phase_one(p, s, memo, draft_memo, &arrival, &cached_src);
     }
     if (st == ASSAY_OK) {
         st = phase_two(p, s, n_ctx, arrival, cached_src);
@@ -336,6 +452,12 @@ enum assay_status assay_boundary_workload(const struct assay_boundary_shape *s, 
     struct assay_text t = {NULL, 0, 0, false};
     if (st == ASSAY_OK) {
         qsort(p->r, (size_t)p->n, sizeof p->r[0], by_arrival);
+        for (int32_t i = 0; i < p->n && expect != NULL; i++) {
+            if (p->r[i].draft_stop_at >= 0 && expect->n < ASSAY_BOUNDARY_MAX_EXPECT) {
+                expect->id[expect->n] = (uint64_t)i; /* put_workload's id */
+                expect->at[expect->n++] = p->r[i].draft_stop_at;
+            }
+        }
         put_workload(&t, p, seed);
         st = t.failed ? ASSAY_ERR_NOMEM : ASSAY_OK;
     }
@@ -372,6 +494,7 @@ struct watched {
     int32_t round_index;   /* that round: output position of its first draft */
     int32_t round_accepted;
     bool round_rejected;
+    int32_t draft_stop_at; /* the generator's expectation, or -1 */
 };
 
 struct assay_boundary_watch {
@@ -386,6 +509,7 @@ struct assay_boundary_watch {
     int32_t n_registered;
     int32_t count[ASSAY_BOUNDARY_N];
     uint32_t chunks;
+    struct assay_boundary_expect expect;
 };
 
 /* The live entry of id (or the latest one), or NULL. */
@@ -425,6 +549,12 @@ static enum assay_status watch_add(void *self, const struct assay_request *req)
     r->max_tokens = req->max_tokens;
     r->stop = req->stop_token;
     r->round_step = -1;
+    r->draft_stop_at = -1;
+    for (int32_t i = 0; i < w->expect.n; i++) {
+        if (w->expect.id[i] == req->id) {
+            r->draft_stop_at = w->expect.at[i];
+        }
+    }
     return ASSAY_OK;
 }
 
@@ -461,6 +591,9 @@ static void watch_events(struct assay_boundary_watch *w, const struct assay_even
             r->round_index = ev[i].index;
             r->round_accepted = ev[i].n_accepted;
             r->round_rejected = ev[i].n_accepted < ev[i].n_drafted;
+            if (r->round_rejected && ev[i].index + ev[i].n_accepted == r->draft_stop_at) {
+                w->count[ASSAY_BOUNDARY_STOP_REJECTED]++;
+            }
         }
     }
     for (size_t i = 0; i < n; i++) {
@@ -573,7 +706,7 @@ static enum assay_status watch_abort(void *self, uint64_t id)
 {
     struct assay_boundary_watch *w = self;
     struct watched *r = find(w, id);
-    int b = -1;
+    int b = -1, round = -1; /* round: also right after a speculative round */
     if (r != NULL && !r->finished) {
         if (w->audited && !r->seen && r->n_tokens == 0) {
             b = ASSAY_BOUNDARY_ABORT_QUEUED;
@@ -581,15 +714,20 @@ static enum assay_status watch_abort(void *self, uint64_t id)
             b = ASSAY_BOUNDARY_ABORT_PREEMPTED;
         } else if (r->present && r->n_computed > 0 && r->n_computed < r->prompt_len - 1) {
             b = ASSAY_BOUNDARY_ABORT_PREFILL;
-        } else if (r->round_step == w->step && r->round_rejected) {
-            b = ASSAY_BOUNDARY_ABORT_REJECTED;
         } else if (r->n_tokens > 0) {
             b = ASSAY_BOUNDARY_ABORT_DECODING;
+        }
+        if (r->round_step == w->step) {
+            round = r->round_rejected ? ASSAY_BOUNDARY_ABORT_REJECTED
+                                      : ASSAY_BOUNDARY_ABORT_ACCEPTED;
         }
     }
     enum assay_status st = w->inner.vt->abort(w->inner.self, id);
     if (st == ASSAY_OK && r != NULL) {
         r->aborted = true;
+    }
+    if (st == ASSAY_OK && round >= 0) {
+        w->count[round]++;
     }
     if (st == ASSAY_OK && b >= 0) {
         w->count[b]++;
@@ -660,6 +798,15 @@ enum assay_status assay_boundary_watch_open(const struct assay_adapter *inner,
     out->vt = &w->vt;
     out->self = w;
     return ASSAY_OK;
+}
+
+void assay_boundary_watch_expect(struct assay_boundary_watch *watch,
+                                 const struct assay_boundary_expect *expect)
+{
+    watch->expect = *expect;
+    watch->expect.n = expect->n < 0                           ? 0
+                      : expect->n > ASSAY_BOUNDARY_MAX_EXPECT ? ASSAY_BOUNDARY_MAX_EXPECT
+                                                              : expect->n;
 }
 
 void assay_boundary_watch_close(struct assay_boundary_watch *watch)

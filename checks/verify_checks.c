@@ -129,6 +129,7 @@ enum assay_status assay_verify_run_boundaries(struct assay_verify_ctx *ctx,
      * the spec states. */
     struct assay_boundary_shape shape = assay_boundary_shape_of(t->spec);
     const struct assay_engine *engine = assay_bundled_engine(t->adapter);
+    const struct assay_model *draft = NULL;
     if (engine != NULL) {
         const struct assay_engine_params *ep = assay_engine_params(engine);
         shape.block = ep->paged ? ep->block_size : 1;
@@ -136,10 +137,22 @@ enum assay_status assay_verify_run_boundaries(struct assay_verify_ctx *ctx,
         shape.chunk = ep->chunk;
         shape.spec = ep->spec_k;
         shape.batch = ep->max_batch;
+        draft = ep->spec_k > 0 ? ep->draft : NULL;
+    }
+    /* The draft's own oracle, for the stops it proposes and the target
+     * rejects: this check's alone (a few short sequences). */
+    struct assay_oracle_memo *draft_memo = NULL;
+    if (draft != NULL) {
+        st = assay_oracle_memo_init(&draft_memo, draft, draft->cfg.n_ctx);
+        if (st != ASSAY_OK) {
+            return st;
+        }
     }
     struct assay_workload *bw = NULL;
+    struct assay_boundary_expect expect;
     st = assay_boundary_workload(&shape, t->model->cfg.vocab, t->model->cfg.n_ctx, memo,
-                                 assay_verify_seed(ctx, item->name), &bw);
+                                 draft_memo, assay_verify_seed(ctx, item->name), &bw, &expect);
+    assay_oracle_memo_free(draft_memo);
     if (st != ASSAY_OK) {
         assay_check_error(res, "no boundary workload for this engine (%s): it needs a context of "
                           "at least 64 and a pool that holds one request",
@@ -150,6 +163,7 @@ enum assay_status assay_verify_run_boundaries(struct assay_verify_ctx *ctx,
     struct assay_adapter wa;
     st = assay_boundary_watch_open(t->adapter, &watch, &wa);
     if (st == ASSAY_OK) {
+        assay_boundary_watch_expect(watch, &expect);
         char judge[16];
         assay_plan_param(item->params, "judge", judge, sizeof judge);
         st = strcmp(judge, "oracle") == 0 ? assay_check_equivalence(&wa, bw, memo, NULL, res)

@@ -30,8 +30,8 @@
     "blocks=24"
 
 struct fixture {
-    struct assay_model *model;
-    struct assay_oracle_memo *memo;
+    struct assay_model *model, *draft;
+    struct assay_oracle_memo *memo, *draft_memo;
     int32_t vocab, n_ctx;
 };
 
@@ -39,8 +39,11 @@ static int setup(void **state)
 {
     struct fixture *f = calloc(1, sizeof *f);
     struct assay_model_config cfg = assay_model_config_mini();
+    /* The plan's models: mini (seed 1) and its draft near:0.05 (seed 2). */
     if (f == NULL || assay_model_init_random(&f->model, &cfg, 1) != ASSAY_OK ||
-        assay_oracle_memo_init(&f->memo, f->model, cfg.n_ctx) != ASSAY_OK) {
+        assay_oracle_memo_init(&f->memo, f->model, cfg.n_ctx) != ASSAY_OK ||
+        assay_model_derive_draft(f->model, 0.05, 2, &f->draft) != ASSAY_OK ||
+        assay_oracle_memo_init(&f->draft_memo, f->draft, cfg.n_ctx) != ASSAY_OK) {
         return -1;
     }
     f->vocab = cfg.vocab;
@@ -53,7 +56,9 @@ static int teardown(void **state)
 {
     struct fixture *f = *state;
     assay_oracle_memo_free(f->memo);
+    assay_oracle_memo_free(f->draft_memo);
     assay_model_free(f->model);
+    assay_model_free(f->draft);
     free(f);
     return 0;
 }
@@ -92,14 +97,23 @@ static bool same_workload(const struct assay_workload *a, const struct assay_wor
     return true;
 }
 
+/* The boundary workload of shape s for the fixture's models. */
+static enum assay_status workload(struct fixture *f, const struct assay_boundary_shape *s,
+                                  int32_t n_ctx, uint64_t seed, struct assay_workload **out,
+                                  struct assay_boundary_expect *expect)
+{
+    return assay_boundary_workload(s, f->vocab, n_ctx, f->memo, f->draft_memo, seed, out,
+                                   expect);
+}
+
 static void test_workload_is_a_function_of_shape_and_seed(void **state)
 {
     struct fixture *f = *state;
     struct assay_boundary_shape s = assay_boundary_shape_of(PLAN_SPEC);
     struct assay_workload *a = NULL, *b = NULL, *c = NULL;
-    assert_int_equal(assay_boundary_workload(&s, f->vocab, f->n_ctx, f->memo, 3, &a), ASSAY_OK);
-    assert_int_equal(assay_boundary_workload(&s, f->vocab, f->n_ctx, f->memo, 3, &b), ASSAY_OK);
-    assert_int_equal(assay_boundary_workload(&s, f->vocab, f->n_ctx, f->memo, 4, &c), ASSAY_OK);
+    assert_int_equal(workload(f, &s, f->n_ctx, 3, &a, NULL), ASSAY_OK);
+    assert_int_equal(workload(f, &s, f->n_ctx, 3, &b, NULL), ASSAY_OK);
+    assert_int_equal(workload(f, &s, f->n_ctx, 4, &c, NULL), ASSAY_OK);
     assert_true(same_workload(a, b));
     assert_false(same_workload(a, c));
     /* Arrivals in order; each request fits the context. */
@@ -112,12 +126,10 @@ static void test_workload_is_a_function_of_shape_and_seed(void **state)
     assay_workload_free(c);
     /* A context too short for the placements, a pool too small for one
      * request: a clear refusal, no workload. */
-    assert_int_equal(assay_boundary_workload(&s, f->vocab, 48, f->memo, 3, &a),
-                     ASSAY_ERR_INVALID);
+    assert_int_equal(workload(f, &s, 48, 3, &a, NULL), ASSAY_ERR_INVALID);
     assert_null(a);
     s.blocks = 6;
-    assert_int_equal(assay_boundary_workload(&s, f->vocab, f->n_ctx, f->memo, 3, &a),
-                     ASSAY_ERR_INVALID);
+    assert_int_equal(workload(f, &s, f->n_ctx, 3, &a, NULL), ASSAY_ERR_INVALID);
     assert_null(a);
 }
 
@@ -130,8 +142,9 @@ static void test_plan_reaches_every_boundary(void **state)
     struct assay_boundary_shape s = assay_boundary_shape_of(PLAN_SPEC);
     for (uint64_t seed = 1; seed <= 3; seed++) {
         struct assay_workload *w = NULL;
-        assert_int_equal(assay_boundary_workload(&s, f->vocab, f->n_ctx, f->memo, seed, &w),
-                         ASSAY_OK);
+        struct assay_boundary_expect expect;
+        assert_int_equal(workload(f, &s, f->n_ctx, seed, &w, &expect), ASSAY_OK);
+        assert_true(expect.n > 0);
         for (int judge = 0; judge < 2; judge++) {
             struct assay_adapter inner, wa;
             struct assay_diag d;
@@ -139,6 +152,7 @@ static void test_plan_reaches_every_boundary(void **state)
             assert_int_equal(assay_adapter_open_spec(PLAN_SPEC, &inner, &d), ASSAY_OK);
             struct assay_boundary_watch *watch = NULL;
             assert_int_equal(assay_boundary_watch_open(&inner, &watch, &wa), ASSAY_OK);
+            assay_boundary_watch_expect(watch, &expect);
             struct assay_check_result r;
             assay_check_result_init(&r, "boundaries", ASSAY_FAMILY_PROPERTY);
             assert_int_equal(judge == 0 ? assay_check_equivalence(&wa, w, f->memo, NULL, &r)
@@ -151,6 +165,10 @@ static void test_plan_reaches_every_boundary(void **state)
             int32_t missing = assay_boundary_report(watch, report, sizeof report);
             printf("# seed %d, %s: %s\n", (int)seed, judge == 0 ? "oracle" : "soak", report);
             assert_int_equal(missing, 0);
+            /* Each placed stop the draft proposes is rejected where the
+             * draft's oracle says (a run at concurrency 1 too, for soak). */
+            assert_int_equal(assay_boundary_count(watch, ASSAY_BOUNDARY_STOP_REJECTED),
+                             (judge == 0 ? 1 : 2) * expect.n);
             assert_int_equal(assay_boundary_prefill_chunks(watch) & 0xe, 0xe);
             assay_boundary_watch_close(watch);
             assay_adapter_close(&inner);
@@ -166,7 +184,7 @@ static void test_watch_is_transparent_and_honest(void **state)
     struct fixture *f = *state;
     struct assay_boundary_shape s = assay_boundary_shape_of(PLAN_SPEC);
     struct assay_workload *w = NULL;
-    assert_int_equal(assay_boundary_workload(&s, f->vocab, f->n_ctx, f->memo, 1, &w), ASSAY_OK);
+    assert_int_equal(workload(f, &s, f->n_ctx, 1, &w, NULL), ASSAY_OK);
     struct assay_transcript *t[2] = {NULL, NULL};
     for (int k = 0; k < 2; k++) {
         struct assay_adapter inner, wa;
