@@ -12,11 +12,15 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "../adapters/bundled.h"
 #include "../adapters/spec.h"
 #include "../core/alloc.h"
 #include "../core/clock.h"
 #include "../core/rng.h"
 #include "../core/text.h"
+#include "../engine/engine.h"
+#include "boundary.h"
+#include "equivalence.h"
 #include "property.h"
 
 /* ---- drawing a case ------------------------------------------------------ */
@@ -304,16 +308,72 @@ enum assay_status assay_fuzz_judge(const char *spec, const struct assay_workload
     return assay_status_keep_nomem(st);
 }
 
+/* The draft's oracle of the speculating cases: one copy of the draft's
+ * weights and its memo, kept while the cases draft with the same weights. */
+struct draft_oracle {
+    char sha256[65];
+    struct assay_model *model;
+    struct assay_oracle_memo *memo;
+};
+
+static void draft_oracle_free(struct draft_oracle *d)
+{
+    assay_oracle_memo_free(d->memo);
+    assay_model_free(d->model);
+    memset(d, 0, sizeof *d);
+}
+
+/* The draft oracle and draft length of the engine spec names (*memo NULL:
+ * it does not speculate, or it could not be opened, which its judge says). */
+static enum assay_status draft_oracle_for(struct draft_oracle *d, const char *spec,
+                                          struct assay_oracle_memo **memo, int32_t *spec_k)
+{
+    *memo = NULL;
+    *spec_k = 0;
+    struct assay_adapter a;
+    struct assay_diag diag;
+    assay_diag_clear(&diag);
+    if (strstr(spec, "spec=0") != NULL || assay_adapter_open_spec(spec, &a, &diag) != ASSAY_OK) {
+        return ASSAY_OK;
+    }
+    const struct assay_engine *e = assay_bundled_engine(&a);
+    const struct assay_engine_params *ep = e != NULL ? assay_engine_params(e) : NULL;
+    enum assay_status st = ASSAY_OK;
+    if (ep != NULL && ep->spec_k > 0 && ep->draft != NULL) {
+        if (d->memo == NULL || strcmp(d->sha256, ep->draft->sha256) != 0) {
+            draft_oracle_free(d);
+            st = assay_model_clone(ep->draft, &d->model);
+            if (st == ASSAY_OK) {
+                st = assay_oracle_memo_init(&d->memo, d->model, d->model->cfg.n_ctx);
+            }
+            if (st == ASSAY_OK) {
+                snprintf(d->sha256, sizeof d->sha256, "%s", ep->draft->sha256);
+            } else {
+                draft_oracle_free(d);
+            }
+        }
+        *memo = d->memo;
+        *spec_k = ep->spec_k;
+    }
+    assay_adapter_close(&a);
+    return st;
+}
+
 /* Stop tokens steered to where they matter. A stop token drawn at random
  * is almost never generated, so a greedy request's drawn stop token is
  * replaced by a token of the oracle's greedy continuation: half the time
  * (by the drawn token's parity) the last token its length limit allows
  * (when that token is not generated before it: the stop and the limit
  * meet), else the token at a position the drawn token picks (the request
- * stops at that token's first appearance). The case stays a function of
- * (seed, index) and the model's weights. */
-static enum assay_status steer_stops(struct assay_oracle_memo *memo, struct assay_workload *w,
-                                     int32_t vocab)
+ * stops at that token's first appearance). In a speculating case, half of
+ * the latter (drawn token 1 mod 4) take instead the draft's proposal that
+ * the first rejecting round rejects, when there is one
+ * (assay_boundary_rejected_proposal, draft_memo the draft's oracle): the
+ * request must not stop there. The case stays a function of (seed, index)
+ * and the models' weights. */
+static enum assay_status steer_stops(struct assay_oracle_memo *memo,
+                                     struct assay_oracle_memo *draft_memo, int32_t spec_k,
+                                     struct assay_workload *w, int32_t vocab)
 {
     for (int32_t k = 0; k < w->n; k++) {
         struct assay_workload_request *r = &w->reqs[k];
@@ -334,10 +394,39 @@ static enum assay_status steer_stops(struct assay_oracle_memo *memo, struct assa
                 earlier = earlier || out[t] == out[last];
             }
             j = earlier ? j : last;
+        } else if (draft_memo != NULL && r->stop_token % 4 == 1) {
+            int32_t at = -1, token = -1;
+            st = assay_boundary_rejected_proposal(draft_memo, r->prompt, r->prompt_len, out,
+                                                  r->max_tokens, vocab, spec_k, r->max_tokens,
+                                                  &at, &token);
+            if (st != ASSAY_OK) {
+                return st;
+            }
+            if (at >= 0) {
+                r->stop_token = token;
+                continue;
+            }
         }
         r->stop_token = out[j];
     }
     return ASSAY_OK;
+}
+
+/* The engine spec of case c: base_spec with the case's options set over it. */
+static void case_spec(const char *base_spec, const struct assay_fuzz_case *c, char *spec,
+                      size_t size)
+{
+    char next[1024];
+    snprintf(spec, size, "%s", base_spec);
+    char opts[sizeof c->options];
+    snprintf(opts, sizeof opts, "%s", c->options);
+    char *save = NULL;
+    for (char *kv = strtok_r(opts, ",", &save); kv != NULL; kv = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(kv, '=');
+        *eq = '\0';
+        assay_spec_with(spec, kv, eq + 1, next, sizeof next);
+        snprintf(spec, size, "%s", next);
+    }
 }
 
 enum assay_status assay_fuzz_run(const char *base_spec, int32_t vocab, int32_t n_ctx,
@@ -352,14 +441,23 @@ enum assay_status assay_fuzz_run(const char *base_spec, int32_t vocab, int32_t n
     memset(failed, 0, sizeof *failed);
     res->max_tie_gap = 0.0;
     enum assay_status st = ASSAY_OK;
+    struct draft_oracle draft;
+    memset(&draft, 0, sizeof draft);
     for (int32_t i = 0; i < n && st == ASSAY_OK; i++) {
         if (i > 0 && max_seconds > 0 && (double)(assay_now_ns() - t0) / 1e9 >= max_seconds) {
             break;
         }
         struct assay_fuzz_case c;
+        char spec[1024];
         st = assay_fuzz_case_draw(seed, first + i, vocab, n_ctx, &c);
         if (st == ASSAY_OK) {
-            st = steer_stops(memo, c.w, vocab);
+            case_spec(base_spec, &c, spec, sizeof spec);
+            struct assay_oracle_memo *draft_memo = NULL;
+            int32_t spec_k = 0;
+            st = draft_oracle_for(&draft, spec, &draft_memo, &spec_k);
+            if (st == ASSAY_OK) {
+                st = steer_stops(memo, draft_memo, spec_k, c.w, vocab);
+            }
             if (st != ASSAY_OK) {
                 assay_fuzz_case_free(&c);
             }
@@ -368,17 +466,6 @@ enum assay_status assay_fuzz_run(const char *base_spec, int32_t vocab, int32_t n
             assay_check_error(res, "case %d could not be drawn: %s", (int)(first + i),
                               assay_status_str(st));
             break;
-        }
-        char spec[1024], next[1024];
-        snprintf(spec, sizeof spec, "%s", base_spec);
-        char opts[sizeof c.options];
-        snprintf(opts, sizeof opts, "%s", c.options);
-        char *save = NULL;
-        for (char *kv = strtok_r(opts, ",", &save); kv != NULL; kv = strtok_r(NULL, ",", &save)) {
-            char *eq = strchr(kv, '=');
-            *eq = '\0';
-            assay_spec_with(spec, kv, eq + 1, next, sizeof next);
-            snprintf(spec, sizeof spec, "%s", next);
         }
         tally->cases++;
         tally->paged += strstr(c.options, "kv=paged") != NULL;
@@ -409,6 +496,7 @@ enum assay_status assay_fuzz_run(const char *base_spec, int32_t vocab, int32_t n
             progress(progress_ctx, i + 1, n);
         }
     }
+    draft_oracle_free(&draft);
     res->seconds = (double)(assay_now_ns() - t0) / 1e9;
     return st;
 }

@@ -193,13 +193,15 @@ static const struct assay_plan_item k_plan[] = {
      .needs = ASSAY_NEED_WEIGHTS | ASSAY_NEED_BUNDLED},
     {.name = "equiv.boundaries",
      .family = ASSAY_FAMILY_EQUIVALENCE,
-     .catches = "preempt-redeliver chunk-rope-off-by-one prompt-multiple-late-block",
+     .catches = "preempt-redeliver chunk-rope-off-by-one prompt-multiple-late-block "
+                "stop-on-rejected-draft",
      .options = "model=mini,draft=near:0.05,kv=paged,block=4,prefix=on,chunk=8,batch=4,"
                 "spec=2;blocks=24",
      .about = "every boundary of the state machine placed on purpose (a stop at the length "
-              "limit and among accepted drafts; aborts queued, between prefill chunks, decoding, "
-              "after a rejected round, preempted; prompts at block edges, wholly cached; a full "
-              "pool), greedy tokens against the oracle; the boundaries reached counted",
+              "limit, among accepted drafts, proposed by the draft and rejected; aborts queued, "
+              "between prefill chunks, decoding, after a rejecting or an accepting round, "
+              "preempted; prompts at block edges, wholly cached; a full pool), greedy tokens "
+              "against the oracle; the boundaries reached counted",
      .run = assay_verify_run_boundaries,
      .params = "judge=oracle",
      .command = ASSAY_COMMAND_VERIFY,

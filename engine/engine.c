@@ -886,6 +886,14 @@ static int32_t verify_round(struct assay_engine *e, const struct plan *pl, const
         int32_t y = assay_sampler_draw(e->residual, v, ur);
         sink_logits(e, q, g + j, lrow);
         *finished = append_token(e, q, y);
+        if (ASSAY_MUTANT_ON(e->p.mutant, ASSAY_MUTANT_STOP_ON_REJECTED_DRAFT) && !*finished &&
+            x == q->stop_token) {
+            /* The planted bug: the stop check reads the round's proposals,
+             * so a rejected proposal equal to the stop token ends the
+             * request after the token that replaced it. */
+            q->finish = ASSAY_FINISH_STOP;
+            *finished = true;
+        }
         break;
     }
     struct assay_event *ev = push_event(e, ASSAY_EVENT_SPEC_ROUND, q->id);
