@@ -741,10 +741,18 @@ static void gof_summary(const struct gof_check *g, const struct assay_test_resul
 {
     const struct assay_dist_params *p = g->p;
     struct assay_check_result *res = g->res;
+    char test[96];
+    if (tr->binomial) {
+        /* One bin: the exact binomial test of the samples off the top. */
+        snprintf(test, sizeof test, "binomial: %.0f of %.0f off the most likely (expected %.3g)",
+                 tr->statistic, tr->n_eff, tr->n_eff * (1.0 - g->bins->top_prob));
+    } else {
+        snprintf(test, sizeof test, "chi2 %.1f df %d", tr->statistic, (int)tr->df);
+    }
     snprintf(res->summary, sizeof res->summary,
-             "alpha %.0e n %lld p %.3g min-TV %.4f | chi2 %.1f df %d; %s %d, T %.2g top-k %d "
+             "alpha %.0e n %lld p %.3g min-TV %.4f | %s; %s %d, T %.2g top-k %d "
              "top-p %.2g; %d bins (%d pooled), cut margins p %.1e k %.1e",
-             p->alpha, (long long)tr->n, tr->p_value, tr->min_tv, tr->statistic, (int)tr->df,
+             p->alpha, (long long)tr->n, tr->p_value, tr->min_tv, test,
              p->positions == 1 ? "first token" : "first pair", (int)p->prompt_len,
              (double)p->sampling.temperature, (int)p->sampling.top_k,
              (double)p->sampling.top_p, (int)tr->n_bins, (int)g->bins->n_pooled, g->mg.top_p,
@@ -814,6 +822,10 @@ enum assay_status assay_dist_gof(const struct assay_adapter *a, const struct ass
     }
     struct assay_test_result tr;
     st = assay_gof_test_missing(g.bins, g.counts, g.n_twin, p->alpha, p->power, &tr);
+    if (st == ASSAY_OK && tr.degenerate && g.bins->n_bins == 1 && g.bins->top >= 0) {
+        /* A near-deterministic distribution: the exact binomial test. */
+        st = assay_gof_test_one_bin(g.bins, g.counts, g.n_twin, p->alpha, p->power, &tr);
+    }
     if (st != ASSAY_OK) {
         assay_dist_set_error(res, st, "the chi-squared test failed");
         goto out;

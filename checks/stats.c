@@ -695,6 +695,8 @@ enum assay_status assay_gof_bins_make(const double *prob, int32_t k, double n,
     }
     bins->n_impossible_categories = k - n_possible;
     qsort(rank, (size_t)n_possible, sizeof *rank, compare_ranked);
+    bins->top = n_possible > 0 ? rank[0].index : -1;
+    bins->top_prob = n_possible > 0 ? rank[0].key : 0.0;
 
     int32_t n_own = 0;
     while (n_own < n_possible && n * rank[n_own].key >= min_expected) {
@@ -751,6 +753,69 @@ static enum assay_status finish_result(double alpha, double power, double x2, in
     }
     r->p_value = pv;
     return assay_min_detectable_tv(alpha, r->df, power, n_eff, &r->min_tv);
+}
+
+/* P(X >= x) for X ~ Binomial(n, q). */
+static double binomial_at_least(int64_t x, double q, int64_t n)
+{
+    if (x <= 0) {
+        return 1.0;
+    }
+    if (x > n) {
+        return 0.0;
+    }
+    return gsl_cdf_binomial_Q((unsigned)(x - 1), q, (unsigned)n);
+}
+
+/* The exact binomial test of assay_gof_test's one-bin case into r: x of n
+ * samples off the top category, q its complement's probability. */
+static enum assay_status binomial_test(int64_t x, int64_t n, double q, double alpha, double power,
+                                       struct assay_test_result *r)
+{
+    if (n > (int64_t)UINT_MAX) {
+        return ASSAY_ERR_INVALID;
+    }
+    q = q < 0.0 ? 0.0 : q > 1.0 ? 1.0 : q;
+    double hi = binomial_at_least(x, q, n);
+    double lo = x >= n ? 1.0 : 1.0 - binomial_at_least(x + 1, q, n);
+    double pv = 2.0 * (hi < lo ? hi : lo);
+    pv = pv > 1.0 ? 1.0 : pv;
+    if (!is_probability(pv)) {
+        return ASSAY_ERR_NUMERIC;
+    }
+    /* The upper critical count: the least c with P(X >= c) <= alpha / 2. */
+    int64_t c_lo = 0, c_hi = n + 1;
+    while (c_lo < c_hi) {
+        int64_t mid = c_lo + (c_hi - c_lo) / 2;
+        if (binomial_at_least(mid, q, n) <= alpha / 2.0) {
+            c_hi = mid;
+        } else {
+            c_lo = mid + 1;
+        }
+    }
+    double d_lo = 0.0, d_hi = 1.0 - q, min_tv = NAN;
+    if (c_lo <= n && binomial_at_least(c_lo, q + d_hi, n) >= power) {
+        for (int i = 0; i < 60; i++) {
+            double mid = 0.5 * (d_lo + d_hi);
+            if (binomial_at_least(c_lo, q + mid, n) >= power) {
+                d_hi = mid;
+            } else {
+                d_lo = mid;
+            }
+        }
+        min_tv = d_hi;
+    }
+    r->alpha = alpha;
+    r->power = power;
+    r->statistic = (double)x;
+    r->p_value = pv;
+    r->min_tv = min_tv;
+    r->n_eff = (double)n;
+    r->df = 1;
+    r->n_bins = 1;
+    r->degenerate = !(n > 0);
+    r->binomial = true;
+    return ASSAY_OK;
 }
 
 enum assay_status assay_gof_test(const struct assay_gof_bins *bins, const int64_t *counts,
@@ -811,6 +876,27 @@ enum assay_status assay_gof_test_missing(const struct assay_gof_bins *bins,
     }
     *out = r;
     return ASSAY_OK;
+}
+
+enum assay_status assay_gof_test_one_bin(const struct assay_gof_bins *bins,
+                                         const int64_t *counts, int64_t n_missing, double alpha,
+                                         double power, struct assay_test_result *out)
+{
+    struct assay_test_result r;
+    enum assay_status st = assay_gof_test_missing(bins, counts, n_missing, alpha, power, &r);
+    if (st != ASSAY_OK) {
+        return st;
+    }
+    if (bins->n_bins != 1 || bins->top < 0) {
+        return ASSAY_ERR_INVALID;
+    }
+    int64_t n_possible = r.n - r.n_impossible;
+    st = binomial_test(n_possible - counts[bins->top], n_possible, 1.0 - bins->top_prob, alpha,
+                       power, &r);
+    if (st == ASSAY_OK) {
+        *out = r;
+    }
+    return st;
 }
 
 /*

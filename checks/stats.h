@@ -196,6 +196,8 @@ struct assay_gof_bins {
     int32_t n_impossible_categories; /* categories with p == 0 */
     double n;            /* the sample size the bins were made for */
     double min_expected; /* the smallest expected count asked for */
+    int32_t top;         /* the most likely category (-1: none possible) */
+    double top_prob;     /* its probability */
 };
 
 /*
@@ -232,6 +234,10 @@ struct assay_test_result {
     int64_t n_missing;    /* GOF: samples outside the bins counted against them
                              (assay_gof_test_missing); 0 otherwise */
     bool degenerate;      /* no test possible; see above */
+    bool binomial;        /* GOF with one bin (a near-deterministic distribution:
+                             every other category pooled): the exact binomial
+                             test of the samples off the most likely category,
+                             statistic their count (assay_gof_test_one_bin) */
 };
 
 /*
@@ -245,6 +251,7 @@ struct assay_test_result {
  * planned n; a different actual n is used as it is. alpha in (0, 1) and
  * alpha < power < 1, counts >= 0, else ASSAY_ERR_INVALID.
  * ASSAY_ERR_NUMERIC when GSL fails. *out is written only on ASSAY_OK.
+
  */
 enum assay_status assay_gof_test(const struct assay_gof_bins *bins, const int64_t *counts,
                                  double alpha, double power, struct assay_test_result *out);
@@ -265,6 +272,24 @@ enum assay_status assay_gof_test(const struct assay_gof_bins *bins, const int64_
  * those. Arguments and returns as assay_gof_test; n_missing >= 0.
  */
 enum assay_status assay_gof_test_missing(const struct assay_gof_bins *bins,
+                                         const int64_t *counts, int64_t n_missing, double alpha,
+                                         double power, struct assay_test_result *out);
+
+/*
+ * One bin is no chi-squared (assay_gof_test_missing says degenerate): the
+ * distribution is near-deterministic, the most likely category holding all
+ * but a tail expected fewer than min_expected times. This is the exact
+ * test for it: X, the samples off the most likely category (those missing
+ * included), is Binomial(n_possible, q) with q = 1 - top_prob under the
+ * null; p_value = min(1, 2 min(P(X >= x), P(X <= x))) (two-sided, GSL's
+ * binomial CDF), statistic = x, df 1, binomial set; min_tv is the smallest
+ * mass d moved off the top category that takes X to the upper critical
+ * count (the least c with P(X >= c) <= alpha / 2 under q) with probability
+ * >= power, by bisection. Its level is exact, not asymptotic. The same
+ * arguments as assay_gof_test_missing; ASSAY_ERR_INVALID also when the
+ * bins are not one bin.
+ */
+enum assay_status assay_gof_test_one_bin(const struct assay_gof_bins *bins,
                                          const int64_t *counts, int64_t n_missing, double alpha,
                                          double power, struct assay_test_result *out);
 

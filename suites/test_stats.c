@@ -556,12 +556,77 @@ static void test_gof_known_value(void **state)
     assert_true(r.degenerate && isnan(r.p_value) && r.n_impossible == 7);
     assay_gof_bins_free(bins);
 
-    /* One bin: degenerate, no p-value. */
+    /* One bin: no chi-squared (degenerate, no p-value); the binomial test
+     * with q = 0 instead, any sample off the one possible category
+     * impossible; the smallest mass moved off it that shows in 100
+     * samples with probability 0.99 is 1 - 0.01^(1/100). */
     const double one[] = {1.0, 0.0};
     assert_int_equal(assay_gof_bins_make(one, 2, 100.0, 5.0, &bins), ASSAY_OK);
     const int64_t c1[] = {100, 0};
     assert_int_equal(assay_gof_test(bins, c1, 1e-3, 0.99, &r), ASSAY_OK);
     assert_true(r.degenerate && r.df == 0 && isnan(r.p_value) && isnan(r.statistic));
+    assert_int_equal(assay_gof_test_one_bin(bins, c1, 0, 1e-3, 0.99, &r), ASSAY_OK);
+    assert_true(!r.degenerate && r.binomial && r.p_value == 1.0 && r.statistic == 0.0);
+    assert_true(close_to("min TV, q 0", r.min_tv, 1.0 - pow(0.01, 0.01), 0.0, 1e-9));
+    assay_gof_bins_free(bins);
+}
+
+/* P(X >= x) for X ~ Binomial(n, q), summed term by term in long double. */
+static double binomial_tail_by_hand(int x, int n, double q)
+{
+    long double sum = 0.0L;
+    for (int k = x; k <= n; k++) {
+        long double lc = lgammal(n + 1.0L) - lgammal(k + 1.0L) - lgammal(n - k + 1.0L);
+        sum += expl(lc + k * logl(q) + (n - k) * log1pl(-q));
+    }
+    return (double)sum;
+}
+
+/* A near-deterministic distribution pools into one bin: the exact
+ * binomial test of the samples off the most likely category. Its p-value
+ * against a sum by hand, its level exact (the null's probability of a
+ * p-value at or below alpha, summed over every count, is at most alpha),
+ * and its power at the min TV it states. */
+static void test_gof_one_bin_binomial(void **state)
+{
+    (void)state;
+    const double prob[] = {0.999, 0.0005, 0.0005};
+    const int n = 1000;
+    struct assay_gof_bins *bins = NULL;
+    assert_int_equal(assay_gof_bins_make(prob, 3, (double)n, 5.0, &bins), ASSAY_OK);
+    assert_int_equal(bins->n_bins, 1);
+    assert_int_equal(bins->top, 0);
+    struct assay_test_result r;
+    const int64_t counts[] = {990, 6, 4}; /* 10 off the top, 1 expected */
+    assert_int_equal(assay_gof_test_one_bin(bins, counts, 0, 1e-3, 0.99, &r), ASSAY_OK);
+    assert_true(r.binomial && !r.degenerate && r.statistic == 10.0);
+    double q = 1.0 - 0.999;
+    double hand = 2.0 * binomial_tail_by_hand(10, n, q);
+    assert_true(close_to("binomial p", r.p_value, hand, 0.0, 1e-9));
+    printf("  10 of 1000 off a top of 0.999: p %.6e (by hand %.6e), min TV %.5f\n",
+           r.p_value, hand, r.min_tv);
+    /* The level: P(p <= alpha) under the null, over every count. */
+    double alpha = 1e-3, level = 0.0;
+    for (int x = 0; x <= 60; x++) {
+        int64_t c[] = {n - x, x, 0};
+        assert_int_equal(assay_gof_test_one_bin(bins, c, 0, alpha, 0.99, &r), ASSAY_OK);
+        if (r.p_value <= alpha) {
+            level += binomial_tail_by_hand(x, n, q) - binomial_tail_by_hand(x + 1, n, q);
+        }
+    }
+    printf("  level at alpha %.0e: %.3e\n", alpha, level);
+    assert_true(level <= alpha);
+    /* The power at the stated min TV, by hand: the mass moved off the top
+     * reaches the critical count with probability >= 0.99. */
+    int64_t c0[] = {n, 0, 0};
+    assert_int_equal(assay_gof_test_one_bin(bins, c0, 0, alpha, 0.99, &r), ASSAY_OK);
+    int crit = 0;
+    while (binomial_tail_by_hand(crit, n, q) > alpha / 2.0) {
+        crit++;
+    }
+    double at = binomial_tail_by_hand(crit, n, q + r.min_tv);
+    printf("  critical count %d; power at min TV %.5f: %.4f\n", crit, r.min_tv, at);
+    assert_true(at >= 0.99 - 1e-9 && binomial_tail_by_hand(crit, n, q + 0.9 * r.min_tv) < 0.99);
     assay_gof_bins_free(bins);
 }
 
@@ -1088,6 +1153,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_power_figures),
         cmocka_unit_test(test_gof_pooling),
         cmocka_unit_test(test_gof_known_value),
+        cmocka_unit_test(test_gof_one_bin_binomial),
         cmocka_unit_test(test_gof_invalid),
         cmocka_unit_test(test_gof_null_calibration),
         cmocka_unit_test(test_gof_power),
