@@ -166,7 +166,9 @@ static enum assay_status load_model(const char *what, long long seed, struct ass
     struct assay_model_config cfg;
     if (assay_model_config_by_name(what, &cfg) != ASSAY_OK) {
         return assay_spec_bad(diag, "model",
-                              "tinygpt, draft, mini, mini-draft, mini-twins or a .gguf path", what);
+                              "tinygpt, draft, mini, mini-draft, mini-twins, mini-sharp, mini-flat or "
+                              "a .gguf path",
+                              what);
     }
     return assay_model_init_random(out, &cfg, (uint64_t)seed);
 }
@@ -335,7 +337,7 @@ static enum assay_status bundled_models(const struct bundled_spec *b,
     if (st == ASSAY_OK && b->p.spec_k > 0) {
         /* Without draft=: a built-in model's own draft, and a model file
          * drafts for itself (no built-in draft shares its vocabulary). */
-        bool mini = strcmp(b->model, "mini") == 0 || strcmp(b->model, "mini-twins") == 0;
+        bool mini = strncmp(b->model, "mini", 4) == 0 && strcmp(b->model, "mini-draft") != 0;
         const char *dname = b->draft[0] != '\0' ? b->draft
                             : is_path(b->model) ? b->model
                             : mini              ? "mini-draft"

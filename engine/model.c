@@ -1,6 +1,7 @@
 /*
  * model.c - TinyGPT configurations and weights (model.h): the named
- * configurations (tinygpt, draft, mini, mini-draft, mini-twins) and their
+ * configurations (tinygpt, draft, mini, mini-draft, mini-twins, mini-sharp,
+ * mini-flat) and their
  * validation,
  * allocating a model and binding its tensors, random initialisation from a
  * seed, cloning, the weights' SHA-256 (assay_model_rehash) and
@@ -65,6 +66,20 @@ struct assay_model_config assay_model_config_mini_twins(void)
     return c;
 }
 
+struct assay_model_config assay_model_config_mini_sharp(void)
+{
+    struct assay_model_config c = make_config("mini-sharp", 2, 64, 4, 2, 16, 256, 256);
+    c.output_scale = 40.0f;
+    return c;
+}
+
+struct assay_model_config assay_model_config_mini_flat(void)
+{
+    struct assay_model_config c = make_config("mini-flat", 2, 64, 4, 2, 16, 256, 256);
+    c.output_scale = 0.05f;
+    return c;
+}
+
 enum assay_status assay_model_config_by_name(const char *name, struct assay_model_config *out)
 {
     static const struct {
@@ -76,6 +91,8 @@ enum assay_status assay_model_config_by_name(const char *name, struct assay_mode
         {"mini", assay_model_config_mini},
         {"mini-draft", assay_model_config_mini_draft},
         {"mini-twins", assay_model_config_mini_twins},
+        {"mini-sharp", assay_model_config_mini_sharp},
+        {"mini-flat", assay_model_config_mini_flat},
     };
     for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
         if (name != NULL && strcmp(name, table[i].name) == 0) {
@@ -384,6 +401,11 @@ enum assay_status assay_model_init_random_params(struct assay_model **out,
     fill_gaussian(m->output, (int64_t)c->vocab * d, params.out_gain * sd, seed, tensor++);
     for (int64_t t = 0; c->output_twins && t + 1 < c->vocab; t += 2) {
         memcpy(m->output + (t + 1) * d, m->output + t * d, sizeof(float) * (size_t)d);
+    }
+    for (int64_t i = 0; c->output_scale > 0.0f && c->output_scale != 1.0f &&
+                        i < (int64_t)c->vocab * d;
+         i++) {
+        m->output[i] *= c->output_scale;
     }
     /* Drawn after every llama tensor, so a model with biases has the same
      * other weights as one without. */

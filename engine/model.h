@@ -63,6 +63,11 @@ struct assay_model_config {
                           * logit equals its twin's exactly, in any
                           * context. Weights loaded from a file keep
                           * whatever rows they have; false there */
+    float output_scale;  /* the random initialisation multiplies the output
+                          * rows by it after drawing them (mini-sharp,
+                          * mini-flat: logits output_scale times as
+                          * large); 0 or 1: as drawn. A file's
+                          * weights carry theirs; 0 there */
 };
 
 /* RoPE: at position pos, pair i of a head (0 <= i < head_dim/2) turns by
@@ -96,6 +101,17 @@ struct assay_model_config assay_model_config_mini_draft(void);
  * its pair. Every weight but output row 2i + 1 is mini's (same seed). The
  * distributional checks of ties at filter boundaries use it. */
 struct assay_model_config assay_model_config_mini_twins(void);
+
+/* Adversarial models: mini with its output rows scaled. mini-sharp (by 40):
+ * logits 40 times mini's, spanning about -180 to 190 (4 prompts of 40), so
+ * that most next-token distributions at temperature 1 are near-deterministic
+ * and the largest logits are past what exp can take in float (88.7)
+ * unless the maximum is subtracted first. mini-flat (by 0.05): logits
+ * within about 0.4 of each other, near-uniform, so that a top-p crossing
+ * falls among many tokens of almost equal weight. Every other weight is
+ * mini's (same seed). */
+struct assay_model_config assay_model_config_mini_sharp(void);
+struct assay_model_config assay_model_config_mini_flat(void);
 
 /* Look a config up by name ("tinygpt", "draft", "mini", "mini-draft",
  * "mini-twins"). Returns ASSAY_ERR_NOT_FOUND for any other name. */

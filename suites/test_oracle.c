@@ -417,6 +417,75 @@ static void test_scratch_independent_of_vocab(void **state)
     assert_int_equal(bytes[0], bytes[1]);
 }
 
+/* mini-sharp and mini-flat (engine/model.h) are mini with its output rows
+ * scaled by 40 and by 0.05, every other weight mini's: the claims the
+ * docs make of their logits hold on 4 prompts of 40 positions (mini-sharp:
+ * a spread past 200 and a largest logit past 88.7 somewhere, the first
+ * token near-deterministic at most positions; mini-flat: every position's
+ * logits within 0.5 of each other). */
+static void test_sharp_and_flat(void **state)
+{
+    (void)state;
+    struct assay_model_config cm = assay_model_config_mini();
+    struct assay_model *mini = NULL;
+    assert_int_equal(assay_model_init_random(&mini, &cm, 1), ASSAY_OK);
+    const float scales[2] = {40.0f, 0.05f};
+    for (int k = 0; k < 2; k++) {
+        struct assay_model_config c =
+            k == 0 ? assay_model_config_mini_sharp() : assay_model_config_mini_flat();
+        struct assay_model *m = NULL;
+        assert_int_equal(assay_model_init_random(&m, &c, 1), ASSAY_OK);
+        assert_int_equal(m->n_floats, mini->n_floats);
+        int64_t at = m->output - m->data, n_out = (int64_t)c.vocab * c.d_model;
+        for (int64_t i = 0; i < m->n_floats; i++) {
+            bool out = i >= at && i < at + n_out;
+            float want = out ? mini->data[i] * scales[k] : mini->data[i];
+            assert_true(memcmp(&m->data[i], &want, sizeof want) == 0);
+        }
+        const int32_t v = c.vocab, n = 40;
+        double *rows = calloc((size_t)n * (size_t)v, sizeof(double));
+        assert_non_null(rows);
+        struct assay_oracle *o = NULL;
+        assert_int_equal(assay_oracle_init(&o, m, n), ASSAY_OK);
+        double lo = INFINITY, hi = -INFINITY, widest = 0.0;
+        int32_t peaked = 0;
+        for (int32_t s = 0; s < 4; s++) {
+            int32_t tok[40];
+            for (int32_t i = 0; i < n; i++) {
+                tok[i] = (i * 37 + s * 11 + 3) % v;
+            }
+            assert_int_equal(assay_oracle_logits(o, tok, n, rows), ASSAY_OK);
+            for (int32_t t = 0; t < n; t++) {
+                const double *r = rows + (int64_t)t * v;
+                double rlo = INFINITY, rhi = -INFINITY, mass = 0.0;
+                for (int32_t a = 0; a < v; a++) {
+                    rlo = r[a] < rlo ? r[a] : rlo;
+                    rhi = r[a] > rhi ? r[a] : rhi;
+                }
+                for (int32_t a = 0; a < v; a++) {
+                    mass += exp(r[a] - rhi);
+                }
+                peaked += 1.0 / mass > 0.9; /* the top token's probability at T 1 */
+                lo = rlo < lo ? rlo : lo;
+                hi = rhi > hi ? rhi : hi;
+                widest = rhi - rlo > widest ? rhi - rlo : widest;
+            }
+        }
+        printf("  %s: logits %.3g to %.3g, widest spread at one position %.3g; top token above "
+               "0.9 at %d of %d positions\n",
+               c.name, lo, hi, widest, (int)peaked, 4 * (int)n);
+        if (k == 0) {
+            assert_true(widest > 200.0 && hi > 88.7 && peaked > 2 * n);
+        } else {
+            assert_true(widest < 0.5 && peaked == 0);
+        }
+        assay_oracle_free(o);
+        free(rows);
+        assay_model_free(m);
+    }
+    assay_model_free(mini);
+}
+
 /* mini-twins (engine/model.h) is mini with output row 2i + 1 a copy of
  * row 2i: every other weight is mini's, and the oracle's logits of tokens
  * 2i and 2i + 1 are the same double at every position, on every kernel and
@@ -492,6 +561,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_kernel_choice),
         cmocka_unit_test(test_scratch_independent_of_vocab),
         cmocka_unit_test(test_twins_exact),
+        cmocka_unit_test(test_sharp_and_flat),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
