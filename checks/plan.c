@@ -266,6 +266,32 @@ static const struct assay_plan_item k_plan[] = {
      .command = ASSAY_COMMAND_VERIFY,
      .needs = ASSAY_NEED_WEIGHTS,
      .group = "tokens"},
+    /* Adversarial models (model.h): mini-sharp's logits span about -180
+     * to 190 (near-deterministic at temperature 1, the largest past what
+     * exp takes in float unless the maximum is subtracted first);
+     * mini-flat's lie within about 0.4 of each other (near-uniform: the
+     * top-p crossing among many tokens of almost equal weight). */
+    {.name = "dist.gof.sharp",
+     .family = ASSAY_FAMILY_DISTRIBUTIONAL,
+     .catches = "softmax-unshifted",
+     .options = "model=mini-sharp,batch=256",
+     .about = "the first sampled token on a model whose logits span about -180 to 190: "
+              "near-deterministic, the largest logits past float's exp unless shifted",
+     .run = assay_verify_run_gof,
+     .params = "n=30000,pos=1,len=1,t=1,top_k=0,top_p=1",
+     .command = ASSAY_COMMAND_VERIFY,
+     .needs = ASSAY_NEED_WEIGHTS,
+     .group = "tokens"},
+    {.name = "dist.gof.flat-top-p",
+     .family = ASSAY_FAMILY_DISTRIBUTIONAL,
+     .options = "model=mini-flat,batch=256",
+     .about = "the first sampled token on a near-uniform model (logits within about 0.4): "
+              "top-p binding among many tokens of almost equal weight",
+     .run = assay_verify_run_gof,
+     .params = "n=30000,pos=1,len=1,t=1,top_k=0,top_p=0.5",
+     .command = ASSAY_COMMAND_VERIFY,
+     .needs = ASSAY_NEED_WEIGHTS,
+     .group = "tokens"},
     /* Ties on purpose: mini-twins (model.h) ties tokens 2i and 2i + 1
      * exactly; the engine's own product (blas_rows=0) keeps them bit-equal,
      * so the tie rule decides the cut (distributional.h, tie=). */
@@ -308,6 +334,18 @@ static const struct assay_plan_item k_plan[] = {
               "at about half the positions",
      .run = assay_verify_run_pit,
      .params = "n=1750,len=32,prompt=4,prompts=16,t=1.5,top_k=90,top_p=0.6",
+     .command = ASSAY_COMMAND_VERIFY,
+     .needs = ASSAY_NEED_WEIGHTS,
+     .group = "sequences"},
+    {.name = "dist.pit.sharp",
+     .family = ASSAY_FAMILY_DISTRIBUTIONAL,
+     .catches = "softmax-unshifted",
+     .options = "model=mini-sharp,batch=256",
+     .about = "randomised PIT of whole sequences at temperature 0.7 on mini-sharp (logits about "
+              "-180 to 190, tempered past 250): near-deterministic positions, float's exp "
+              "overflowed unless shifted",
+     .run = assay_verify_run_pit,
+     .params = "n=1000,len=16,prompt=4,prompts=16,t=0.7,top_k=0,top_p=1",
      .command = ASSAY_COMMAND_VERIFY,
      .needs = ASSAY_NEED_WEIGHTS,
      .group = "sequences"},

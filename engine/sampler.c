@@ -215,6 +215,9 @@ void assay_sampler_distribution(struct assay_sampler *s, const float *logits,
     double total = 0.0;
     for (int32_t i = 0; i < v; i++) {
         s->e[i] = exp(s->z[i] - max);
+        if (ASSAY_MUTANT_ON(s->mutant, ASSAY_MUTANT_SOFTMAX_UNSHIFTED)) {
+            s->e[i] = (double)expf((float)s->z[i]); /* the planted bug: no shift, in float */
+        }
         total += s->e[i];
     }
     int32_t top_k = (sp->top_k > 0 && sp->top_k < v) ? sp->top_k : v;

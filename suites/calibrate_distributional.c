@@ -36,7 +36,7 @@
  * that term.)
  *
  * This program's own false-alarm rate: 2 tests at 1e-3 per p-value series
- * (about 2e-3 each; 1e-3 for a combined p), about 5% over the 27 series and
+ * (about 2e-3 each; 1e-3 for a combined p), about 6% over the 32 series and
  * the power check.
  */
 #include <setjmp.h>
@@ -92,6 +92,8 @@ static const struct cal_case k_cases[] = {
      "n=1500,pos=1,len=1,prompt=3,t=1.5,top_k=5,top_p=1,tie=k", NULL},
     {"tokens", "dist.gof.ties-top-p", KIND_GOF, "bundled:model=mini-twins,batch=256,blas_rows=0",
      "n=1500,pos=1,len=1,prompt=3,t=0.7,top_k=0,top_p=0.15,tie=p", NULL},
+    {"tokens", "dist.gof.flat-top-p", KIND_GOF, "bundled:model=mini-flat,batch=256",
+     "n=1500,pos=1,len=1,t=1,top_k=0,top_p=0.5", NULL},
     {"tokens", "dist.homogeneity.spec-vs-plain", KIND_HOMOGENEITY,
      "bundled:model=mini,batch=256,spec=1", "n=1000,pos=1,len=2,prompt=1,t=0.7,top_k=40,top_p=0.6",
      "bundled:model=mini,batch=256,spec=0"},
@@ -101,6 +103,8 @@ static const struct cal_case k_cases[] = {
      "n=32,len=16,prompt=4,prompts=16,t=1.5,top_k=90,top_p=0.6", NULL},
     {"sequences", "dist.pit.ties", KIND_PIT, "bundled:model=mini-twins,batch=256,blas_rows=0",
      "n=32,len=16,prompt=4,prompts=16,t=0.7,top_k=9,top_p=0.3,tie=any", NULL},
+    {"sequences", "dist.pit.sharp", KIND_PIT, "bundled:model=mini-sharp,batch=256",
+     "n=32,len=16,prompt=4,prompts=16,t=0.7,top_k=0,top_p=1", NULL},
     {"sequences", "dist.pit.spec", KIND_PIT, "bundled:model=mini,batch=256,spec=2",
      "n=32,len=16,prompt=4,prompts=16,t=0.8,top_k=0,top_p=0.8", NULL},
     {"sequences", "dist.spec.acceptance", KIND_ACCEPTANCE, "bundled:model=mini,batch=256,spec=4",
