@@ -7,7 +7,8 @@
  *   export_gguf OUT.gguf (MODEL | --shape SHAPE) [--seed N] [--gain G]
  *               [--qk-gain G] [--measure P] [--scale-layer L:F]
  *
- * MODEL is a config name (tinygpt, draft, mini, mini-draft, mini-twins). SHAPE is a
+ * MODEL is a config name (tinygpt, draft, mini, mini-draft, mini-twins, mini-sharp,
+ * mini-flat). SHAPE is a
  * comma-separated list of key=value:
  *   d_model, layers, heads, d_ff, vocab        required
  *   kv_heads (default heads), head_dim (default d_model / heads),
@@ -85,7 +86,7 @@ static void usage(const char *argv0)
             "usage: %s OUT.gguf [MODEL [SEED]]\n"
             "       %s OUT.gguf (MODEL | --shape K=V,...) [--seed N] [--gain G] [--qk-gain G]"
             " [--measure P] [--scale-layer L:F]\n"
-            "  MODEL: tinygpt, draft, mini, mini-draft, mini-twins\n"
+            "  MODEL: tinygpt, draft, mini, mini-draft, mini-twins, mini-sharp, mini-flat\n"
             "  SHAPE keys: d_model layers heads d_ff vocab (required), kv_heads head_dim ctx"
             " norm_eps rope_theta rope_scale rope_freqs arch bias tied twins\n",
             argv0, argv0);
