@@ -19,8 +19,8 @@
  *     or in bursts; aborts after a number of steps (queued, prefilling,
  *     mid-chunk, decoding, preempted) or of tokens; stop tokens (a greedy request's from the
  *     oracle's greedy continuation: half of them the last token its length
- *     limit allows, so that stop and limit meet; in a speculating case a
- *     quarter of them the draft's proposal that a round rejects); greedy,
+ *     limit allows, so that stop and limit meet; in a speculating case an
+ *     eighth of them the draft's proposal that a round rejects); greedy,
  *     seeded (seeds 0, 1, 2^31-1, 2^32, 2^53, 2^63, 2^64-1 among random
  *     ones) and unseeded sampled requests.
  * How a case is judged (two runs and a rerun at concurrency 1):
