@@ -1004,6 +1004,10 @@ enum assay_status assay_dist_homogeneity(const struct assay_adapter *a,
     }
     struct assay_test_result tr;
     st = assay_homogeneity_test(ca, cb, (int32_t)k, p->alpha, p->power, 5.0, &tr);
+    if (st == ASSAY_OK && tr.degenerate && tr.n_bins == 1) {
+        /* Both near-deterministic: Fisher's exact test off the top. */
+        st = assay_homogeneity_test_one_bin(ca, cb, (int32_t)k, p->alpha, p->power, &tr);
+    }
     if (st != ASSAY_OK) {
         assay_dist_set_error(res, st, "the homogeneity test failed");
         goto out;
@@ -1021,16 +1025,32 @@ enum assay_status assay_dist_homogeneity(const struct assay_adapter *a,
         assay_check_error(res, "no homogeneity test possible (%d bins)", (int)tr.n_bins);
         st = ASSAY_ERR_INVALID;
     } else if (tr.p_value <= p->alpha) {
-        assay_check_fail(
-            res, "the engines' samples differ: chi-squared %.1f on %d df, p %.3g <= alpha %.0e",
-            tr.statistic, (int)tr.df, tr.p_value, p->alpha);
+        if (tr.binomial) {
+            assay_check_fail(res,
+                             "the engines' samples differ: %.0f of the first's off the most "
+                             "frequent token, by Fisher's exact test p %.3g <= alpha %.0e",
+                             tr.statistic, tr.p_value, p->alpha);
+        } else {
+            assay_check_fail(
+                res, "the engines' samples differ: chi-squared %.1f on %d df, p %.3g <= alpha "
+                     "%.0e",
+                tr.statistic, (int)tr.df, tr.p_value, p->alpha);
+        }
+    }
+    char test[96];
+    if (tr.binomial) {
+        snprintf(test, sizeof test, "one bin, Fisher's exact test off the most frequent: %.0f "
+                 "of the first engine's", tr.statistic);
+    } else {
+        snprintf(test, sizeof test, "2 x %d chi2 %.1f df %d", (int)tr.n_bins, tr.statistic,
+                 (int)tr.df);
     }
     snprintf(res->summary, sizeof res->summary,
-             "alpha %.0e n %lld+%lld p %.3g min-TV %.4f | 2 x %d chi2 %.1f df %d; %s; T %.2g "
-             "top-k %d top-p %.2g",
-             p->alpha, (long long)p->n, (long long)p->n, tr.p_value, tr.min_tv, (int)tr.n_bins,
-             tr.statistic, (int)tr.df, p->positions == 1 ? "first token" : "first pair",
-             (double)p->sampling.temperature, (int)p->sampling.top_k, (double)p->sampling.top_p);
+             "alpha %.0e n %lld+%lld p %.3g min-TV %.4f%s | %s; %s; T %.2g top-k %d top-p %.2g",
+             p->alpha, (long long)p->n, (long long)p->n, tr.p_value, tr.min_tv,
+             tr.binomial ? " (approximate)" : "", test,
+             p->positions == 1 ? "first token" : "first pair", (double)p->sampling.temperature,
+             (int)p->sampling.top_k, (double)p->sampling.top_p);
 out:
     assay_free(prompt);
     assay_free(ca);

@@ -1008,6 +1008,51 @@ enum assay_status assay_homogeneity_test(const int64_t *a, const int64_t *b, int
     return ASSAY_OK;
 }
 
+enum assay_status assay_homogeneity_test_one_bin(const int64_t *a, const int64_t *b, int32_t k,
+                                                 double alpha, double power,
+                                                 struct assay_test_result *out)
+{
+    int64_t n1 = 0, n2 = 0;
+    if (out == NULL || !power_args_ok(alpha, 1, power) ||
+        !homogeneity_totals(a, b, k, 0.0, &n1, &n2) || n1 + n2 > (int64_t)UINT_MAX) {
+        return ASSAY_ERR_INVALID;
+    }
+    int32_t top = 0;
+    for (int32_t i = 1; i < k; i++) {
+        top = a[i] + b[i] > a[top] + b[top] ? i : top;
+    }
+    int64_t x1 = n1 - a[top], x2 = n2 - b[top], t = x1 + x2;
+    /* X, sample a's share of the t samples off the top, is hypergeometric
+     * given the margins: t draws from n1 of a and n2 of b. */
+    double le = gsl_cdf_hypergeometric_P((unsigned)x1, (unsigned)n1, (unsigned)n2, (unsigned)t);
+    double ge = x1 == 0 ? 1.0
+                        : gsl_cdf_hypergeometric_Q((unsigned)(x1 - 1), (unsigned)n1, (unsigned)n2,
+                                                   (unsigned)t);
+    double pv = 2.0 * (le < ge ? le : ge);
+    pv = pv > 1.0 ? 1.0 : pv;
+    if (!is_probability(pv)) {
+        return ASSAY_ERR_NUMERIC;
+    }
+    double dn1 = (double)n1, dn2 = (double)n2;
+    double q = (double)t / (dn1 + dn2);
+    q = q > 1.0 / (dn1 + dn2) ? q : 1.0 / (dn1 + dn2);
+    double z = gsl_cdf_ugaussian_Pinv(1.0 - alpha / 2.0) + gsl_cdf_ugaussian_Pinv(power);
+    struct assay_test_result r;
+    memset(&r, 0, sizeof r);
+    r.alpha = alpha;
+    r.power = power;
+    r.statistic = (double)x1;
+    r.p_value = pv;
+    r.min_tv = z * sqrt(q * (1.0 - q) * (1.0 / dn1 + 1.0 / dn2));
+    r.n_eff = dn1 * dn2 / (dn1 + dn2);
+    r.n = n1 + n2;
+    r.df = 1;
+    r.n_bins = 1;
+    r.binomial = true;
+    *out = r;
+    return ASSAY_OK;
+}
+
 enum assay_status assay_homogeneity_bins_make(const int64_t *a, const int64_t *b, int32_t k,
                                               double min_expected, struct assay_gof_bins **out)
 {

@@ -313,6 +313,22 @@ enum assay_status assay_homogeneity_test(const int64_t *a, const int64_t *b, int
                                          struct assay_test_result *out);
 
 /*
+ * One bin is no chi-squared (assay_homogeneity_test says degenerate): both
+ * samples near-deterministic on one category. This is Fisher's exact test
+ * of the 2 x 2 table (the most frequent category, the rest) of a and b:
+ * given the margins, sample a's count off the top is hypergeometric;
+ * p_value = min(1, 2 min(P(X <= x1), P(X >= x1))) (GSL's hypergeometric
+ * CDF), statistic = x1, df 1, binomial set (an exact test on the counts off
+ * the top). Its level is exact; min_tv is approximate: the normal
+ * approximation of two proportions at the pooled rate off the top (at
+ * least 1 / (n1 + n2)), (z(1 - alpha/2) + z(power)) sqrt(q (1 - q) (1/n1 +
+ * 1/n2)). The arguments as assay_homogeneity_test's.
+ */
+enum assay_status assay_homogeneity_test_one_bin(const int64_t *a, const int64_t *b, int32_t k,
+                                                 double alpha, double power,
+                                                 struct assay_test_result *out);
+
+/*
  * The bins assay_homogeneity_test makes for a[0..k) and b[0..k), as plain
  * data for a reader (the report's evidence): bin_of per category (-1: no
  * sample in either), prob the combined share (a + b) / (n1 + n2) of each

@@ -630,6 +630,57 @@ static void test_gof_one_bin_binomial(void **state)
     assay_gof_bins_free(bins);
 }
 
+/* log P(X = x) for X ~ Binomial(n, q). */
+static double binomial_log_pmf(int x, int n, double q)
+{
+    return lgamma(n + 1.0) - lgamma(x + 1.0) - lgamma(n - x + 1.0) + x * log(q) +
+           (n - x) * log1p(-q);
+}
+
+/* Two near-deterministic samples pool into one bin: Fisher's exact test
+ * off the top. Its p-value against the hypergeometric summed by hand, and
+ * its level exact: the null's probability (both off the top at rate q) of
+ * a p-value at or below alpha, summed over every pair of counts. */
+static void test_homogeneity_one_bin_fisher(void **state)
+{
+    (void)state;
+    const int n = 300;
+    int64_t a[3] = {n - 5, 3, 2}, b[3] = {n - 1, 1, 0}; /* 5 and 1 off the top */
+    struct assay_test_result r;
+    assert_int_equal(assay_homogeneity_test(a, b, 3, 1e-3, 0.99, 5.0, &r), ASSAY_OK);
+    assert_true(r.degenerate && r.n_bins == 1);
+    assert_int_equal(assay_homogeneity_test_one_bin(a, b, 3, 1e-3, 0.99, &r), ASSAY_OK);
+    assert_true(r.binomial && r.statistic == 5.0);
+    /* By hand: t = 6 off the top, X ~ Hypergeometric(6 draws, 300 of a,
+     * 300 of b), P(X = x) = C(300, x) C(300, 6 - x) / C(600, 6); two-sided
+     * by doubling the smaller tail. */
+    const int t = 6;
+    double ge = 0.0;
+    for (int x = 5; x <= t; x++) {
+        ge += exp(lgamma(n + 1.0) - lgamma(x + 1.0) - lgamma(n - x + 1.0) + lgamma(n + 1.0) -
+                  lgamma(t - x + 1.0) - lgamma(n - t + x + 1.0) -
+                  (lgamma(2.0 * n + 1.0) - lgamma(t + 1.0) - lgamma(2.0 * n - t + 1.0)));
+    }
+    assert_true(close_to("Fisher p", r.p_value, 2.0 * ge, 0.0, 1e-9));
+    printf("  5 and 1 of 300 each off the top: Fisher p %.6e (by hand %.6e), min TV %.4f "
+           "(approximate)\n",
+           r.p_value, 2.0 * ge, r.min_tv);
+    /* The level at q 0.01, alpha 0.01: every pair of counts up to 20. */
+    double q = 0.01, alpha = 0.01, level = 0.0;
+    for (int x1 = 0; x1 <= 20; x1++) {
+        for (int x2 = 0; x2 <= 20; x2++) {
+            int64_t ca[2] = {n - x1, x1}, cb[2] = {n - x2, x2};
+            assert_int_equal(assay_homogeneity_test_one_bin(ca, cb, 2, alpha, 0.99, &r),
+                             ASSAY_OK);
+            if (r.p_value <= alpha) {
+                level += exp(binomial_log_pmf(x1, n, q) + binomial_log_pmf(x2, n, q));
+            }
+        }
+    }
+    printf("  level at alpha %.0e, q %.2f, n %d + %d: %.3e\n", alpha, q, n, n, level);
+    assert_true(level <= alpha);
+}
+
 static void test_gof_invalid(void **state)
 {
     (void)state;
@@ -1154,6 +1205,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_gof_pooling),
         cmocka_unit_test(test_gof_known_value),
         cmocka_unit_test(test_gof_one_bin_binomial),
+        cmocka_unit_test(test_homogeneity_one_bin_fisher),
         cmocka_unit_test(test_gof_invalid),
         cmocka_unit_test(test_gof_null_calibration),
         cmocka_unit_test(test_gof_power),
