@@ -353,36 +353,39 @@ static enum assay_status choose_first(struct assay_audit *a, struct assay_dist_p
         t_mean += t[c] / tries;
     }
     /* pass 2: the smallest boundary term, each candidate's mass tolerance
-     * its own tempered distance or the mean, whichever is larger */
+     * its own tempered distance or the mean, whichever is larger; among
+     * candidates of at least 4 TV bins, else (a near-deterministic model:
+     * mini-sharp's kind) of at least 2, the most likely token against the
+     * rest */
     double best_boundary = INFINITY;
     int32_t best_c = -1, best_j = -1;
-    for (int32_t c = 0; st == ASSAY_OK && c < tries; c++) {
-        const double *row = rows + (int64_t)c * v;
-        for (int32_t j = 0; st == ASSAY_OK && j < n_cuts; j++) {
-            struct assay_dist_params trial = *dp;
-            if (filtered) {
-                trial.sampling.top_k = k_cuts[j].top_k;
-                trial.sampling.top_p = k_cuts[j].top_p;
-            }
-            st = processed(row, v, &trial, s->prob);
-            int32_t kept = 0;
-            for (int32_t k = 0; k < v; k++) {
-                kept += s->prob[k] > 0.0;
-            }
-            bool binds = !filtered || (kept < v && kept <= trial.sampling.top_k);
-            if (st != ASSAY_OK || !binds || tv_bins_of(s->prob, v, s) < 4) {
-                continue;
-            }
-            trial.tol_top_p = fmax(ASSAY_DIST_TOL_TOP_P,
-                                   fmin(1.0, fmax(ASSAY_AUDIT_BUDGET_FACTOR * fmax(t[c], t_mean),
-                                                  hard_rule_mass(&a->budget,
-                                                                 (double)trial.sampling
-                                                                     .temperature))));
-            double bt = boundary_term(row, v, &trial, s->work);
-            if (bt < best_boundary) {
-                best_boundary = bt;
-                best_c = c;
-                best_j = j;
+    for (int32_t min_bins = 4; st == ASSAY_OK && best_c < 0 && min_bins >= 2; min_bins -= 2) {
+        for (int32_t c = 0; st == ASSAY_OK && c < tries; c++) {
+            const double *row = rows + (int64_t)c * v;
+            for (int32_t j = 0; st == ASSAY_OK && j < n_cuts; j++) {
+                struct assay_dist_params trial = *dp;
+                if (filtered) {
+                    trial.sampling.top_k = k_cuts[j].top_k;
+                    trial.sampling.top_p = k_cuts[j].top_p;
+                }
+                st = processed(row, v, &trial, s->prob);
+                int32_t kept = 0;
+                for (int32_t k = 0; k < v; k++) {
+                    kept += s->prob[k] > 0.0;
+                }
+                bool binds = !filtered || (kept < v && kept <= trial.sampling.top_k);
+                if (st != ASSAY_OK || !binds || tv_bins_of(s->prob, v, s) < min_bins) {
+                    continue;
+                }
+                double mass = fmax(ASSAY_AUDIT_BUDGET_FACTOR * fmax(t[c], t_mean),
+                                   hard_rule_mass(&a->budget, (double)trial.sampling.temperature));
+                trial.tol_top_p = fmax(ASSAY_DIST_TOL_TOP_P, fmin(1.0, mass));
+                double bt = boundary_term(row, v, &trial, s->work);
+                if (bt < best_boundary) {
+                    best_boundary = bt;
+                    best_c = c;
+                    best_j = j;
+                }
             }
         }
     }
