@@ -164,9 +164,10 @@ struct assay_model {
                        * vocab * d_model less than the config's when tied */
     bool tied;        /* the output projection is the token embedding: a
                        * GGUF file without output.weight (llama.cpp's rule) */
-    int32_t eos_token;     /* the file's tokenizer.ggml.eos_token_id, or -1 when
-                            * it has none; ASSAY_TOKEN_EOS for a random model
-                            * whose vocabulary holds it */
+    int32_t eos_token;     /* the file's tokenizer.ggml.eos_token_id; when it has
+                            * none, llama.cpp's default for its tokenizer (2
+                            * for "llama"), else -1; ASSAY_TOKEN_EOS for a
+                            * random model whose vocabulary holds it */
     uint32_t tok_embd_type; /* ggml type of token_embd.weight in the file (0, F32, for a
                              * random model) */
     uint32_t output_type;   /* of output.weight; tok_embd_type when tied */

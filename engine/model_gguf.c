@@ -636,12 +636,24 @@ static enum assay_status read_tensors(const struct assay_gguf *g, const char *pa
 }
 
 /* The end-of-generation token, when the tokenizer block names one within
- * the vocabulary (-1 when it names none). */
+ * the vocabulary. A file that names none gets llama.cpp's default for its
+ * tokenizer: 2 for "llama" (SentencePiece; llama-vocab.cpp sets BOS 1, EOS
+ * 2 before reading the ids), which a server built on it then bans under
+ * ignore_eos and stops at; -1 for any other tokenizer. */
 static enum assay_status read_eos(const struct assay_gguf *g, const char *path,
                                   struct assay_model *m, struct assay_diag *diag)
 {
     m->eos_token = -1;
     if (assay_gguf_find_key(g, "tokenizer.ggml.eos_token_id") < 0) {
+        const char *tok = NULL;
+        size_t len = 0;
+        struct assay_diag quiet;
+        assay_diag_clear(&quiet);
+        if (assay_gguf_find_key(g, "tokenizer.ggml.model") >= 0 &&
+            assay_gguf_get_string(g, "tokenizer.ggml.model", &tok, &len, &quiet) == ASSAY_OK &&
+            len == 5 && strncmp(tok, "llama", 5) == 0 && m->cfg.vocab > 2) {
+            m->eos_token = 2;
+        }
         return ASSAY_OK;
     }
     uint32_t id;

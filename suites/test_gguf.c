@@ -960,7 +960,10 @@ static void test_load_eos_token(void **state)
     gguf_want_load_fail(c, size, ASSAY_ERR_PARSE, "tokenizer.ggml.eos_token_id",
                    "a token id below the vocabulary size 260", "got 260");
 
-    /* A vocabulary without the id 257 names no EOS token. */
+    /* A vocabulary without the id 257 names no EOS token in the file; its
+     * "llama" tokenizer then gets llama.cpp's default EOS, 2 (what a
+     * server built on llama.cpp stops at and bans under ignore_eos), and
+     * any other tokenizer none. */
     struct assay_model_config cfg = assay_model_config_mini();
     cfg.vocab = 200;
     struct assay_model *small;
@@ -971,8 +974,24 @@ static void test_load_eos_token(void **state)
     gguf_want_status(assay_model_save_gguf(small, path, &diag), ASSAY_OK, &diag);
     assay_model_free(small);
     gguf_want_status(assay_model_load_gguf(&m, path, &diag), ASSAY_OK, &diag);
+    assert_int_equal(m->eos_token, 2);
+    assay_model_free(m);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    fseek(f, 0, SEEK_END);
+    size_t n = (size_t)ftell(f);
+    fseek(f, 0, SEEK_SET);
+    uint8_t *nb = malloc(n);
+    assert_non_null(nb);
+    assert_int_equal(fread(nb, 1, n, f), n);
+    fclose(f);
+    size_t at = gguf_kv_value_pos(nb, n, "tokenizer.ggml.model") + 8; /* past its length */
+    assert_memory_equal(nb + at, "llama", 5);
+    memcpy(nb + at, "other", 5);
+    gguf_want_status(assay_model_load_gguf_buffer(&m, nb, n, "other", &diag), ASSAY_OK, &diag);
     assert_int_equal(m->eos_token, -1);
     assay_model_free(m);
+    free(nb);
     remove(path);
     free(c);
     free(buf);
