@@ -165,10 +165,10 @@ static enum assay_status load_model(const char *what, long long seed, struct ass
     }
     struct assay_model_config cfg;
     if (assay_model_config_by_name(what, &cfg) != ASSAY_OK) {
-        return assay_spec_bad(diag, "model",
-                              "tinygpt, draft, mini, mini-draft, mini-twins, mini-sharp, mini-flat or "
-                              "a .gguf path",
-                              what);
+        char names[200], expected[240];
+        assay_model_config_names(names, sizeof names);
+        snprintf(expected, sizeof expected, "%s or a .gguf path", names);
+        return assay_spec_bad(diag, "model", expected, what);
     }
     return assay_model_init_random(out, &cfg, (uint64_t)seed);
 }

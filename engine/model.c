@@ -1,8 +1,7 @@
 /*
  * model.c - TinyGPT configurations and weights (model.h): the named
  * configurations (tinygpt, draft, mini, mini-draft, mini-twins, mini-sharp,
- * mini-flat) and their
- * validation,
+ * mini-flat: k_configs) and their validation,
  * allocating a model and binding its tensors, random initialisation from a
  * seed, cloning, the weights' SHA-256 (assay_model_rehash) and
  * assay_model_free. Loading from GGUF is model_gguf.c's. Engine specs build
@@ -80,27 +79,39 @@ struct assay_model_config assay_model_config_mini_flat(void)
     return c;
 }
 
+/* The named configurations, in the order their names are listed. */
+static const struct {
+    const char *name;
+    struct assay_model_config (*make)(void);
+} k_configs[] = {
+    {"tinygpt", assay_model_config_tinygpt},
+    {"draft", assay_model_config_draft},
+    {"mini", assay_model_config_mini},
+    {"mini-draft", assay_model_config_mini_draft},
+    {"mini-twins", assay_model_config_mini_twins},
+    {"mini-sharp", assay_model_config_mini_sharp},
+    {"mini-flat", assay_model_config_mini_flat},
+};
+
 enum assay_status assay_model_config_by_name(const char *name, struct assay_model_config *out)
 {
-    static const struct {
-        const char *name;
-        struct assay_model_config (*make)(void);
-    } table[] = {
-        {"tinygpt", assay_model_config_tinygpt},
-        {"draft", assay_model_config_draft},
-        {"mini", assay_model_config_mini},
-        {"mini-draft", assay_model_config_mini_draft},
-        {"mini-twins", assay_model_config_mini_twins},
-        {"mini-sharp", assay_model_config_mini_sharp},
-        {"mini-flat", assay_model_config_mini_flat},
-    };
-    for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
-        if (name != NULL && strcmp(name, table[i].name) == 0) {
-            *out = table[i].make();
+    for (size_t i = 0; i < sizeof k_configs / sizeof k_configs[0]; i++) {
+        if (name != NULL && strcmp(name, k_configs[i].name) == 0) {
+            *out = k_configs[i].make();
             return ASSAY_OK;
         }
     }
     return ASSAY_ERR_NOT_FOUND;
+}
+
+void assay_model_config_names(char *buf, size_t size)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < sizeof k_configs / sizeof k_configs[0] && len < size; i++) {
+        int n = snprintf(buf + len, size - len, "%s%s", i > 0 ? ", " : "", k_configs[i].name);
+        len += n > 0 ? (size_t)n : 0;
+    }
 }
 
 const char *assay_arch_name(enum assay_arch arch)

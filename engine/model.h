@@ -113,9 +113,14 @@ struct assay_model_config assay_model_config_mini_twins(void);
 struct assay_model_config assay_model_config_mini_sharp(void);
 struct assay_model_config assay_model_config_mini_flat(void);
 
-/* Look a config up by name ("tinygpt", "draft", "mini", "mini-draft",
- * "mini-twins"). Returns ASSAY_ERR_NOT_FOUND for any other name. */
+/* Look a config up by name (assay_model_config_names lists them).
+ * Returns ASSAY_ERR_NOT_FOUND for any other name. */
 enum assay_status assay_model_config_by_name(const char *name, struct assay_model_config *out);
+
+/* The names assay_model_config_by_name knows, as "tinygpt, draft, mini,
+ * ...", into buf (size > 0; cut short if it does not fit): the one list
+ * error messages and usage texts print. */
+void assay_model_config_names(char *buf, size_t size);
 
 /* Number of parameters a config has. */
 int64_t assay_model_config_n_params(const struct assay_model_config *cfg);

@@ -7,9 +7,8 @@
  *   export_gguf OUT.gguf (MODEL | --shape SHAPE) [--seed N] [--gain G]
  *               [--qk-gain G] [--measure P] [--scale-layer L:F]
  *
- * MODEL is a config name (tinygpt, draft, mini, mini-draft, mini-twins, mini-sharp,
- * mini-flat). SHAPE is a
- * comma-separated list of key=value:
+ * MODEL is a config name (assay_model_config_names: tinygpt, draft, mini, ...).
+ * SHAPE is a comma-separated list of key=value:
  *   d_model, layers, heads, d_ff, vocab        required
  *   kv_heads (default heads), head_dim (default d_model / heads),
  *   ctx (2048), norm_eps (1e-5), rope_theta (10000), rope_scale (none),
@@ -82,14 +81,16 @@ struct export_args {
 
 static void usage(const char *argv0)
 {
+    char names[200];
+    assay_model_config_names(names, sizeof names);
     fprintf(stderr,
             "usage: %s OUT.gguf [MODEL [SEED]]\n"
             "       %s OUT.gguf (MODEL | --shape K=V,...) [--seed N] [--gain G] [--qk-gain G]"
             " [--measure P] [--scale-layer L:F]\n"
-            "  MODEL: tinygpt, draft, mini, mini-draft, mini-twins, mini-sharp, mini-flat\n"
+            "  MODEL: %s\n"
             "  SHAPE keys: d_model layers heads d_ff vocab (required), kv_heads head_dim ctx"
             " norm_eps rope_theta rope_scale rope_freqs arch bias tied twins\n",
-            argv0, argv0);
+            argv0, argv0, names);
 }
 
 static int parse_u64(const char *what, const char *s, uint64_t *out)
@@ -540,8 +541,9 @@ int main(int argc, char **argv)
             return 2;
         }
     } else if (assay_model_config_by_name(a.model, &cfg) != ASSAY_OK) {
-        fprintf(stderr, "export_gguf: MODEL: expected tinygpt, draft, mini or mini-draft, got \"%s\"\n",
-                a.model);
+        char names[200];
+        assay_model_config_names(names, sizeof names);
+        fprintf(stderr, "export_gguf: MODEL: expected one of %s, got \"%s\"\n", names, a.model);
         return 2;
     }
     struct assay_model *m = NULL;
