@@ -742,7 +742,7 @@ static void gof_summary(const struct gof_check *g, const struct assay_test_resul
     const struct assay_dist_params *p = g->p;
     struct assay_check_result *res = g->res;
     char test[96];
-    if (tr->binomial) {
+    if (tr->one_bin) {
         /* One bin: the exact binomial test of the samples off the top. */
         snprintf(test, sizeof test, "binomial: %.0f of %.0f off the most likely (expected %.3g)",
                  tr->statistic, tr->n_eff, tr->n_eff * (1.0 - g->bins->top_prob));
@@ -1025,7 +1025,7 @@ enum assay_status assay_dist_homogeneity(const struct assay_adapter *a,
         assay_check_error(res, "no homogeneity test possible (%d bins)", (int)tr.n_bins);
         st = ASSAY_ERR_INVALID;
     } else if (tr.p_value <= p->alpha) {
-        if (tr.binomial) {
+        if (tr.one_bin) {
             assay_check_fail(res,
                              "the engines' samples differ: %.0f of the first's off the most "
                              "frequent token, by Fisher's exact test p %.3g <= alpha %.0e",
@@ -1038,7 +1038,7 @@ enum assay_status assay_dist_homogeneity(const struct assay_adapter *a,
         }
     }
     char test[96];
-    if (tr.binomial) {
+    if (tr.one_bin) {
         snprintf(test, sizeof test, "one bin, Fisher's exact test off the most frequent: %.0f "
                  "of the first engine's", tr.statistic);
     } else {
@@ -1048,7 +1048,7 @@ enum assay_status assay_dist_homogeneity(const struct assay_adapter *a,
     snprintf(res->summary, sizeof res->summary,
              "alpha %.0e n %lld+%lld p %.3g min-TV %.4f%s | %s; %s; T %.2g top-k %d top-p %.2g",
              p->alpha, (long long)p->n, (long long)p->n, tr.p_value, tr.min_tv,
-             tr.binomial ? " (approximate)" : "", test,
+             tr.one_bin ? " (approximate)" : "", test,
              p->positions == 1 ? "first token" : "first pair", (double)p->sampling.temperature,
              (int)p->sampling.top_k, (double)p->sampling.top_p);
 out:

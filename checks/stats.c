@@ -814,7 +814,7 @@ static enum assay_status binomial_test(int64_t x, int64_t n, double q, double al
     r->df = 1;
     r->n_bins = 1;
     r->degenerate = !(n > 0);
-    r->binomial = true;
+    r->one_bin = true;
     return ASSAY_OK;
 }
 
@@ -1048,7 +1048,7 @@ enum assay_status assay_homogeneity_test_one_bin(const int64_t *a, const int64_t
     r.n = n1 + n2;
     r.df = 1;
     r.n_bins = 1;
-    r.binomial = true;
+    r.one_bin = true;
     *out = r;
     return ASSAY_OK;
 }

@@ -234,10 +234,11 @@ struct assay_test_result {
     int64_t n_missing;    /* GOF: samples outside the bins counted against them
                              (assay_gof_test_missing); 0 otherwise */
     bool degenerate;      /* no test possible; see above */
-    bool binomial;        /* GOF with one bin (a near-deterministic distribution:
-                             every other category pooled): the exact binomial
-                             test of the samples off the most likely category,
-                             statistic their count (assay_gof_test_one_bin) */
+    bool one_bin;         /* one bin (near-deterministic: every other category
+                             pooled): an exact test of the samples off the most
+                             likely category, statistic their count (the
+                             binomial, assay_gof_test_one_bin; Fisher's,
+                             assay_homogeneity_test_one_bin) */
 };
 
 /*
@@ -282,7 +283,7 @@ enum assay_status assay_gof_test_missing(const struct assay_gof_bins *bins,
  * test for it: X, the samples off the most likely category (those missing
  * included), is Binomial(n_possible, q) with q = 1 - top_prob under the
  * null; p_value = min(1, 2 min(P(X >= x), P(X <= x))) (two-sided, GSL's
- * binomial CDF), statistic = x, df 1, binomial set; min_tv is the smallest
+ * binomial CDF), statistic = x, df 1, one_bin set; min_tv is the smallest
  * mass d moved off the top category that takes X to the upper critical
  * count (the least c with P(X >= c) <= alpha / 2 under q) with probability
  * >= power, by bisection. Its level is exact, not asymptotic. The same
@@ -318,11 +319,10 @@ enum assay_status assay_homogeneity_test(const int64_t *a, const int64_t *b, int
  * of the 2 x 2 table (the most frequent category, the rest) of a and b:
  * given the margins, sample a's count off the top is hypergeometric;
  * p_value = min(1, 2 min(P(X <= x1), P(X >= x1))) (GSL's hypergeometric
- * CDF), statistic = x1, df 1, binomial set (an exact test on the counts off
- * the top). Its level is exact; min_tv is approximate: the normal
- * approximation of two proportions at the pooled rate off the top (at
- * least 1 / (n1 + n2)), (z(1 - alpha/2) + z(power)) sqrt(q (1 - q) (1/n1 +
- * 1/n2)). The arguments as assay_homogeneity_test's.
+ * CDF), statistic = x1, df 1, one_bin set. Its level is exact; min_tv is
+ * approximate: the normal approximation of two proportions at the pooled
+ * rate off the top (at least 1 / (n1 + n2)), (z(1 - alpha/2) + z(power))
+ * sqrt(q (1 - q) (1/n1 + 1/n2)). The arguments as assay_homogeneity_test's.
  */
 enum assay_status assay_homogeneity_test_one_bin(const int64_t *a, const int64_t *b, int32_t k,
                                                  double alpha, double power,
