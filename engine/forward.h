@@ -136,7 +136,8 @@ struct assay_forward_batch {
 /* Allocate and fill everything a pass uses (free with assay_forward_free).
  * ASSAY_ERR_INVALID for bad sizes or an instruction set this CPU lacks,
  * ASSAY_ERR_UNSUPPORTED when act is GGML and assay_forward_check_numerics
- * refuses the model, ASSAY_ERR_NOMEM; *out is then NULL. */
+ * refuses the model or when the model is mapped (its weights are read in
+ * fp32 from the model), ASSAY_ERR_NOMEM; *out is then NULL. */
 enum assay_status assay_forward_init(struct assay_forward **out,
                                      const struct assay_forward_params *params);
 void assay_forward_free(struct assay_forward *fwd);

@@ -221,6 +221,9 @@ enum assay_status assay_forward_init(struct assay_forward **out,
     if (p->act == ASSAY_ACT_MODE_GGML && assay_forward_check_numerics(p->model, NULL) != ASSAY_OK) {
         return ASSAY_ERR_UNSUPPORTED;
     }
+    if (p->model->mapped) {
+        return ASSAY_ERR_UNSUPPORTED; /* its products read the resident fp32 weights */
+    }
     struct assay_forward *f = assay_calloc(1, sizeof *f);
     if (f == NULL) {
         return ASSAY_ERR_NOMEM;

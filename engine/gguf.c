@@ -730,11 +730,18 @@ static enum assay_status place_tensors(struct parser *p, struct assay_gguf *g)
 
 void assay_gguf_done_with(const struct assay_gguf *g, const struct assay_gguf_tensor *t)
 {
-    if (g == NULL || t == NULL || g->mapped == NULL || t->n_bytes == 0) {
+    if (t != NULL) {
+        assay_gguf_done_with_bytes(g, t->data, t->n_bytes);
+    }
+}
+
+void assay_gguf_done_with_bytes(const struct assay_gguf *g, const uint8_t *bytes, size_t n)
+{
+    if (g == NULL || bytes == NULL || g->mapped == NULL || n == 0) {
         return;
     }
     uintptr_t page = (uintptr_t)sysconf(_SC_PAGESIZE);
-    uintptr_t start = (uintptr_t)t->data, end = start + (uintptr_t)t->n_bytes;
+    uintptr_t start = (uintptr_t)bytes, end = start + (uintptr_t)n;
     /* whole pages only: a page shared with a neighbour is that one's too */
     uintptr_t first = (start + page - 1) / page * page, last = end / page * page;
     if (last > first) {

@@ -152,6 +152,10 @@ enum assay_status assay_gguf_read_file(const char *path, struct assay_gguf **out
  * The bytes stay readable (read from the file again if touched). */
 void assay_gguf_done_with(const struct assay_gguf *g, const struct assay_gguf_tensor *t);
 
+/* The same for any n bytes of the file from `bytes` (a part of a tensor's
+ * data): its whole pages are given back. */
+void assay_gguf_done_with_bytes(const struct assay_gguf *g, const uint8_t *bytes, size_t n);
+
 /* Release a parsed file (and its bytes if read by assay_gguf_read_file);
  * NULL is a no-op. */
 void assay_gguf_free(struct assay_gguf *g);

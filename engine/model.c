@@ -16,6 +16,7 @@
 #include "../core/alloc.h"
 #include "../core/rng.h"
 #include "../core/sha256.h"
+#include "gguf.h"
 #include "model_internal.h"
 
 static struct assay_model_config make_config(const char *name, int32_t n_layer, int32_t d_model,
@@ -240,55 +241,81 @@ static void bind_tensors(struct assay_model *m)
     const struct assay_model_config *c = &m->cfg;
     int64_t d = c->d_model, q = (int64_t)c->n_head * c->head_dim;
     int64_t kv = (int64_t)c->n_kv_head * c->head_dim, ff = c->d_ff;
+    /* A mapped model's data holds the vectors alone: every matrix's place
+     * is empty (each size times 0) and its pointer NULL. */
+    const int64_t mat = m->mapped ? 0 : 1;
     float *p = m->data;
     m->tok_embd = p;
-    p += (int64_t)c->vocab * d;
+    p += (int64_t)c->vocab * d * mat;
     for (int32_t l = 0; l < c->n_layer; l++) {
         struct assay_layer_weights *w = &m->layers[l];
         w->attn_norm = p;
         p += d;
         w->wq = p;
-        p += q * d;
+        p += q * d * mat;
         if (c->qkv_bias) {
             w->bq = p;
             p += q;
         }
         w->wk = p;
-        p += kv * d;
+        p += kv * d * mat;
         if (c->qkv_bias) {
             w->bk = p;
             p += kv;
         }
         w->wv = p;
-        p += kv * d;
+        p += kv * d * mat;
         if (c->qkv_bias) {
             w->bv = p;
             p += kv;
         }
         w->wo = p;
-        p += d * q;
+        p += d * q * mat;
         w->ffn_norm = p;
         p += d;
         w->w_gate = p;
-        p += ff * d;
+        p += ff * d * mat;
         w->w_up = p;
-        p += ff * d;
+        p += ff * d * mat;
         w->w_down = p;
-        p += d * ff;
+        p += d * ff * mat;
     }
     m->out_norm = p;
     p += d;
     m->output = m->tied ? m->tok_embd : p;
     if (!m->tied) {
-        p += (int64_t)c->vocab * d;
+        p += (int64_t)c->vocab * d * mat;
     }
     m->rope_freqs = c->rope_freqs ? p : NULL;
+    if (m->mapped) {
+        m->tok_embd = m->output = NULL;
+        for (int32_t l = 0; l < c->n_layer; l++) {
+            struct assay_layer_weights *w = &m->layers[l];
+            w->wq = w->wk = w->wv = w->wo = w->w_gate = w->w_up = w->w_down = NULL;
+        }
+    }
+}
+
+/* The floats of a model's vectors: its norms, biases and RoPE divisors. */
+static int64_t vector_floats(const struct assay_model_config *c)
+{
+    int64_t d = c->d_model, q = (int64_t)c->n_head * c->head_dim;
+    int64_t kv = (int64_t)c->n_kv_head * c->head_dim;
+    return c->n_layer * (2 * d + (c->qkv_bias ? q + 2 * kv : 0)) + d +
+           (c->rope_freqs ? c->head_dim / 2 : 0);
 }
 
 /* Allocate an unbound-weights model for cfg (data zeroed). Exposed to the
  * GGUF loader through model_internal.h. */
 enum assay_status assay_model_alloc(struct assay_model **out, const struct assay_model_config *cfg,
                                     bool tied)
+{
+    return assay_model_alloc_as(out, cfg, tied, false);
+}
+
+enum assay_status assay_model_alloc_as(struct assay_model **out,
+                                       const struct assay_model_config *cfg, bool tied,
+                                       bool mapped)
 {
     *out = NULL;
     enum assay_status st = assay_model_config_validate(cfg, NULL);
@@ -304,8 +331,9 @@ enum assay_status assay_model_alloc(struct assay_model **out, const struct assay
     snprintf(m->tensor_types, sizeof m->tensor_types, "F32");
     m->eos_token = cfg->vocab > ASSAY_TOKEN_EOS ? ASSAY_TOKEN_EOS : -1;
     m->n_floats = assay_model_config_n_params(cfg) - (tied ? (int64_t)cfg->vocab * cfg->d_model : 0);
+    m->mapped = mapped;
     m->layers = assay_calloc((size_t)cfg->n_layer, sizeof *m->layers);
-    m->data = assay_calloc((size_t)m->n_floats, sizeof(float));
+    m->data = assay_calloc((size_t)(mapped ? vector_floats(cfg) : m->n_floats), sizeof(float));
     if (m->layers == NULL || m->data == NULL) {
         assay_model_free(m);
         return ASSAY_ERR_NOMEM;
@@ -436,6 +464,10 @@ enum assay_status assay_model_init_random_params(struct assay_model **out,
 
 enum assay_status assay_model_clone(const struct assay_model *model, struct assay_model **out)
 {
+    if (model->mapped) {
+        *out = NULL;
+        return ASSAY_ERR_UNSUPPORTED;
+    }
     enum assay_status st = assay_model_alloc(out, &model->cfg, model->tied);
     if (st != ASSAY_OK) {
         return st;
@@ -484,6 +516,9 @@ enum assay_status assay_model_derive_draft(const struct assay_model *model, doub
 
 void assay_model_rehash(struct assay_model *m)
 {
+    if (m->mapped) {
+        return;
+    }
     struct assay_sha256 ctx;
     uint8_t digest[32];
     assay_sha256_init(&ctx);
@@ -498,6 +533,7 @@ void assay_model_free(struct assay_model *m)
     if (m == NULL) {
         return;
     }
+    assay_gguf_free(m->file);
     assay_free(m->data);
     assay_free(m->layers);
     assay_free(m);

@@ -4,7 +4,9 @@
  * A model is plain data shared read-only by the engine and the oracle (the
  * oracle may include this header and nothing else of engine/). Weights are
  * fp32, row-major with the shape [out][in] of GGUF and of most checkpoints;
- * the engine keeps its own transposed copy for its products.
+ * the engine keeps its own transposed copy for its products. A mapped model
+ * (assay_model_load_gguf_mapped) leaves its matrices in the file and has
+ * them decoded row by row when read (assay_model_matrix_rows).
  *
  * Lifetime: assay_model_init_random / assay_model_load_gguf allocate, and
  * assay_model_free releases.
@@ -13,6 +15,7 @@
 #define ASSAY_MODEL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "../core/status.h"
@@ -140,6 +143,20 @@ struct assay_layer_types {
     uint32_t wq, wk, wv, wo, w_gate, w_up, w_down;
 };
 
+/* A weight matrix of a mapped model (assay_model_load_gguf_mapped) as its
+ * file stores it: rows of row_bytes bytes of ggml type `type`, inside the
+ * mapping the model owns. bytes is NULL in a resident model. */
+struct assay_matrix_file {
+    const uint8_t *bytes;
+    size_t row_bytes;
+    uint32_t type;
+};
+
+/* The matrices of a layer in a mapped model. */
+struct assay_layer_files {
+    struct assay_matrix_file wq, wk, wv, wo, w_gate, w_up, w_down;
+};
+
 struct assay_layer_weights {
     float *attn_norm; /* (d_model) */
     float *wq;        /* (n_head * head_dim, d_model) */
@@ -154,7 +171,11 @@ struct assay_layer_weights {
     float *bk;        /* (n_kv_head * head_dim), or NULL */
     float *bv;        /* (n_kv_head * head_dim), or NULL */
     struct assay_layer_types types;
+    struct assay_layer_files files; /* a mapped model's matrices (whose
+                                     * pointers above are then NULL) */
 };
+
+struct assay_gguf;
 
 struct assay_model {
     struct assay_model_config cfg;
@@ -164,9 +185,18 @@ struct assay_model {
     struct assay_layer_weights *layers; /* n_layer entries */
     float *rope_freqs;                  /* (head_dim / 2) divisors of the RoPE frequencies,
                                          * or NULL without cfg.rope_freqs */
-    float *data;      /* every tensor, contiguous, in GGUF tensor order */
-    int64_t n_floats; /* floats in data: the parameter count, which is
-                       * vocab * d_model less than the config's when tied */
+    float *data;      /* every tensor, contiguous, in GGUF tensor order; a
+                       * mapped model's vectors only (norms, biases, RoPE
+                       * divisors) */
+    int64_t n_floats; /* the parameter count, which is vocab * d_model less
+                       * than the config's when tied: the floats in data
+                       * unless the model is mapped */
+    bool mapped;      /* the matrices stay in the file (tok_embd, output
+                       * and every layer's wq..w_down are NULL; their
+                       * *_file fields and layers[].files say where):
+                       * assay_model_load_gguf_mapped */
+    struct assay_matrix_file tok_embd_file, output_file; /* when mapped */
+    struct assay_gguf *file; /* the mapped file, owned; NULL unless mapped */
     bool tied;        /* the output projection is the token embedding: a
                        * GGUF file without output.weight (llama.cpp's rule) */
     int32_t eos_token;     /* the file's tokenizer.ggml.eos_token_id; when it has
@@ -255,6 +285,40 @@ enum assay_status assay_model_init_random_params(struct assay_model **out,
 enum assay_status assay_model_load_gguf(struct assay_model **out, const char *path,
                                         struct assay_diag *diag);
 
+/*
+ * The same checks and the same numbers, but the weight matrices (token
+ * embedding, output, every layer's q, k, v, output, gate, up and down) stay
+ * in the file as it stores them, mapped, and are decoded when read
+ * (assay_model_matrix_rows): the model holds the vectors alone, so its
+ * memory is the file's pages in use rather than 4 bytes a parameter (32 GB
+ * for an 8B model). Every row is decoded once at load to check it and to
+ * compute sha256, which is the resident load's. The oracle reads such a
+ * model a layer at a time; the bundled engine refuses it
+ * (ASSAY_ERR_UNSUPPORTED: it keeps its own fp32 copy). A mapped model
+ * cannot be cloned, derived or rehashed. Returns as assay_model_load_gguf.
+ */
+enum assay_status assay_model_load_gguf_mapped(struct assay_model **out, const char *path,
+                                               struct assay_diag *diag);
+
+/*
+ * Rows r0..r0+n of a weight matrix of cols columns, as fp32, exactly as
+ * ggml dequantizes them (so the same floats the resident load holds):
+ * copied from `resident` when it is not NULL (a resident model's pointer),
+ * else decoded from `file` (a mapped model's). ASSAY_ERR_PARSE when the
+ * file's bytes no longer decode (changed on disk since the load),
+ * ASSAY_ERR_INVALID when both are absent.
+ */
+enum assay_status assay_model_matrix_rows(const float *resident,
+                                          const struct assay_matrix_file *file, int64_t cols,
+                                          int64_t r0, int64_t n, float *out);
+
+/* Tell a mapped model that rows r0..r0+n of a matrix will not be read
+ * soon: their whole pages of the file are given back to the kernel (read
+ * again from the file if touched), so a reader that goes through the
+ * matrices in turn holds about one of them. No-op for a resident model. */
+void assay_model_matrix_done(const struct assay_model *model, const struct assay_matrix_file *file,
+                             int64_t r0, int64_t n);
+
 /* The configuration a GGUF file describes (architecture, shapes, context,
  * vocabulary), read and validated as assay_model_load_gguf reads it but
  * without loading a weight: for checking a file against what a command
@@ -273,14 +337,16 @@ enum assay_status assay_model_load_gguf_buffer(struct assay_model **out, const u
  * Save a model as GGUF version 3 that llama.cpp loads: llama architecture
  * metadata, a "llama" tokenizer block for the 260-token vocabulary (byte
  * tokens typed NORMAL, no BOS or EOS added), and f32 tensors with
- * llama.cpp's names (a tied model without output.weight). Writes to a temporary name and renames, so a failed
- * save leaves no partial file at path.
+ * llama.cpp's names (a tied model without output.weight). Writes to a
+ * temporary name and renames, so a failed save leaves no partial file at
+ * path. ASSAY_ERR_UNSUPPORTED for a mapped model.
  */
 enum assay_status assay_model_save_gguf(const struct assay_model *model, const char *path,
                                         struct assay_diag *diag);
 
 /* A deep copy of a model (weights, config, tying and tensor types; a tied
- * copy's output points into its own data). On failure *out is NULL. */
+ * copy's output points into its own data). On failure *out is NULL;
+ * ASSAY_ERR_UNSUPPORTED for a mapped model. */
 enum assay_status assay_model_clone(const struct assay_model *model, struct assay_model **out);
 
 /*
@@ -292,12 +358,14 @@ enum assay_status assay_model_clone(const struct assay_model *model, struct assa
  * itself, every proposal accepted), so the acceptance rate is set by one
  * number: on the mini model at T 0.7-1, noise 0.3 accepts about 70% of
  * proposals (the figure each speculative check reports). ASSAY_ERR_INVALID
- * for a noise that is not finite and in [0, 10]; on failure *out is NULL.
+ * for a noise that is not finite and in [0, 10], ASSAY_ERR_UNSUPPORTED for
+ * a mapped model; on failure *out is NULL.
  */
 enum assay_status assay_model_derive_draft(const struct assay_model *model, double noise,
                                            uint64_t seed, struct assay_model **out);
 
-/* Recompute model->sha256 from model->data (after changing weights). */
+/* Recompute model->sha256 from model->data (after changing weights); a
+ * mapped model's weights do not change, and its hash is left as loaded. */
 void assay_model_rehash(struct assay_model *model);
 
 /* Release a model; NULL is a no-op. */

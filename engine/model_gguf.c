@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "../core/alloc.h"
+#include "../core/sha256.h"
 #include "dequant.h"
 #include "gguf.h"
 #include "model_internal.h"
@@ -72,7 +73,11 @@ struct tensor_spec {
     char name[ASSAY_GGUF_MAX_NAME + 1];
     uint32_t n_dims;
     int64_t ne[2];
-    float *data;
+    float *data;                  /* NULL for a mapped model's matrix */
+    struct assay_matrix_file *file; /* a matrix's place in a mapped model;
+                                     * NULL for a vector */
+    uint32_t *type;               /* where a matrix's ggml type is kept;
+                                   * NULL for a vector */
 };
 
 /* The tensors a model has: a tied one has no output.weight, one with
@@ -85,8 +90,10 @@ static size_t n_tensor_specs(const struct assay_model *m)
 }
 
 /* The k-th tensor (0 <= k < n_tensor_specs) in model->data order. */
-static void tensor_spec(const struct assay_model *m, size_t k, struct tensor_spec *out)
+static void tensor_spec(struct assay_model *m, size_t k, struct tensor_spec *out)
 {
+    out->file = NULL;
+    out->type = NULL;
     const struct assay_model_config *c = &m->cfg;
     int64_t d = c->d_model, q = (int64_t)c->n_head * c->head_dim;
     int64_t kv = (int64_t)c->n_kv_head * c->head_dim, ff = c->d_ff, vocab = c->vocab;
@@ -99,6 +106,8 @@ static void tensor_spec(const struct assay_model *m, size_t k, struct tensor_spe
         snprintf(out->name, sizeof out->name, "token_embd.weight");
         ne1 = vocab;
         out->data = m->tok_embd;
+        out->file = &m->tok_embd_file;
+        out->type = &m->tok_embd_type;
     } else if (k == layers_end) {
         snprintf(out->name, sizeof out->name, "output_norm.weight");
         out->data = m->out_norm;
@@ -110,6 +119,8 @@ static void tensor_spec(const struct assay_model *m, size_t k, struct tensor_spe
         snprintf(out->name, sizeof out->name, "output.weight");
         ne1 = vocab;
         out->data = m->output;
+        out->file = &m->output_file;
+        out->type = &m->output_type;
     } else {
         size_t layer = (k - 1) / per_layer;
         enum layer_part part = parts[(k - 1) % per_layer];
@@ -122,6 +133,8 @@ static void tensor_spec(const struct assay_model *m, size_t k, struct tensor_spe
         case PART_Q:
             ne1 = q;
             out->data = w->wq;
+            out->file = &w->files.wq;
+            out->type = &w->types.wq;
             break;
         case PART_Q_BIAS:
             ne0 = q;
@@ -130,6 +143,8 @@ static void tensor_spec(const struct assay_model *m, size_t k, struct tensor_spe
         case PART_K:
             ne1 = kv;
             out->data = w->wk;
+            out->file = &w->files.wk;
+            out->type = &w->types.wk;
             break;
         case PART_K_BIAS:
             ne0 = kv;
@@ -138,6 +153,8 @@ static void tensor_spec(const struct assay_model *m, size_t k, struct tensor_spe
         case PART_V:
             ne1 = kv;
             out->data = w->wv;
+            out->file = &w->files.wv;
+            out->type = &w->types.wv;
             break;
         case PART_V_BIAS:
             ne0 = kv;
@@ -147,6 +164,8 @@ static void tensor_spec(const struct assay_model *m, size_t k, struct tensor_spe
             ne0 = q;
             ne1 = d;
             out->data = w->wo;
+            out->file = &w->files.wo;
+            out->type = &w->types.wo;
             break;
         case PART_FFN_NORM:
             out->data = w->ffn_norm;
@@ -154,12 +173,22 @@ static void tensor_spec(const struct assay_model *m, size_t k, struct tensor_spe
         case PART_GATE:
             ne1 = ff;
             out->data = w->w_gate;
+            out->file = &w->files.w_gate;
+            out->type = &w->types.w_gate;
             break;
         case PART_UP:
             ne1 = ff;
             out->data = w->w_up;
+            out->file = &w->files.w_up;
+            out->type = &w->types.w_up;
             break;
-        default: ne0 = ff; ne1 = d; out->data = w->w_down; break;
+        default:
+            ne0 = ff;
+            ne1 = d;
+            out->data = w->w_down;
+            out->file = &w->files.w_down;
+            out->type = &w->types.w_down;
+            break;
         }
     }
     out->ne[0] = ne0;
@@ -473,11 +502,36 @@ static void note_type(struct assay_model *m, uint32_t type)
              name);
 }
 
-/* Decode tensor t, of the shape of e, into e.data row by row: ne[0]
- * elements a row, each row whole blocks of t's type. A bad block scale is
- * reported with the tensor and row added to what assay_dequant_row says. */
+/* Check decoded weights x[0..n), elements first.. of tensor `name`: every
+ * one finite, and a RoPE divisor positive. */
+static enum assay_status check_values(const float *x, int64_t n, int64_t first, bool divisors,
+                                      const char *name, const char *path,
+                                      struct assay_diag *diag)
+{
+    for (int64_t i = 0; i < n; i++) {
+        if (!isfinite(x[i])) {
+            assay_diag_set(diag, path, name, "finite weights", "%s at element %" PRId64,
+                           isnan(x[i]) ? "NaN" : (x[i] > 0 ? "+Inf" : "-Inf"), first + i);
+            return ASSAY_ERR_PARSE;
+        }
+        if (divisors && !(x[i] > 0.0f)) {
+            assay_diag_set(diag, path, name, "positive frequency divisors",
+                           "%g at element %" PRId64, (double)x[i], first + i);
+            return ASSAY_ERR_PARSE;
+        }
+    }
+    return ASSAY_OK;
+}
+
+/* Decode tensor t, of the shape of e, row by row (ne[0] elements a row,
+ * each row whole blocks of t's type) and check each row's values: into
+ * e->data, or, for a mapped model's matrix (row_buf not NULL), each row
+ * into row_buf, where it is hashed into sha and dropped. A bad block scale
+ * is reported with the tensor and row added to what assay_dequant_row
+ * says. */
 static enum assay_status decode_tensor(const struct assay_gguf_tensor *t,
-                                       const struct tensor_spec *e, const char *path,
+                                       const struct tensor_spec *e, bool divisors, float *row_buf,
+                                       struct assay_sha256 *sha, const char *path,
                                        struct assay_diag *diag)
 {
     uint32_t block_elems, block_bytes;
@@ -493,58 +547,82 @@ static enum assay_status decode_tensor(const struct assay_gguf_tensor *t,
     for (int64_t r = 0; r < n_rows; r++) {
         struct assay_diag inner;
         assay_diag_clear(&inner);
-        enum assay_status st = assay_dequant_row(t->type, src + (size_t)r * row_bytes, row_bytes,
-                                                 e->data + r * row, row, &inner);
+        float *dst = row_buf != NULL ? row_buf : e->data + r * row;
+        enum assay_status st =
+            assay_dequant_row(t->type, src + (size_t)r * row_bytes, row_bytes, dst, row, &inner);
         if (st != ASSAY_OK) {
             char where[sizeof e->name + sizeof inner.where + 32];
             snprintf(where, sizeof where, "%s row %" PRId64 ": %s", e->name, r, inner.where);
             assay_diag_set(diag, path, where, inner.expected, "%s", inner.got);
             return st;
         }
+        st = check_values(dst, row, r * row, divisors, e->name, path, diag);
+        if (st != ASSAY_OK) {
+            return st;
+        }
+        if (sha != NULL) {
+            /* fp32 little-endian, as assay_model_rehash hashes data */
+            assay_sha256_update(sha, dst, (size_t)row * sizeof(float));
+        }
     }
     return ASSAY_OK;
 }
 
-/* Remember the ggml type of the matrix whose data is `data`, for the
- * engine's emulation of ggml's numerics (engine/numerics.h). Norms, biases
- * and RoPE divisors are no product's weights and are not recorded. */
-static void record_type(struct assay_model *m, const float *data, uint32_t type)
+/* Decode and check tensor t into its place in m (engine/numerics.h reads
+ * the matrices' types): a resident model's data, or, for a mapped model's
+ * matrix, only its place in the file once each row has been checked. With
+ * sha (a mapped model) every tensor is hashed in data order. */
+static enum assay_status load_tensor(const struct assay_gguf *g, const struct assay_gguf_tensor *t,
+                                     struct assay_model *m, const struct tensor_spec *e,
+                                     struct assay_sha256 *sha, const char *path,
+                                     struct assay_diag *diag)
 {
-    if (data == m->tok_embd) {
-        m->tok_embd_type = type;
-        if (m->tied) {
-            m->output_type = type;
+    bool divisors = e->data != NULL && e->data == m->rope_freqs;
+    float *row_buf = NULL;
+    if (m->mapped && e->file != NULL) {
+        row_buf = assay_malloc(sizeof(float) * (size_t)e->ne[0]);
+        if (row_buf == NULL) {
+            return ASSAY_ERR_NOMEM;
         }
     }
-    if (data == m->output) {
-        m->output_type = type;
+    enum assay_status st = decode_tensor(t, e, divisors, row_buf, row_buf != NULL ? sha : NULL,
+                                         path, diag);
+    assay_free(row_buf);
+    assay_gguf_done_with(g, t);
+    if (st != ASSAY_OK) {
+        return st;
     }
-    for (int32_t l = 0; l < m->cfg.n_layer; l++) {
-        struct assay_layer_weights *w = &m->layers[l];
-        struct assay_layer_types *t = &w->types;
-        uint32_t *slot = data == w->wq       ? &t->wq
-                         : data == w->wk     ? &t->wk
-                         : data == w->wv     ? &t->wv
-                         : data == w->wo     ? &t->wo
-                         : data == w->w_gate ? &t->w_gate
-                         : data == w->w_up   ? &t->w_up
-                         : data == w->w_down ? &t->w_down
-                                             : NULL;
-        if (slot != NULL) {
-            *slot = type;
-            return;
+    if (sha != NULL && row_buf == NULL) {
+        assay_sha256_update(sha, e->data, (size_t)t->n_elements * sizeof(float));
+    }
+    if (m->mapped && e->file != NULL) {
+        uint32_t block_elems, block_bytes;
+        (void)assay_ggml_type_size(t->type, &block_elems, &block_bytes);
+        *e->file = (struct assay_matrix_file){t->data, (size_t)(e->ne[0] / block_elems) * block_bytes,
+                                              t->type};
+    }
+    /* Norms, biases and RoPE divisors are no product's weights: only the
+     * matrices' types are recorded. */
+    if (e->type != NULL) {
+        *e->type = t->type;
+        if (m->tied && e->type == &m->tok_embd_type) {
+            m->output_type = t->type;
+            m->output_file = m->tok_embd_file;
         }
     }
+    note_type(m, t->type);
+    return ASSAY_OK;
 }
 
 /* Check every tensor's name, type and shape and, when copy is set, decode
- * it into m and check its values; then reject tensors the model does not
- * have. Without copy, m needs only its config, tied and a layers array (the
- * data pointers may be NULL): the shapes are checked before the weights are
- * allocated, so a small file cannot make the loader allocate for a model
- * it does not hold. */
+ * it into m and check its values (load_tensor; sha for a mapped model);
+ * then reject tensors the model does not have. Without copy, m needs only
+ * its config, tied and a layers array (the data pointers may be NULL): the
+ * shapes are checked before the weights are allocated, so a small file
+ * cannot make the loader allocate for a model it does not hold. */
 static enum assay_status read_tensors(const struct assay_gguf *g, const char *path,
-                                      struct assay_model *m, bool copy, struct assay_diag *diag)
+                                      struct assay_model *m, bool copy, struct assay_sha256 *sha,
+                                      struct assay_diag *diag)
 {
     size_t n = n_tensor_specs(m);
     if (copy) {
@@ -595,24 +673,9 @@ static enum assay_status read_tensors(const struct assay_gguf *g, const char *pa
         if (!copy) {
             continue;
         }
-        enum assay_status st = decode_tensor(t, &e, path, diag);
-        assay_gguf_done_with(g, t);
+        enum assay_status st = load_tensor(g, t, m, &e, sha, path, diag);
         if (st != ASSAY_OK) {
             return st;
-        }
-        note_type(m, t->type);
-        record_type(m, e.data, t->type);
-        for (int64_t i = 0; i < t->n_elements; i++) {
-            if (!isfinite(e.data[i])) {
-                assay_diag_set(diag, path, e.name, "finite weights", "%s at element %" PRId64,
-                               isnan(e.data[i]) ? "NaN" : (e.data[i] > 0 ? "+Inf" : "-Inf"), i);
-                return ASSAY_ERR_PARSE;
-            }
-            if (e.data == m->rope_freqs && !(e.data[i] > 0.0f)) {
-                assay_diag_set(diag, path, e.name, "positive frequency divisors",
-                               "%g at element %" PRId64, (double)e.data[i], i);
-                return ASSAY_ERR_PARSE;
-            }
         }
     }
     /* Every expected name was found and names are unique, so any more
@@ -672,8 +735,6 @@ static enum assay_status read_eos(const struct assay_gguf *g, const char *path,
     return ASSAY_OK;
 }
 
-/* A model from a parsed file: its config, the tensors' shapes, then the
- * weights. On failure *out is untouched and nothing is left allocated. */
 /* The configuration of a parsed file, validated. */
 static enum assay_status config_of(const struct assay_gguf *g, const char *path,
                                    struct assay_model_config *cfg, struct assay_diag *diag)
@@ -695,7 +756,11 @@ static enum assay_status config_of(const struct assay_gguf *g, const char *path,
     return st;
 }
 
-static enum assay_status load_parsed(const struct assay_gguf *g, const char *path,
+/* A model from a parsed file: its config, the tensors' shapes, then the
+ * weights, decoded into the model or (mapped) checked and left in g, which
+ * the model then needs alive. On failure *out is untouched and nothing is
+ * left allocated. */
+static enum assay_status load_parsed(const struct assay_gguf *g, const char *path, bool mapped,
                                      struct assay_model **out, struct assay_diag *diag)
 {
     struct assay_model_config cfg;
@@ -709,15 +774,17 @@ static enum assay_status load_parsed(const struct assay_gguf *g, const char *pat
         shapes.cfg = cfg;
         shapes.tied = tied;
         shapes.layers = assay_calloc((size_t)cfg.n_layer, sizeof *shapes.layers);
-        st = shapes.layers != NULL ? read_tensors(g, path, &shapes, false, diag) : ASSAY_ERR_NOMEM;
+        st = shapes.layers != NULL ? read_tensors(g, path, &shapes, false, NULL, diag) : ASSAY_ERR_NOMEM;
         assay_free(shapes.layers);
     }
     struct assay_model *m = NULL;
     if (st == ASSAY_OK) {
-        st = assay_model_alloc(&m, &cfg, tied);
+        st = assay_model_alloc_as(&m, &cfg, tied, mapped);
     }
+    struct assay_sha256 sha;
+    assay_sha256_init(&sha);
     if (st == ASSAY_OK) {
-        st = read_tensors(g, path, m, true, diag);
+        st = read_tensors(g, path, m, true, mapped ? &sha : NULL, diag);
     }
     if (st == ASSAY_OK) {
         st = read_eos(g, path, m, diag);
@@ -726,7 +793,13 @@ static enum assay_status load_parsed(const struct assay_gguf *g, const char *pat
         assay_model_free(m);
         return st;
     }
-    assay_model_rehash(m);
+    if (mapped) {
+        uint8_t digest[32];
+        assay_sha256_final(&sha, digest);
+        assay_sha256_hex(digest, m->sha256);
+    } else {
+        assay_model_rehash(m);
+    }
     *out = m;
     return ASSAY_OK;
 }
@@ -746,9 +819,64 @@ enum assay_status assay_model_load_gguf(struct assay_model **out, const char *pa
     if (st != ASSAY_OK) {
         return st;
     }
-    st = load_parsed(g, path, out, diag);
+    st = load_parsed(g, path, false, out, diag);
     assay_gguf_free(g);
     return st;
+}
+
+enum assay_status assay_model_load_gguf_mapped(struct assay_model **out, const char *path,
+                                               struct assay_diag *diag)
+{
+    if (out == NULL) {
+        return ASSAY_ERR_INVALID;
+    }
+    *out = NULL;
+    if (path == NULL) {
+        return ASSAY_ERR_INVALID;
+    }
+    struct assay_gguf *g;
+    enum assay_status st = assay_gguf_read_file(path, &g, diag);
+    if (st != ASSAY_OK) {
+        return st;
+    }
+    st = load_parsed(g, path, true, out, diag);
+    if (st != ASSAY_OK) {
+        assay_gguf_free(g);
+        return st;
+    }
+    (*out)->file = g;
+    return ASSAY_OK;
+}
+
+enum assay_status assay_model_matrix_rows(const float *resident,
+                                          const struct assay_matrix_file *file, int64_t cols,
+                                          int64_t r0, int64_t n, float *out)
+{
+    if (resident != NULL) {
+        memcpy(out, resident + r0 * cols, sizeof(float) * (size_t)(n * cols));
+        return ASSAY_OK;
+    }
+    if (file == NULL || file->bytes == NULL) {
+        return ASSAY_ERR_INVALID;
+    }
+    for (int64_t r = 0; r < n; r++) {
+        enum assay_status st =
+            assay_dequant_row(file->type, file->bytes + (size_t)(r0 + r) * file->row_bytes,
+                              file->row_bytes, out + r * cols, cols, NULL);
+        if (st != ASSAY_OK) {
+            return ASSAY_ERR_PARSE;
+        }
+    }
+    return ASSAY_OK;
+}
+
+void assay_model_matrix_done(const struct assay_model *model, const struct assay_matrix_file *file,
+                             int64_t r0, int64_t n)
+{
+    if (model->mapped && file != NULL && file->bytes != NULL) {
+        assay_gguf_done_with_bytes(model->file, file->bytes + (size_t)r0 * file->row_bytes,
+                                   (size_t)n * file->row_bytes);
+    }
 }
 
 enum assay_status assay_model_config_from_gguf(const char *path, struct assay_model_config *out,
@@ -785,7 +913,7 @@ enum assay_status assay_model_load_gguf_buffer(struct assay_model **out, const u
     if (st != ASSAY_OK) {
         return st;
     }
-    st = load_parsed(g, file, out, diag);
+    st = load_parsed(g, file, false, out, diag);
     assay_gguf_free(g);
     return st;
 }
@@ -923,6 +1051,11 @@ enum assay_status assay_model_save_gguf(const struct assay_model *model, const c
     if (model == NULL || path == NULL) {
         return ASSAY_ERR_INVALID;
     }
+    if (model->mapped) {
+        assay_diag_set(diag, path, "model", "a resident model (weights in memory)",
+                       "a mapped model, whose file is already the GGUF");
+        return ASSAY_ERR_UNSUPPORTED;
+    }
     enum assay_status st = assay_model_config_validate(&model->cfg, diag);
     if (st != ASSAY_OK) {
         if (diag != NULL) {
@@ -939,7 +1072,8 @@ enum assay_status assay_model_save_gguf(const struct assay_model *model, const c
     size_t n = n_tensor_specs(model);
     for (size_t k = 0; k < n && st == ASSAY_OK; k++) {
         struct tensor_spec e;
-        tensor_spec(model, k, &e);
+        /* tensor_spec names the places a load fills; here they are only read */
+        tensor_spec((struct assay_model *)model, k, &e);
         st = assay_gguf_writer_add_tensor_f32(w, e.name, e.n_dims, e.ne, e.data);
     }
     if (st == ASSAY_OK) {

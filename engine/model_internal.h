@@ -12,4 +12,11 @@
 enum assay_status assay_model_alloc(struct assay_model **out, const struct assay_model_config *cfg,
                                     bool tied);
 
+/* The same; when mapped, a mapped model (model.h): data holds the vectors
+ * alone and the matrix pointers are NULL, for the loader to fill the
+ * files. */
+enum assay_status assay_model_alloc_as(struct assay_model **out,
+                                       const struct assay_model_config *cfg, bool tied,
+                                       bool mapped);
+
 #endif

@@ -166,6 +166,13 @@ void gguf_want_load_fail(const uint8_t *buf, size_t size, enum assay_status stat
     assert_null(m);
     assert_string_equal(diag.file, path);
     gguf_want_diag(&diag, where_part, phrase1, phrase2);
+    /* a mapped load checks the same and says the same */
+    m = (struct assay_model *)&m;
+    assay_diag_clear(&diag);
+    gguf_want_status(assay_model_load_gguf_mapped(&m, path, &diag), status, &diag);
+    assert_null(m);
+    assert_string_equal(diag.file, path);
+    gguf_want_diag(&diag, where_part, phrase1, phrase2);
     remove(path);
 }
 

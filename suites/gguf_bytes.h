@@ -53,8 +53,9 @@ void gguf_want_status(enum assay_status got, enum assay_status want,
 void gguf_want_diag(const struct assay_diag *diag, const char *where_part, const char *phrase1,
                     const char *phrase2);
 
-/* Write bytes to a scratch file and load them as a model, which must fail
- * with status, where and phrases; the diagnostic names the file. */
+/* Write bytes to a scratch file and load them as a model, resident and
+ * mapped, which must each fail with status, where and phrases; the
+ * diagnostic names the file. */
 void gguf_want_load_fail(const uint8_t *buf, size_t size, enum assay_status status,
                          const char *where_part, const char *phrase1, const char *phrase2);
 
