@@ -27,6 +27,10 @@
  * test models' shapes. */
 #define ORACLE_BLOCK 32
 
+/* Rows of a mapped model's output matrix decoded at a time (its token
+ * embedding is read one row per token). */
+#define ORACLE_OUT_ROWS 1024
+
 /* Positions dotted with one weight row at once by the AVX2 kernel: four
  * independent chains of additions, where one position alone has one. */
 #define ORACLE_GROUP 4
@@ -46,8 +50,20 @@ struct assay_oracle {
     double *gate;   /* (ORACLE_BLOCK, d_ff) */
     double *up;     /* (ORACLE_BLOCK, d_ff) */
     double *tmp;    /* (ORACLE_BLOCK, d_model) */
+    /* a mapped model's (engine/model.h) weights as read: NULL otherwise */
+    float *layer;   /* one layer's seven matrices, decoded */
+    float *rows;    /* (ORACLE_OUT_ROWS, d_model) rows of the output
+                     * matrix or of the token embedding */
     size_t scratch_bytes; /* every buffer above */
 };
+
+/* The floats of one layer's seven matrices. */
+static size_t layer_floats(const struct assay_model_config *c)
+{
+    size_t d = (size_t)c->d_model, qd = (size_t)c->n_head * c->head_dim;
+    size_t kvd = (size_t)c->n_kv_head * c->head_dim;
+    return d * (2 * qd + 2 * kvd + 3 * (size_t)c->d_ff);
+}
 
 enum assay_status assay_oracle_init(struct assay_oracle **out, const struct assay_model *model,
                                     int32_t max_len)
@@ -78,13 +94,19 @@ enum assay_status assay_oracle_init(struct assay_oracle **out, const struct assa
     o->gate = assay_calloc(b * (size_t)c->d_ff, sizeof(double));
     o->up = assay_calloc(b * (size_t)c->d_ff, sizeof(double));
     o->tmp = assay_calloc(b * d, sizeof(double));
+    if (model->mapped) {
+        o->layer = assay_malloc(layer_floats(c) * sizeof(float));
+        o->rows = assay_malloc((size_t)ORACLE_OUT_ROWS * d * sizeof(float));
+    }
     if (o->x == NULL || o->q == NULL || o->k == NULL || o->v == NULL || o->att == NULL ||
-        o->scores == NULL || o->xn == NULL || o->gate == NULL || o->up == NULL || o->tmp == NULL) {
+        o->scores == NULL || o->xn == NULL || o->gate == NULL || o->up == NULL || o->tmp == NULL ||
+        (model->mapped && (o->layer == NULL || o->rows == NULL))) {
         assay_oracle_free(o);
         return ASSAY_ERR_NOMEM;
     }
     o->scratch_bytes =
-        sizeof(double) * (n * (d + 2 * qd + 2 * kvd + 1) + b * (2 * d + 2 * (size_t)c->d_ff));
+        sizeof(double) * (n * (d + 2 * qd + 2 * kvd + 1) + b * (2 * d + 2 * (size_t)c->d_ff)) +
+        (model->mapped ? sizeof(float) * (layer_floats(c) + (size_t)ORACLE_OUT_ROWS * d) : 0);
     *out = o;
     return ASSAY_OK;
 }
@@ -163,6 +185,8 @@ void assay_oracle_free(struct assay_oracle *o)
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {
         assay_free(bufs[i]);
     }
+    assay_free(o->layer);
+    assay_free(o->rows);
     assay_free(o);
 }
 
@@ -251,6 +275,7 @@ struct matmul_part {
     const float *w;
     const double *x;
     int32_t n, rows, cols;
+    int64_t ldy; /* the stride of y's rows: rows, or more for a part of y */
     int32_t r0, r1;
     enum assay_oracle_kernel kernel;
 };
@@ -267,25 +292,26 @@ static void *matmul_rows(void *arg)
             double out[ORACLE_GROUP];
             dot_group_avx2(wr, p->x + (int64_t)t * p->cols, p->cols, p->cols, out);
             for (int32_t k = 0; k < ORACLE_GROUP; k++) {
-                p->y[(int64_t)(t + k) * p->rows + r] = out[k];
+                p->y[(int64_t)(t + k) * p->ldy + r] = out[k];
             }
         }
 #endif
         for (; t < p->n; t++) {
-            p->y[(int64_t)t * p->rows + r] = dot(wr, p->x + (int64_t)t * p->cols, p->cols);
+            p->y[(int64_t)t * p->ldy + r] = dot(wr, p->x + (int64_t)t * p->cols, p->cols);
         }
     }
     return NULL;
 }
 
 /*
- * Y = X W^T as above, W's rows split into one contiguous range per thread.
- * Every element is computed by the same dot() whichever thread runs it, so
- * the result does not depend on the number of threads. A thread that cannot
- * be started leaves its range to this one.
+ * Y = X W^T as above, W's rows split into one contiguous range per thread,
+ * row t of Y at y + t * ldy. Every element is computed by the same dot()
+ * whichever thread runs it, so the result does not depend on the number
+ * of threads. A thread that cannot be started leaves its range to this
+ * one.
  */
-static void matmul(const struct assay_oracle *o, double *y, const float *w, const double *x,
-                   int32_t n, int32_t rows, int32_t cols)
+static void matmul_ld(const struct assay_oracle *o, double *y, int64_t ldy, const float *w,
+                      const double *x, int32_t n, int32_t rows, int32_t cols)
 {
     struct matmul_part part[ASSAY_ORACLE_MAX_THREADS];
     pthread_t thread[ASSAY_ORACLE_MAX_THREADS];
@@ -298,6 +324,7 @@ static void matmul(const struct assay_oracle *o, double *y, const float *w, cons
                                        n,
                                        rows,
                                        cols,
+                                       ldy,
                                        (int32_t)((int64_t)rows * i / n_parts),
                                        (int32_t)((int64_t)rows * (i + 1) / n_parts),
                                        o->kernel};
@@ -313,6 +340,13 @@ static void matmul(const struct assay_oracle *o, double *y, const float *w, cons
             matmul_rows(&part[i]);
         }
     }
+}
+
+/* Y = X W^T with Y's rows packed (ldy = rows). */
+static void matmul(const struct assay_oracle *o, double *y, const float *w, const double *x,
+                   int32_t n, int32_t rows, int32_t cols)
+{
+    matmul_ld(o, y, rows, w, x, n, rows, cols);
 }
 
 static void rmsnorm(double *y, const double *x, const float *w, int32_t d, double eps)
@@ -366,13 +400,79 @@ static int32_t block_len(int32_t t0, int32_t n)
     return n - t0 < ORACLE_BLOCK ? n - t0 : ORACLE_BLOCK;
 }
 
+/* A layer's seven matrices in fp32, [out][in]. */
+struct layer_mats {
+    const float *wq, *wk, *wv, *wo, *w_gate, *w_up, *w_down;
+};
+
+/* Layer l's matrices: the model's own, or a mapped model's decoded into
+ * o->layer (the same floats a resident load holds), each matrix's pages of
+ * the file given back once decoded. */
+static enum assay_status layer_matrices(struct assay_oracle *o, int32_t l, struct layer_mats *out)
+{
+    const struct assay_model *m = o->model;
+    const struct assay_layer_weights *w = &m->layers[l];
+    if (!m->mapped) {
+        *out = (struct layer_mats){w->wq, w->wk, w->wv, w->wo, w->w_gate, w->w_up, w->w_down};
+        return ASSAY_OK;
+    }
+    const struct assay_model_config *c = &m->cfg;
+    const int64_t d = c->d_model, qd = (int64_t)c->n_head * c->head_dim;
+    const int64_t kvd = (int64_t)c->n_kv_head * c->head_dim, ff = c->d_ff;
+    const struct {
+        const struct assay_matrix_file *file;
+        int64_t rows, cols;
+        const float **dst;
+    } parts[] = {
+        {&w->files.wq, qd, d, &out->wq},         {&w->files.wk, kvd, d, &out->wk},
+        {&w->files.wv, kvd, d, &out->wv},        {&w->files.wo, d, qd, &out->wo},
+        {&w->files.w_gate, ff, d, &out->w_gate}, {&w->files.w_up, ff, d, &out->w_up},
+        {&w->files.w_down, d, ff, &out->w_down},
+    };
+    float *p = o->layer;
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        enum assay_status st =
+            assay_model_matrix_rows(NULL, parts[i].file, parts[i].cols, 0, parts[i].rows, p);
+        if (st != ASSAY_OK) {
+            return st;
+        }
+        assay_model_matrix_done(m, parts[i].file, 0, parts[i].rows);
+        *parts[i].dst = p;
+        p += parts[i].rows * parts[i].cols;
+    }
+    return ASSAY_OK;
+}
+
+/* The token embeddings of tokens[0..n) into o->x. */
+static enum assay_status embed(struct assay_oracle *o, const int32_t *tokens, int32_t n)
+{
+    const struct assay_model *m = o->model;
+    const int32_t d = m->cfg.d_model;
+    for (int32_t t = 0; t < n; t++) {
+        const float *row = m->tok_embd + (int64_t)tokens[t] * d;
+        if (m->mapped) {
+            enum assay_status st =
+                assay_model_matrix_rows(NULL, &m->tok_embd_file, d, tokens[t], 1, o->rows);
+            if (st != ASSAY_OK) {
+                return st;
+            }
+            row = o->rows;
+        }
+        for (int32_t i = 0; i < d; i++) {
+            o->x[(int64_t)t * d + i] = row[i];
+        }
+    }
+    return ASSAY_OK;
+}
+
 /*
  * Every layer over tokens[0..n), leaving the residual stream after the last
  * layer in o->x. Positions go through the products a block at a time (a
  * position's numbers never depend on the others in its block); attention
- * waits for the keys and values of every position.
+ * waits for the keys and values of every position. A mapped model's layer
+ * is decoded once for all the blocks.
  */
-static void forward(struct assay_oracle *o, const int32_t *tokens, int32_t n)
+static enum assay_status forward(struct assay_oracle *o, const int32_t *tokens, int32_t n)
 {
     const struct assay_model *m = o->model;
     const struct assay_model_config *c = &m->cfg;
@@ -381,22 +481,23 @@ static void forward(struct assay_oracle *o, const int32_t *tokens, int32_t n)
     const int32_t group = c->n_head / c->n_kv_head;
     const double eps = c->norm_eps;
 
-    for (int32_t t = 0; t < n; t++) {
-        for (int32_t i = 0; i < d; i++) {
-            o->x[(int64_t)t * d + i] = m->tok_embd[(int64_t)tokens[t] * d + i];
-        }
-    }
-    for (int32_t l = 0; l < c->n_layer; l++) {
+    enum assay_status st = embed(o, tokens, n);
+    for (int32_t l = 0; l < c->n_layer && st == ASSAY_OK; l++) {
         const struct assay_layer_weights *w = &m->layers[l];
+        struct layer_mats mats;
+        st = layer_matrices(o, l, &mats);
+        if (st != ASSAY_OK) {
+            break;
+        }
         /* attention */
         for (int32_t t0 = 0; t0 < n; t0 += ORACLE_BLOCK) {
             const int32_t nb = block_len(t0, n);
             for (int32_t b = 0; b < nb; b++) {
                 rmsnorm(o->xn + (int64_t)b * d, o->x + (int64_t)(t0 + b) * d, w->attn_norm, d, eps);
             }
-            matmul(o, o->q + (int64_t)t0 * qd, w->wq, o->xn, nb, qd, d);
-            matmul(o, o->k + (int64_t)t0 * kvd, w->wk, o->xn, nb, kvd, d);
-            matmul(o, o->v + (int64_t)t0 * kvd, w->wv, o->xn, nb, kvd, d);
+            matmul(o, o->q + (int64_t)t0 * qd, mats.wq, o->xn, nb, qd, d);
+            matmul(o, o->k + (int64_t)t0 * kvd, mats.wk, o->xn, nb, kvd, d);
+            matmul(o, o->v + (int64_t)t0 * kvd, mats.wv, o->xn, nb, kvd, d);
             for (int32_t t = t0; t < t0 + nb; t++) {
                 add_bias(o->q + (int64_t)t * qd, w->bq, qd);
                 add_bias(o->k + (int64_t)t * kvd, w->bk, kvd);
@@ -441,25 +542,26 @@ static void forward(struct assay_oracle *o, const int32_t *tokens, int32_t n)
         for (int32_t t0 = 0; t0 < n; t0 += ORACLE_BLOCK) {
             const int32_t nb = block_len(t0, n);
             double *x = o->x + (int64_t)t0 * d;
-            matmul(o, o->tmp, w->wo, o->att + (int64_t)t0 * qd, nb, d, qd);
+            matmul(o, o->tmp, mats.wo, o->att + (int64_t)t0 * qd, nb, d, qd);
             for (int64_t i = 0; i < (int64_t)nb * d; i++) {
                 x[i] += o->tmp[i];
             }
             for (int32_t b = 0; b < nb; b++) {
                 rmsnorm(o->xn + (int64_t)b * d, x + (int64_t)b * d, w->ffn_norm, d, eps);
             }
-            matmul(o, o->gate, w->w_gate, o->xn, nb, c->d_ff, d);
-            matmul(o, o->up, w->w_up, o->xn, nb, c->d_ff, d);
+            matmul(o, o->gate, mats.w_gate, o->xn, nb, c->d_ff, d);
+            matmul(o, o->up, mats.w_up, o->xn, nb, c->d_ff, d);
             for (int64_t i = 0; i < (int64_t)nb * c->d_ff; i++) {
                 double g = o->gate[i];
                 o->gate[i] = g / (1.0 + exp(-g)) * o->up[i];
             }
-            matmul(o, o->tmp, w->w_down, o->gate, nb, d, c->d_ff);
+            matmul(o, o->tmp, mats.w_down, o->gate, nb, d, c->d_ff);
             for (int64_t i = 0; i < (int64_t)nb * d; i++) {
                 x[i] += o->tmp[i];
             }
         }
     }
+    return st;
 }
 
 /* The logits (nb, vocab) of positions t0..t0+nb (nb <= ORACLE_BLOCK) from
@@ -473,6 +575,36 @@ static void output(struct assay_oracle *o, int32_t t0, int32_t nb, double *logit
                 m->cfg.norm_eps);
     }
     matmul(o, logits, m->output, o->xn, nb, m->cfg.vocab, d);
+}
+
+/*
+ * The logits (n, vocab) of positions t0..t0+n for a mapped model, the same
+ * doubles output() computes: the positions' final norms in place in o->x
+ * (forward() runs again before the next use), then the output matrix
+ * ORACLE_OUT_ROWS rows at a time, each chunk decoded once and dotted with
+ * every position a block at a time.
+ */
+static enum assay_status output_mapped(struct assay_oracle *o, int32_t t0, int32_t n,
+                                       double *logits)
+{
+    const struct assay_model *m = o->model;
+    const int32_t d = m->cfg.d_model, vocab = m->cfg.vocab;
+    for (int32_t t = t0; t < t0 + n; t++) {
+        rmsnorm(o->x + (int64_t)t * d, o->x + (int64_t)t * d, m->out_norm, d, m->cfg.norm_eps);
+    }
+    for (int32_t r0 = 0; r0 < vocab; r0 += ORACLE_OUT_ROWS) {
+        const int32_t nr = vocab - r0 < ORACLE_OUT_ROWS ? vocab - r0 : ORACLE_OUT_ROWS;
+        enum assay_status st = assay_model_matrix_rows(NULL, &m->output_file, d, r0, nr, o->rows);
+        if (st != ASSAY_OK) {
+            return st;
+        }
+        for (int32_t b0 = 0; b0 < n; b0 += ORACLE_BLOCK) {
+            matmul_ld(o, logits + (int64_t)b0 * vocab + r0, vocab, o->rows,
+                      o->x + (int64_t)(t0 + b0) * d, block_len(b0, n), nr, d);
+        }
+        assay_model_matrix_done(m, &m->output_file, r0, nr);
+    }
+    return ASSAY_OK;
 }
 
 static bool valid_input(const struct assay_oracle *o, const int32_t *tokens, int32_t n,
@@ -495,7 +627,10 @@ enum assay_status assay_oracle_logits(struct assay_oracle *o, const int32_t *tok
     if (!valid_input(o, tokens, n, logits)) {
         return ASSAY_ERR_INVALID;
     }
-    forward(o, tokens, n);
+    enum assay_status st = forward(o, tokens, n);
+    if (st != ASSAY_OK || o->model->mapped) {
+        return st != ASSAY_OK ? st : output_mapped(o, 0, n, logits);
+    }
     for (int32_t t0 = 0; t0 < n; t0 += ORACLE_BLOCK) {
         output(o, t0, block_len(t0, n), logits + (int64_t)t0 * o->model->cfg.vocab);
     }
@@ -510,7 +645,10 @@ enum assay_status assay_oracle_next_logits(struct assay_oracle *o, const int32_t
     if (!valid_input(o, tokens, n, logits)) {
         return ASSAY_ERR_INVALID;
     }
-    forward(o, tokens, n);
+    enum assay_status st = forward(o, tokens, n);
+    if (st != ASSAY_OK || o->model->mapped) {
+        return st != ASSAY_OK ? st : output_mapped(o, n - 1, 1, logits);
+    }
     output(o, n - 1, 1, logits);
     return ASSAY_OK;
 }

@@ -17,6 +17,12 @@
  * whatever the sequence length, block or number of threads. It holds no
  * weights of its own; its scratch is O(max_len x d_model) plus a block's
  * O(d_ff), nothing of size max_len x vocab (assay_oracle_scratch_bytes).
+ * Given a mapped model (engine/model.h), it decodes one layer's matrices
+ * at a time into fp32, the same floats a resident load holds, and the
+ * output matrix 1024 rows at a time, giving each one's file pages back
+ * after use: the logits are the resident model's bit for bit, and the
+ * memory is one layer in fp32 (4 bytes x its parameters) plus 1024 rows
+ * plus the scratch above, not the model.
  *
  * Lifetime: assay_oracle_init / assay_oracle_free. Not thread-safe; make one
  * per thread.
@@ -85,7 +91,9 @@ size_t assay_oracle_scratch_bytes(const struct assay_oracle *oracle);
 /*
  * Teacher forcing: logits (n, vocab) where row t holds the logits of the
  * token that follows tokens[0..t]. ASSAY_ERR_INVALID for n outside
- * 1..max_len or a token outside the vocabulary (logits untouched).
+ * 1..max_len or a token outside the vocabulary (logits untouched);
+ * ASSAY_ERR_PARSE when a mapped model's file no longer decodes (changed on
+ * disk since the load; logits then undefined).
  */
 enum assay_status assay_oracle_logits(struct assay_oracle *oracle, const int32_t *tokens,
                                       int32_t n, double *logits);

@@ -24,6 +24,7 @@
 #include "core/status.h"
 #include "engine/gguf.h"
 #include "engine/model.h"
+#include "engine/score.h"
 #include "gguf_bytes.h"
 #include "oracles/oracle.h"
 #include "support.h"
@@ -1312,6 +1313,162 @@ static void test_load_other_arch(void **state)
     assay_model_free(m);
 }
 
+/* ------------------------------------------------------------------ */
+/* Mapped models                                                       */
+/* ------------------------------------------------------------------ */
+
+/* A matrix of a mapped model decoded whole equals the resident one's. */
+static void want_same_matrix(const char *what, int32_t l, const float *resident,
+                             const struct assay_matrix_file *file, int64_t rows, int64_t cols)
+{
+    float *got = malloc(sizeof(float) * (size_t)(rows * cols));
+    assert_non_null(got);
+    assert_int_equal(assay_model_matrix_rows(NULL, file, cols, 0, rows, got), ASSAY_OK);
+    if (memcmp(got, resident, sizeof(float) * (size_t)(rows * cols)) != 0) {
+        print_error("%s of layer %d differs between the mapped and the resident load\n", what,
+                    (int)l);
+        fail();
+    }
+    /* a part of it, from the middle, and the copy a resident model gives */
+    assert_int_equal(assay_model_matrix_rows(resident, NULL, cols, rows / 2, 1, got), ASSAY_OK);
+    assert_memory_equal(got, resident + rows / 2 * cols, sizeof(float) * (size_t)cols);
+    free(got);
+}
+
+/* The oracle's logits of a prompt on model with n_threads threads. */
+static double *oracle_logits(const struct assay_model *model, int32_t n_threads, int32_t len,
+                             double *next)
+{
+    struct assay_oracle *o;
+    assert_int_equal(assay_oracle_init(&o, model, len), ASSAY_OK);
+    assert_int_equal(assay_oracle_set_threads(o, n_threads), ASSAY_OK);
+    int32_t tokens[64];
+    assert_true(len <= 64);
+    for (int32_t t = 0; t < len; t++) {
+        tokens[t] = (t * 53 + 7) % model->cfg.vocab;
+    }
+    double *logits = malloc(sizeof(double) * (size_t)len * (size_t)model->cfg.vocab);
+    assert_non_null(logits);
+    assert_int_equal(assay_oracle_logits(o, tokens, len, logits), ASSAY_OK);
+    assert_int_equal(assay_oracle_next_logits(o, tokens, len, next), ASSAY_OK);
+    assay_oracle_free(o);
+    return logits;
+}
+
+/* The resident and the mapped load of the file buf agree on everything: the
+ * hash, the types, every vector and every matrix, and the oracle's logits
+ * bit for bit on one and two threads; and a mapped model is refused where
+ * its weights would be needed in memory (clone, save, the engine's forward
+ * pass), each with its status. */
+static void want_mapped_like_resident(const uint8_t *buf, size_t size, const char *scratch)
+{
+    char path[512];
+    struct assay_diag diag;
+    assay_test_scratch(scratch, path, sizeof path);
+    gguf_write_all(path, buf, size);
+    struct assay_model *r = NULL, *m = NULL;
+    gguf_want_status(assay_model_load_gguf(&r, path, &diag), ASSAY_OK, &diag);
+    gguf_want_status(assay_model_load_gguf_mapped(&m, path, &diag), ASSAY_OK, &diag);
+    assert_false(r->mapped);
+    assert_true(m->mapped);
+    assert_null(m->tok_embd);
+    assert_null(m->output);
+    assert_null(m->layers[0].wq);
+    assert_string_equal(m->sha256, r->sha256);
+    assert_string_equal(m->tensor_types, r->tensor_types);
+    assert_int_equal(m->tok_embd_type, r->tok_embd_type);
+    assert_int_equal(m->output_type, r->output_type);
+    assert_int_equal(m->n_floats, r->n_floats);
+    assert_int_equal(m->tied, r->tied);
+    assert_int_equal(m->eos_token, r->eos_token);
+    const struct assay_model_config *c = &r->cfg;
+    int64_t d = c->d_model, qd = (int64_t)c->n_head * c->head_dim;
+    int64_t kvd = (int64_t)c->n_kv_head * c->head_dim, ff = c->d_ff;
+    want_same_matrix("token_embd", -1, r->tok_embd, &m->tok_embd_file, c->vocab, d);
+    want_same_matrix("output", -1, r->output, &m->output_file, c->vocab, d);
+    assert_memory_equal(m->out_norm, r->out_norm, sizeof(float) * (size_t)d);
+    for (int32_t l = 0; l < c->n_layer; l++) {
+        const struct assay_layer_weights *a = &r->layers[l], *b = &m->layers[l];
+        assert_memory_equal(&a->types, &b->types, sizeof a->types);
+        want_same_matrix("attn_q", l, a->wq, &b->files.wq, qd, d);
+        want_same_matrix("attn_k", l, a->wk, &b->files.wk, kvd, d);
+        want_same_matrix("attn_v", l, a->wv, &b->files.wv, kvd, d);
+        want_same_matrix("attn_output", l, a->wo, &b->files.wo, d, qd);
+        want_same_matrix("ffn_gate", l, a->w_gate, &b->files.w_gate, ff, d);
+        want_same_matrix("ffn_up", l, a->w_up, &b->files.w_up, ff, d);
+        want_same_matrix("ffn_down", l, a->w_down, &b->files.w_down, d, ff);
+        assert_memory_equal(a->attn_norm, b->attn_norm, sizeof(float) * (size_t)d);
+        assert_memory_equal(a->ffn_norm, b->ffn_norm, sizeof(float) * (size_t)d);
+        if (c->qkv_bias) {
+            assert_memory_equal(a->bq, b->bq, sizeof(float) * (size_t)qd);
+            assert_memory_equal(a->bv, b->bv, sizeof(float) * (size_t)kvd);
+        }
+    }
+    if (c->rope_freqs) {
+        assert_memory_equal(m->rope_freqs, r->rope_freqs, sizeof(float) * (size_t)(c->head_dim / 2));
+    }
+    const int32_t len = 40; /* more than a block of the oracle's positions */
+    size_t row = sizeof(double) * (size_t)c->vocab;
+    double *next_r = malloc(row), *next_m = malloc(row);
+    assert_non_null(next_r);
+    assert_non_null(next_m);
+    double *want = oracle_logits(r, 1, len, next_r);
+    for (int32_t threads = 1; threads <= 2; threads++) {
+        double *got = oracle_logits(m, threads, len, next_m);
+        assert_memory_equal(got, want, row * (size_t)len);
+        assert_memory_equal(next_m, next_r, row);
+        assert_memory_equal(next_m, want + (size_t)(len - 1) * c->vocab, row);
+        free(got);
+    }
+    struct assay_model *copy = (struct assay_model *)&copy;
+    assert_int_equal(assay_model_clone(m, &copy), ASSAY_ERR_UNSUPPORTED);
+    assert_null(copy);
+    assert_int_equal(assay_model_derive_draft(m, 0.1, 1, &copy), ASSAY_ERR_UNSUPPORTED);
+    char out[512];
+    assay_test_scratch("gguf-mapped-save.gguf", out, sizeof out);
+    assay_diag_clear(&diag);
+    assert_int_equal(assay_model_save_gguf(m, out, &diag), ASSAY_ERR_UNSUPPORTED);
+    gguf_want_diag(&diag, "model", "a resident model", "mapped model");
+    struct assay_score_params sp = assay_score_default_params(m, 16);
+    struct assay_score *sc = NULL;
+    assert_int_equal(assay_score_init(&sc, &sp, &diag), ASSAY_ERR_UNSUPPORTED);
+    assert_null(sc);
+    free(want);
+    free(next_r);
+    free(next_m);
+    assay_model_free(m);
+    assay_model_free(r);
+    remove(path);
+}
+
+/* Mapped loads of mini in F32, F16 and Q8_0, and of tied qwen2 with biases
+ * and llama with RoPE frequency divisors in Q8_0. */
+static void test_load_mapped(void **state)
+{
+    (void)state;
+    size_t size, n;
+    uint8_t *buf = gguf_mini_bytes(&size);
+    uint32_t (*types[])(const struct assay_gguf_tensor *) = {all_f32, all_f16, matrices_q8_0};
+    for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
+        struct retype r = {types[i], NULL, NULL};
+        uint8_t *file = retyped(buf, size, &r, &n);
+        want_mapped_like_resident(file, n, "gguf-mapped.gguf");
+        free(file);
+    }
+    free(buf);
+    struct assay_model *shapes[] = {arch_model(ASSAY_ARCH_QWEN2, true, true, 0.0f, false),
+                                    arch_model(ASSAY_ARCH_LLAMA, false, false, 2.0f, true)};
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        buf = model_bytes(shapes[i], &size);
+        struct retype r = {matrices_q8_0, NULL, NULL};
+        uint8_t *file = retyped(buf, size, &r, &n);
+        want_mapped_like_resident(file, n, "gguf-mapped-arch.gguf");
+        free(file);
+        free(buf);
+        assay_model_free(shapes[i]);
+    }
+}
+
 int main(int argc, char **argv)
 {
     assay_test_init(argc, argv);
@@ -1323,6 +1480,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_load_f16),
         cmocka_unit_test(test_load_q8_0),
         cmocka_unit_test(test_load_tied),
+        cmocka_unit_test(test_load_mapped),
         cmocka_unit_test(test_load_bad_types),
         cmocka_unit_test(test_load_tied_stray),
         cmocka_unit_test(test_roundtrip_qwen2_bias_tied),
