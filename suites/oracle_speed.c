@@ -3,9 +3,11 @@
  * memory it takes, for the README's figures and by hand:
  *
  *   oracle_speed MODEL.gguf [--len N] [--reps R] [--seed S] [--threads T]
- *                [--kernel auto|generic|avx2]
+ *                [--kernel auto|generic|avx2] [--mapped]
  *
- * Loads the file (dequantized to fp32 as every assay load is), makes an
+ * Loads the file (dequantized to fp32 as every assay load is; with
+ * --mapped its matrices stay in the file and the oracle decodes a layer at
+ * a time, engine/model.h assay_model_load_gguf_mapped), makes an
  * oracle for N tokens (default 128) on T threads (default 1), and runs R
  * (default 3) teacher-forced passes (assay_oracle_logits) over random
  * prompts of N tokens drawn from S (default 1), with the dot-product kernel
@@ -13,9 +15,13 @@
  * pass's tokens per second and their median, also per second of the
  * process's CPU time (all threads), which a busy machine disturbs less; the
  * oracle's scratch and the caller's logits buffer; the resident set after
- * the load and the peak resident set (getrusage); and a SHA-256 of every
- * logit computed: two builds that print the same digest for the same file,
- * N, R and S computed the same doubles bit for bit.
+ * the load and the peak resident set (getrusage); the floating-point
+ * operations a pass does (the products' multiply-adds and attention's) per
+ * second, against the machine's double-precision peak (its cores x its
+ * clock x two fused multiply-add pipes x the vector width in doubles x 2);
+ * and a SHA-256 of every logit computed: two builds, or a resident and a
+ * mapped load, that print the same digest for the same file, N, R and S
+ * computed the same doubles bit for bit.
  *
  * The time is wall-clock on CLOCK_MONOTONIC, so on a busy machine compare
  * builds side by side rather than with figures taken at another time. Exit
@@ -23,6 +29,7 @@
  * does not load, no memory).
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -46,13 +53,14 @@ struct speed_args {
     uint64_t seed;
     int32_t threads;
     enum assay_oracle_kernel kernel;
+    bool mapped;
 };
 
 static void usage(const char *argv0)
 {
     fprintf(stderr,
             "usage: %s MODEL.gguf [--len N] [--reps R] [--seed S] [--threads T] "
-            "[--kernel auto|generic|avx2]\n",
+            "[--kernel auto|generic|avx2] [--mapped]\n",
             argv0);
 }
 
@@ -73,7 +81,7 @@ static int parse_int(const char *what, const char *s, long long lo, long long hi
 
 static int parse_args(int argc, char **argv, struct speed_args *a)
 {
-    *a = (struct speed_args){NULL, 128, 3, 1, 1, ASSAY_ORACLE_KERNEL_AUTO};
+    *a = (struct speed_args){NULL, 128, 3, 1, 1, ASSAY_ORACLE_KERNEL_AUTO, false};
     for (int i = 1; i < argc; i++) {
         long long v;
         if (strcmp(argv[i], "--len") == 0) {
@@ -109,6 +117,8 @@ static int parse_args(int argc, char **argv, struct speed_args *a)
                 return -1;
             }
             a->kernel = k;
+        } else if (strcmp(argv[i], "--mapped") == 0) {
+            a->mapped = true;
         } else if (argv[i][0] == '-' && argv[i][1] != '\0') {
             fprintf(stderr, "oracle_speed: unknown option \"%s\"\n", argv[i]);
             return -1;
@@ -160,6 +170,51 @@ static double cpu_seconds(void)
                                                              : 0.0;
 }
 
+/* The floating-point operations of one teacher-forced pass over len
+ * tokens: a multiply and an add per weight per position in every product
+ * (the layers' seven matrices and the output), and per layer, head and
+ * pair of positions (t attends to 0..t) the score's and the weighted sum's
+ * multiply-adds. Norms, RoPE and softmax are left out (a few percent). */
+static double pass_flops(const struct assay_model_config *c, int32_t len)
+{
+    double d = c->d_model, qd = (double)c->n_head * c->head_dim;
+    double kvd = (double)c->n_kv_head * c->head_dim, ff = c->d_ff;
+    double per_pos = 2.0 * (c->n_layer * d * (2 * qd + 2 * kvd + 3 * ff) + (double)c->vocab * d);
+    double pairs = (double)len * (len + 1) / 2.0;
+    return per_pos * len + 4.0 * qd * c->n_layer * pairs;
+}
+
+/* The machine's double-precision peak in GFLOP/s: cores x clock (GHz, the
+ * first "cpu MHz" of /proc/cpuinfo) x 2 fused multiply-add pipes x the
+ * widest vector in doubles this CPU runs x 2 flops. *ghz, *width and
+ * *cores say what went in; 0 when the clock is unknown. */
+static double machine_peak_gflops(double *ghz, int *width, long *cores)
+{
+    *cores = sysconf(_SC_NPROCESSORS_ONLN);
+    *ghz = 0.0;
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    char line[256];
+    while (f != NULL && fgets(line, sizeof line, f) != NULL) {
+        double mhz;
+        if (sscanf(line, "cpu MHz : %lf", &mhz) == 1) {
+            *ghz = mhz / 1000.0;
+            break;
+        }
+    }
+    if (f != NULL) {
+        fclose(f);
+    }
+    *width = 2;
+#if defined(__x86_64__) || defined(__i386__)
+    if (__builtin_cpu_supports("avx512f")) {
+        *width = 8;
+    } else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
+        *width = 4;
+    }
+#endif
+    return (double)*cores * *ghz * 2.0 * *width * 2.0;
+}
+
 static int compare_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -177,7 +232,8 @@ int main(int argc, char **argv)
     assay_diag_clear(&diag);
     struct assay_model *m = NULL;
     int64_t t0 = assay_now_ns();
-    enum assay_status st = assay_model_load_gguf(&m, a.path, &diag);
+    enum assay_status st = a.mapped ? assay_model_load_gguf_mapped(&m, a.path, &diag)
+                                    : assay_model_load_gguf(&m, a.path, &diag);
     double load_s = (double)(assay_now_ns() - t0) * 1e-9;
     if (st != ASSAY_OK) {
         char msg[1024];
@@ -190,8 +246,10 @@ int main(int argc, char **argv)
     printf("%s: %s, %s, %lld parameters, %d layers, d_model %d, vocab %d\n", a.path,
            assay_arch_name(c->arch), m->tensor_types, (long long)m->n_floats, (int)c->n_layer,
            (int)c->d_model, (int)c->vocab);
-    printf("load %.2f s; fp32 weights %.0f MiB; resident after load %.0f MiB, peak %.0f MiB\n",
-           load_s, mib((double)m->n_floats * sizeof(float)), mib(loaded_rss), mib(load_peak));
+    printf("load %.2f s (%s); fp32 weights %.0f MiB; resident after load %.0f MiB, peak %.0f "
+           "MiB\n",
+           load_s, m->mapped ? "mapped: matrices left in the file" : "resident",
+           mib((double)m->n_floats * sizeof(float)), mib(loaded_rss), mib(load_peak));
     if (a.len > c->n_ctx) {
         fprintf(stderr, "oracle_speed: --len %d is more than the model's context %d\n", (int)a.len,
                 (int)c->n_ctx);
@@ -268,7 +326,21 @@ int main(int argc, char **argv)
                "%.1f per CPU-second; peak resident %.0f MiB\n",
                (int)a.len, rate[a.reps / 2], rate[0], rate[a.reps - 1], (int)a.reps,
                cpu_rate[a.reps / 2], mib(peak_rss_bytes()));
-        printf("logits sha256 %s\n", hex);
+        double ghz, flops = pass_flops(c, a.len);
+        int width;
+        long cores;
+        double peak = machine_peak_gflops(&ghz, &width, &cores);
+        double gflops = flops * rate[a.reps / 2] / a.len * 1e-9;
+        printf("%.2f GFLOP a pass; median %.2f GFLOP/s", flops * 1e-9, gflops);
+        if (peak > 0.0) {
+            printf(" = %.1f%% of the machine's double-precision peak %.0f GFLOP/s (%ld cores x "
+                   "%.2f GHz x 2 FMA pipes x %d doubles x 2), %.1f%% of the peak of the %d "
+                   "core%s used",
+                   100.0 * gflops / peak, peak, cores, ghz, width,
+                   100.0 * gflops / peak * cores / (a.threads < cores ? a.threads : cores),
+                   (int)(a.threads < cores ? a.threads : cores), a.threads == 1 ? "" : "s");
+        }
+        printf("\nlogits sha256 %s\n", hex);
     }
     assay_oracle_free(o);
     free(tokens);
