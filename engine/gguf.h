@@ -10,9 +10,10 @@
  * by name, each with its dimensions in ggml "ne" order (fastest first) and a
  * pointer to its bytes inside the buffer.
  *
- * The writer collects metadata pairs and f32 tensors and writes a GGUF
- * version 3 file through a temporary name and a rename, so that a failed
- * write never leaves a partial file at the destination.
+ * The writer collects metadata pairs and f32 tensors (borrowed, or
+ * produced a chunk at a time while writing and stored as F32 or F16) and
+ * writes a GGUF version 3 file through a temporary name and a rename, so
+ * that a failed write never leaves a partial file at the destination.
  *
  * Both assume a little-endian host, as the rest of assay does.
  *
@@ -283,6 +284,24 @@ enum assay_status assay_gguf_writer_add_i32_array(struct assay_gguf_writer *w, c
 enum assay_status assay_gguf_writer_add_tensor_f32(struct assay_gguf_writer *w, const char *name,
                                                    uint32_t n_dims, const int64_t *ne,
                                                    const float *data);
+
+/*
+ * A tensor whose values are produced while the file is written, for files
+ * larger than memory: fill(ctx, first, n, out) writes the floats of
+ * elements first..first+n (in ggml order, n <= ASSAY_GGUF_FILL_CHUNK) to
+ * out, and returns ASSAY_OK or a status that stops the write (the write
+ * then returns it, and no file is left). The chunks are asked for in
+ * order, each once per write. type is F32 or F16 (each float rounded to
+ * nearest even, as ggml converts); ctx is borrowed like data above.
+ * Returns as assay_gguf_writer_add_tensor_f32, and ASSAY_ERR_INVALID for
+ * another type.
+ */
+#define ASSAY_GGUF_FILL_CHUNK ((int64_t)1 << 20)
+typedef enum assay_status (*assay_gguf_fill_fn)(void *ctx, int64_t first, int64_t n, float *out);
+enum assay_status assay_gguf_writer_add_tensor_fill(struct assay_gguf_writer *w, const char *name,
+                                                    uint32_t n_dims, const int64_t *ne,
+                                                    uint32_t type, assay_gguf_fill_fn fill,
+                                                    void *ctx);
 
 /*
  * Write GGUF version 3: header, metadata, tensor infos, then each tensor's

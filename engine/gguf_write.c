@@ -1,10 +1,12 @@
 /*
  * gguf_write.c - the GGUF writer (gguf.h): metadata pairs and f32 tensors
+ * (borrowed, or filled chunk by chunk while writing, as F32 or F16)
  * collected in memory, then written as one GGUF version 3 file through a
  * temporary name and a rename. Used to save models (model_gguf.c) and by
  * the tests and tools that make GGUF files; each file is written once.
  */
 #include <errno.h>
+#include <stdbool.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +16,7 @@
 #include "../core/alloc.h"
 #include "gguf.h"
 #include "gguf_internal.h"
+#include "numerics.h"
 
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "engine/gguf_write.c writes host floats as GGUF's little-endian ones"
@@ -34,7 +37,11 @@ struct writer_tensor {
     char name[ASSAY_GGUF_MAX_NAME + 1];
     uint32_t n_dims;
     int64_t ne[ASSAY_GGUF_MAX_DIMS];
-    const float *data; /* borrowed */
+    const float *data; /* borrowed; NULL for a filled tensor */
+    assay_gguf_fill_fn fill; /* or its values' producer */
+    void *fill_ctx;
+    uint32_t type;     /* F32, or F16 for a filled tensor */
+    int64_t n_elements;
     uint64_t n_bytes;
 };
 
@@ -289,11 +296,13 @@ enum assay_status assay_gguf_writer_add_string_array(struct assay_gguf_writer *w
     return append_kv(w, key, kv);
 }
 
-enum assay_status assay_gguf_writer_add_tensor_f32(struct assay_gguf_writer *w, const char *name,
-                                                   uint32_t n_dims, const int64_t *ne,
-                                                   const float *data)
+/* Append a tensor of the given source and type after checking its name
+ * and dimensions (assay_gguf_writer_add_tensor_f32's rules). */
+static enum assay_status add_tensor(struct assay_gguf_writer *w, const char *name, uint32_t n_dims,
+                                    const int64_t *ne, const float *data, assay_gguf_fill_fn fill,
+                                    void *ctx, uint32_t type)
 {
-    if (w == NULL || name == NULL || ne == NULL || data == NULL) {
+    if (w == NULL || name == NULL || ne == NULL || (data == NULL && fill == NULL)) {
         return ASSAY_ERR_INVALID;
     }
     size_t len = strlen(name);
@@ -336,8 +345,33 @@ enum assay_status assay_gguf_writer_add_tensor_f32(struct assay_gguf_writer *w, 
         t->ne[d] = d < n_dims ? ne[d] : 1;
     }
     t->data = data;
-    t->n_bytes = (uint64_t)n_elements * sizeof(float);
+    t->fill = fill;
+    t->fill_ctx = ctx;
+    t->type = type;
+    t->n_elements = n_elements;
+    t->n_bytes = (uint64_t)n_elements * (type == ASSAY_GGML_TYPE_F16 ? 2 : sizeof(float));
     return ASSAY_OK;
+}
+
+enum assay_status assay_gguf_writer_add_tensor_f32(struct assay_gguf_writer *w, const char *name,
+                                                   uint32_t n_dims, const int64_t *ne,
+                                                   const float *data)
+{
+    if (data == NULL) {
+        return ASSAY_ERR_INVALID;
+    }
+    return add_tensor(w, name, n_dims, ne, data, NULL, NULL, ASSAY_GGML_TYPE_F32);
+}
+
+enum assay_status assay_gguf_writer_add_tensor_fill(struct assay_gguf_writer *w, const char *name,
+                                                    uint32_t n_dims, const int64_t *ne,
+                                                    uint32_t type, assay_gguf_fill_fn fill,
+                                                    void *ctx)
+{
+    if (fill == NULL || (type != ASSAY_GGML_TYPE_F32 && type != ASSAY_GGML_TYPE_F16)) {
+        return ASSAY_ERR_INVALID;
+    }
+    return add_tensor(w, name, n_dims, ne, NULL, fill, ctx, type);
 }
 
 /* A file being written: every write is checked, and the first error kept. */
@@ -345,6 +379,9 @@ struct sink {
     FILE *f;
     uint64_t pos;
     int err; /* errno of the first failure, or 0 */
+    enum assay_status fill_status; /* a fill's failure, or ASSAY_OK */
+    float *chunk;     /* ASSAY_GGUF_FILL_CHUNK floats for filled tensors */
+    uint16_t *halves; /* and as many halves; NULL when no tensor needs them */
 };
 
 static void put(struct sink *s, const void *bytes, size_t n)
@@ -433,14 +470,35 @@ static void put_file(struct sink *s, const struct assay_gguf_writer *w)
         for (uint32_t d = 0; d < t->n_dims; d++) {
             put_le(s, (uint64_t)t->ne[d], 8);
         }
-        put_le(s, ASSAY_GGML_TYPE_F32, 4);
+        put_le(s, t->type, 4);
         put_le(s, offset, 8);
         offset += t->n_bytes;
         offset += (w->alignment - offset % w->alignment) % w->alignment;
     }
     put_padding(s, w->alignment);
     for (size_t i = 0; i < w->n_tensors; i++) {
-        put(s, w->tensors[i].data, (size_t)w->tensors[i].n_bytes);
+        const struct writer_tensor *t = &w->tensors[i];
+        if (t->data != NULL) {
+            put(s, t->data, (size_t)t->n_bytes);
+        }
+        for (int64_t at = 0; t->data == NULL && at < t->n_elements && s->err == 0 &&
+                             s->fill_status == ASSAY_OK;
+             at += ASSAY_GGUF_FILL_CHUNK) {
+            int64_t n = t->n_elements - at < ASSAY_GGUF_FILL_CHUNK ? t->n_elements - at
+                                                                     : ASSAY_GGUF_FILL_CHUNK;
+            s->fill_status = t->fill(t->fill_ctx, at, n, s->chunk);
+            if (s->fill_status != ASSAY_OK) {
+                break;
+            }
+            if (t->type == ASSAY_GGML_TYPE_F16) {
+                for (int64_t k = 0; k < n; k++) {
+                    s->halves[k] = assay_numerics_f16_bits(s->chunk[k]);
+                }
+                put(s, s->halves, (size_t)n * 2);
+            } else {
+                put(s, s->chunk, (size_t)n * sizeof(float));
+            }
+        }
         put_padding(s, w->alignment);
     }
 }
@@ -457,9 +515,25 @@ enum assay_status assay_gguf_writer_write(const struct assay_gguf_writer *w, con
         return ASSAY_ERR_NOMEM;
     }
     snprintf(tmp, tmp_size, "%s.tmp.%ld", path, (long)getpid());
-    struct sink s = {NULL, 0, 0};
+    struct sink s = {NULL, 0, 0, ASSAY_OK, NULL, NULL};
+    bool filled = false;
+    for (size_t i = 0; i < w->n_tensors; i++) {
+        filled = filled || w->tensors[i].fill != NULL;
+    }
+    if (filled) {
+        s.chunk = assay_malloc((size_t)ASSAY_GGUF_FILL_CHUNK * sizeof(float));
+        s.halves = assay_malloc((size_t)ASSAY_GGUF_FILL_CHUNK * sizeof(uint16_t));
+        if (s.chunk == NULL || s.halves == NULL) {
+            assay_free(s.chunk);
+            assay_free(s.halves);
+            assay_free(tmp);
+            return ASSAY_ERR_NOMEM;
+        }
+    }
     s.f = fopen(tmp, "wb");
     if (s.f == NULL) {
+        assay_free(s.chunk);
+        assay_free(s.halves);
         assay_diag_set(diag, path, "creating the temporary file", "a file that can be created",
                        "%s", strerror(errno));
         assay_free(tmp);
@@ -471,6 +545,13 @@ enum assay_status assay_gguf_writer_write(const struct assay_gguf_writer *w, con
     }
     if (fclose(s.f) != 0 && s.err == 0) {
         s.err = errno != 0 ? errno : EIO;
+    }
+    assay_free(s.chunk);
+    assay_free(s.halves);
+    if (s.fill_status != ASSAY_OK) {
+        remove(tmp);
+        assay_free(tmp);
+        return s.fill_status;
     }
     if (s.err != 0) {
         char where[160];

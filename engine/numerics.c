@@ -161,6 +161,11 @@ static float f16_value(uint16_t h)
     return sign != 0 ? -v : v;
 }
 
+uint16_t assay_numerics_f16_bits(float x)
+{
+    return f16_bits(x);
+}
+
 float assay_numerics_round_f16(float x)
 {
     return f16_value(f16_bits(x));

@@ -82,6 +82,10 @@ int32_t assay_numerics_format_block(enum assay_act_format fmt);
  */
 enum assay_status assay_numerics_act_format(uint32_t ggml_type, enum assay_act_format *out);
 
+/* The binary16 bits nearest x (ties to even, overflow to infinity), as
+ * ggml's fp32-to-fp16 conversion and an F16 GGUF tensor store it. */
+uint16_t assay_numerics_f16_bits(float x);
+
 /* x rounded to fp16 and widened back (exact); bf16 likewise. */
 float assay_numerics_round_f16(float x);
 float assay_numerics_round_bf16(float x);
