@@ -10,6 +10,7 @@
 #include "model.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -343,15 +344,23 @@ enum assay_status assay_model_alloc_as(struct assay_model **out,
     return ASSAY_OK;
 }
 
-static void fill_gaussian(float *x, int64_t n, float std, uint64_t seed, uint32_t tensor)
+/* Elements first..first+n of a tensor of independent Gaussians of
+ * standard deviation std drawn from stream `tensor`: elements 2j and 2j + 1
+ * are the cosine and sine halves of one Box-Muller pair drawn with
+ * assay_rng_u01(seed, 2j, tensor) and (seed, 2j + 1, tensor), so any range
+ * of a tensor can be computed alone. */
+static void fill_gaussian(float *x, int64_t first, int64_t n, float std, uint64_t seed,
+                          uint32_t tensor)
 {
-    for (int64_t i = 0; i < n; i += 2) {
+    for (int64_t i = first & ~(int64_t)1; i < first + n; i += 2) {
         double u1 = assay_rng_u01(seed, (uint64_t)i, tensor);
         double u2 = assay_rng_u01(seed, (uint64_t)i + 1, tensor);
         double r = sqrt(-2.0 * log(1.0 - u1));
-        x[i] = (float)(std * r * cos(2.0 * M_PI * u2));
-        if (i + 1 < n) {
-            x[i + 1] = (float)(std * r * sin(2.0 * M_PI * u2));
+        if (i >= first) {
+            x[i - first] = (float)(std * r * cos(2.0 * M_PI * u2));
+        }
+        if (i + 1 < first + n) {
+            x[i + 1 - first] = (float)(std * r * sin(2.0 * M_PI * u2));
         }
     }
 }
@@ -363,27 +372,101 @@ static void fill_const(float *x, int64_t n, float v)
     }
 }
 
-/* Llama 3.1's RoPE frequency divisors for a context of 8192 extended by a
- * factor of 8 (low-frequency factor 1, high-frequency factor 4): pairs
- * whose wavelength is shorter than 8192 / 4 keep their frequency, those
- * longer than 8192 / 1 turn 8 times slower, and those between are blended
- * smoothly. */
-static void llama31_rope_freqs(float *out, const struct assay_model_config *c)
+/* Llama 3.1's RoPE frequency divisor of pair i, for a context of 8192
+ * extended by a factor of 8 (low-frequency factor 1, high-frequency factor
+ * 4): pairs whose wavelength is shorter than 8192 / 4 keep their
+ * frequency, those longer than 8192 / 1 turn 8 times slower, and those
+ * between are blended smoothly. */
+static float llama31_rope_divisor(const struct assay_model_config *c, int64_t i)
 {
     const double factor = 8.0, low = 1.0, high = 4.0, original = 8192.0;
-    for (int32_t i = 0; i < c->head_dim / 2; i++) {
-        double freq = pow((double)c->rope_theta, -2.0 * i / c->head_dim);
-        double wavelen = 2.0 * M_PI / freq;
-        double divisor;
-        if (wavelen < original / high) {
-            divisor = 1.0;
-        } else if (wavelen > original / low) {
-            divisor = factor;
-        } else {
-            double smooth = (original / wavelen - low) / (high - low);
-            divisor = 1.0 / ((1.0 - smooth) / factor + smooth);
+    double freq = pow((double)c->rope_theta, -2.0 * (double)i / c->head_dim);
+    double wavelen = 2.0 * M_PI / freq;
+    double divisor;
+    if (wavelen < original / high) {
+        divisor = 1.0;
+    } else if (wavelen > original / low) {
+        divisor = factor;
+    } else {
+        double smooth = (original / wavelen - low) / (high - low);
+        divisor = 1.0 / ((1.0 - smooth) / factor + smooth);
+    }
+    return (float)divisor;
+}
+
+void assay_model_random_values(const struct assay_model_config *c,
+                               struct assay_model_init_params params, uint64_t seed,
+                               enum assay_weight_kind kind, int32_t layer, int64_t first,
+                               int64_t n, float *out)
+{
+    const int64_t d = c->d_model, q = (int64_t)c->n_head * c->head_dim;
+    const float sd = 1.0f / sqrtf((float)d);
+    /* The draw streams: the token embedding 0, layer l's seven matrices
+     * 1 + 7l.. in order, the output 1 + 7 n_layer, then (drawn after every
+     * llama tensor, so a model with biases has the same other weights as
+     * one without) layer l's three biases 2 + 7 n_layer + 3l.. */
+    const uint32_t layer0 = 1 + 7 * (uint32_t)layer;
+    const uint32_t output = 1 + 7 * (uint32_t)c->n_layer;
+    const uint32_t bias0 = output + 1 + 3 * (uint32_t)layer;
+    switch (kind) {
+    case ASSAY_WEIGHT_ATTN_NORM:
+    case ASSAY_WEIGHT_FFN_NORM:
+    case ASSAY_WEIGHT_OUT_NORM:
+        fill_const(out, n, 1.0f);
+        return;
+    case ASSAY_WEIGHT_ROPE_FREQS:
+        for (int64_t i = 0; i < n; i++) {
+            out[i] = llama31_rope_divisor(c, first + i);
         }
-        out[i] = (float)divisor;
+        return;
+    case ASSAY_WEIGHT_Q:
+        fill_gaussian(out, first, n, params.qk_gain * sd, seed, layer0);
+        return;
+    case ASSAY_WEIGHT_K:
+        fill_gaussian(out, first, n, params.qk_gain * sd, seed, layer0 + 1);
+        return;
+    case ASSAY_WEIGHT_V:
+        fill_gaussian(out, first, n, sd, seed, layer0 + 2);
+        return;
+    case ASSAY_WEIGHT_O:
+        fill_gaussian(out, first, n, 1.0f / sqrtf((float)q), seed, layer0 + 3);
+        return;
+    case ASSAY_WEIGHT_GATE:
+        fill_gaussian(out, first, n, sd, seed, layer0 + 4);
+        return;
+    case ASSAY_WEIGHT_UP:
+        fill_gaussian(out, first, n, sd, seed, layer0 + 5);
+        return;
+    case ASSAY_WEIGHT_DOWN:
+        fill_gaussian(out, first, n, 1.0f / sqrtf((float)c->d_ff), seed, layer0 + 6);
+        return;
+    case ASSAY_WEIGHT_Q_BIAS:
+    case ASSAY_WEIGHT_K_BIAS:
+    case ASSAY_WEIGHT_V_BIAS:
+        fill_gaussian(out, first, n, ASSAY_INIT_BIAS_SD, seed,
+                      bias0 + (uint32_t)(kind - ASSAY_WEIGHT_Q_BIAS));
+        return;
+    case ASSAY_WEIGHT_TOK_EMBD:
+        if (!params.tied) {
+            fill_gaussian(out, first, n, 1.0f, seed, 0);
+            return;
+        }
+        break; /* one tensor, drawn as the output is */
+    case ASSAY_WEIGHT_OUTPUT:
+        break;
+    }
+    /* The output: with output_twins row 2i + 1 a copy of row 2i, then
+     * every element times output_scale. Row by row, so that an odd row
+     * draws its twin's elements. */
+    for (int64_t i = first; i < first + n;) {
+        int64_t row = i / d, col = i % d;
+        int64_t len = d - col < first + n - i ? d - col : first + n - i;
+        int64_t src = (c->output_twins && row % 2 == 1 ? row - 1 : row) * d + col;
+        fill_gaussian(out + (i - first), src, len, params.out_gain * sd, seed, output);
+        i += len;
+    }
+    for (int64_t i = 0; c->output_scale > 0.0f && c->output_scale != 1.0f && i < n; i++) {
+        out[i] *= c->output_scale;
     }
 }
 
@@ -418,44 +501,42 @@ enum assay_status assay_model_init_random_params(struct assay_model **out,
     const struct assay_model_config *c = &m->cfg;
     int64_t d = c->d_model, q = (int64_t)c->n_head * c->head_dim;
     int64_t kv = (int64_t)c->n_kv_head * c->head_dim, ff = c->d_ff;
-    float sd = 1.0f / sqrtf((float)d);
-    uint32_t tensor = 0;
+    const struct {
+        enum assay_weight_kind kind;
+        size_t offset; /* of the pointer in struct assay_layer_weights */
+        int64_t n;
+    } parts[] = {
+        {ASSAY_WEIGHT_ATTN_NORM, offsetof(struct assay_layer_weights, attn_norm), d},
+        {ASSAY_WEIGHT_Q, offsetof(struct assay_layer_weights, wq), q * d},
+        {ASSAY_WEIGHT_K, offsetof(struct assay_layer_weights, wk), kv * d},
+        {ASSAY_WEIGHT_V, offsetof(struct assay_layer_weights, wv), kv * d},
+        {ASSAY_WEIGHT_O, offsetof(struct assay_layer_weights, wo), d * q},
+        {ASSAY_WEIGHT_FFN_NORM, offsetof(struct assay_layer_weights, ffn_norm), d},
+        {ASSAY_WEIGHT_GATE, offsetof(struct assay_layer_weights, w_gate), ff * d},
+        {ASSAY_WEIGHT_UP, offsetof(struct assay_layer_weights, w_up), ff * d},
+        {ASSAY_WEIGHT_DOWN, offsetof(struct assay_layer_weights, w_down), d * ff},
+        {ASSAY_WEIGHT_Q_BIAS, offsetof(struct assay_layer_weights, bq), q},
+        {ASSAY_WEIGHT_K_BIAS, offsetof(struct assay_layer_weights, bk), kv},
+        {ASSAY_WEIGHT_V_BIAS, offsetof(struct assay_layer_weights, bv), kv},
+    };
+    assay_model_random_values(c, params, seed, ASSAY_WEIGHT_OUTPUT, 0, 0, (int64_t)c->vocab * d,
+                              m->output);
     if (!params.tied) {
-        fill_gaussian(m->tok_embd, (int64_t)c->vocab * d, 1.0f, seed, tensor);
+        assay_model_random_values(c, params, seed, ASSAY_WEIGHT_TOK_EMBD, 0, 0,
+                                  (int64_t)c->vocab * d, m->tok_embd);
     }
-    tensor++;
     for (int32_t l = 0; l < c->n_layer; l++) {
-        struct assay_layer_weights *w = &m->layers[l];
-        fill_const(w->attn_norm, d, 1.0f);
-        fill_gaussian(w->wq, q * d, params.qk_gain * sd, seed, tensor++);
-        fill_gaussian(w->wk, kv * d, params.qk_gain * sd, seed, tensor++);
-        fill_gaussian(w->wv, kv * d, sd, seed, tensor++);
-        fill_gaussian(w->wo, d * q, 1.0f / sqrtf((float)q), seed, tensor++);
-        fill_const(w->ffn_norm, d, 1.0f);
-        fill_gaussian(w->w_gate, ff * d, sd, seed, tensor++);
-        fill_gaussian(w->w_up, ff * d, sd, seed, tensor++);
-        fill_gaussian(w->w_down, d * ff, 1.0f / sqrtf((float)ff), seed, tensor++);
+        for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+            float *dst = *(float **)((char *)&m->layers[l] + parts[i].offset);
+            if (dst != NULL) {
+                assay_model_random_values(c, params, seed, parts[i].kind, l, 0, parts[i].n, dst);
+            }
+        }
     }
-    fill_const(m->out_norm, d, 1.0f);
-    fill_gaussian(m->output, (int64_t)c->vocab * d, params.out_gain * sd, seed, tensor++);
-    for (int64_t t = 0; c->output_twins && t + 1 < c->vocab; t += 2) {
-        memcpy(m->output + (t + 1) * d, m->output + t * d, sizeof(float) * (size_t)d);
-    }
-    for (int64_t i = 0; c->output_scale > 0.0f && c->output_scale != 1.0f &&
-                        i < (int64_t)c->vocab * d;
-         i++) {
-        m->output[i] *= c->output_scale;
-    }
-    /* Drawn after every llama tensor, so a model with biases has the same
-     * other weights as one without. */
-    for (int32_t l = 0; l < c->n_layer && c->qkv_bias; l++) {
-        struct assay_layer_weights *w = &m->layers[l];
-        fill_gaussian(w->bq, q, ASSAY_INIT_BIAS_SD, seed, tensor++);
-        fill_gaussian(w->bk, kv, ASSAY_INIT_BIAS_SD, seed, tensor++);
-        fill_gaussian(w->bv, kv, ASSAY_INIT_BIAS_SD, seed, tensor++);
-    }
+    assay_model_random_values(c, params, seed, ASSAY_WEIGHT_OUT_NORM, 0, 0, d, m->out_norm);
     if (c->rope_freqs) {
-        llama31_rope_freqs(m->rope_freqs, c);
+        assay_model_random_values(c, params, seed, ASSAY_WEIGHT_ROPE_FREQS, 0, 0, c->head_dim / 2,
+                                  m->rope_freqs);
     }
     assay_model_rehash(m);
     *out = m;

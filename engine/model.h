@@ -344,6 +344,24 @@ enum assay_status assay_model_load_gguf_buffer(struct assay_model **out, const u
 enum assay_status assay_model_save_gguf(const struct assay_model *model, const char *path,
                                         struct assay_diag *diag);
 
+/*
+ * The file assay_model_save_gguf writes of the model
+ * assay_model_init_random_params(cfg, params, seed) would build, written
+ * without building it: tensor by tensor, a chunk at a time, so a model far
+ * larger than memory (an 8B shape is 32 GB in fp32) can be written. The
+ * matrices are stored as `type`, F32 (the very bytes of the save) or F16
+ * (each weight rounded to nearest even, half the disk); the norms, biases
+ * and RoPE divisors stay F32, as llama.cpp's converters keep them. sha256
+ * (65 bytes, may be NULL) gets the model's hash (of the fp32 weights, what
+ * assay_model_init_random_params's model has as sha256). Returns as
+ * assay_model_save_gguf; ASSAY_ERR_INVALID for another type or a gain that
+ * is not finite and positive.
+ */
+enum assay_status assay_model_write_random_gguf(const struct assay_model_config *cfg,
+                                                struct assay_model_init_params params,
+                                                uint64_t seed, uint32_t type, const char *path,
+                                                char sha256[65], struct assay_diag *diag);
+
 /* A deep copy of a model (weights, config, tying and tensor types; a tied
  * copy's output points into its own data). On failure *out is NULL;
  * ASSAY_ERR_UNSUPPORTED for a mapped model. */

@@ -49,6 +49,12 @@ static const char *const k_part_names[PART_COUNT] = {
     "ffn_norm.weight",  "ffn_gate.weight", "ffn_up.weight", "ffn_down.weight",
 };
 
+static const enum assay_weight_kind k_part_kinds[PART_COUNT] = {
+    ASSAY_WEIGHT_ATTN_NORM, ASSAY_WEIGHT_Q,    ASSAY_WEIGHT_Q_BIAS, ASSAY_WEIGHT_K,
+    ASSAY_WEIGHT_K_BIAS,    ASSAY_WEIGHT_V,    ASSAY_WEIGHT_V_BIAS, ASSAY_WEIGHT_O,
+    ASSAY_WEIGHT_FFN_NORM,  ASSAY_WEIGHT_GATE, ASSAY_WEIGHT_UP,     ASSAY_WEIGHT_DOWN,
+};
+
 static bool is_bias(enum layer_part part)
 {
     return part == PART_Q_BIAS || part == PART_K_BIAS || part == PART_V_BIAS;
@@ -78,6 +84,8 @@ struct tensor_spec {
                                      * NULL for a vector */
     uint32_t *type;               /* where a matrix's ggml type is kept;
                                    * NULL for a vector */
+    enum assay_weight_kind kind;  /* which weight it is */
+    int32_t layer;                /* of a layer's tensor; else 0 */
 };
 
 /* The tensors a model has: a tied one has no output.weight, one with
@@ -94,6 +102,7 @@ static void tensor_spec(struct assay_model *m, size_t k, struct tensor_spec *out
 {
     out->file = NULL;
     out->type = NULL;
+    out->layer = 0;
     const struct assay_model_config *c = &m->cfg;
     int64_t d = c->d_model, q = (int64_t)c->n_head * c->head_dim;
     int64_t kv = (int64_t)c->n_kv_head * c->head_dim, ff = c->d_ff, vocab = c->vocab;
@@ -104,19 +113,23 @@ static void tensor_spec(struct assay_model *m, size_t k, struct tensor_spec *out
     int64_t ne0 = d, ne1 = 0; /* ne1 == 0: a vector */
     if (k == 0) {
         snprintf(out->name, sizeof out->name, "token_embd.weight");
+        out->kind = ASSAY_WEIGHT_TOK_EMBD;
         ne1 = vocab;
         out->data = m->tok_embd;
         out->file = &m->tok_embd_file;
         out->type = &m->tok_embd_type;
     } else if (k == layers_end) {
         snprintf(out->name, sizeof out->name, "output_norm.weight");
+        out->kind = ASSAY_WEIGHT_OUT_NORM;
         out->data = m->out_norm;
     } else if (k == rope_freqs_at) {
         snprintf(out->name, sizeof out->name, "rope_freqs.weight");
+        out->kind = ASSAY_WEIGHT_ROPE_FREQS;
         ne0 = c->head_dim / 2;
         out->data = m->rope_freqs;
     } else if (k == layers_end + 1) {
         snprintf(out->name, sizeof out->name, "output.weight");
+        out->kind = ASSAY_WEIGHT_OUTPUT;
         ne1 = vocab;
         out->data = m->output;
         out->file = &m->output_file;
@@ -126,6 +139,8 @@ static void tensor_spec(struct assay_model *m, size_t k, struct tensor_spec *out
         enum layer_part part = parts[(k - 1) % per_layer];
         struct assay_layer_weights *w = &m->layers[layer];
         snprintf(out->name, sizeof out->name, "blk.%zu.%s", layer, k_part_names[part]);
+        out->kind = k_part_kinds[part];
+        out->layer = (int32_t)layer;
         switch (part) {
         case PART_ATTN_NORM:
             out->data = w->attn_norm;
@@ -1083,5 +1098,85 @@ enum assay_status assay_model_save_gguf(const struct assay_model *model, const c
                        assay_status_str(st));
     }
     assay_gguf_writer_free(w);
+    return st;
+}
+
+/* One tensor of a random model being written: its values come from
+ * assay_model_random_values a chunk at a time, hashed as they go. */
+struct random_tensor {
+    const struct assay_model_config *cfg;
+    struct assay_model_init_params params;
+    uint64_t seed;
+    enum assay_weight_kind kind;
+    int32_t layer;
+    struct assay_sha256 *sha;
+};
+
+static enum assay_status fill_random(void *ctx, int64_t first, int64_t n, float *out)
+{
+    const struct random_tensor *t = ctx;
+    assay_model_random_values(t->cfg, t->params, t->seed, t->kind, t->layer, first, n, out);
+    /* fp32 little-endian, in data order: assay_model_rehash's bytes */
+    assay_sha256_update(t->sha, out, (size_t)n * sizeof(float));
+    return ASSAY_OK;
+}
+
+enum assay_status assay_model_write_random_gguf(const struct assay_model_config *cfg,
+                                                struct assay_model_init_params params,
+                                                uint64_t seed, uint32_t type, const char *path,
+                                                char sha256[65], struct assay_diag *diag)
+{
+    if (cfg == NULL || path == NULL ||
+        (type != ASSAY_GGML_TYPE_F32 && type != ASSAY_GGML_TYPE_F16) ||
+        !(params.qk_gain > 0.0f && isfinite(params.qk_gain) && params.out_gain > 0.0f &&
+          isfinite(params.out_gain))) {
+        return ASSAY_ERR_INVALID;
+    }
+    enum assay_status st = assay_model_config_validate(cfg, diag);
+    if (st != ASSAY_OK) {
+        if (diag != NULL) {
+            snprintf(diag->file, sizeof diag->file, "%s", path);
+        }
+        return st;
+    }
+    /* tensor_spec needs the shape only: no weights are allocated */
+    struct assay_model shape;
+    memset(&shape, 0, sizeof shape);
+    shape.cfg = *cfg;
+    shape.tied = params.tied;
+    shape.mapped = true;
+    size_t n = n_tensor_specs(&shape);
+    shape.layers = assay_calloc((size_t)cfg->n_layer, sizeof *shape.layers);
+    struct random_tensor *tensors = assay_calloc(n, sizeof *tensors);
+    struct assay_gguf_writer *w = NULL;
+    st = shape.layers == NULL || tensors == NULL ? ASSAY_ERR_NOMEM : assay_gguf_writer_init(&w);
+    if (st == ASSAY_OK) {
+        st = add_metadata(w, cfg);
+    }
+    struct assay_sha256 sha;
+    assay_sha256_init(&sha);
+    for (size_t k = 0; k < n && st == ASSAY_OK; k++) {
+        struct tensor_spec e;
+        tensor_spec(&shape, k, &e);
+        tensors[k] = (struct random_tensor){cfg, params, seed, e.kind, e.layer, &sha};
+        /* vectors stay F32, as llama.cpp's converters and quantizers keep them */
+        st = assay_gguf_writer_add_tensor_fill(w, e.name, e.n_dims, e.ne,
+                                               e.n_dims == 2 ? type : ASSAY_GGML_TYPE_F32,
+                                               fill_random, &tensors[k]);
+    }
+    if (st == ASSAY_OK) {
+        st = assay_gguf_writer_write(w, path, diag);
+    } else {
+        assay_diag_set(diag, path, "building the GGUF contents", "success", "%s",
+                       assay_status_str(st));
+    }
+    if (st == ASSAY_OK && sha256 != NULL) {
+        uint8_t digest[32];
+        assay_sha256_final(&sha, digest);
+        assay_sha256_hex(digest, sha256);
+    }
+    assay_gguf_writer_free(w);
+    assay_free(tensors);
+    assay_free(shape.layers);
     return st;
 }

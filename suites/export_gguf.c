@@ -41,6 +41,12 @@
  * Default 0 for a config name, 4 for a shape; keep it small on large
  * models, as the oracle is written for clarity, not speed.
  *
+ * --type F32|F16 writes the file without building the model (a chunk at a
+ * time: an 8B shape needs 32 GB in fp32, its F16 file 16 GB of disk and
+ * little memory), the matrices stored as F32 (the same file as without
+ * --type) or F16; the hash printed is still the fp32 model's. Neither
+ * --measure nor --scale-layer, which need the model built, go with it.
+ *
  * --scale-layer L:F multiplies every matrix of layer L (q, k, v, output,
  * gate, up, down) by F after the initialisation: a model that differs from
  * the unscaled one by little, for the audit's must-fail controls (a server
@@ -57,6 +63,7 @@
 #include <string.h>
 
 #include "core/rng.h"
+#include "engine/gguf.h"
 #include "engine/model.h"
 #include "oracles/oracle.h"
 
@@ -77,6 +84,8 @@ struct export_args {
     int32_t measure;    /* prompts; -1 = the default */
     int32_t scale_layer; /* -1: none */
     float scale;         /* the factor of layer scale_layer's matrices */
+    const char *type;    /* --type: written a chunk at a time; NULL: built
+                          * in memory and saved as F32 */
 };
 
 static void usage(const char *argv0)
@@ -86,7 +95,7 @@ static void usage(const char *argv0)
     fprintf(stderr,
             "usage: %s OUT.gguf [MODEL [SEED]]\n"
             "       %s OUT.gguf (MODEL | --shape K=V,...) [--seed N] [--gain G] [--qk-gain G]"
-            " [--measure P] [--scale-layer L:F]\n"
+            " [--measure P] [--scale-layer L:F] [--type F32|F16]\n"
             "  MODEL: %s\n"
             "  SHAPE keys: d_model layers heads d_ff vocab (required), kv_heads head_dim ctx"
             " norm_eps rope_theta rope_scale rope_freqs arch bias tied twins\n",
@@ -328,6 +337,12 @@ static int parse_args(int argc, char **argv, struct export_args *a)
             if (parse_i32("--measure", value, &a->measure) != 0) {
                 return -1;
             }
+        } else if (strcmp(arg, "--type") == 0) {
+            if (strcmp(value, "F32") != 0 && strcmp(value, "F16") != 0) {
+                fprintf(stderr, "export_gguf: --type: expected F32 or F16, got \"%s\"\n", value);
+                return -1;
+            }
+            a->type = value;
         } else {
             fprintf(stderr, "export_gguf: unknown option \"%s\"\n", arg);
             return -1;
@@ -346,8 +361,13 @@ static int parse_args(int argc, char **argv, struct export_args *a)
     if (a->shape != NULL && !a->qk_gain_set) {
         a->init.qk_gain = EXPORT_SHAPE_QK_GAIN;
     }
+    if (a->type != NULL && (a->measure > 0 || a->scale_layer >= 0)) {
+        fprintf(stderr, "export_gguf: --type writes the model without building it; --measure and "
+                        "--scale-layer need it built (leave --type out)\n");
+        return -1;
+    }
     if (a->measure < 0) {
-        a->measure = a->shape != NULL ? 4 : 0;
+        a->measure = a->shape != NULL && a->type == NULL ? 4 : 0;
     }
     return 0;
 }
@@ -528,6 +548,29 @@ static void scale_layer(struct assay_model *m, int32_t l, float f)
     assay_model_rehash(m);
 }
 
+/* --type: the model written a chunk at a time, never built. */
+static int write_streamed(const struct export_args *a, const struct assay_model_config *cfg)
+{
+    struct assay_diag diag;
+    assay_diag_clear(&diag);
+    char sha[65];
+    uint32_t type = strcmp(a->type, "F16") == 0 ? ASSAY_GGML_TYPE_F16 : ASSAY_GGML_TYPE_F32;
+    enum assay_status st =
+        assay_model_write_random_gguf(cfg, a->init, a->seed, type, a->out, sha, &diag);
+    if (st != ASSAY_OK) {
+        char msg[1024];
+        fprintf(stderr, "export_gguf: %s (%s)\n", assay_diag_format(&diag, msg, sizeof msg),
+                assay_status_str(st));
+        return 2;
+    }
+    printf("%s %s seed %llu sha256 %s\n", a->out, cfg->name, (unsigned long long)a->seed, sha);
+    printf("%lld parameters, output gain %g, query/key gain %g, matrices stored as %s\n",
+           (long long)(assay_model_config_n_params(cfg) -
+                       (a->init.tied ? (int64_t)cfg->vocab * cfg->d_model : 0)),
+           (double)a->init.out_gain, (double)a->init.qk_gain, a->type);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     struct export_args a;
@@ -545,6 +588,9 @@ int main(int argc, char **argv)
         assay_model_config_names(names, sizeof names);
         fprintf(stderr, "export_gguf: MODEL: expected one of %s, got \"%s\"\n", names, a.model);
         return 2;
+    }
+    if (a.type != NULL) {
+        return write_streamed(&a, &cfg);
     }
     struct assay_model *m = NULL;
     enum assay_status st = assay_model_init_random_params(&m, &cfg, a.init, a.seed);

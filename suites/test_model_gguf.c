@@ -24,6 +24,7 @@
 #include "core/status.h"
 #include "engine/gguf.h"
 #include "engine/model.h"
+#include "engine/model_internal.h"
 #include "engine/score.h"
 #include "gguf_bytes.h"
 #include "oracles/oracle.h"
@@ -1469,6 +1470,123 @@ static void test_load_mapped(void **state)
     }
 }
 
+/* ------------------------------------------------------------------ */
+/* Random models written without being built                          */
+/* ------------------------------------------------------------------ */
+
+/* Any range of any tensor of the random initialisation, computed alone,
+ * is what the built model holds there: odd starts and ends (half a
+ * Box-Muller pair), ranges across rows of the output with twins, scaled
+ * outputs, tied embeddings, biases and RoPE divisors. */
+static void test_random_values_ranges(void **state)
+{
+    (void)state;
+    struct assay_model_config twins = assay_model_config_mini_twins();
+    twins.output_scale = 3.0f;
+    twins.qkv_bias = true;
+    twins.rope_freqs = true;
+    struct assay_model_init_params params = assay_model_init_default_params();
+    for (int tied = 0; tied <= 1; tied++) {
+        params.tied = tied == 1;
+        struct assay_model *m;
+        assert_int_equal(assay_model_init_random_params(&m, &twins, params, 9), ASSAY_OK);
+        const int64_t d = twins.d_model;
+        const struct {
+            enum assay_weight_kind kind;
+            int32_t layer;
+            const float *data;
+            int64_t n;
+        } cases[] = {
+            {ASSAY_WEIGHT_OUTPUT, 0, m->output, (int64_t)twins.vocab * d},
+            {ASSAY_WEIGHT_TOK_EMBD, 0, m->tok_embd, (int64_t)twins.vocab * d},
+            {ASSAY_WEIGHT_V, 1, m->layers[1].wv, (int64_t)twins.n_kv_head * twins.head_dim * d},
+            {ASSAY_WEIGHT_DOWN, 0, m->layers[0].w_down, (int64_t)twins.d_ff * d},
+            {ASSAY_WEIGHT_K_BIAS, 1, m->layers[1].bk, (int64_t)twins.n_kv_head * twins.head_dim},
+            {ASSAY_WEIGHT_ROPE_FREQS, 0, m->rope_freqs, twins.head_dim / 2},
+            {ASSAY_WEIGHT_FFN_NORM, 1, m->layers[1].ffn_norm, d},
+        };
+        float got[3 * 64 + 7];
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+            const int64_t firsts[] = {0, 1, d - 1, d + 3, cases[c].n - 5};
+            for (size_t f = 0; f < sizeof firsts / sizeof firsts[0]; f++) {
+                int64_t first = firsts[f] < 0 ? 0 : firsts[f] % cases[c].n;
+                int64_t n = cases[c].n - first < 3 * d + 7 ? cases[c].n - first : 3 * d + 7;
+                assay_model_random_values(&twins, params, 9, cases[c].kind, cases[c].layer,
+                                          first, n, got);
+                if (memcmp(got, cases[c].data + first, sizeof(float) * (size_t)n) != 0) {
+                    print_error("tensor kind %d layer %d, elements %lld..%lld%s differ\n",
+                                (int)cases[c].kind, (int)cases[c].layer, (long long)first,
+                                (long long)(first + n), tied ? " (tied)" : "");
+                    fail();
+                }
+            }
+        }
+        assay_model_free(m);
+    }
+}
+
+/* A random model written a chunk at a time: in F32 the very file the built
+ * model saves to (and its hash); in F16 each matrix the built one's
+ * weights rounded to nearest even, the vectors F32, and the hash the fp32
+ * model's. Tied qwen2 with biases, and a vocabulary whose output spans
+ * several of the writer's chunks. */
+static void test_write_random(void **state)
+{
+    (void)state;
+    struct assay_model_config cfg = assay_model_config_mini_twins();
+    cfg.arch = ASSAY_ARCH_QWEN2;
+    cfg.qkv_bias = true;
+    cfg.vocab = (int32_t)(2 * ASSAY_GGUF_FILL_CHUNK / cfg.d_model + 3); /* 3 chunks of output */
+    struct assay_model_init_params params = assay_model_init_default_params();
+    params.tied = true;
+    struct assay_model *m;
+    assert_int_equal(assay_model_init_random_params(&m, &cfg, params, 4), ASSAY_OK);
+    char saved[512], streamed[512], sha[65];
+    struct assay_diag diag;
+    assay_test_scratch("gguf-saved.gguf", saved, sizeof saved);
+    assay_test_scratch("gguf-streamed.gguf", streamed, sizeof streamed);
+    gguf_want_status(assay_model_save_gguf(m, saved, &diag), ASSAY_OK, &diag);
+    gguf_want_status(assay_model_write_random_gguf(&cfg, params, 4, ASSAY_GGML_TYPE_F32, streamed,
+                                                   sha, &diag),
+                     ASSAY_OK, &diag);
+    assert_string_equal(sha, m->sha256);
+    size_t n_a, n_b;
+    uint8_t *a = gguf_read_all(saved, &n_a), *b = gguf_read_all(streamed, &n_b);
+    assert_int_equal(n_a, n_b);
+    assert_memory_equal(a, b, n_a);
+    free(a);
+    free(b);
+    gguf_want_status(assay_model_write_random_gguf(&cfg, params, 4, ASSAY_GGML_TYPE_F16, streamed,
+                                                   sha, &diag),
+                     ASSAY_OK, &diag);
+    assert_string_equal(sha, m->sha256);
+    struct assay_model *h = NULL;
+    gguf_want_status(assay_model_load_gguf(&h, streamed, &diag), ASSAY_OK, &diag);
+    assert_string_equal(h->tensor_types, "F16+F32");
+    assert_true(h->tied);
+    const int64_t n_out = (int64_t)cfg.vocab * cfg.d_model;
+    for (int64_t i = 0; i < n_out; i++) {
+        if (h->output[i] != half_value(half_bits(m->output[i]))) {
+            print_error("output[%lld]: %.9g, expected %.9g rounded\n", (long long)i,
+                        (double)h->output[i], (double)m->output[i]);
+            fail();
+        }
+    }
+    const int64_t qd = (int64_t)cfg.n_head * cfg.head_dim;
+    for (int64_t i = 0; i < qd * cfg.d_model; i++) {
+        assert_true(h->layers[1].wq[i] == half_value(half_bits(m->layers[1].wq[i])));
+    }
+    assert_memory_equal(h->layers[1].bq, m->layers[1].bq, sizeof(float) * (size_t)qd);
+    assay_model_free(h);
+    /* a type it does not write */
+    assert_int_equal(assay_model_write_random_gguf(&cfg, params, 4, ASSAY_GGML_TYPE_Q8_0,
+                                                   streamed, sha, &diag),
+                     ASSAY_ERR_INVALID);
+    remove(saved);
+    remove(streamed);
+    assay_model_free(m);
+}
+
 int main(int argc, char **argv)
 {
     assay_test_init(argc, argv);
@@ -1481,6 +1599,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_load_q8_0),
         cmocka_unit_test(test_load_tied),
         cmocka_unit_test(test_load_mapped),
+        cmocka_unit_test(test_random_values_ranges),
+        cmocka_unit_test(test_write_random),
         cmocka_unit_test(test_load_bad_types),
         cmocka_unit_test(test_load_tied_stray),
         cmocka_unit_test(test_roundtrip_qwen2_bias_tied),
