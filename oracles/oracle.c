@@ -35,6 +35,9 @@
  * independent chains of additions, where one position alone has one. */
 #define ORACLE_GROUP 4
 
+/* The AVX-512 kernel's tiles: four weight rows by four positions. */
+#define ORACLE_TILE 4
+
 struct assay_oracle {
     const struct assay_model *model;
     int32_t max_len;
@@ -132,6 +135,12 @@ bool assay_oracle_kernel_supported(enum assay_oracle_kernel kernel)
 #else
         return false;
 #endif
+    case ASSAY_ORACLE_KERNEL_AVX512:
+#ifdef ORACLE_HAVE_AVX2
+        return __builtin_cpu_supports("avx512f") != 0 && __builtin_cpu_supports("avx2") != 0;
+#else
+        return false;
+#endif
     }
     return false;
 }
@@ -145,6 +154,8 @@ const char *assay_oracle_kernel_name(enum assay_oracle_kernel kernel)
         return "generic";
     case ASSAY_ORACLE_KERNEL_AVX2:
         return "avx2";
+    case ASSAY_ORACLE_KERNEL_AVX512:
+        return "avx512";
     }
     return "?";
 }
@@ -152,11 +163,13 @@ const char *assay_oracle_kernel_name(enum assay_oracle_kernel kernel)
 enum assay_status assay_oracle_set_kernel(struct assay_oracle *o, enum assay_oracle_kernel kernel)
 {
     if (kernel == ASSAY_ORACLE_KERNEL_AUTO) {
-        kernel = assay_oracle_kernel_supported(ASSAY_ORACLE_KERNEL_AVX2)
+        kernel = assay_oracle_kernel_supported(ASSAY_ORACLE_KERNEL_AVX512) ? ASSAY_ORACLE_KERNEL_AVX512
+                 : assay_oracle_kernel_supported(ASSAY_ORACLE_KERNEL_AVX2)
                      ? ASSAY_ORACLE_KERNEL_AVX2
                      : ASSAY_ORACLE_KERNEL_GENERIC;
     }
-    if (kernel != ASSAY_ORACLE_KERNEL_GENERIC && kernel != ASSAY_ORACLE_KERNEL_AVX2) {
+    if (kernel != ASSAY_ORACLE_KERNEL_GENERIC && kernel != ASSAY_ORACLE_KERNEL_AVX2 &&
+        kernel != ASSAY_ORACLE_KERNEL_AVX512) {
         return ASSAY_ERR_INVALID;
     }
     if (!assay_oracle_kernel_supported(kernel)) {
@@ -217,6 +230,57 @@ static double dot(const float *w, const double *x, int32_t n)
 }
 
 #ifdef ORACLE_HAVE_AVX2
+/*
+ * dot() of ORACLE_TILE weight rows (w, rows wstride apart) with
+ * ORACLE_TILE positions (x, stride apart) at once: out[r][p] is the double
+ * dot() computes for row r and position p. Each of the sixteen results has
+ * its own 8-wide accumulator whose lane k is dot()'s acc[k] (the same
+ * widening, multiply and add, each rounded; no fused multiply-add), summed
+ * as dot() sums acc[]. A tile loads each widened weight vector once for
+ * four positions and each position's vector once for four rows, where a
+ * position at a time loads both for every multiply: the products are
+ * then bound by arithmetic, not by loads.
+ */
+__attribute__((target("avx512f"))) static void dot_tile_avx512(const float *w, int64_t wstride,
+                                                             const double *x, int64_t stride,
+                                                             int32_t n,
+                                                             double out[ORACLE_TILE][ORACLE_TILE])
+{
+    __m512d acc[ORACLE_TILE][ORACLE_TILE];
+    for (int32_t r = 0; r < ORACLE_TILE; r++) {
+        for (int32_t p = 0; p < ORACLE_TILE; p++) {
+            acc[r][p] = _mm512_setzero_pd();
+        }
+    }
+    int32_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m512d xv[ORACLE_TILE];
+        for (int32_t p = 0; p < ORACLE_TILE; p++) {
+            xv[p] = _mm512_loadu_pd(x + p * stride + i);
+        }
+        for (int32_t r = 0; r < ORACLE_TILE; r++) {
+            const __m512d wv = _mm512_cvtps_pd(_mm256_loadu_ps(w + r * wstride + i));
+            for (int32_t p = 0; p < ORACLE_TILE; p++) {
+                acc[r][p] = _mm512_add_pd(acc[r][p], _mm512_mul_pd(wv, xv[p]));
+            }
+        }
+    }
+    for (int32_t r = 0; r < ORACLE_TILE; r++) {
+        for (int32_t p = 0; p < ORACLE_TILE; p++) {
+            double lanes[8];
+            _mm512_storeu_pd(lanes, acc[r][p]);
+            double sum = 0.0;
+            for (int32_t k = 0; k < 8; k++) {
+                sum += lanes[k];
+            }
+            for (int32_t j = i; j < n; j++) {
+                sum += (double)w[r * wstride + j] * x[p * stride + j];
+            }
+            out[r][p] = sum;
+        }
+    }
+}
+
 /*
  * dot() of one weight row with ORACLE_GROUP positions at once (x holds them
  * stride apart), each result the same double as dot() computes: lane k of a
@@ -283,11 +347,36 @@ struct matmul_part {
 static void *matmul_rows(void *arg)
 {
     const struct matmul_part *p = arg;
-    for (int32_t r = p->r0; r < p->r1; r++) {
+    int32_t r = p->r0;
+#ifdef ORACLE_HAVE_AVX2
+    /* AVX-512: tiles of four rows by four positions, then each of those
+     * rows' last positions alone; the rows left over (fewer than four) go
+     * as AVX2's below. The same doubles in every case. */
+    for (; p->kernel == ASSAY_ORACLE_KERNEL_AVX512 && r + ORACLE_TILE <= p->r1; r += ORACLE_TILE) {
+        const float *wr = p->w + (int64_t)r * p->cols;
+        int32_t t = 0;
+        for (; t + ORACLE_TILE <= p->n; t += ORACLE_TILE) {
+            double out[ORACLE_TILE][ORACLE_TILE];
+            dot_tile_avx512(wr, p->cols, p->x + (int64_t)t * p->cols, p->cols, p->cols, out);
+            for (int32_t i = 0; i < ORACLE_TILE; i++) {
+                for (int32_t k = 0; k < ORACLE_TILE; k++) {
+                    p->y[(int64_t)(t + k) * p->ldy + r + i] = out[i][k];
+                }
+            }
+        }
+        for (; t < p->n; t++) {
+            for (int32_t i = 0; i < ORACLE_TILE; i++) {
+                p->y[(int64_t)t * p->ldy + r + i] =
+                    dot(wr + (int64_t)i * p->cols, p->x + (int64_t)t * p->cols, p->cols);
+            }
+        }
+    }
+#endif
+    for (; r < p->r1; r++) {
         const float *wr = p->w + (int64_t)r * p->cols;
         int32_t t = 0;
 #ifdef ORACLE_HAVE_AVX2
-        for (; p->kernel == ASSAY_ORACLE_KERNEL_AVX2 && t + ORACLE_GROUP <= p->n;
+        for (; p->kernel != ASSAY_ORACLE_KERNEL_GENERIC && t + ORACLE_GROUP <= p->n;
              t += ORACLE_GROUP) {
             double out[ORACLE_GROUP];
             dot_group_avx2(wr, p->x + (int64_t)t * p->cols, p->cols, p->cols, out);

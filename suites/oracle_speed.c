@@ -3,7 +3,7 @@
  * memory it takes, for the README's figures and by hand:
  *
  *   oracle_speed MODEL.gguf [--len N] [--reps R] [--seed S] [--threads T]
- *                [--kernel auto|generic|avx2] [--mapped]
+ *                [--kernel auto|generic|avx2|avx512] [--mapped]
  *
  * Loads the file (dequantized to fp32 as every assay load is; with
  * --mapped its matrices stay in the file and the oracle decodes a layer at
@@ -60,7 +60,7 @@ static void usage(const char *argv0)
 {
     fprintf(stderr,
             "usage: %s MODEL.gguf [--len N] [--reps R] [--seed S] [--threads T] "
-            "[--kernel auto|generic|avx2] [--mapped]\n",
+            "[--kernel auto|generic|avx2|avx512] [--mapped]\n",
             argv0);
 }
 
@@ -108,11 +108,11 @@ static int parse_args(int argc, char **argv, struct speed_args *a)
         } else if (strcmp(argv[i], "--kernel") == 0) {
             const char *name = i + 1 < argc ? argv[++i] : "(nothing)";
             enum assay_oracle_kernel k = ASSAY_ORACLE_KERNEL_AUTO;
-            while (k <= ASSAY_ORACLE_KERNEL_AVX2 && strcmp(assay_oracle_kernel_name(k), name) != 0) {
+            while (k <= ASSAY_ORACLE_KERNEL_AVX512 && strcmp(assay_oracle_kernel_name(k), name) != 0) {
                 k++;
             }
-            if (k > ASSAY_ORACLE_KERNEL_AVX2) {
-                fprintf(stderr, "oracle_speed: --kernel: expected auto, generic or avx2, got \"%s\"\n",
+            if (k > ASSAY_ORACLE_KERNEL_AVX512) {
+                fprintf(stderr, "oracle_speed: --kernel: expected auto, generic, avx2 or avx512, got \"%s\"\n",
                         name);
                 return -1;
             }

@@ -275,14 +275,14 @@ static struct assay_model *make_odd(enum assay_arch arch)
 
 /* The oracle's logits and next_logits against the reference for prompts
  * of n tokens on 1, 2 and 3 threads, with every kernel this CPU runs (the
- * lengths straddle the AVX2 kernel's groups of four positions and the
- * blocks of 32). */
+ * lengths straddle the AVX2 and AVX-512 kernels' groups of four and eight
+ * positions and the blocks of 32). */
 static void check_model(const struct assay_model *m)
 {
     static const int32_t lengths[] = {1, 31, 32, 33, 70, MAX_LEN};
     static const int32_t threads[] = {1, 2, 3};
-    static const enum assay_oracle_kernel kernels[] = {ASSAY_ORACLE_KERNEL_GENERIC,
-                                                       ASSAY_ORACLE_KERNEL_AVX2};
+    static const enum assay_oracle_kernel kernels[] = {
+        ASSAY_ORACLE_KERNEL_GENERIC, ASSAY_ORACLE_KERNEL_AVX2, ASSAY_ORACLE_KERNEL_AVX512};
     const int32_t vocab = m->cfg.vocab;
     int32_t tokens[MAX_LEN];
     double *want = calloc((size_t)MAX_LEN * vocab, sizeof *want);
@@ -295,7 +295,7 @@ static void check_model(const struct assay_model *m)
         const int32_t n = lengths[li];
         random_tokens(tokens, n, vocab, 1000 + (uint64_t)n);
         ref_logits(m, tokens, n, want);
-        for (size_t run = 0; run < 6; run++) {
+        for (size_t run = 0; run < 9; run++) {
             const enum assay_oracle_kernel kernel = kernels[run / 3];
             const int32_t n_threads = threads[run % 3];
             if (!assay_oracle_kernel_supported(kernel)) {
@@ -373,11 +373,14 @@ static void test_kernel_choice(void **state)
     struct assay_oracle *o = NULL;
     assert_int_equal(assay_oracle_init(&o, m, 8), ASSAY_OK);
     const bool avx2 = assay_oracle_kernel_supported(ASSAY_ORACLE_KERNEL_AVX2);
-    const enum assay_oracle_kernel best = avx2 ? ASSAY_ORACLE_KERNEL_AVX2
-                                               : ASSAY_ORACLE_KERNEL_GENERIC;
-    if (!avx2) {
-        print_message("this CPU does not run the oracle's AVX2 kernel: only the generic one is "
-                      "checked against the reference\n");
+    const bool avx512 = assay_oracle_kernel_supported(ASSAY_ORACLE_KERNEL_AVX512);
+    const enum assay_oracle_kernel best = avx512 ? ASSAY_ORACLE_KERNEL_AVX512
+                                          : avx2 ? ASSAY_ORACLE_KERNEL_AVX2
+                                                 : ASSAY_ORACLE_KERNEL_GENERIC;
+    if (!avx2 || !avx512) {
+        print_message("this CPU does not run the oracle's %s kernel: it is not checked against "
+                      "the reference here\n",
+                      !avx2 ? "AVX2 or AVX-512" : "AVX-512");
     }
     assert_int_equal(assay_oracle_get_kernel(o), best);
     assert_int_equal(assay_oracle_set_kernel(o, ASSAY_ORACLE_KERNEL_GENERIC), ASSAY_OK);
@@ -390,7 +393,12 @@ static void test_kernel_choice(void **state)
     }
     assert_int_equal(assay_oracle_set_kernel(o, ASSAY_ORACLE_KERNEL_AUTO), ASSAY_OK);
     assert_int_equal(assay_oracle_get_kernel(o), best);
+    if (!avx512) {
+        assert_int_equal(assay_oracle_set_kernel(o, ASSAY_ORACLE_KERNEL_AVX512),
+                         ASSAY_ERR_UNSUPPORTED);
+    }
     assert_string_equal(assay_oracle_kernel_name(ASSAY_ORACLE_KERNEL_AVX2), "avx2");
+    assert_string_equal(assay_oracle_kernel_name(ASSAY_ORACLE_KERNEL_AVX512), "avx512");
     assert_string_equal(assay_oracle_kernel_name((enum assay_oracle_kernel)99), "?");
     assay_oracle_free(o);
     assay_model_free(m);
@@ -509,10 +517,10 @@ static void test_twins_exact(void **state)
     }
     double *rows = calloc((size_t)n * (size_t)v, sizeof(double));
     assert_non_null(rows);
-    const enum assay_oracle_kernel kernels[] = {ASSAY_ORACLE_KERNEL_GENERIC,
-                                                ASSAY_ORACLE_KERNEL_AVX2};
+    const enum assay_oracle_kernel kernels[] = {
+        ASSAY_ORACLE_KERNEL_GENERIC, ASSAY_ORACLE_KERNEL_AVX2, ASSAY_ORACLE_KERNEL_AVX512};
     long unequal = 0, other = 0, positions = 0;
-    for (size_t ki = 0; ki < 2; ki++) {
+    for (size_t ki = 0; ki < sizeof kernels / sizeof kernels[0]; ki++) {
         if (!assay_oracle_kernel_supported(kernels[ki])) {
             continue;
         }
