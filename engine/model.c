@@ -225,8 +225,19 @@ enum assay_status assay_model_config_validate(const struct assay_model_config *c
                        "a finite number > 1", "%g", (double)c->rope_theta);
         return ASSAY_ERR_INVALID;
     }
-    if (assay_model_config_n_params(c) > ((int64_t)1 << 31)) {
-        assay_diag_set(diag, NULL, "config", "at most 2^31 parameters", "%lld",
+    /* Every tensor's element count within int32 (the largest is the
+     * embedding, a feed-forward or the attention's matrix); the whole
+     * model may be larger (an 8B model is 2^33), its offsets are int64. */
+    int64_t qd = (int64_t)c->n_head * c->head_dim;
+    int64_t widest = c->vocab > c->d_ff ? c->vocab : c->d_ff;
+    widest = widest > qd ? widest : qd;
+    if (widest * c->d_model > ((int64_t)1 << 31)) {
+        assay_diag_set(diag, NULL, "config", "at most 2^31 weights in a tensor", "%lld x %d",
+                       (long long)widest, (int)c->d_model);
+        return ASSAY_ERR_INVALID;
+    }
+    if (assay_model_config_n_params(c) > ((int64_t)1 << 40)) {
+        assay_diag_set(diag, NULL, "config", "at most 2^40 parameters", "%lld",
                        (long long)assay_model_config_n_params(c));
         return ASSAY_ERR_INVALID;
     }

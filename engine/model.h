@@ -129,7 +129,7 @@ void assay_model_config_names(char *buf, size_t size);
 int64_t assay_model_config_n_params(const struct assay_model_config *cfg);
 
 /* Check a config for consistency (positive sizes, heads dividing, even head
- * dimension, limits that keep sizes within int32). Fills diag (field names
+ * dimension, limits that keep every tensor within int32). Fills diag (field names
  * as GGUF metadata names them under the config's architecture:
  * "qwen2.block_count") and returns ASSAY_ERR_INVALID when it is not. */
 enum assay_status assay_model_config_validate(const struct assay_model_config *cfg,

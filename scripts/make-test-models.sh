@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes the test models: random-weight llama and qwen2 models of realistic
-# shape,
-# written by assay (export_gguf, f32) and converted by llama.cpp's own
+# shape, written by assay (export_gguf, f32; the served sizes llama-1b,
+# qwen2-1.5b and llama-8b straight to f16) and converted by llama.cpp's own
 # llama-quantize to the formats llama-server is audited on.
 #
 #   make-test-models.sh [OUTDIR]
@@ -9,7 +9,7 @@
 #
 # OUTDIR defaults to $ASSAY_CACHE/models (ASSAY_CACHE defaults to
 # $XDG_CACHE_HOME/assay or ~/.cache/assay): never the checkout. Each model
-# goes into OUTDIR/NAME-KEY/ as model-F32.gguf and model-TYPE.gguf, where
+# goes into OUTDIR/NAME-KEY/ as model-F32.gguf (or -F16) and model-TYPE.gguf, where
 # KEY is a hash of the shape, the seed, the gains and the sources that
 # define the weights; a quantized file is reused only when the llama-quantize
 # binary that made it (its sha256, kept beside it in .key) is the one of
@@ -59,8 +59,36 @@ shape_of() {
     llama-small) echo "d_model=256,layers=4,heads=4,kv_heads=2,head_dim=64,d_ff=768,vocab=8192,ctx=2048" ;;
     llama-draft) echo "d_model=256,layers=2,heads=4,kv_heads=1,head_dim=64,d_ff=768,vocab=32000,ctx=2048" ;;
     qwen2-draft) echo "d_model=256,layers=2,heads=4,kv_heads=1,head_dim=64,d_ff=768,vocab=151936,ctx=2048,arch=qwen2,bias=1,tied=1,rope_theta=1000000" ;;
+    # The sizes people serve, by hand (not in the default list): shaped
+    # like Llama 3.2 1B (tied, llama 3's RoPE divisors, GQA 32:8), Qwen2.5
+    # 1.5B and Llama 3.1 8B, with their vocabularies and RoPE bases.
+    llama-1b) echo "d_model=2048,layers=16,heads=32,kv_heads=8,head_dim=64,d_ff=8192,vocab=128256,ctx=8192,tied=1,rope_theta=500000,rope_freqs=1" ;;
+    qwen2-1.5b) echo "d_model=1536,layers=28,heads=12,kv_heads=2,head_dim=128,d_ff=8960,vocab=151936,ctx=8192,arch=qwen2,bias=1,tied=1,rope_theta=1000000" ;;
+    llama-8b) echo "d_model=4096,layers=32,heads=32,kv_heads=8,head_dim=128,d_ff=14336,vocab=128256,ctx=8192,rope_theta=500000,rope_freqs=1" ;;
     *) return 1 ;;
     esac
+}
+
+# The format a model is exported in: F16 for the served sizes (an 8B
+# model is 32 GB in F32; written straight to F16 by export_gguf --type,
+# never built in memory), F32 for the others.
+base_type_of() {
+    case "$1" in
+    llama-1b | qwen2-1.5b | llama-8b) echo F16 ;;
+    *) echo F32 ;;
+    esac
+}
+
+# The parameters of a shape (the tied output counted once).
+params_of() {
+    echo "$1" | tr ',' '\n' | awk -F= '{ v[$1] = $2 }
+        END {
+            kv = v["kv_heads"] ? v["kv_heads"] : v["heads"]
+            hd = v["head_dim"] ? v["head_dim"] : v["d_model"] / v["heads"]
+            d = v["d_model"]
+            per = d * (2 * v["heads"] * hd + 2 * kv * hd) + 3 * d * v["d_ff"]
+            printf "%.0f\n", v["vocab"] * d * (v["tied"] == 1 ? 1 : 2) + v["layers"] * per
+        }'
 }
 
 if [ "${1:-}" = --shape ]; then
@@ -102,7 +130,7 @@ trap 'rm -f "$manifest"' EXIT
 printf '%-12s %-7s %10s %9s  %s\n' model type size seconds file
 
 for name in $names; do
-    shape="$(shape_of "$name")" || die "unknown model '$name' (expected llama-hd64, llama-hd128, qwen2-hd64, llama-small, llama-draft or qwen2-draft)"
+    shape="$(shape_of "$name")" || die "unknown model '$name' (expected llama-hd64, llama-hd128, qwen2-hd64, llama-small, llama-draft, qwen2-draft, llama-1b, qwen2-1.5b or llama-8b)"
     args=(--shape "$shape" --seed "$seed")
     [ -n "$gain" ] && args+=(--gain "$gain")
     key="$(printf '%s\n' "format 1" "$shape" "seed $seed" "gain ${gain:-default}" \
@@ -119,31 +147,37 @@ for name in $names; do
     mkdir -p "$dir"
     printf '%s\n' "$shape" "seed $seed" "gain ${gain:-default}" "sources $sources_hash" >"$dir/.key"
 
-    f32="$dir/model-F32.gguf"
-    if [ -f "$f32" ] && [ -f "$dir/export.log" ]; then
+    base_type="$(base_type_of "$name")"
+    base="$dir/model-$base_type.gguf"
+    if [ -f "$base" ] && [ -f "$dir/export.log" ]; then
         seconds=reused
     else
-        [ "$(df_avail_mb "$out")" -gt 4096 ] || die "less than 4 GiB free in $out"
-        rm -f "$f32" "$dir/export.log"
+        bytes_per=4
+        [ "$base_type" = F16 ] && bytes_per=2 && args+=(--type F16)
+        need_mb=$(($(params_of "$shape") * bytes_per / 1048576 + 4096))
+        [ "$(df_avail_mb "$out")" -gt "$need_mb" ] ||
+            die "less than $need_mb MiB free in $out for $name in $base_type"
+        rm -f "$base" "$dir/export.log"
         start=$(now_ms)
-        "$export_bin" "$f32" "${args[@]}" >"$dir/export.log.tmp" ||
+        "$export_bin" "$base" "${args[@]}" >"$dir/export.log.tmp" ||
             die "export_gguf failed for $name (see $dir/export.log.tmp)"
         mv "$dir/export.log.tmp" "$dir/export.log"
         seconds=$(since "$start")
     fi
     sed -n '2,$s/^/  /p' "$dir/export.log"
-    printf '%-12s %-7s %10s %9s  %s\n' "$name" F32 "$(human_size "$(stat -c %s "$f32")")" \
-        "$seconds" "$f32"
-    printf '%s\t%s\t%s\n' "$name" F32 "$f32" >>"$manifest"
+    printf '%-12s %-7s %10s %9s  %s\n' "$name" "$base_type" \
+        "$(human_size "$(stat -c %s "$base")")" "$seconds" "$base"
+    printf '%s\t%s\t%s\n' "$name" "$base_type" "$base" >>"$manifest"
 
     for type in $types; do
+        [ "$type" = "$base_type" ] && continue
         file="$dir/model-$type.gguf"
         if [ -f "$file" ] && [ "$(cat "$file.key" 2>/dev/null)" = "$quantize_hash" ]; then
             seconds=reused
         else
             rm -f "$file" "$file.key"
             start=$(now_ms)
-            "$quantize" "$f32" "$file.tmp" "$type" "$threads" >"$dir/quantize-$type.log" 2>&1 || {
+            "$quantize" "$base" "$file.tmp" "$type" "$threads" >"$dir/quantize-$type.log" 2>&1 || {
                 tail -n 20 "$dir/quantize-$type.log" >&2
                 rm -f "$file.tmp"
                 die "llama-quantize $type failed for $name (see $dir/quantize-$type.log)"

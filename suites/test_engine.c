@@ -60,6 +60,23 @@ static void test_parameter_count(void **state)
     assert_int_equal(assay_model_config_validate(&c, NULL), ASSAY_OK);
     c.n_kv_head = 3;
     assert_int_equal(assay_model_config_validate(&c, NULL), ASSAY_ERR_INVALID);
+    /* Llama 3.1 8B's shape (2^33 parameters) is valid; a tensor of more
+     * than 2^31 weights is not. */
+    struct assay_model_config big = assay_model_config_tinygpt();
+    big.n_layer = 32;
+    big.d_model = 4096;
+    big.n_head = 32;
+    big.n_kv_head = 8;
+    big.head_dim = 128;
+    big.d_ff = 14336;
+    big.vocab = 128256;
+    assert_true(assay_model_config_n_params(&big) > ((int64_t)1 << 32));
+    assert_int_equal(assay_model_config_validate(&big, NULL), ASSAY_OK);
+    big.vocab = 1 << 20; /* an embedding of 2^32 weights */
+    struct assay_diag diag;
+    assay_diag_clear(&diag);
+    assert_int_equal(assay_model_config_validate(&big, &diag), ASSAY_ERR_INVALID);
+    assert_non_null(strstr(diag.expected, "2^31 weights in a tensor"));
 }
 
 static void test_init_is_seeded(void **state)
