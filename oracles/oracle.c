@@ -57,6 +57,8 @@ struct assay_oracle {
     float *layer;   /* one layer's seven matrices, decoded */
     float *rows;    /* (ORACLE_OUT_ROWS, d_model) rows of the output
                      * matrix or of the token embedding */
+    int32_t *toks;  /* (max_len) the sequences of a batch end to end */
+    int32_t *pos;   /* (max_len) each position's place in its sequence */
     size_t scratch_bytes; /* every buffer above */
 };
 
@@ -97,18 +99,22 @@ enum assay_status assay_oracle_init(struct assay_oracle **out, const struct assa
     o->gate = assay_calloc(b * (size_t)c->d_ff, sizeof(double));
     o->up = assay_calloc(b * (size_t)c->d_ff, sizeof(double));
     o->tmp = assay_calloc(b * d, sizeof(double));
+    o->toks = assay_calloc(n, sizeof(int32_t));
+    o->pos = assay_calloc(n, sizeof(int32_t));
     if (model->mapped) {
         o->layer = assay_malloc(layer_floats(c) * sizeof(float));
         o->rows = assay_malloc((size_t)ORACLE_OUT_ROWS * d * sizeof(float));
     }
     if (o->x == NULL || o->q == NULL || o->k == NULL || o->v == NULL || o->att == NULL ||
         o->scores == NULL || o->xn == NULL || o->gate == NULL || o->up == NULL || o->tmp == NULL ||
+        o->toks == NULL || o->pos == NULL ||
         (model->mapped && (o->layer == NULL || o->rows == NULL))) {
         assay_oracle_free(o);
         return ASSAY_ERR_NOMEM;
     }
     o->scratch_bytes =
         sizeof(double) * (n * (d + 2 * qd + 2 * kvd + 1) + b * (2 * d + 2 * (size_t)c->d_ff)) +
+        2 * n * sizeof(int32_t) +
         (model->mapped ? sizeof(float) * (layer_floats(c) + (size_t)ORACLE_OUT_ROWS * d) : 0);
     *out = o;
     return ASSAY_OK;
@@ -200,6 +206,8 @@ void assay_oracle_free(struct assay_oracle *o)
     }
     assay_free(o->layer);
     assay_free(o->rows);
+    assay_free(o->toks);
+    assay_free(o->pos);
     assay_free(o);
 }
 
@@ -556,12 +564,16 @@ static enum assay_status embed(struct assay_oracle *o, const int32_t *tokens, in
 
 /*
  * Every layer over tokens[0..n), leaving the residual stream after the last
- * layer in o->x. Positions go through the products a block at a time (a
- * position's numbers never depend on the others in its block); attention
- * waits for the keys and values of every position. A mapped model's layer
- * is decoded once for all the blocks.
+ * layer in o->x. tokens may be several sequences end to end: position t is
+ * at place pos[t] of its sequence, which began at t - pos[t]. Positions go
+ * through the products a block at a time (a position's numbers never
+ * depend on the others in its block, of its sequence or not); attention
+ * waits for the keys and values of every position and reads only those of
+ * the position's own sequence, in the same order as the sequence alone. A
+ * mapped model's layer is decoded once for all the blocks.
  */
-static enum assay_status forward(struct assay_oracle *o, const int32_t *tokens, int32_t n)
+static enum assay_status forward(struct assay_oracle *o, const int32_t *tokens, int32_t n,
+                                 const int32_t *pos)
 {
     const struct assay_model *m = o->model;
     const struct assay_model_config *c = &m->cfg;
@@ -591,16 +603,17 @@ static enum assay_status forward(struct assay_oracle *o, const int32_t *tokens, 
                 add_bias(o->q + (int64_t)t * qd, w->bq, qd);
                 add_bias(o->k + (int64_t)t * kvd, w->bk, kvd);
                 add_bias(o->v + (int64_t)t * kvd, w->bv, kvd);
-                rope(o->q + (int64_t)t * qd, c->n_head, t, m);
-                rope(o->k + (int64_t)t * kvd, c->n_kv_head, t, m);
+                rope(o->q + (int64_t)t * qd, c->n_head, pos[t], m);
+                rope(o->k + (int64_t)t * kvd, c->n_kv_head, pos[t], m);
             }
         }
         for (int32_t t = 0; t < n; t++) {
+            const int32_t start = t - pos[t];
             for (int32_t h = 0; h < c->n_head; h++) {
                 const double *q = o->q + (int64_t)t * qd + (int64_t)h * hd;
                 int32_t g = h / group;
                 double max = -INFINITY;
-                for (int32_t j = 0; j <= t; j++) {
+                for (int32_t j = start; j <= t; j++) {
                     const double *k = o->k + (int64_t)j * kvd + (int64_t)g * hd;
                     double dot = 0.0;
                     for (int32_t i = 0; i < hd; i++) {
@@ -610,7 +623,7 @@ static enum assay_status forward(struct assay_oracle *o, const int32_t *tokens, 
                     max = o->scores[j] > max ? o->scores[j] : max;
                 }
                 double sum = 0.0;
-                for (int32_t j = 0; j <= t; j++) {
+                for (int32_t j = start; j <= t; j++) {
                     o->scores[j] = exp(o->scores[j] - max);
                     sum += o->scores[j];
                 }
@@ -618,7 +631,7 @@ static enum assay_status forward(struct assay_oracle *o, const int32_t *tokens, 
                 for (int32_t i = 0; i < hd; i++) {
                     out[i] = 0.0;
                 }
-                for (int32_t j = 0; j <= t; j++) {
+                for (int32_t j = start; j <= t; j++) {
                     const double *vj = o->v + (int64_t)j * kvd + (int64_t)g * hd;
                     double weight = o->scores[j] / sum;
                     for (int32_t i = 0; i < hd; i++) {
@@ -710,13 +723,12 @@ static bool valid_input(const struct assay_oracle *o, const int32_t *tokens, int
     return true;
 }
 
-enum assay_status assay_oracle_logits(struct assay_oracle *o, const int32_t *tokens, int32_t n,
-                                      double *logits)
+/* The logits (n, vocab) of every position of tokens, whose places o->pos
+ * holds (forward()). */
+static enum assay_status logits_of(struct assay_oracle *o, const int32_t *tokens, int32_t n,
+                                   double *logits)
 {
-    if (!valid_input(o, tokens, n, logits)) {
-        return ASSAY_ERR_INVALID;
-    }
-    enum assay_status st = forward(o, tokens, n);
+    enum assay_status st = forward(o, tokens, n, o->pos);
     if (st != ASSAY_OK || o->model->mapped) {
         return st != ASSAY_OK ? st : output_mapped(o, 0, n, logits);
     }
@@ -724,6 +736,39 @@ enum assay_status assay_oracle_logits(struct assay_oracle *o, const int32_t *tok
         output(o, t0, block_len(t0, n), logits + (int64_t)t0 * o->model->cfg.vocab);
     }
     return ASSAY_OK;
+}
+
+enum assay_status assay_oracle_logits(struct assay_oracle *o, const int32_t *tokens, int32_t n,
+                                      double *logits)
+{
+    if (!valid_input(o, tokens, n, logits)) {
+        return ASSAY_ERR_INVALID;
+    }
+    for (int32_t t = 0; t < n; t++) {
+        o->pos[t] = t;
+    }
+    return logits_of(o, tokens, n, logits);
+}
+
+enum assay_status assay_oracle_logits_batch(struct assay_oracle *o, int32_t n_seqs,
+                                            const int32_t *const *tokens, const int32_t *lens,
+                                            double *logits)
+{
+    if (n_seqs < 1 || tokens == NULL || lens == NULL || logits == NULL) {
+        return ASSAY_ERR_INVALID;
+    }
+    int32_t n = 0;
+    for (int32_t s = 0; s < n_seqs; s++) {
+        if (lens[s] < 1 || lens[s] > o->max_len - n || !valid_input(o, tokens[s], lens[s], logits)) {
+            return ASSAY_ERR_INVALID;
+        }
+        for (int32_t t = 0; t < lens[s]; t++) {
+            o->toks[n + t] = tokens[s][t];
+            o->pos[n + t] = t;
+        }
+        n += lens[s];
+    }
+    return logits_of(o, o->toks, n, logits);
 }
 
 /* The last row of assay_oracle_logits, bit for bit: the same forward pass,
@@ -734,7 +779,10 @@ enum assay_status assay_oracle_next_logits(struct assay_oracle *o, const int32_t
     if (!valid_input(o, tokens, n, logits)) {
         return ASSAY_ERR_INVALID;
     }
-    enum assay_status st = forward(o, tokens, n);
+    for (int32_t t = 0; t < n; t++) {
+        o->pos[t] = t;
+    }
+    enum assay_status st = forward(o, tokens, n, o->pos);
     if (st != ASSAY_OK || o->model->mapped) {
         return st != ASSAY_OK ? st : output_mapped(o, n - 1, 1, logits);
     }

@@ -102,6 +102,22 @@ size_t assay_oracle_scratch_bytes(const struct assay_oracle *oracle);
 enum assay_status assay_oracle_logits(struct assay_oracle *oracle, const int32_t *tokens,
                                       int32_t n, double *logits);
 
+/*
+ * Teacher forcing of n_seqs sequences in one pass: tokens[s][0..lens[s]),
+ * whose lengths add up to at most max_len, laid end to end. Each layer's
+ * products go over all their positions together (a mapped model's layer is
+ * decoded once for all of them, and a weight row is read once for a block
+ * of positions of any of the sequences), attention within each sequence.
+ * logits (sum of lens, vocab): the rows of sequence s follow those of
+ * sequence s - 1, each row the double assay_oracle_logits computes for its
+ * sequence alone, bit for bit. ASSAY_ERR_INVALID for n_seqs < 1, a length
+ * below 1, lengths adding up to more than max_len or a token outside the
+ * vocabulary; ASSAY_ERR_PARSE as above.
+ */
+enum assay_status assay_oracle_logits_batch(struct assay_oracle *oracle, int32_t n_seqs,
+                                            const int32_t *const *tokens, const int32_t *lens,
+                                            double *logits);
+
 /* The logits of the token following tokens[0..n) (one row of the above). */
 enum assay_status assay_oracle_next_logits(struct assay_oracle *oracle, const int32_t *tokens,
                                            int32_t n, double *logits);

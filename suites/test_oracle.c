@@ -559,6 +559,72 @@ static void test_twins_exact(void **state)
     assay_model_free(twins);
 }
 
+/* Several sequences in one batched pass give each sequence's logits of a
+ * pass of its own, bit for bit, with every kernel and one or two threads;
+ * lengths that cross the blocks of 32 and the kernels' groups, a sequence
+ * of one token, and the qwen2 shape with biases (NEOX RoPE from each
+ * sequence's own positions). Bad batches are refused. */
+static void test_batch_matches_alone(void **state)
+{
+    (void)state;
+    struct assay_model *models[] = {make_mini(), make_odd(ASSAY_ARCH_QWEN2)};
+    static const int32_t lens[] = {5, 1, 33, 17, 21};
+    enum { N_SEQS = 5 };
+    static const enum assay_oracle_kernel kernels[] = {
+        ASSAY_ORACLE_KERNEL_GENERIC, ASSAY_ORACLE_KERNEL_AVX2, ASSAY_ORACLE_KERNEL_AVX512};
+    for (size_t mi = 0; mi < sizeof models / sizeof models[0]; mi++) {
+        const struct assay_model *m = models[mi];
+        const int32_t vocab = m->cfg.vocab;
+        int32_t toks[N_SEQS][MAX_LEN];
+        const int32_t *ptrs[N_SEQS];
+        int32_t total = 0;
+        for (int32_t s = 0; s < N_SEQS; s++) {
+            random_tokens(toks[s], lens[s], vocab, 77 + (uint64_t)s);
+            ptrs[s] = toks[s];
+            total += lens[s];
+        }
+        assert_true(total <= MAX_LEN);
+        double *want = calloc((size_t)total * vocab, sizeof *want);
+        double *got = calloc((size_t)total * vocab, sizeof *got);
+        assert_true(want != NULL && got != NULL);
+        struct assay_oracle *o = NULL;
+        assert_int_equal(assay_oracle_init(&o, m, MAX_LEN), ASSAY_OK);
+        for (int32_t s = 0, at = 0; s < N_SEQS; at += lens[s], s++) {
+            assert_int_equal(assay_oracle_logits(o, toks[s], lens[s], want + (int64_t)at * vocab),
+                             ASSAY_OK);
+        }
+        for (size_t k = 0; k < sizeof kernels / sizeof kernels[0]; k++) {
+            if (!assay_oracle_kernel_supported(kernels[k])) {
+                continue;
+            }
+            for (int32_t threads = 1; threads <= 2; threads++) {
+                assert_int_equal(assay_oracle_set_kernel(o, kernels[k]), ASSAY_OK);
+                assert_int_equal(assay_oracle_set_threads(o, threads), ASSAY_OK);
+                memset(got, 0xff, sizeof *got * (size_t)total * vocab);
+                assert_int_equal(assay_oracle_logits_batch(o, N_SEQS, ptrs, lens, got), ASSAY_OK);
+                if (memcmp(got, want, sizeof *got * (size_t)total * vocab) != 0) {
+                    print_error("%s: the batch differs from the sequences alone (kernel %s, %d "
+                                "threads)\n",
+                                m->cfg.name, assay_oracle_kernel_name(kernels[k]), (int)threads);
+                    fail();
+                }
+            }
+        }
+        const int32_t too_long[] = {MAX_LEN, 1}, empty[] = {3, 0};
+        assert_int_equal(assay_oracle_logits_batch(o, 2, ptrs, too_long, got), ASSAY_ERR_INVALID);
+        assert_int_equal(assay_oracle_logits_batch(o, 2, ptrs, empty, got), ASSAY_ERR_INVALID);
+        assert_int_equal(assay_oracle_logits_batch(o, 0, ptrs, lens, got), ASSAY_ERR_INVALID);
+        int32_t bad[1] = {vocab};
+        const int32_t *bad_ptr[1] = {bad};
+        const int32_t one[1] = {1};
+        assert_int_equal(assay_oracle_logits_batch(o, 1, bad_ptr, one, got), ASSAY_ERR_INVALID);
+        assay_oracle_free(o);
+        free(want);
+        free(got);
+        assay_model_free(models[mi]);
+    }
+}
+
 int main(int argc, char **argv)
 {
     assay_test_init(argc, argv);
@@ -570,6 +636,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_scratch_independent_of_vocab),
         cmocka_unit_test(test_twins_exact),
         cmocka_unit_test(test_sharp_and_flat),
+        cmocka_unit_test(test_batch_matches_alone),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
