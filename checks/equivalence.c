@@ -107,6 +107,21 @@ static uint64_t hash_seq(const int32_t *a, int32_t na, const int32_t *b, int32_t
     return h;
 }
 
+/* The entry of prompt + out[0..n_out), or NULL. */
+static struct memo_entry *find_entry(struct assay_oracle_memo *m, uint64_t h, const int32_t *prompt,
+                                     int32_t prompt_len, const int32_t *out, int32_t n_out)
+{
+    for (int32_t i = 0; i < m->n; i++) {
+        struct memo_entry *e = &m->entries[i];
+        if (e->hash == h && e->prompt_len == prompt_len && e->n_out == n_out &&
+            memcmp(e->seq, prompt, sizeof(int32_t) * (size_t)prompt_len) == 0 &&
+            memcmp(e->seq + prompt_len, out, sizeof(int32_t) * (size_t)n_out) == 0) {
+            return e;
+        }
+    }
+    return NULL;
+}
+
 enum assay_status assay_oracle_memo_rows(struct assay_oracle_memo *m, const int32_t *prompt,
                                          int32_t prompt_len, const int32_t *out, int32_t n_out,
                                          const double **rows)
@@ -116,14 +131,10 @@ enum assay_status assay_oracle_memo_rows(struct assay_oracle_memo *m, const int3
         return ASSAY_ERR_INVALID;
     }
     uint64_t h = hash_seq(prompt, prompt_len, out, n_out);
-    for (int32_t i = 0; i < m->n; i++) {
-        struct memo_entry *e = &m->entries[i];
-        if (e->hash == h && e->prompt_len == prompt_len && e->n_out == n_out &&
-            memcmp(e->seq, prompt, sizeof(int32_t) * (size_t)prompt_len) == 0 &&
-            memcmp(e->seq + prompt_len, out, sizeof(int32_t) * (size_t)n_out) == 0) {
-            *rows = e->rows;
-            return ASSAY_OK;
-        }
+    const struct memo_entry *found = find_entry(m, h, prompt, prompt_len, out, n_out);
+    if (found != NULL) {
+        *rows = found->rows;
+        return ASSAY_OK;
     }
     if (!room_for_one(m)) {
         return ASSAY_ERR_NOMEM;
@@ -152,6 +163,75 @@ enum assay_status assay_oracle_memo_rows(struct assay_oracle_memo *m, const int3
     m->entries[m->n++] = e;
     *rows = e.rows;
     return ASSAY_OK;
+}
+
+enum assay_status assay_oracle_memo_prefetch(struct assay_oracle_memo *m, int32_t n,
+                                             const int32_t *const *prompts,
+                                             const int32_t *prompt_lens,
+                                             const int32_t *const *outs, const int32_t *n_outs)
+{
+    enum { BATCH = 64 };
+    const int32_t *seqs[BATCH];
+    int32_t lens[BATCH];
+    struct memo_entry pending[BATCH];
+    int32_t n_pending = 0, total = 0;
+    enum assay_status st = ASSAY_OK;
+    for (int32_t i = 0; i <= n && st == ASSAY_OK; i++) {
+        struct memo_entry e = {0, NULL, 0, 0, NULL};
+        bool wanted = false;
+        if (i < n && prompt_lens[i] >= 1 && n_outs[i] >= 1 &&
+            prompt_lens[i] + n_outs[i] - 1 <= m->max_len) {
+            e.hash = hash_seq(prompts[i], prompt_lens[i], outs[i], n_outs[i]);
+            wanted = find_entry(m, e.hash, prompts[i], prompt_lens[i], outs[i], n_outs[i]) == NULL;
+            for (int32_t k = 0; wanted && k < n_pending; k++) {
+                wanted = !(pending[k].hash == e.hash && pending[k].prompt_len == prompt_lens[i] &&
+                           pending[k].n_out == n_outs[i] &&
+                           memcmp(pending[k].seq, prompts[i],
+                                  sizeof(int32_t) * (size_t)prompt_lens[i]) == 0 &&
+                           memcmp(pending[k].seq + prompt_lens[i], outs[i],
+                                  sizeof(int32_t) * (size_t)n_outs[i]) == 0);
+            }
+        }
+        int32_t len = wanted ? prompt_lens[i] + n_outs[i] - 1 : 0;
+        /* Run what is pending when this one does not fit, or at the end. */
+        if (n_pending > 0 && (i == n || n_pending == BATCH || total + len > m->max_len)) {
+            st = assay_oracle_logits_batch(m->oracle, n_pending, seqs, lens, m->scratch);
+            for (int32_t k = 0, at = 0; k < n_pending; at += lens[k], k++) {
+                struct memo_entry *p = &pending[k];
+                if (st == ASSAY_OK && room_for_one(m)) {
+                    memcpy(p->rows, m->scratch + (int64_t)(at + p->prompt_len - 1) * m->vocab,
+                           sizeof(double) * (size_t)p->n_out * (size_t)m->vocab);
+                    m->entries[m->n++] = *p;
+                } else {
+                    st = st != ASSAY_OK ? st : ASSAY_ERR_NOMEM;
+                    assay_free(p->seq);
+                    assay_free(p->rows);
+                }
+            }
+            n_pending = 0;
+            total = 0;
+        }
+        if (!wanted || st != ASSAY_OK) {
+            continue;
+        }
+        e.prompt_len = prompt_lens[i];
+        e.n_out = n_outs[i];
+        e.seq = assay_malloc(sizeof(int32_t) * (size_t)(prompt_lens[i] + n_outs[i]));
+        e.rows = assay_malloc(sizeof(double) * (size_t)n_outs[i] * (size_t)m->vocab);
+        if (e.seq == NULL || e.rows == NULL) {
+            assay_free(e.seq);
+            assay_free(e.rows);
+            st = ASSAY_ERR_NOMEM;
+            continue;
+        }
+        memcpy(e.seq, prompts[i], sizeof(int32_t) * (size_t)prompt_lens[i]);
+        memcpy(e.seq + prompt_lens[i], outs[i], sizeof(int32_t) * (size_t)n_outs[i]);
+        seqs[n_pending] = e.seq;
+        lens[n_pending] = len;
+        pending[n_pending++] = e;
+        total += len;
+    }
+    return st;
 }
 
 enum assay_status assay_oracle_memo_greedy(struct assay_oracle_memo *memo, const int32_t *prompt,
@@ -337,6 +417,49 @@ static int32_t argmax_d(const double *x, int32_t n)
     return best;
 }
 
+/* The greedy requests' tokens as the loop below reads them: at most
+ * max_tokens and what was captured; 0 for a sampled request. */
+static int32_t greedy_tokens(const struct assay_workload_request *wr,
+                             const struct assay_transcript_req *q)
+{
+    int32_t n = q->n_events;
+    n = n > wr->max_tokens ? wr->max_tokens : n;
+    n = n > q->cap ? q->cap : n;
+    return wr->sampling.temperature > 0.0f ? 0 : n;
+}
+
+/* The oracle's rows of every greedy request of the transcript, computed
+ * in batched passes before the requests are judged one by one (each
+ * lookup then finds its rows; one that cannot be prefetched is computed,
+ * or fails, at its lookup as before). */
+static void prefetch_greedy(struct assay_oracle_memo *memo, const struct assay_workload *w,
+                            const struct assay_transcript *t)
+{
+    const int32_t **prompts = assay_calloc((size_t)w->n + 1, sizeof *prompts);
+    const int32_t **outs = assay_calloc((size_t)w->n + 1, sizeof *outs);
+    int32_t *prompt_lens = assay_calloc((size_t)w->n + 1, sizeof *prompt_lens);
+    int32_t *n_outs = assay_calloc((size_t)w->n + 1, sizeof *n_outs);
+    int32_t n = 0;
+    for (int32_t i = 0; prompts != NULL && outs != NULL && prompt_lens != NULL && n_outs != NULL &&
+                        i < w->n;
+         i++) {
+        int32_t k = greedy_tokens(&w->reqs[i], &t->reqs[i]);
+        if (k > 0) {
+            prompts[n] = w->reqs[i].prompt;
+            prompt_lens[n] = w->reqs[i].prompt_len;
+            outs[n] = t->reqs[i].tokens;
+            n_outs[n++] = k;
+        }
+    }
+    if (n > 0) {
+        (void)assay_oracle_memo_prefetch(memo, n, prompts, prompt_lens, outs, n_outs);
+    }
+    assay_free(prompts);
+    assay_free(outs);
+    assay_free(prompt_lens);
+    assay_free(n_outs);
+}
+
 enum assay_status assay_check_equivalence(const struct assay_adapter *a,
                                           const struct assay_workload *w,
                                           struct assay_oracle_memo *memo,
@@ -372,17 +495,12 @@ enum assay_status assay_check_equivalence(const struct assay_adapter *a,
     double max_diff = t->logits_captured ? 0.0 : NAN;
     int32_t vocab = memo->vocab;
     int32_t n_bad = 0;
+    prefetch_greedy(memo, w, t);
     for (int32_t i = 0; i < w->n && st == ASSAY_OK; i++) {
         const struct assay_workload_request *wr = &w->reqs[i];
         const struct assay_transcript_req *q = &t->reqs[i];
-        int32_t n = q->n_events;
-        if (n > wr->max_tokens) {
-            n = wr->max_tokens;
-        }
-        if (n > q->cap) {
-            n = q->cap;
-        }
-        if (n == 0 || wr->sampling.temperature > 0.0f) {
+        int32_t n = greedy_tokens(wr, q);
+        if (n == 0) {
             continue; /* a sampled request is not the argmax: the distributional family's */
         }
         const double *rows;

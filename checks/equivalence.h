@@ -77,6 +77,20 @@ enum assay_status assay_oracle_memo_rows(struct assay_oracle_memo *memo, const i
                                          int32_t prompt_len, const int32_t *out, int32_t n_out,
                                          const double **rows);
 
+/*
+ * Put the rows of n sequences (prompts[i] then outs[i], as
+ * assay_oracle_memo_rows takes them) into the memo ahead of their
+ * lookups, in batched passes (assay_oracle_logits_batch: the same rows,
+ * each layer taken once for many sequences rather than once a sequence).
+ * Sequences already held, repeated, or too long for the memo are left
+ * alone (their lookup says what it would have said). Returns ASSAY_OK,
+ * or the first error (the rows computed before it stay).
+ */
+enum assay_status assay_oracle_memo_prefetch(struct assay_oracle_memo *memo, int32_t n,
+                                             const int32_t *const *prompts,
+                                             const int32_t *prompt_lens,
+                                             const int32_t *const *outs, const int32_t *n_outs);
+
 /* The oracle's greedy continuation of prompt: n tokens into out (the
  * argmax of each row, the lowest id among equal logits). */
 enum assay_status assay_oracle_memo_greedy(struct assay_oracle_memo *memo, const int32_t *prompt,

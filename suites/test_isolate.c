@@ -218,6 +218,66 @@ static void test_memo_round_trip(void **state)
     assay_adapter_close(&a);
 }
 
+/* Prefetched rows are the rows a lookup computes alone, bit for bit: more
+ * sequences than fit in one batch of the memo's length, one repeated, one
+ * already held and one too long (left to its lookup); each lookup then
+ * finds its rows without computing. */
+static void test_memo_prefetch(void **state)
+{
+    (void)state;
+    struct assay_adapter a;
+    struct assay_diag diag;
+    assay_diag_clear(&diag);
+    assert_int_equal(assay_adapter_open_spec("bundled:model=mini", &a, &diag), ASSAY_OK);
+    const struct assay_model *model = assay_verify_engine_model(&a);
+    enum { N = 7, LEN = 24 };
+    struct assay_oracle_memo *alone = NULL, *batched = NULL;
+    assert_int_equal(assay_oracle_memo_init(&alone, model, LEN), ASSAY_OK);
+    assert_int_equal(assay_oracle_memo_init(&batched, model, LEN), ASSAY_OK);
+    int32_t toks[N][LEN + 16];
+    const int32_t *prompts[N], *outs[N];
+    int32_t prompt_lens[N], n_outs[N];
+    for (int32_t i = 0; i < N; i++) {
+        for (int32_t k = 0; k < LEN + 16; k++) {
+            toks[i][k] = (i * 31 + k * 7 + 3) % 256;
+        }
+        prompts[i] = toks[i];
+        prompt_lens[i] = 3 + i;
+        outs[i] = toks[i] + prompt_lens[i];
+        n_outs[i] = 2 + 2 * i;
+    }
+    prompts[4] = prompts[1]; /* a repeat */
+    prompt_lens[4] = prompt_lens[1];
+    outs[4] = outs[1];
+    n_outs[4] = n_outs[1];
+    n_outs[6] = LEN; /* too long for the memo: left to its lookup */
+    const double *rows = NULL;
+    assert_int_equal(assay_oracle_memo_rows(batched, prompts[2], prompt_lens[2], outs[2], n_outs[2],
+                                            &rows),
+                     ASSAY_OK);
+    assert_int_equal(assay_oracle_memo_prefetch(batched, N, prompts, prompt_lens, outs, n_outs),
+                     ASSAY_OK);
+    assert_int_equal(assay_oracle_memo_count(batched), 5); /* 0, 1, 2, 3, 5 */
+    const int32_t vocab = model->cfg.vocab;
+    for (int32_t i = 0; i < N - 1; i++) {
+        const double *want = NULL, *got = NULL;
+        assert_int_equal(assay_oracle_memo_rows(alone, prompts[i], prompt_lens[i], outs[i],
+                                                n_outs[i], &want),
+                         ASSAY_OK);
+        assert_int_equal(assay_oracle_memo_rows(batched, prompts[i], prompt_lens[i], outs[i],
+                                                n_outs[i], &got),
+                         ASSAY_OK);
+        assert_memory_equal(got, want, sizeof(double) * (size_t)n_outs[i] * (size_t)vocab);
+    }
+    assert_int_equal(assay_oracle_memo_count(batched), 5); /* found, none computed again */
+    assert_int_equal(assay_oracle_memo_rows(batched, prompts[6], prompt_lens[6], outs[6], n_outs[6],
+                                            &rows),
+                     ASSAY_ERR_INVALID);
+    assay_oracle_memo_free(alone);
+    assay_oracle_memo_free(batched);
+    assay_adapter_close(&a);
+}
+
 int main(int argc, char **argv)
 {
     assay_test_init(argc, argv);
@@ -225,6 +285,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_result_comes_back),    cmocka_unit_test(test_deaths_are_failures),
         cmocka_unit_test(test_hang_is_killed),       cmocka_unit_test(test_earlier_failure_is_kept),
         cmocka_unit_test(test_no_fork_runs_here),    cmocka_unit_test(test_memo_round_trip),
+        cmocka_unit_test(test_memo_prefetch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
