@@ -497,6 +497,51 @@ static int32_t block_len(int32_t t0, int32_t n)
     return n - t0 < ORACLE_BLOCK ? n - t0 : ORACLE_BLOCK;
 }
 
+/* Rows r0..r0+n of a mapped model's matrix, decoded into out. */
+struct decode_part {
+    const struct assay_matrix_file *file;
+    int64_t cols, r0, n;
+    float *out;
+    enum assay_status st;
+};
+
+static void *decode_rows(void *arg)
+{
+    struct decode_part *p = arg;
+    p->st = assay_model_matrix_rows(NULL, p->file, p->cols, p->r0, p->n, p->out);
+    return NULL;
+}
+
+/* Rows r0..r0+n of a mapped model's matrix into out, split into one range
+ * of rows per thread as matmul() splits its products (each row decodes to
+ * the same floats whichever thread decodes it). */
+static enum assay_status decode(const struct assay_oracle *o, const struct assay_matrix_file *file,
+                                int64_t cols, int64_t r0, int64_t n, float *out)
+{
+    struct decode_part part[ASSAY_ORACLE_MAX_THREADS];
+    pthread_t thread[ASSAY_ORACLE_MAX_THREADS];
+    bool started[ASSAY_ORACLE_MAX_THREADS] = {false};
+    const int32_t n_parts = o->n_threads < n ? o->n_threads : (int32_t)n;
+    for (int32_t i = 0; i < n_parts; i++) {
+        int64_t a = n * i / n_parts, b = n * (i + 1) / n_parts;
+        part[i] = (struct decode_part){file, cols, r0 + a, b - a, out + a * cols, ASSAY_OK};
+    }
+    for (int32_t i = 1; i < n_parts; i++) {
+        started[i] = pthread_create(&thread[i], NULL, decode_rows, &part[i]) == 0;
+    }
+    decode_rows(&part[0]);
+    enum assay_status st = part[0].st;
+    for (int32_t i = 1; i < n_parts; i++) {
+        if (started[i]) {
+            pthread_join(thread[i], NULL);
+        } else {
+            decode_rows(&part[i]);
+        }
+        st = st != ASSAY_OK ? st : part[i].st;
+    }
+    return st;
+}
+
 /* A layer's seven matrices in fp32, [out][in]. */
 struct layer_mats {
     const float *wq, *wk, *wv, *wo, *w_gate, *w_up, *w_down;
@@ -528,8 +573,7 @@ static enum assay_status layer_matrices(struct assay_oracle *o, int32_t l, struc
     };
     float *p = o->layer;
     for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
-        enum assay_status st =
-            assay_model_matrix_rows(NULL, parts[i].file, parts[i].cols, 0, parts[i].rows, p);
+        enum assay_status st = decode(o, parts[i].file, parts[i].cols, 0, parts[i].rows, p);
         if (st != ASSAY_OK) {
             return st;
         }
@@ -696,7 +740,7 @@ static enum assay_status output_mapped(struct assay_oracle *o, int32_t t0, int32
     }
     for (int32_t r0 = 0; r0 < vocab; r0 += ORACLE_OUT_ROWS) {
         const int32_t nr = vocab - r0 < ORACLE_OUT_ROWS ? vocab - r0 : ORACLE_OUT_ROWS;
-        enum assay_status st = assay_model_matrix_rows(NULL, &m->output_file, d, r0, nr, o->rows);
+        enum assay_status st = decode(o, &m->output_file, d, r0, nr, o->rows);
         if (st != ASSAY_OK) {
             return st;
         }
