@@ -819,8 +819,10 @@ static enum assay_status load_parsed(const struct assay_gguf *g, const char *pat
     return ASSAY_OK;
 }
 
-enum assay_status assay_model_load_gguf(struct assay_model **out, const char *path,
-                                        struct assay_diag *diag)
+/* A model from the file at path, resident or mapped (the model then owns
+ * the parsed file). */
+static enum assay_status load_file(struct assay_model **out, const char *path, bool mapped,
+                                   struct assay_diag *diag)
 {
     if (out == NULL) {
         return ASSAY_ERR_INVALID;
@@ -834,33 +836,25 @@ enum assay_status assay_model_load_gguf(struct assay_model **out, const char *pa
     if (st != ASSAY_OK) {
         return st;
     }
-    st = load_parsed(g, path, false, out, diag);
-    assay_gguf_free(g);
+    st = load_parsed(g, path, mapped, out, diag);
+    if (st == ASSAY_OK && mapped) {
+        (*out)->file = g;
+    } else {
+        assay_gguf_free(g);
+    }
     return st;
+}
+
+enum assay_status assay_model_load_gguf(struct assay_model **out, const char *path,
+                                        struct assay_diag *diag)
+{
+    return load_file(out, path, false, diag);
 }
 
 enum assay_status assay_model_load_gguf_mapped(struct assay_model **out, const char *path,
                                                struct assay_diag *diag)
 {
-    if (out == NULL) {
-        return ASSAY_ERR_INVALID;
-    }
-    *out = NULL;
-    if (path == NULL) {
-        return ASSAY_ERR_INVALID;
-    }
-    struct assay_gguf *g;
-    enum assay_status st = assay_gguf_read_file(path, &g, diag);
-    if (st != ASSAY_OK) {
-        return st;
-    }
-    st = load_parsed(g, path, true, out, diag);
-    if (st != ASSAY_OK) {
-        assay_gguf_free(g);
-        return st;
-    }
-    (*out)->file = g;
-    return ASSAY_OK;
+    return load_file(out, path, true, diag);
 }
 
 enum assay_status assay_model_matrix_rows(const float *resident,

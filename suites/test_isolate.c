@@ -160,14 +160,20 @@ static void test_no_fork_runs_here(void **state)
     assert_string_equal(res.summary, "ran");
 }
 
+/* The bundled engine on mini, and its model (for the memo's oracle). */
+static const struct assay_model *open_mini(struct assay_adapter *a)
+{
+    struct assay_diag diag;
+    assay_diag_clear(&diag);
+    assert_int_equal(assay_adapter_open_spec("bundled:model=mini", a, &diag), ASSAY_OK);
+    return assay_verify_engine_model(a);
+}
+
 static void test_memo_round_trip(void **state)
 {
     (void)state;
     struct assay_adapter a;
-    struct assay_diag diag;
-    assay_diag_clear(&diag);
-    assert_int_equal(assay_adapter_open_spec("bundled:model=mini", &a, &diag), ASSAY_OK);
-    const struct assay_model *model = assay_verify_engine_model(&a);
+    const struct assay_model *model = open_mini(&a);
     struct assay_oracle_memo *m1 = NULL, *m2 = NULL;
     assert_int_equal(assay_oracle_memo_init(&m1, model, 64), ASSAY_OK);
     assert_int_equal(assay_oracle_memo_init(&m2, model, 64), ASSAY_OK);
@@ -226,10 +232,7 @@ static void test_memo_prefetch(void **state)
 {
     (void)state;
     struct assay_adapter a;
-    struct assay_diag diag;
-    assay_diag_clear(&diag);
-    assert_int_equal(assay_adapter_open_spec("bundled:model=mini", &a, &diag), ASSAY_OK);
-    const struct assay_model *model = assay_verify_engine_model(&a);
+    const struct assay_model *model = open_mini(&a);
     enum { N = 7, LEN = 24 };
     struct assay_oracle_memo *alone = NULL, *batched = NULL;
     assert_int_equal(assay_oracle_memo_init(&alone, model, LEN), ASSAY_OK);
