@@ -231,6 +231,11 @@ enum assay_status assay_oracle_memo_prefetch(struct assay_oracle_memo *m, int32_
         pending[n_pending++] = e;
         total += len;
     }
+    /* What an error left pending is never computed. */
+    for (int32_t k = 0; k < n_pending; k++) {
+        assay_free(pending[k].seq);
+        assay_free(pending[k].rows);
+    }
     return st;
 }
 
