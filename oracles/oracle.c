@@ -590,14 +590,15 @@ static enum assay_status embed(struct assay_oracle *o, const int32_t *tokens, in
     const struct assay_model *m = o->model;
     const int32_t d = m->cfg.d_model;
     for (int32_t t = 0; t < n; t++) {
-        const float *row = m->tok_embd + (int64_t)tokens[t] * d;
-        if (m->mapped) {
+        const float *row = o->rows;
+        if (!m->mapped) {
+            row = m->tok_embd + (int64_t)tokens[t] * d;
+        } else {
             enum assay_status st =
                 assay_model_matrix_rows(NULL, &m->tok_embd_file, d, tokens[t], 1, o->rows);
             if (st != ASSAY_OK) {
                 return st;
             }
-            row = o->rows;
         }
         for (int32_t i = 0; i < d; i++) {
             o->x[(int64_t)t * d + i] = row[i];
