@@ -2,10 +2,11 @@
  * oracle.h - the naive reference: what a TinyGPT model computes, written for
  * clarity and optimised only where no bit of a result can change.
  *
- * One sequence at a time, the whole sequence computed in one pass from the
- * token embeddings (no KV cache, no batching, no paging), every product and
- * reduction accumulated in double precision straight from the fp32 weights
- * in their [out][in] layout. It shares only the weights and the config with
+ * Each sequence computed whole in one pass from the token embeddings (no KV
+ * cache, no paging; several sequences may share a pass, attention within
+ * each, with the same result bits as alone), every product and reduction
+ * accumulated in double precision straight from the fp32 weights in their
+ * [out][in] layout. It shares only the weights and the config with
  * the engine (it includes engine/model.h and nothing else of engine/), so a
  * bug in the engine's cache, batching, paging, speculation or sampler
  * cannot hide in the oracle.
