@@ -64,6 +64,36 @@ static enum assay_status open_scorer(struct assay_audit *a)
     return ASSAY_OK;
 }
 
+/* The oracle's rows of every prompt of w as the budget reads them (its
+ * first token, then the rest as the continuation), computed in batched
+ * passes ahead of the lookups (assay_oracle_memo_prefetch: the same rows;
+ * a lookup computes, or fails on, whatever this could not). */
+static void prefetch_prompts(struct assay_audit *a, const struct assay_workload *w)
+{
+    const int32_t **firsts = assay_calloc((size_t)w->n + 1, sizeof *firsts);
+    const int32_t **rests = assay_calloc((size_t)w->n + 1, sizeof *rests);
+    int32_t *ones = assay_calloc((size_t)w->n + 1, sizeof *ones);
+    int32_t *lens = assay_calloc((size_t)w->n + 1, sizeof *lens);
+    int32_t n = 0;
+    for (int32_t i = 0; firsts != NULL && rests != NULL && ones != NULL && lens != NULL && i < w->n;
+         i++) {
+        const struct assay_workload_request *wr = &w->reqs[i];
+        if (wr->prompt_len >= 2) {
+            firsts[n] = wr->prompt;
+            ones[n] = 1;
+            rests[n] = wr->prompt + 1;
+            lens[n++] = wr->prompt_len - 1;
+        }
+    }
+    if (n > 0) {
+        (void)assay_oracle_memo_prefetch(a->memo, n, firsts, ones, rests, lens);
+    }
+    assay_free(firsts);
+    assay_free(rests);
+    assay_free(ones);
+    assay_free(lens);
+}
+
 enum assay_status assay_audit_reference_lsm(struct assay_audit *a, int32_t variant,
                                             const int32_t *prompt, int32_t prompt_len,
                                             const int32_t *cont, int32_t n_cont, double *out)
@@ -227,6 +257,7 @@ enum assay_status assay_audit_need_budget(struct assay_audit *a)
         goto out;
     }
     double tv_sum[2] = {0.0, 0.0};
+    prefetch_prompts(a, w);
     for (int32_t var = 0; var < b->n_variants; var++) {
         for (int32_t i = 0; i < w->n; i++) {
             const struct assay_workload_request *wr = &w->reqs[i];
