@@ -95,7 +95,8 @@ struct assay_engine_params assay_engine_default_params(const struct assay_model 
  * without paging, a draft whose vocabulary differs, a mutant in a build
  * without mutants: ASSAY_ERR_UNSUPPORTED; act GGML with a model whose
  * weight types it cannot emulate: ASSAY_ERR_UNSUPPORTED, diag naming the
- * tensors), ASSAY_ERR_NOMEM. On failure *out is NULL.
+ * tensors; a mapped model, engine/model.h: ASSAY_ERR_UNSUPPORTED),
+ * ASSAY_ERR_NOMEM. On failure *out is NULL.
  */
 enum assay_status assay_engine_init(struct assay_engine **out, const struct assay_engine_params *p,
                                     struct assay_diag *diag);

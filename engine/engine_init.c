@@ -51,6 +51,12 @@ static enum assay_status validate_params(const struct assay_engine_params *p,
         assay_diag_set(diag, NULL, "model", "a model", "none");
         return ASSAY_ERR_INVALID;
     }
+    if (p->model->mapped) {
+        /* every step would decode every layer of the file again */
+        assay_diag_set(diag, NULL, "model", "a resident model (assay_model_load_gguf)",
+                       "a mapped model");
+        return ASSAY_ERR_UNSUPPORTED;
+    }
     const struct assay_model_config *c = &p->model->cfg;
     if (p->max_batch < 1 || p->max_batch > 4096) {
         return bad_param(diag, "batch", "1..4096 running requests", p->max_batch);

@@ -127,11 +127,20 @@ static void matmul(struct assay_forward *f, const struct weights *w, int32_t l, 
 }
 
 /* Row j of the [out][in] model weights behind column j of a product
- * (layer l's; the LM head's for P_HEAD). */
-static const float *weight_row(const struct assay_forward *f, int kind, int32_t l, int32_t j)
+ * (layer l's; the LM head's for P_HEAD): the model's, or a mapped model's
+ * decoded layer (f->view), or its LM head's row decoded into head_row
+ * (NULL when the file no longer decodes). */
+static const float *weight_row(const struct assay_forward *f, int kind, int32_t l, int32_t j,
+                               float *head_row)
 {
     const struct assay_model *m = f->model;
-    const struct assay_layer_weights *w = &m->layers[kind == P_HEAD ? 0 : l];
+    if (m->mapped && kind == P_HEAD) {
+        return assay_model_matrix_rows(NULL, &m->output_file, f->cfg.d_model, j, 1, head_row) ==
+                       ASSAY_OK
+                   ? head_row
+                   : NULL;
+    }
+    const struct assay_layer_weights *w = m->mapped ? &f->view : &m->layers[kind == P_HEAD ? 0 : l];
     const int32_t d = f->cfg.d_model, ff = f->cfg.d_ff;
     switch (kind) {
     case P_QKV:
@@ -158,13 +167,19 @@ struct product_f16acc {
     float *c;
     bool add;
     int32_t c0, c1;
+    float *head_row; /* room for a mapped LM head's row */
+    enum assay_status st;
 };
 
 static void run_product_f16acc(void *arg)
 {
-    const struct product_f16acc *p = arg;
+    struct product_f16acc *p = arg;
     for (int32_t j = p->c0; j < p->c1; j++) {
-        const float *w = weight_row(p->f, p->kind, p->l, j);
+        const float *w = weight_row(p->f, p->kind, p->l, j, p->head_row);
+        if (w == NULL) {
+            p->st = ASSAY_ERR_PARSE;
+            return;
+        }
         for (int32_t r = 0; r < p->m; r++) {
             float y = assay_numerics_dot_f16acc(p->a + (int64_t)r * p->k, w, p->k);
             float *out = p->c + (int64_t)r * p->n + j;
@@ -180,25 +195,106 @@ static void run_product_f16acc(void *arg)
  * row (numerics.h; the rows were rounded to fp16 by round_input), split by
  * columns with the worker; otherwise matmul() above.
  */
-static void product(struct assay_forward *f, int kind, int32_t l, const float *a, float *c,
-                    int32_t m, float beta)
+static enum assay_status product(struct assay_forward *f, int kind, int32_t l, const float *a,
+                                 float *c, int32_t m, float beta)
 {
     const int32_t fmt_at = (kind == P_HEAD ? f->cfg.n_layer : l) * P_COUNT + kind;
     if (!f->f16_acc || f->act_fmt == NULL || f->act_fmt[fmt_at] != ASSAY_ACT_FORMAT_F16) {
-        matmul(f, &f->w[kind], kind == P_HEAD ? 0 : l, a, c, m, beta);
-        return;
+        /* a mapped model's layer is laid out as layer 0 */
+        matmul(f, &f->w[kind], kind == P_HEAD || f->layer_rows != NULL ? 0 : l, a, c, m, beta);
+        return ASSAY_OK;
     }
     const struct weights *w = &f->w[kind];
-    struct product_f16acc all = {f, kind, l, m, w->k, w->n, a, c, beta != 0.0f, 0, w->n};
+    struct product_f16acc all = {f,    kind, l, m, w->k, w->n, a, c, beta != 0.0f, 0, w->n,
+                                 f->head_row[0], ASSAY_OK};
     if (f->worker == NULL || w->n < 128) {
         run_product_f16acc(&all);
-        return;
+        return all.st;
     }
     struct product_f16acc mine = all, other = all;
     mine.c1 = other.c0 = w->n / 2;
+    other.head_row = f->head_row[1];
     assay_worker_post(f->worker, run_product_f16acc, &other);
     run_product_f16acc(&mine);
     assay_worker_wait(f->worker);
+    return mine.st != ASSAY_OK ? mine.st : other.st;
+}
+
+/* Rows r0..r0+n of a mapped model's matrix, decoded into out (one share
+ * of a layer's decoding). */
+struct decode_share {
+    const struct assay_matrix_file *file;
+    int64_t cols, r0, n;
+    float *out;
+    enum assay_status st;
+};
+
+static void run_decode(void *arg)
+{
+    struct decode_share *p = arg;
+    p->st = assay_model_matrix_rows(NULL, p->file, p->cols, p->r0, p->n, p->out);
+}
+
+/*
+ * Layer l of a mapped model, decoded into f->layer_rows (the floats a
+ * resident load holds: a row decodes alike on either thread) and laid out
+ * in f->w[] as layer 0; f->view points at its matrices. Each matrix's
+ * pages of the file are given back once decoded, so a pass holds about one
+ * layer of the file. ASSAY_ERR_PARSE when the file no longer decodes.
+ */
+static enum assay_status load_layer(struct assay_forward *f, int32_t l)
+{
+    const struct assay_model *m = f->model;
+    const struct assay_layer_weights *w = &m->layers[l];
+    const int64_t d = f->cfg.d_model, ff = f->cfg.d_ff;
+    f->view = *w;
+    const struct {
+        const struct assay_matrix_file *file;
+        int64_t rows, cols;
+        float **dst;
+    } parts[] = {
+        {&w->files.wq, f->q_dim, d, &f->view.wq},   {&w->files.wk, f->kv_dim, d, &f->view.wk},
+        {&w->files.wv, f->kv_dim, d, &f->view.wv},  {&w->files.wo, d, f->q_dim, &f->view.wo},
+        {&w->files.w_gate, ff, d, &f->view.w_gate}, {&w->files.w_up, ff, d, &f->view.w_up},
+        {&w->files.w_down, d, ff, &f->view.w_down},
+    };
+    float *p = f->layer_rows;
+    for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+        struct decode_share mine = {parts[i].file, parts[i].cols, 0, parts[i].rows, p, ASSAY_OK};
+        struct decode_share other = mine;
+        if (f->worker != NULL && parts[i].rows >= 2) {
+            mine.n = parts[i].rows / 2;
+            other.r0 = mine.n;
+            other.n = parts[i].rows - mine.n;
+            other.out = p + mine.n * parts[i].cols;
+            assay_worker_post(f->worker, run_decode, &other);
+            run_decode(&mine);
+            assay_worker_wait(f->worker);
+        } else {
+            run_decode(&mine);
+        }
+        if (mine.st != ASSAY_OK || other.st != ASSAY_OK) {
+            return ASSAY_ERR_PARSE;
+        }
+        assay_model_matrix_done(m, parts[i].file, 0, parts[i].rows);
+        *parts[i].dst = p;
+        p += parts[i].rows * parts[i].cols;
+    }
+    assay_forward_put_layer(f, 0, &f->view);
+    return ASSAY_OK;
+}
+
+/* Token t's embedding into dst: the model's row, or a mapped model's
+ * decoded. */
+static enum assay_status embed(const struct assay_forward *f, int32_t t, float *dst)
+{
+    const struct assay_model *m = f->model;
+    const int32_t d = f->cfg.d_model;
+    if (m->mapped) {
+        return assay_model_matrix_rows(NULL, &m->tok_embd_file, d, t, 1, dst);
+    }
+    memcpy(dst, m->tok_embd + (int64_t)t * d, sizeof(float) * (size_t)d);
+    return ASSAY_OK;
 }
 
 static void rmsnorm(float *out, const float *x, const float *w, int32_t d, float eps)
@@ -942,7 +1038,8 @@ static void split_rows(struct assay_forward *f, const struct assay_forward_batch
     assay_worker_wait(f->worker);
 }
 
-static void forward_layers(struct assay_forward *f, const struct assay_forward_batch *b);
+static enum assay_status forward_layers(struct assay_forward *f,
+                                        const struct assay_forward_batch *b);
 
 enum assay_status assay_forward_run(struct assay_forward *f, const struct assay_forward_batch *b)
 {
@@ -960,50 +1057,55 @@ enum assay_status assay_forward_run(struct assay_forward *f, const struct assay_
         }
     }
     if (f->worker == NULL || !uses_blas(f)) {
-        forward_layers(f, b);
-        return ASSAY_OK;
+        return forward_layers(f, b);
     }
     /* The pass splits its OpenBLAS products over its own two threads, so
      * OpenBLAS runs each share on the calling thread: its own threads, idle
      * and spinning, would take the cores from the worker. A forward whose
      * products never reach OpenBLAS leaves its setting alone. */
     assay_blas_one_thread_begin();
-    forward_layers(f, b);
+    enum assay_status st = forward_layers(f, b);
     assay_blas_one_thread_end();
-    return ASSAY_OK;
+    return st;
 }
 
 /* The pass itself, once assay_forward_run has checked the batch and set
  * each row's position and sequence. */
-static void forward_layers(struct assay_forward *f, const struct assay_forward_batch *b)
+static enum assay_status forward_layers(struct assay_forward *f,
+                                        const struct assay_forward_batch *b)
 {
     const struct assay_model_config *c = &f->cfg;
     const struct assay_model *m = f->model;
     int32_t d = c->d_model, n = b->n_rows;
-    for (int32_t r = 0; r < n; r++) {
-        memcpy(f->x + (int64_t)r * d, m->tok_embd + (int64_t)b->tokens[r] * d,
-               sizeof(float) * (size_t)d);
+    enum assay_status st = ASSAY_OK;
+    for (int32_t r = 0; r < n && st == ASSAY_OK; r++) {
+        st = embed(f, b->tokens[r], f->x + (int64_t)r * d);
     }
     if (ASSAY_MUTANT_ON(f->mutant, ASSAY_MUTANT_PADDING_ROW_NAN) && b->n_seqs > 0) {
         /* The planted bug: pad the batch to a multiple of 8 rows of token 0
          * (row_seq -1) that go through every layer with the real rows. */
         int32_t n_pad = (8 - n % 8) % 8;
-        for (int32_t r = n; r < n + n_pad; r++) {
-            memcpy(f->x + (int64_t)r * d, m->tok_embd, sizeof(float) * (size_t)d);
+        for (int32_t r = n; r < n + n_pad && st == ASSAY_OK; r++) {
+            st = embed(f, 0, f->x + (int64_t)r * d);
             f->row_seq[r] = -1;
             f->row_pos[r] = 0;
         }
         n += n_pad;
     }
-    for (int32_t l = 0; l < c->n_layer; l++) {
+    for (int32_t l = 0; l < c->n_layer && st == ASSAY_OK; l++) {
         const struct assay_layer_weights *w = &m->layers[l];
+        if (f->layer_rows != NULL && (st = load_layer(f, l)) != ASSAY_OK) {
+            break;
+        }
         for (int32_t r = 0; r < n; r++) {
             rmsnorm(f->xn + (int64_t)r * d, f->x + (int64_t)r * d, w->attn_norm, d, c->norm_eps);
         }
         if (f->act_fmt != NULL) {
             round_input(f, l, P_QKV, f->xn, n, d);
         }
-        product(f, P_QKV, l, f->xn, f->qkv, n, 0.0f);
+        if ((st = product(f, P_QKV, l, f->xn, f->qkv, n, 0.0f)) != ASSAY_OK) {
+            break;
+        }
         if (f->qkv_bias != NULL) {
             const float *bias = f->qkv_bias + (int64_t)l * f->qkv_dim;
             for (int32_t r = 0; r < n; r++) {
@@ -1042,21 +1144,25 @@ static void forward_layers(struct assay_forward *f, const struct assay_forward_b
             round_input(f, l, P_O, f->att, n, f->q_dim);
         }
         /* the residual: x += att * Wo, added by the product itself */
-        product(f, P_O, l, f->att, f->x, n, 1.0f);
+        if ((st = product(f, P_O, l, f->att, f->x, n, 1.0f)) != ASSAY_OK) {
+            break;
+        }
         for (int32_t r = 0; r < n; r++) {
             rmsnorm(f->xn + (int64_t)r * d, f->x + (int64_t)r * d, w->ffn_norm, d, c->norm_eps);
         }
         if (f->act_fmt != NULL) {
             round_input(f, l, P_GU, f->xn, n, d);
         }
-        product(f, P_GU, l, f->xn, f->gu, n, 0.0f);
+        if ((st = product(f, P_GU, l, f->xn, f->gu, n, 0.0f)) != ASSAY_OK) {
+            break;
+        }
         split_rows(f, b, l, n, swiglu_rows);
         if (f->act_fmt != NULL) {
             round_input(f, l, P_DOWN, f->hidden, n, c->d_ff);
         }
-        product(f, P_DOWN, l, f->hidden, f->x, n, 1.0f);
+        st = product(f, P_DOWN, l, f->hidden, f->x, n, 1.0f);
     }
-    if (b->n_out > 0) {
+    if (st == ASSAY_OK && b->n_out > 0) {
         for (int32_t o = 0; o < b->n_out; o++) {
             rmsnorm(f->on + (int64_t)o * d, f->x + (int64_t)b->out_rows[o] * d, m->out_norm, d,
                     c->norm_eps);
@@ -1064,6 +1170,7 @@ static void forward_layers(struct assay_forward *f, const struct assay_forward_b
         if (f->act_fmt != NULL) {
             round_input(f, c->n_layer, P_HEAD, f->on, b->n_out, d);
         }
-        product(f, P_HEAD, 0, f->on, f->logits, b->n_out, 0.0f);
+        st = product(f, P_HEAD, 0, f->on, f->logits, b->n_out, 0.0f);
     }
+    return st;
 }

@@ -136,8 +136,13 @@ struct assay_forward_batch {
 /* Allocate and fill everything a pass uses (free with assay_forward_free).
  * ASSAY_ERR_INVALID for bad sizes or an instruction set this CPU lacks,
  * ASSAY_ERR_UNSUPPORTED when act is GGML and assay_forward_check_numerics
- * refuses the model or when the model is mapped (its weights are read in
- * fp32 from the model), ASSAY_ERR_NOMEM; *out is then NULL. */
+ * refuses the model, ASSAY_ERR_NOMEM, ASSAY_ERR_PARSE when a mapped
+ * model's LM head no longer decodes; *out is then NULL. A mapped model
+ * (engine/model.h) keeps its matrices in the file: every pass decodes each
+ * layer into the room of one (the same floats, so the same logits as the
+ * resident load's), which suits a pass over many rows (engine/score.h),
+ * not a step per token; assay_forward_run then also returns
+ * ASSAY_ERR_PARSE when the file no longer decodes. */
 enum assay_status assay_forward_init(struct assay_forward **out,
                                      const struct assay_forward_params *params);
 void assay_forward_free(struct assay_forward *fwd);

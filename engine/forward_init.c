@@ -114,6 +114,47 @@ static void weights_put(struct weights *w, int32_t l, int32_t col0, int32_t cols
     }
 }
 
+void assay_forward_put_layer(struct assay_forward *f, int32_t slot,
+                             const struct assay_layer_weights *w)
+{
+    const int32_t d = f->cfg.d_model, ff = f->cfg.d_ff;
+    weights_put(&f->w[P_QKV], slot, 0, f->q_dim, w->wq);
+    weights_put(&f->w[P_QKV], slot, f->q_dim, f->kv_dim, w->wk);
+    weights_put(&f->w[P_QKV], slot, f->q_dim + f->kv_dim, f->kv_dim, w->wv);
+    weights_put(&f->w[P_O], slot, 0, d, w->wo);
+    weights_put(&f->w[P_GU], slot, 0, ff, w->w_gate);
+    weights_put(&f->w[P_GU], slot, ff, ff, w->w_up);
+    weights_put(&f->w[P_DOWN], slot, 0, d, w->w_down);
+}
+
+/* Rows of a mapped model's LM head decoded at a time when it is laid out. */
+#define HEAD_CHUNK 1024
+
+/* The LM head in every layout of f's weights: the model's rows, or a
+ * mapped model's decoded HEAD_CHUNK rows at a time through f->layer_rows
+ * (room for more: checked at init), each chunk's pages of the file given
+ * back once laid out. ASSAY_ERR_PARSE when the file no longer decodes. */
+static enum assay_status put_head(struct assay_forward *f)
+{
+    const struct assay_model *m = f->model;
+    const int32_t d = f->cfg.d_model, v = f->cfg.vocab;
+    if (!m->mapped) {
+        weights_put(&f->w[P_HEAD], 0, 0, v, m->output);
+        return ASSAY_OK;
+    }
+    for (int32_t r0 = 0; r0 < v; r0 += HEAD_CHUNK) {
+        int32_t n = v - r0 < HEAD_CHUNK ? v - r0 : HEAD_CHUNK;
+        enum assay_status st =
+            assay_model_matrix_rows(NULL, &m->output_file, d, r0, n, f->layer_rows);
+        if (st != ASSAY_OK) {
+            return st;
+        }
+        weights_put(&f->w[P_HEAD], 0, r0, n, f->layer_rows);
+        assay_model_matrix_done(m, &m->output_file, r0, n);
+    }
+    return ASSAY_OK;
+}
+
 /* The activation format of a weight's type; F32 for a type without one
  * (assay_forward_check_numerics refuses those first). */
 static enum assay_act_format format_of(uint32_t type)
@@ -221,9 +262,6 @@ enum assay_status assay_forward_init(struct assay_forward **out,
     if (p->act == ASSAY_ACT_MODE_GGML && assay_forward_check_numerics(p->model, NULL) != ASSAY_OK) {
         return ASSAY_ERR_UNSUPPORTED;
     }
-    if (p->model->mapped) {
-        return ASSAY_ERR_UNSUPPORTED; /* its products read the resident fp32 weights */
-    }
     struct assay_forward *f = assay_calloc(1, sizeof *f);
     if (f == NULL) {
         return ASSAY_ERR_NOMEM;
@@ -255,11 +293,22 @@ enum assay_status assay_forward_init(struct assay_forward **out,
     int64_t rows = (int64_t)p->max_rows + pad;
     int64_t outs = (int64_t)p->max_out + pad;
     int64_t kv_floats = (int64_t)L * p->n_blocks * (int64_t)p->block_size * f->kv_dim;
-    bool weights_ok = weights_alloc(f, &f->w[P_QKV], L, d, f->qkv_dim) &&
-                      weights_alloc(f, &f->w[P_O], L, f->q_dim, d) &&
-                      weights_alloc(f, &f->w[P_GU], L, d, 2 * ff) &&
-                      weights_alloc(f, &f->w[P_DOWN], L, ff, d) &&
+    /* A mapped model's layers take turns in one layer's room. */
+    const int32_t slots = p->model->mapped ? 1 : L;
+    bool weights_ok = weights_alloc(f, &f->w[P_QKV], slots, d, f->qkv_dim) &&
+                      weights_alloc(f, &f->w[P_O], slots, f->q_dim, d) &&
+                      weights_alloc(f, &f->w[P_GU], slots, d, 2 * ff) &&
+                      weights_alloc(f, &f->w[P_DOWN], slots, ff, d) &&
                       weights_alloc(f, &f->w[P_HEAD], 1, d, c->vocab);
+    if (weights_ok && p->model->mapped) {
+        /* the seven matrices of a layer, and a chunk of the LM head */
+        int64_t layer = (int64_t)d * (f->qkv_dim + f->q_dim + 3 * (int64_t)ff);
+        int64_t head = (int64_t)HEAD_CHUNK * d;
+        f->layer_rows = alloc_huge(f, layer > head ? layer : head);
+        f->head_row[0] = alloc_floats(f, d);
+        f->head_row[1] = alloc_floats(f, d);
+        weights_ok = f->layer_rows != NULL && f->head_row[0] != NULL && f->head_row[1] != NULL;
+    }
     f->k = alloc_huge(f, kv_floats);
     f->v = alloc_huge(f, kv_floats);
     f->qkv_bias = c->qkv_bias ? alloc_floats(f, (int64_t)L * f->qkv_dim) : NULL;
@@ -294,17 +343,14 @@ enum assay_status assay_forward_init(struct assay_forward **out,
         assay_forward_free(f);
         return ASSAY_ERR_NOMEM;
     }
-    for (int32_t l = 0; l < L; l++) {
-        const struct assay_layer_weights *w = &p->model->layers[l];
-        weights_put(&f->w[P_QKV], l, 0, f->q_dim, w->wq);
-        weights_put(&f->w[P_QKV], l, f->q_dim, f->kv_dim, w->wk);
-        weights_put(&f->w[P_QKV], l, f->q_dim + f->kv_dim, f->kv_dim, w->wv);
-        weights_put(&f->w[P_O], l, 0, d, w->wo);
-        weights_put(&f->w[P_GU], l, 0, ff, w->w_gate);
-        weights_put(&f->w[P_GU], l, ff, ff, w->w_up);
-        weights_put(&f->w[P_DOWN], l, 0, d, w->w_down);
+    for (int32_t l = 0; l < L && !p->model->mapped; l++) {
+        assay_forward_put_layer(f, l, &p->model->layers[l]);
     }
-    weights_put(&f->w[P_HEAD], 0, 0, c->vocab, p->model->output);
+    enum assay_status st = put_head(f);
+    if (st != ASSAY_OK) {
+        assay_forward_free(f);
+        return st;
+    }
     if (c->qkv_bias) {
         for (int32_t l = 0; l < L; l++) {
             float *bias = f->qkv_bias + (int64_t)l * f->qkv_dim;
@@ -341,6 +387,9 @@ void assay_forward_free(struct assay_forward *f)
     }
     free_huge(f->k);
     free_huge(f->v);
+    free_huge(f->layer_rows);
+    assay_free(f->head_row[0]);
+    assay_free(f->head_row[1]);
     float *bufs[] = {f->qkv_bias, f->rope_cos, f->rope_sin, f->x,      f->xn,     f->qkv,    f->att,
                      f->gu,       f->hidden,   f->on,       f->logits, f->scores, f->scores2};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) {

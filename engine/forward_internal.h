@@ -51,6 +51,15 @@ struct assay_forward {
      * then up columns), down (layer, d_ff, d_model), LM head (d_model,
      * vocab). */
     struct weights w[P_COUNT];
+    /* A mapped model (engine/model.h): each layer's matrices are decoded
+     * when a pass reaches the layer, into layer_rows ([out][in], the seven
+     * matrices in turn, view's pointers on them), and laid out in w[] as
+     * its layer 0; the LM head is laid out once, at init. layer_rows is
+     * NULL for a resident model. head_row: a decoded row of a mapped LM
+     * head for each thread's share of an fp16-accumulating product. */
+    float *layer_rows;
+    struct assay_layer_weights view;
+    float *head_row[2];
     /* KV store */
     float *k; /* (layer, block, pos_in_block, kv_dim) */
     float *v; /* (layer, block, pos_in_block, kv_dim) */
@@ -76,6 +85,11 @@ struct assay_forward {
     double split;     /* the caller's share of a split product's columns */
     int64_t bytes;
 };
+
+/* Lay out layer l's seven matrices (w: [out][in] fp32) in every layout of
+ * f's weights, as layer `slot` (forward_init.c). */
+void assay_forward_put_layer(struct assay_forward *f, int32_t slot,
+                             const struct assay_layer_weights *w);
 
 /* Whether the forward's products ever go to OpenBLAS. */
 static inline bool uses_blas(const struct assay_forward *f)

@@ -292,9 +292,10 @@ enum assay_status assay_model_load_gguf(struct assay_model **out, const char *pa
  * (assay_model_matrix_rows): the model holds the vectors alone, so its
  * memory is the file's pages in use rather than 4 bytes a parameter (32 GB
  * for an 8B model). Every row is decoded once at load to check it and to
- * compute sha256, which is the resident load's. The oracle reads such a
- * model a layer at a time; the bundled engine refuses it
- * (ASSAY_ERR_UNSUPPORTED: it keeps its own fp32 copy). A mapped model
+ * compute sha256, which is the resident load's. The oracle and the
+ * engine's teacher-forced scorer (engine/score.h) read such a model a layer
+ * at a time; the bundled engine refuses it (ASSAY_ERR_UNSUPPORTED: its
+ * steps would decode every layer again for each token). A mapped model
  * cannot be cloned, derived or rehashed. Returns as assay_model_load_gguf.
  */
 enum assay_status assay_model_load_gguf_mapped(struct assay_model **out, const char *path,

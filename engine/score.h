@@ -9,7 +9,11 @@
  * (checks/equivalence.h) gives for the oracle. It runs one forward pass of
  * the P + G - 1 tokens over a contiguous KV buffer with every product the
  * engine's own fixed-order one (batch invariant), so a row does not depend
- * on how the tokens would have been batched.
+ * on how the tokens would have been batched. The model may be mapped
+ * (assay_model_load_gguf_mapped): each call then decodes the file's layers
+ * one at a time into the room of one, and the rows are the same bits as
+ * the resident load's; memory is one layer and the LM head in fp32 besides
+ * the file's pages, time one decoding of the weights per call.
  *
  *   struct assay_score_params sp = assay_score_default_params(model, 512);
  *   sp.act = ASSAY_ACT_MODE_GGML;
@@ -77,7 +81,8 @@ void assay_score_set_f16_acc(struct assay_score *sc, bool on);
  * logits following prompt[0..prompt_len) and cont[0..i); borrowed until
  * the next call or the scorer's free. ASSAY_ERR_INVALID (and *rows NULL)
  * when prompt_len < 1, n_cont < 1, prompt_len + n_cont - 1 exceeds
- * max_len, or a token is outside the vocabulary.
+ * max_len, or a token is outside the vocabulary; ASSAY_ERR_PARSE when a
+ * mapped model's file no longer decodes.
  */
 enum assay_status assay_score_rows(struct assay_score *sc, const int32_t *prompt,
                                    int32_t prompt_len, const int32_t *cont, int32_t n_cont,

@@ -22,6 +22,8 @@
 #include "adapters/spec.h"
 #include "core/request.h"
 #include "core/status.h"
+#include "engine/engine.h"
+#include "engine/forward.h"
 #include "engine/gguf.h"
 #include "engine/model.h"
 #include "engine/model_internal.h"
@@ -1356,6 +1358,85 @@ static double *oracle_logits(const struct assay_model *model, int32_t n_threads,
     return logits;
 }
 
+/* The scorer's rows (engine/score.h) of a mapped model are the resident
+ * model's bit for bit: exact and llama.cpp's numerics (F16 KV cache, flash
+ * attention on and off, fp16 accumulation where it applies), on one thread
+ * and two. */
+static void want_scores_like_resident(const struct assay_model *r, const struct assay_model *m)
+{
+    const int32_t v = r->cfg.vocab, len = 24, p_len = 9;
+    int32_t tokens[24];
+    for (int32_t i = 0; i < len; i++) {
+        tokens[i] = (int32_t)((i * 7919 + 13) % v);
+    }
+    const struct {
+        enum assay_act_mode act;
+        enum assay_kv_type kv;
+        bool fa, f16_acc;
+    } arith[] = {
+        {ASSAY_ACT_MODE_EXACT, ASSAY_KV_TYPE_F32, false, false},
+        {ASSAY_ACT_MODE_GGML, ASSAY_KV_TYPE_F16, true, false},
+        {ASSAY_ACT_MODE_GGML, ASSAY_KV_TYPE_F16, false, true},
+    };
+    int compared = 0;
+    for (size_t i = 0; i < sizeof arith / sizeof arith[0]; i++) {
+        if (arith[i].act == ASSAY_ACT_MODE_GGML && assay_forward_check_numerics(r, NULL) != ASSAY_OK) {
+            continue;
+        }
+        for (int threads = 1; threads <= 2; threads++) {
+            struct assay_score *sr = NULL, *sm = NULL;
+            struct assay_score_params sp = assay_score_default_params(r, len);
+            sp.act = arith[i].act;
+            sp.kv_type = arith[i].kv;
+            sp.flash_attn = arith[i].fa;
+            sp.f16_acc = arith[i].f16_acc;
+            sp.two_threads = threads == 2;
+            assert_int_equal(assay_score_init(&sr, &sp, NULL), ASSAY_OK);
+            sp.model = m;
+            assert_int_equal(assay_score_init(&sm, &sp, NULL), ASSAY_OK);
+            const float *rows_r = NULL, *rows_m = NULL;
+            /* twice: the second pass decodes the layers again */
+            for (int rep = 0; rep < 2; rep++) {
+                assert_int_equal(assay_score_rows(sr, tokens, p_len, tokens + p_len, len - p_len,
+                                                  &rows_r),
+                                 ASSAY_OK);
+                assert_int_equal(assay_score_rows(sm, tokens, p_len, tokens + p_len, len - p_len,
+                                                  &rows_m),
+                                 ASSAY_OK);
+                if (memcmp(rows_r, rows_m, sizeof(float) * (size_t)v * (len - p_len)) != 0) {
+                    fail_msg("the scorer's rows of the mapped model differ (arithmetic %zu, %d "
+                             "threads, pass %d)",
+                             i, threads, rep);
+                }
+            }
+            compared++;
+            assay_score_free(sr);
+            assay_score_free(sm);
+        }
+    }
+    assert_true(compared >= 2);
+    /* each allocation of a mapped model's scorer failing in turn */
+    struct assay_score_params sp = assay_score_default_params(m, len);
+    sp.two_threads = true;
+    int failures = 0;
+    for (long k = 1; k < 1000; k++) {
+        struct assay_score *sc = NULL;
+        assay_test_fail_alloc_at(k);
+        enum assay_status st = assay_score_init(&sc, &sp, NULL);
+        long live = assay_test_alloc_live();
+        assay_score_free(sc);
+        assay_test_fail_alloc_off();
+        if (st == ASSAY_OK) {
+            break;
+        }
+        assert_int_equal(st, ASSAY_ERR_NOMEM);
+        assert_null(sc);
+        assert_int_equal(live, 0);
+        failures++;
+    }
+    assert_true(failures > 3);
+}
+
 /* The resident and the mapped load of the file buf agree on everything: the
  * hash, the types, every vector and every matrix, and the oracle's logits
  * bit for bit on one and two threads; and a mapped model is refused where
@@ -1430,10 +1511,13 @@ static void want_mapped_like_resident(const uint8_t *buf, size_t size, const cha
     assay_diag_clear(&diag);
     assert_int_equal(assay_model_save_gguf(m, out, &diag), ASSAY_ERR_UNSUPPORTED);
     gguf_want_diag(&diag, "model", "a resident model", "mapped model");
-    struct assay_score_params sp = assay_score_default_params(m, 16);
-    struct assay_score *sc = NULL;
-    assert_int_equal(assay_score_init(&sc, &sp, &diag), ASSAY_ERR_UNSUPPORTED);
-    assert_null(sc);
+    want_scores_like_resident(r, m);
+    struct assay_engine_params ep = assay_engine_default_params(m);
+    struct assay_engine *e = (struct assay_engine *)&e;
+    assay_diag_clear(&diag);
+    assert_int_equal(assay_engine_init(&e, &ep, &diag), ASSAY_ERR_UNSUPPORTED);
+    assert_null(e);
+    gguf_want_diag(&diag, "model", "a resident model", "mapped model");
     free(want);
     free(next_r);
     free(next_m);
