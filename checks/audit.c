@@ -173,6 +173,58 @@ const char *assay_audit_numerics_spec(const struct assay_audit_params *p)
     return "act=ggml,kv_type=f32,fa=off";
 }
 
+/* The memory available now in bytes (/proc/meminfo MemAvailable), or -1
+ * when it cannot be read. */
+static int64_t mem_available(void)
+{
+    FILE *fp = fopen("/proc/meminfo", "r");
+    if (fp == NULL) {
+        return -1;
+    }
+    char line[256];
+    long long kb = -1;
+    while (kb < 0 && fgets(line, sizeof line, fp) != NULL) {
+        if (sscanf(line, "MemAvailable: %lld kB", &kb) != 1) {
+            kb = -1;
+        }
+    }
+    fclose(fp);
+    return kb < 0 ? -1 : (int64_t)kb * 1024;
+}
+
+/* The fp32 copies of the weights a resident audit holds: the oracle's, the
+ * bundled engine's two layouts (its own product's and OpenBLAS's), the
+ * reference's. */
+#define RESIDENT_COPIES 4
+
+/* Whether the audit holds its weights mapped (assay_audit_weights): set
+ * a->mapped and, when so, a->mapped_why. A file whose configuration cannot
+ * be read is left to the load, which says why. */
+static void choose_weights(struct assay_audit *a)
+{
+    if (a->p.weights == ASSAY_AUDIT_WEIGHTS_MAPPED) {
+        a->mapped = true;
+        snprintf(a->mapped_why, sizeof a->mapped_why, "--weights mapped");
+        return;
+    }
+    struct assay_model_config cfg;
+    if (a->p.weights != ASSAY_AUDIT_WEIGHTS_AUTO ||
+        assay_model_config_from_gguf(a->model_path, &cfg, NULL) != ASSAY_OK) {
+        return;
+    }
+    const double gib = 1024.0 * 1024.0 * 1024.0;
+    double need = (double)assay_model_config_n_params(&cfg) * sizeof(float) * RESIDENT_COPIES;
+    int64_t avail = mem_available();
+    if (avail > 0 && need > 0.8 * (double)avail) {
+        a->mapped = true;
+        snprintf(a->mapped_why, sizeof a->mapped_why,
+                 "resident, the weights in fp32 would take about %.1f GiB (the oracle's copy, "
+                 "the bundled engine's two layouts, the reference's), more than 80%% of the "
+                 "%.1f GiB available",
+                 need / gib, (double)avail / gib);
+    }
+}
+
 /* One greedy 1-token request: the server answers token-id prompts. */
 static enum assay_status probe(struct assay_audit *a, struct assay_diag *diag)
 {
@@ -262,7 +314,10 @@ enum assay_status assay_audit_open(const struct assay_audit_params *p, struct as
                  assay_audit_numerics_spec(p));
     }
     a->p.bundled_spec = a->bundled_spec;
-    enum assay_status st = assay_model_load_gguf(&a->model, a->model_path, diag);
+    choose_weights(a);
+    enum assay_status st = a->mapped
+                               ? assay_model_load_gguf_mapped(&a->model, a->model_path, diag)
+                               : assay_model_load_gguf(&a->model, a->model_path, diag);
     a->eos_given = p->eos_token != ASSAY_AUDIT_EOS_FROM_MODEL;
     if (st == ASSAY_OK && !a->eos_given) {
         a->p.eos_token = a->model->eos_token;
@@ -302,7 +357,14 @@ enum assay_status assay_audit_open(const struct assay_audit_params *p, struct as
     if (st == ASSAY_OK) {
         st = assay_model_cache_init(&a->models);
     }
-    if (st == ASSAY_OK) {
+    if (st == ASSAY_OK && a->mapped) {
+        assay_audit_note(a,
+                         "Weights: mapped (%s): the oracle and the reference decode the file a "
+                         "layer at a time. The bundled engine needs them resident, so the "
+                         "two-sample test and the benchmark do not run (--weights resident "
+                         "asks for them).",
+                         a->mapped_why);
+    } else if (st == ASSAY_OK) {
         st = assay_adapter_open_spec_cached(a->bundled_spec, a->models, &a->bundled, diag);
         if (st == ASSAY_ERR_UNSUPPORTED && a->bundled_default) {
             /* The engine cannot compute these formats (a fused product
@@ -374,7 +436,8 @@ enum assay_status assay_audit_run_check(struct assay_audit *a, const struct assa
     t.order = a->p.order;
     t.baseline = a->bundled_spec;
     t.owner = a;
-    t.can = ASSAY_NEED_SERVER | ASSAY_NEED_WEIGHTS | ASSAY_NEED_BASELINE | ASSAY_NEED_SEEDS;
+    t.can = ASSAY_NEED_SERVER | ASSAY_NEED_WEIGHTS | ASSAY_NEED_SEEDS;
+    t.can |= a->mapped ? 0 : ASSAY_NEED_BASELINE;
     t.can |= a->metrics_read ? ASSAY_NEED_METRICS : 0;
     /* The settings that change what the check does. */
     char target_args[600], extra[300] = "";
@@ -406,6 +469,10 @@ enum assay_status assay_audit_run_check(struct assay_audit *a, const struct assa
     } else if ((c->needs & ~t.can & ASSAY_NEED_METRICS) != 0 && a->metrics_status[0] != '\0') {
         size_t len = strlen(res->failure);
         snprintf(res->failure + len, sizeof res->failure - len, " (%s)", a->metrics_status);
+    } else if ((c->needs & ~t.can & ASSAY_NEED_BASELINE) != 0 && a->mapped) {
+        size_t len = strlen(res->failure);
+        snprintf(res->failure + len, sizeof res->failure - len,
+                 " (the bundled engine does not run: the weights are mapped, %s)", a->mapped_why);
     }
     if (res->verdict == ASSAY_VERDICT_PASS || res->verdict == ASSAY_VERDICT_SKIP) {
         res->repro[0] = '\0'; /* reproducers are for failures */
@@ -422,6 +489,14 @@ void assay_audit_finalize(struct assay_check_result *results, size_t n)
 const struct assay_adapter *assay_audit_server(const struct assay_audit *a)
 {
     return &a->srv;
+}
+
+bool assay_audit_mapped(const struct assay_audit *a, const char **why)
+{
+    if (why != NULL) {
+        *why = a->mapped_why;
+    }
+    return a->mapped;
 }
 
 const struct assay_adapter *assay_audit_bundled(const struct assay_audit *a)

@@ -156,6 +156,23 @@ enum assay_seed_promise {
     ASSAY_SEED_PROMISE_BUDGET = 2,
 };
 
+/*
+ * How the audit holds the model's weights. RESIDENT: decoded to fp32 in
+ * memory, by the oracle and again by the bundled engine (its two layouts)
+ * and the reference: about 16 bytes a parameter. MAPPED: the matrices stay
+ * in the file (engine/model.h assay_model_load_gguf_mapped) and the oracle
+ * and the reference decode a layer at a time, a few hundred megabytes
+ * besides the LM head; the bundled engine cannot run then, so the
+ * two-sample test and the benchmark are skipped (SKIP naming why). AUTO:
+ * RESIDENT when that fits in 80% of the memory available at the start
+ * (/proc/meminfo MemAvailable), else MAPPED; the report says which ran.
+ */
+enum assay_audit_weights {
+    ASSAY_AUDIT_WEIGHTS_AUTO,
+    ASSAY_AUDIT_WEIGHTS_RESIDENT,
+    ASSAY_AUDIT_WEIGHTS_MAPPED,
+};
+
 struct assay_audit_params {
     const char *url;          /* required: http(s)://host:port of the server */
     enum assay_openai_api api;
@@ -185,6 +202,8 @@ struct assay_audit_params {
                                  llama.cpp's "auto" turns it on on CPU) */
     enum assay_seed_promise seed_promise; /* what the seeded checks hold the
                                  server to (below; default ALONE) */
+    enum assay_audit_weights weights; /* how the audit holds the weights
+                                 (below; default AUTO) */
 };
 
 /* The defaults above, with url and model_path NULL. */
@@ -195,6 +214,10 @@ struct assay_audit_params assay_audit_default_params(void);
 const char *assay_audit_numerics_spec(const struct assay_audit_params *p);
 
 struct assay_audit;
+
+/* Whether the audit a holds its weights mapped (assay_audit_weights), and
+ * then why, in a sentence (static until a closes). */
+bool assay_audit_mapped(const struct assay_audit *a, const char **why);
 
 /*
  * Prepare an audit: load the model from model_path (the oracle's copy),

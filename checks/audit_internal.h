@@ -33,6 +33,8 @@ struct assay_audit {
     bool eos_given;       /* the caller named the EOS token (not the file) */
     char srv_spec[1400];
     struct assay_model *model; /* the oracle's copy */
+    bool mapped;               /* its matrices left in the file (assay_audit_weights) */
+    char mapped_why[400];      /* then why, for the report and the skips */
     struct assay_oracle_memo *memo;
     struct assay_adapter srv;    /* streamed, no logprobs (v1: one) */
     struct assay_adapter srv_lp; /* streamed, n_probs top logprobs */

@@ -36,6 +36,7 @@ static void usage(FILE *out)
             "                   [--slots N] [--eos ID] [--order sequential|joint]\n"
             "                   [--kv-type f16|f32] [--flash-attn on|off]\n"
             "                   [--seed-promise alone|bitwise|budget]\n"
+            "                   [--weights auto|resident|mapped]\n"
             "                   [--bundled SPEC] [--workload FILE]\n"
             "                   [--slo FILE] [--runs N] [--rate R] [--stall-ms N] [--no-bench]\n"
             "                   [--require-checks N] [--json] [--list]\n"
@@ -74,6 +75,12 @@ static void usage(FILE *out)
             "                      for bit, batched runs may part where the numerics budget\n"
             "                      can move the draw), bitwise (batch invariance: every run\n"
             "                      bit for bit) or budget (every run up to the budget)\n"
+            "  --weights HOW       resident: decoded to fp32 (about 16 bytes a parameter:\n"
+            "                      the oracle's, the bundled engine's and the reference's);\n"
+            "                      mapped: left in the file, a layer decoded at a time by the\n"
+            "                      oracle and the reference, and no bundled engine (no\n"
+            "                      two-sample test, no benchmark); auto (default): resident\n"
+            "                      when it fits in 80%% of the available memory\n"
             "  --bundled SPEC      the bundled engine to compare with (default\n"
             "                      bundled:model=FILE.gguf,order=ORDER,batch=SLOTS and the\n"
             "                      server's numerics: act=ggml,kv_type=...,fa=...)\n"
@@ -104,6 +111,7 @@ struct audit_opts {
     double rate;
     bool quick, no_bench, json, list;
     enum assay_seed_promise seed_promise;
+    enum assay_audit_weights weights;
     enum assay_kv_type kv_type;
     bool flash_attn;
     struct assay_require require;
@@ -127,6 +135,7 @@ static int parse(int argc, char **argv, struct audit_opts *o)
         {"stall-ms", required_argument, NULL, 'T'}, {"order", required_argument, NULL, 'O'},
         {"kv-type", required_argument, NULL, 'K'},  {"flash-attn", required_argument, NULL, 'F'},
         {"seed-promise", required_argument, NULL, 'P'},
+        {"weights", required_argument, NULL, 'W'},
         {"require-checks", required_argument, NULL, 'Q'},
         {"help", no_argument, NULL, 'h'},           {NULL, 0, NULL, 0},
     };
@@ -160,6 +169,20 @@ static int parse(int argc, char **argv, struct audit_opts *o)
             } else {
                 fprintf(stderr,
                         "assay audit: --seed-promise expects alone, bitwise or budget, got '%s'\n",
+                        optarg);
+                return ASSAY_EXIT_USAGE;
+            }
+            break;
+        case 'W':
+            if (strcmp(optarg, "auto") == 0) {
+                o->weights = ASSAY_AUDIT_WEIGHTS_AUTO;
+            } else if (strcmp(optarg, "resident") == 0) {
+                o->weights = ASSAY_AUDIT_WEIGHTS_RESIDENT;
+            } else if (strcmp(optarg, "mapped") == 0) {
+                o->weights = ASSAY_AUDIT_WEIGHTS_MAPPED;
+            } else {
+                fprintf(stderr,
+                        "assay audit: --weights expects auto, resident or mapped, got '%s'\n",
                         optarg);
                 return ASSAY_EXIT_USAGE;
             }
@@ -434,7 +457,8 @@ static void print_comparison(FILE *out, const struct assay_versus *c)
  * benchmark's inputs, the checks' results, the comparison and the report. */
 struct audit_run {
     struct assay_audit *a;
-    bool bench_on;        /* neither --no-bench nor --check */
+    bool bench_on;        /* neither --no-bench nor --check, nor mapped weights */
+    bool bench_mapped;    /* the benchmark was asked for, but the weights are mapped */
     struct assay_slo slo; /* with bench_on */
     struct assay_workload *w;
     int32_t bench_from; /* the workload's requests before --quick */
@@ -464,6 +488,7 @@ static bool open_audit(const struct audit_opts *o, struct assay_audit **a)
     ap.kv_type = o->kv_type;
     ap.flash_attn = o->flash_attn;
     ap.seed_promise = o->seed_promise;
+    ap.weights = o->weights;
     ap.stall_ms = (int32_t)o->stall_ms;
     ap.order = o->order;
     ap.program = assay_cli_program();
@@ -606,10 +631,12 @@ static bool build_report(const struct audit_opts *o, struct audit_run *r, int64_
                                    "same run (%s).",
                                    "interleaved run by run") == ASSAY_OK;
     } else if (ok && !r->bench_on) {
-        ok = assay_report_add_note(r->report, "%s", o->n_checks > 0
-                                                        ? "Only the selected checks ran (--check); "
-                                                          "no benchmark."
-                                                        : "No benchmark (--no-bench).") == ASSAY_OK;
+        ok = assay_report_add_note(r->report, "%s",
+                                   r->bench_mapped    ? "No benchmark: the weights are mapped, and "
+                                                        "the bundled engine needs them resident."
+                                   : o->n_checks > 0 ? "Only the selected checks ran (--check); "
+                                                       "no benchmark."
+                                                     : "No benchmark (--no-bench).") == ASSAY_OK;
     }
     if (ok && o->quick) {
         ok = assay_report_add_note(r->report, "A quick audit (--quick): smaller samples, stated "
@@ -710,6 +737,10 @@ int assay_cmd_audit(int argc, char **argv)
     assay_cli_mpi_set_check_timeout(0);
     if (assay_shard_world_rank() != 0) {
         return run_other_rank(&o, r.a);
+    }
+    if (r.bench_on && assay_audit_mapped(r.a, NULL)) {
+        r.bench_on = false;
+        r.bench_mapped = true;
     }
     if (!load_bench_workload(&o, &r)) {
         assay_audit_close(r.a);

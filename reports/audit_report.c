@@ -47,6 +47,9 @@ enum assay_status assay_report_audit_json(const struct assay_audit *a, cJSON *co
               cJSON_AddStringToObject(model, "arch", assay_arch_name(m->cfg.arch)) != NULL &&
               cJSON_AddStringToObject(model, "tensor_types", m->tensor_types) != NULL &&
               cJSON_AddBoolToObject(model, "tied", m->tied) != NULL &&
+              cJSON_AddStringToObject(model, "weights",
+                                      assay_audit_mapped(a, NULL) ? "mapped" : "resident") !=
+                  NULL &&
               cJSON_AddStringToObject(o, "bundled_spec", assay_audit_bundled_spec(a)) != NULL &&
               cJSON_AddBoolToObject(o, "quick", p->quick) != NULL &&
               assay_json_add_num(o, "seed", (double)p->seed) &&

@@ -58,7 +58,8 @@
 #                       RoPE-scaled model and its controls, the perturbed
 #                       files, and every check of the audit on one quantized
 #                       file (ASSAY_AUDIT_EVERY_MODEL, default llama-small;
-#                       ASSAY_AUDIT_EVERY_TYPE, default Q4_K_M)
+#                       ASSAY_AUDIT_EVERY_TYPE, default Q4_K_M), and the
+#                       logprob check on it with --weights mapped
 #   ASSAY_PERTURB_SCALE, ASSAY_PERTURB_ROPE, ASSAY_PERTURB_REQUANT  the
 #                       perturbations' sizes, a list each (a suffix _TYPE,
 #                       e.g. ASSAY_PERTURB_SCALE_Q4_K_M, for one format;
@@ -428,6 +429,26 @@ if has_part every-check; then
             .figures.tolerance == null) | .name' "$dir/report.json" 2>/dev/null)" ||
             untested="no report"
         [ -z "$untested" ] || fail "$every_model $every_type: no tolerance test in $untested"
+        # The same file audited with its weights mapped (as a model too large
+        # for memory is): the logprob check passes on a numerics budget
+        # measured to the same bits as the resident audit's, and the
+        # two-sample test, which needs the bundled engine, says why it
+        # skipped.
+        mdir="$reports/$every_model-$every_type-mapped"
+        rc="$(audit default "$file" "$file" "$mdir" --weights mapped \
+            --check audit.equiv.logprobs --check audit.dist.homogeneity)"
+        got="$(jq -r '[(.checks[] | "\(.name) \(.verdict)"),
+            .audit.numerics_budget.reference_max_abs_diff] | join(", ")' "$mdir/report.json" \
+            2>/dev/null)" || got="no report"
+        want="$(jq -r '.audit.numerics_budget.reference_max_abs_diff' "$dir/report.json" \
+            2>/dev/null)" || want="none"
+        echo "mapped weights, $every_model $every_type: exit $rc: $got (resident budget: $want)"
+        [ "$rc" = 0 ] && [ "$got" = "audit.equiv.logprobs PASS, audit.dist.homogeneity SKIP, $want" ] ||
+            fail "$every_model $every_type with --weights mapped: $got, resident budget $want"
+        jq -e '.checks[] | select(.name == "audit.dist.homogeneity") |
+            .failure | test("weights are mapped")' "$mdir/report.json" >/dev/null 2>&1 ||
+            fail "$every_model $every_type with --weights mapped: the two-sample test's skip" \
+                "does not say the weights are mapped"
         # Seed bugs that act only in batches, where this file's wide budget
         # (a tie budget of about 1.2 logits) explains many partings: served
         # by the bundled engine in llama.cpp's formats with the bug planted
