@@ -193,9 +193,9 @@ static int64_t mem_available(void)
 }
 
 /* The fp32 copies of the weights a resident audit holds: the oracle's, the
- * bundled engine's two layouts (its own product's and OpenBLAS's), the
- * reference's. */
-#define RESIDENT_COPIES 4
+ * bundled engine's load and its two layouts (its own product's and
+ * OpenBLAS's), the reference's layout. */
+#define RESIDENT_COPIES 5
 
 /* Whether the audit holds its weights mapped (assay_audit_weights): set
  * a->mapped and, when so, a->mapped_why. A file whose configuration cannot
@@ -219,7 +219,7 @@ static void choose_weights(struct assay_audit *a)
         a->mapped = true;
         snprintf(a->mapped_why, sizeof a->mapped_why,
                  "resident, the weights in fp32 would take about %.1f GiB (the oracle's copy, "
-                 "the bundled engine's two layouts, the reference's), more than 80%% of the "
+                 "the bundled engine's and its two layouts, the reference's), more than 80%% of the "
                  "%.1f GiB available",
                  need / gib, (double)avail / gib);
     }

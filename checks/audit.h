@@ -158,8 +158,8 @@ enum assay_seed_promise {
 
 /*
  * How the audit holds the model's weights. RESIDENT: decoded to fp32 in
- * memory, by the oracle and again by the bundled engine (its two layouts)
- * and the reference: about 16 bytes a parameter. MAPPED: the matrices stay
+ * memory, by the oracle and again by the bundled engine (its copy and its
+ * two layouts) and the reference: about 20 bytes a parameter. MAPPED: the matrices stay
  * in the file (engine/model.h assay_model_load_gguf_mapped) and the oracle
  * and the reference decode a layer at a time, a few hundred megabytes
  * besides the LM head; the bundled engine cannot run then, so the
