@@ -13,12 +13,19 @@
 #include "forward.h"
 #include "worker.h"
 
+/* Positions per block of the KV store: a batch's sequences take whole
+ * blocks of it in turn. A key's place does not change its bits: the
+ * attention reads every key by its position (engine/forward.h). */
+#define SCORE_BLOCK 16
+
 struct assay_score {
     struct assay_forward *fwd;
     struct assay_worker *worker; /* NULL unless two_threads */
-    int32_t max_len, vocab;
-    int32_t *tokens;   /* (max_len) */
-    int32_t *out_rows; /* (max_len) */
+    int32_t max_len, max_rows, vocab, n_blocks;
+    int32_t *tokens;   /* (max_rows) */
+    int32_t *out_rows; /* (max_rows) */
+    int32_t *blocks;   /* (n_blocks) 0, 1, 2, ...: the sequences' block tables */
+    struct assay_forward_seq seqs[ASSAY_SCORE_MAX_SEQS];
 };
 
 struct assay_score_params assay_score_default_params(const struct assay_model *model,
@@ -42,6 +49,10 @@ static enum assay_status check_params(const struct assay_score_params *p, struct
     }
     if (p->max_len < 1 || p->max_len > p->model->cfg.n_ctx) {
         assay_diag_set(diag, NULL, "max_len", "1..the model's context", "%d", (int)p->max_len);
+        return ASSAY_ERR_INVALID;
+    }
+    if (p->max_rows != 0 && (p->max_rows < p->max_len || p->max_rows > (1 << 20))) {
+        assay_diag_set(diag, NULL, "max_rows", "0, or max_len..2^20", "%d", (int)p->max_rows);
         return ASSAY_ERR_INVALID;
     }
     if (p->act != ASSAY_ACT_MODE_EXACT && p->act != ASSAY_ACT_MODE_GGML) {
@@ -82,9 +93,16 @@ enum assay_status assay_score_init(struct assay_score **out, const struct assay_
         return ASSAY_ERR_NOMEM;
     }
     sc->max_len = p->max_len;
+    sc->max_rows = p->max_rows > 0 ? p->max_rows : p->max_len;
     sc->vocab = p->model->cfg.vocab;
-    sc->tokens = assay_calloc((size_t)p->max_len, sizeof(int32_t));
-    sc->out_rows = assay_calloc((size_t)p->max_len, sizeof(int32_t));
+    /* each sequence wastes less than a block */
+    sc->n_blocks = (sc->max_rows + SCORE_BLOCK - 1) / SCORE_BLOCK + ASSAY_SCORE_MAX_SEQS;
+    sc->tokens = assay_calloc((size_t)sc->max_rows, sizeof(int32_t));
+    sc->out_rows = assay_calloc((size_t)sc->max_rows, sizeof(int32_t));
+    sc->blocks = assay_calloc((size_t)sc->n_blocks, sizeof(int32_t));
+    for (int32_t i = 0; sc->blocks != NULL && i < sc->n_blocks; i++) {
+        sc->blocks[i] = i;
+    }
     if (p->two_threads) {
         st = assay_worker_init(&sc->worker);
         if (st != ASSAY_OK) {
@@ -92,14 +110,14 @@ enum assay_status assay_score_init(struct assay_score **out, const struct assay_
             return st;
         }
     }
-    /* One contiguous block of max_len positions; every product the
-     * engine's own, so the rows are those of any batching. */
+    /* Every product the engine's own, so the rows are those of any
+     * batching. */
     struct assay_forward_params fp = {
         .model = p->model,
-        .n_blocks = 1,
-        .block_size = p->max_len,
-        .max_rows = p->max_len,
-        .max_out = p->max_len,
+        .n_blocks = sc->n_blocks,
+        .block_size = SCORE_BLOCK,
+        .max_rows = sc->max_rows,
+        .max_out = sc->max_rows,
         .max_seq_len = p->max_len,
         .batch_invariant = true,
         .blas_rows = 0,
@@ -111,7 +129,7 @@ enum assay_status assay_score_init(struct assay_score **out, const struct assay_
         .mutant = p->mutant,
         .worker = sc->worker,
     };
-    st = sc->tokens == NULL || sc->out_rows == NULL ? ASSAY_ERR_NOMEM
+    st = sc->tokens == NULL || sc->out_rows == NULL || sc->blocks == NULL ? ASSAY_ERR_NOMEM
                                                     : assay_forward_init(&sc->fwd, &fp);
     if (st != ASSAY_OK) {
         assay_score_free(sc);
@@ -135,6 +153,7 @@ void assay_score_free(struct assay_score *sc)
     assay_worker_free(sc->worker);
     assay_free(sc->tokens);
     assay_free(sc->out_rows);
+    assay_free(sc->blocks);
     assay_free(sc);
 }
 
@@ -142,24 +161,50 @@ enum assay_status assay_score_rows(struct assay_score *sc, const int32_t *prompt
                                    int32_t prompt_len, const int32_t *cont, int32_t n_cont,
                                    const float **rows)
 {
+    struct assay_score_seq one = {prompt, prompt_len, cont, n_cont};
     *rows = NULL;
     if (prompt_len < 1 || n_cont < 1 || (int64_t)prompt_len + n_cont - 1 > sc->max_len) {
         return ASSAY_ERR_INVALID;
     }
-    int32_t n = prompt_len + n_cont - 1;
-    for (int32_t i = 0; i < n; i++) {
-        int32_t t = i < prompt_len ? prompt[i] : cont[i - prompt_len];
-        if (t < 0 || t >= sc->vocab) {
+    return assay_score_rows_batch(sc, &one, 1, rows);
+}
+
+int32_t assay_score_max_rows(const struct assay_score *sc)
+{
+    return sc->max_rows;
+}
+
+enum assay_status assay_score_rows_batch(struct assay_score *sc, const struct assay_score_seq *seqs,
+                                         int32_t n, const float **rows)
+{
+    *rows = NULL;
+    if (n < 1 || n > ASSAY_SCORE_MAX_SEQS) {
+        return ASSAY_ERR_INVALID;
+    }
+    int32_t row = 0, out = 0, block = 0;
+    for (int32_t s = 0; s < n; s++) {
+        const struct assay_score_seq *q = &seqs[s];
+        if (q->prompt_len < 1 || q->n_cont < 1 ||
+            (int64_t)q->prompt_len + q->n_cont - 1 > sc->max_len ||
+            (int64_t)row + q->prompt_len + q->n_cont - 1 > sc->max_rows) {
             return ASSAY_ERR_INVALID;
         }
-        sc->tokens[i] = t;
+        int32_t len = q->prompt_len + q->n_cont - 1;
+        for (int32_t i = 0; i < len; i++) {
+            int32_t t = i < q->prompt_len ? q->prompt[i] : q->cont[i - q->prompt_len];
+            if (t < 0 || t >= sc->vocab) {
+                return ASSAY_ERR_INVALID;
+            }
+            sc->tokens[row + i] = t;
+        }
+        for (int32_t i = 0; i < q->n_cont; i++) {
+            sc->out_rows[out++] = row + q->prompt_len - 1 + i;
+        }
+        sc->seqs[s] = (struct assay_forward_seq){sc->blocks + block, 0, len, row, 0};
+        row += len;
+        block += (len + SCORE_BLOCK - 1) / SCORE_BLOCK;
     }
-    for (int32_t i = 0; i < n_cont; i++) {
-        sc->out_rows[i] = prompt_len - 1 + i;
-    }
-    int32_t block = 0;
-    struct assay_forward_seq seq = {&block, 0, n, 0, 0};
-    struct assay_forward_batch b = {n, sc->tokens, 1, &seq, n_cont, sc->out_rows};
+    struct assay_forward_batch b = {row, sc->tokens, n, sc->seqs, out, sc->out_rows};
     enum assay_status st = assay_forward_run(sc->fwd, &b);
     if (st != ASSAY_OK) {
         return st;

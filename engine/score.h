@@ -45,6 +45,8 @@ struct assay_score;
 struct assay_score_params {
     const struct assay_model *model; /* borrowed; must outlive the scorer */
     int32_t max_len;                 /* most tokens of prompt + continuation; <= n_ctx */
+    int32_t max_rows;                /* most tokens of one batch of sequences
+                                        (assay_score_rows_batch); 0: max_len */
     enum assay_act_mode act;         /* as engine/forward.h */
     enum assay_kv_type kv_type;
     bool flash_attn;
@@ -73,6 +75,17 @@ enum assay_status assay_score_init(struct assay_score **out, const struct assay_
                                    struct assay_diag *diag);
 void assay_score_free(struct assay_score *sc);
 
+/* One sequence of a batch (assay_score_rows_batch). */
+struct assay_score_seq {
+    const int32_t *prompt;
+    int32_t prompt_len;
+    const int32_t *cont;
+    int32_t n_cont;
+};
+
+/* The most sequences of one batch. */
+#define ASSAY_SCORE_MAX_SEQS 64
+
 /* Switch f16_acc for the calls that follow (the other arithmetic stays). */
 void assay_score_set_f16_acc(struct assay_score *sc, bool on);
 
@@ -87,5 +100,21 @@ void assay_score_set_f16_acc(struct assay_score *sc, bool on);
 enum assay_status assay_score_rows(struct assay_score *sc, const int32_t *prompt,
                                    int32_t prompt_len, const int32_t *cont, int32_t n_cont,
                                    const float **rows);
+
+/*
+ * The rows of n sequences in one pass (each layer taken once for all of
+ * them: for a mapped model, decoded once): *rows points at the rows of
+ * seqs[0], then seqs[1]'s, ..., (sum of n_cont, vocab) floats, each
+ * sequence's rows the bits assay_score_rows gives it alone. Borrowed as
+ * assay_score_rows's. ASSAY_ERR_INVALID (and *rows NULL) when n is not in
+ * 1..ASSAY_SCORE_MAX_SEQS, a sequence is invalid for assay_score_rows, or
+ * their tokens (prompt_len + n_cont - 1 each) exceed max_rows;
+ * ASSAY_ERR_PARSE as assay_score_rows.
+ */
+enum assay_status assay_score_rows_batch(struct assay_score *sc, const struct assay_score_seq *seqs,
+                                         int32_t n, const float **rows);
+
+/* The most tokens of one batch: max_rows as given, or max_len. */
+int32_t assay_score_max_rows(const struct assay_score *sc);
 
 #endif

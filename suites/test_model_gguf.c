@@ -1391,6 +1391,7 @@ static void want_scores_like_resident(const struct assay_model *r, const struct 
             sp.flash_attn = arith[i].fa;
             sp.f16_acc = arith[i].f16_acc;
             sp.two_threads = threads == 2;
+            sp.max_rows = 3 * len;
             assert_int_equal(assay_score_init(&sr, &sp, NULL), ASSAY_OK);
             sp.model = m;
             assert_int_equal(assay_score_init(&sm, &sp, NULL), ASSAY_OK);
@@ -1409,6 +1410,41 @@ static void want_scores_like_resident(const struct assay_model *r, const struct 
                              i, threads, rep);
                 }
             }
+            /* in a batch, each sequence's rows are its rows alone */
+            const size_t row_bytes = sizeof(float) * (size_t)v;
+            float *alone = malloc(row_bytes * (size_t)(len - p_len));
+            assert_non_null(alone);
+            memcpy(alone, rows_m, row_bytes * (size_t)(len - p_len));
+            const float *rows_b = NULL;
+            assert_int_equal(assay_score_rows(sm, tokens + 5, 3, tokens + 8, 4, &rows_b), ASSAY_OK);
+            float *short_alone = malloc(row_bytes * 4);
+            assert_non_null(short_alone);
+            memcpy(short_alone, rows_b, row_bytes * 4);
+            const struct assay_score_seq batch[] = {
+                {tokens + 5, 3, tokens + 8, 4},
+                {tokens, p_len, tokens + p_len, len - p_len},
+                {tokens + 5, 3, tokens + 8, 4},
+            };
+            struct assay_score *both[] = {sr, sm};
+            for (int k = 0; k < 2; k++) {
+                assert_int_equal(assay_score_rows_batch(both[k], batch, 3, &rows_b), ASSAY_OK);
+                if (memcmp(rows_b, short_alone, row_bytes * 4) != 0 ||
+                    memcmp(rows_b + (size_t)4 * v, alone, row_bytes * (size_t)(len - p_len)) !=
+                        0 ||
+                    memcmp(rows_b + (size_t)(4 + len - p_len) * v, short_alone, row_bytes * 4) !=
+                        0) {
+                    fail_msg("a batch's rows differ from its sequences' alone (arithmetic %zu, "
+                             "%d threads, %s)",
+                             i, threads, k == 0 ? "resident" : "mapped");
+                }
+            }
+            /* more tokens than max_rows, or no sequence: refused */
+            const struct assay_score_seq four[] = {batch[1], batch[1], batch[1], batch[1]};
+            assert_int_equal(assay_score_rows_batch(sm, four, 4, &rows_b), ASSAY_ERR_INVALID);
+            assert_null(rows_b);
+            assert_int_equal(assay_score_rows_batch(sm, four, 0, &rows_b), ASSAY_ERR_INVALID);
+            free(alone);
+            free(short_alone);
             compared++;
             assay_score_free(sr);
             assay_score_free(sm);
