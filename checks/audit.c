@@ -557,6 +557,7 @@ void assay_audit_close(struct assay_audit *a)
     assay_adapter_close(&a->bundled);
     assay_model_cache_free(a->models);
     assay_oracle_memo_free(a->memo);
+    assay_audit_reference_forget(a);
     assay_score_free(a->scorer);
     assay_model_free(a->model);
     assay_free(a);

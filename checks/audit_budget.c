@@ -20,8 +20,19 @@
 #include "audit_internal.h"
 
 /* The reference takes sequences of up to this many tokens (or the model's
- * context): the audit's greedy workloads are far shorter. */
+ * context), and batches of as many (assay_audit_reference_prefetch): a
+ * batch's logits, the largest of its buffers, no larger than one
+ * sequence's could be. The audit's greedy workloads are far shorter. */
 #define BUDGET_MAX_LEN 512
+
+/* The reference's rows of some sequences, kept for their lookups. */
+struct assay_audit_ref_rows {
+    int32_t variant, n;
+    int32_t **tokens;   /* (n) each sequence's prompt then continuation; NULL: not scored */
+    int32_t *prompt_len, *n_cont;
+    int64_t *row0;      /* (n) its first row in rows */
+    float *rows;        /* (sum of n_cont, vocab) */
+};
 
 void assay_audit_log_softmax(const double *row, int32_t v, double *out)
 {
@@ -67,8 +78,10 @@ static enum assay_status open_scorer(struct assay_audit *a)
 /* The oracle's rows of every prompt of w as the budget reads them (its
  * first token, then the rest as the continuation), computed in batched
  * passes ahead of the lookups (assay_oracle_memo_prefetch: the same rows;
- * a lookup computes, or fails on, whatever this could not). */
-static void prefetch_prompts(struct assay_audit *a, const struct assay_workload *w)
+ * a lookup computes, or fails on, whatever this could not); and, with
+ * variant >= 0, the reference's rows of that variant instead
+ * (assay_audit_reference_prefetch). */
+static void prefetch_prompts(struct assay_audit *a, const struct assay_workload *w, int32_t variant)
 {
     const int32_t **firsts = assay_calloc((size_t)w->n + 1, sizeof *firsts);
     const int32_t **rests = assay_calloc((size_t)w->n + 1, sizeof *rests);
@@ -85,13 +98,154 @@ static void prefetch_prompts(struct assay_audit *a, const struct assay_workload 
             lens[n++] = wr->prompt_len - 1;
         }
     }
-    if (n > 0) {
+    if (n > 0 && variant < 0) {
         (void)assay_oracle_memo_prefetch(a->memo, n, firsts, ones, rests, lens);
+    } else if (n > 0) {
+        assay_audit_reference_prefetch(a, variant, n, firsts, ones, rests, lens);
     }
     assay_free(firsts);
     assay_free(rests);
     assay_free(ones);
     assay_free(lens);
+}
+
+void assay_audit_reference_forget(struct assay_audit *a)
+{
+    struct assay_audit_ref_rows *r = a->ref_rows;
+    if (r == NULL) {
+        return;
+    }
+    for (int32_t i = 0; r->tokens != NULL && i < r->n; i++) {
+        assay_free(r->tokens[i]);
+    }
+    assay_free(r->tokens);
+    assay_free(r->prompt_len);
+    assay_free(r->n_cont);
+    assay_free(r->row0);
+    assay_free(r->rows);
+    assay_free(r);
+    a->ref_rows = NULL;
+}
+
+/* Room for the rows of n sequences whose continuations have `rows` rows in
+ * all; NULL when an allocation failed. */
+static struct assay_audit_ref_rows *ref_rows_alloc(int32_t n, int64_t rows, int32_t v)
+{
+    struct assay_audit_ref_rows *r = assay_calloc(1, sizeof *r);
+    if (r == NULL) {
+        return NULL;
+    }
+    r->n = n;
+    r->tokens = assay_calloc((size_t)n, sizeof *r->tokens);
+    r->prompt_len = assay_calloc((size_t)n, sizeof *r->prompt_len);
+    r->n_cont = assay_calloc((size_t)n, sizeof *r->n_cont);
+    r->row0 = assay_calloc((size_t)n, sizeof *r->row0);
+    r->rows = assay_malloc(sizeof(float) * (size_t)rows * (size_t)v);
+    if (r->tokens == NULL || r->prompt_len == NULL || r->n_cont == NULL || r->row0 == NULL ||
+        r->rows == NULL) {
+        assay_free(r->tokens);
+        assay_free(r->prompt_len);
+        assay_free(r->n_cont);
+        assay_free(r->row0);
+        assay_free(r->rows);
+        assay_free(r);
+        return NULL;
+    }
+    return r;
+}
+
+/* Score sequences [from, to) of the prefetch (their rows into r, from row
+ * *row on) in one batch; the tokens of those scored are kept. */
+static enum assay_status score_batch(struct assay_audit *a, struct assay_audit_ref_rows *r,
+                                     const int32_t *const *prompts, const int32_t *prompt_lens,
+                                     const int32_t *const *conts, const int32_t *n_conts,
+                                     const int32_t *idx, int32_t n, int64_t *row)
+{
+    const int32_t v = a->model->cfg.vocab;
+    struct assay_score_seq seqs[ASSAY_SCORE_MAX_SEQS];
+    for (int32_t k = 0; k < n; k++) {
+        int32_t i = idx[k];
+        seqs[k] = (struct assay_score_seq){prompts[i], prompt_lens[i], conts[i], n_conts[i]};
+    }
+    const float *rows = NULL;
+    enum assay_status st = assay_score_rows_batch(a->scorer, seqs, n, &rows);
+    for (int32_t k = 0; st == ASSAY_OK && k < n; k++) {
+        int32_t i = idx[k], len = prompt_lens[i] + n_conts[i];
+        int32_t *tokens = assay_malloc(sizeof(int32_t) * (size_t)len);
+        if (tokens == NULL) {
+            return ASSAY_ERR_NOMEM;
+        }
+        memcpy(tokens, prompts[i], sizeof(int32_t) * (size_t)prompt_lens[i]);
+        memcpy(tokens + prompt_lens[i], conts[i], sizeof(int32_t) * (size_t)n_conts[i]);
+        memcpy(r->rows + *row * v, rows, sizeof(float) * (size_t)n_conts[i] * (size_t)v);
+        r->tokens[i] = tokens;
+        r->prompt_len[i] = prompt_lens[i];
+        r->n_cont[i] = n_conts[i];
+        r->row0[i] = *row;
+        *row += n_conts[i];
+        rows += (int64_t)n_conts[i] * v;
+    }
+    return st;
+}
+
+void assay_audit_reference_prefetch(struct assay_audit *a, int32_t variant, int32_t n,
+                                    const int32_t *const *prompts, const int32_t *prompt_lens,
+                                    const int32_t *const *conts, const int32_t *n_conts)
+{
+    assay_audit_reference_forget(a);
+    if (n < 1 || open_scorer(a) != ASSAY_OK) {
+        return;
+    }
+    int64_t total = 0;
+    for (int32_t i = 0; i < n; i++) {
+        bool fits = prompt_lens[i] >= 1 && n_conts[i] >= 1 &&
+                    prompt_lens[i] + n_conts[i] - 1 <= a->scorer_len;
+        total += fits ? n_conts[i] : 0;
+    }
+    struct assay_audit_ref_rows *r =
+        total > 0 ? ref_rows_alloc(n, total, a->model->cfg.vocab) : NULL;
+    if (r == NULL) {
+        return;
+    }
+    r->variant = variant;
+    a->ref_rows = r;
+    assay_score_set_f16_acc(a->scorer, variant == 1);
+    /* In the order given, as many sequences a batch as its rows take. */
+    const int32_t max_rows = assay_score_max_rows(a->scorer);
+    int32_t idx[ASSAY_SCORE_MAX_SEQS], k = 0, batch_rows = 0;
+    int64_t row = 0;
+    enum assay_status st = ASSAY_OK;
+    for (int32_t i = 0; i <= n && st == ASSAY_OK; i++) {
+        int32_t len = i < n ? prompt_lens[i] + n_conts[i] - 1 : 0;
+        bool fits = i < n && prompt_lens[i] >= 1 && n_conts[i] >= 1 && len <= a->scorer_len;
+        if (k > 0 && (i == n || (fits && (k == ASSAY_SCORE_MAX_SEQS || batch_rows + len > max_rows)))) {
+            st = score_batch(a, r, prompts, prompt_lens, conts, n_conts, idx, k, &row);
+            k = 0;
+            batch_rows = 0;
+        }
+        if (fits) {
+            idx[k++] = i;
+            batch_rows += len;
+        }
+    }
+}
+
+/* The kept rows of (prompt, cont) under variant, or NULL. */
+static const float *kept_rows(const struct assay_audit *a, int32_t variant, const int32_t *prompt,
+                              int32_t prompt_len, const int32_t *cont, int32_t n_cont)
+{
+    const struct assay_audit_ref_rows *r = a->ref_rows;
+    if (r == NULL || r->variant != variant) {
+        return NULL;
+    }
+    for (int32_t i = 0; i < r->n; i++) {
+        if (r->tokens[i] != NULL && r->prompt_len[i] == prompt_len && r->n_cont[i] == n_cont &&
+            memcmp(r->tokens[i], prompt, sizeof(int32_t) * (size_t)prompt_len) == 0 &&
+            memcmp(r->tokens[i] + prompt_len, cont, sizeof(int32_t) * (size_t)n_cont) == 0) {
+            return r->rows + r->row0[i] * a->model->cfg.vocab;
+        }
+    }
+    return NULL;
 }
 
 enum assay_status assay_audit_reference_lsm(struct assay_audit *a, int32_t variant,
@@ -105,9 +259,11 @@ enum assay_status assay_audit_reference_lsm(struct assay_audit *a, int32_t varia
     if (prompt_len + n_cont - 1 > a->scorer_len) {
         return ASSAY_ERR_INVALID;
     }
-    assay_score_set_f16_acc(a->scorer, variant == 1);
-    const float *rows = NULL;
-    st = assay_score_rows(a->scorer, prompt, prompt_len, cont, n_cont, &rows);
+    const float *rows = kept_rows(a, variant, prompt, prompt_len, cont, n_cont);
+    if (rows == NULL) {
+        assay_score_set_f16_acc(a->scorer, variant == 1);
+        st = assay_score_rows(a->scorer, prompt, prompt_len, cont, n_cont, &rows);
+    }
     if (st != ASSAY_OK) {
         return st;
     }
@@ -257,8 +413,9 @@ enum assay_status assay_audit_need_budget(struct assay_audit *a)
         goto out;
     }
     double tv_sum[2] = {0.0, 0.0};
-    prefetch_prompts(a, w);
+    prefetch_prompts(a, w, -1);
     for (int32_t var = 0; var < b->n_variants; var++) {
+        prefetch_prompts(a, w, var);
         for (int32_t i = 0; i < w->n; i++) {
             const struct assay_workload_request *wr = &w->reqs[i];
             if (wr->prompt_len < 2) {
@@ -326,6 +483,7 @@ enum assay_status assay_audit_need_budget(struct assay_audit *a)
     b->gap = fmax(ASSAY_EQUIV_TIE_TOL, ASSAY_AUDIT_BUDGET_FACTOR * b->ref_max_gap);
     b->measured = true;
 out:
+    assay_audit_reference_forget(a);
     b->seconds = (double)(assay_now_ns() - t0) / 1e9;
     assay_divergence_free(acc[0]);
     assay_divergence_free(acc[1]);

@@ -53,6 +53,7 @@ struct assay_audit {
     bool budget_tried;                /* measured, or failed (budget.why) */
     struct assay_score *scorer;       /* the reference (engine/score.h), or NULL */
     int32_t scorer_len;               /* its longest sequence */
+    struct assay_audit_ref_rows *ref_rows; /* rows scored ahead of their lookups, or NULL */
 };
 
 /* Add a sentence to the audit's findings (said once, at most MAX_FINDINGS). */
@@ -93,6 +94,20 @@ enum assay_status assay_audit_need_budget(struct assay_audit *a);
  * holds n_cont rows. `variant` 0 is ggml's fp32 lanes, 1 its fp16
  * accumulation (a->budget.n_variants says whether that one differs).
  * ASSAY_ERR_INVALID when the sequence is longer than the reference takes. */
+/* Score n sequences (prompts[i] then conts[i], as assay_audit_reference_lsm
+ * takes them) with the reference's variant in batched passes (for a mapped
+ * model, the file decoded once a batch rather than once a sequence) and
+ * keep their rows, in place of the ones kept before, for the lookups of
+ * assay_audit_reference_lsm that follow: the same values. Sequences it
+ * could not score (too long, out of memory, an error) are left to the
+ * lookups, which say what they would have said. */
+void assay_audit_reference_prefetch(struct assay_audit *a, int32_t variant, int32_t n,
+                                    const int32_t *const *prompts, const int32_t *prompt_lens,
+                                    const int32_t *const *conts, const int32_t *n_conts);
+
+/* Let go of the rows the prefetch kept. */
+void assay_audit_reference_forget(struct assay_audit *a);
+
 enum assay_status assay_audit_reference_lsm(struct assay_audit *a, int32_t variant,
                                             const int32_t *prompt, int32_t prompt_len,
                                             const int32_t *cont, int32_t n_cont, double *out);
