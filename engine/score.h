@@ -84,7 +84,7 @@ struct assay_score_seq {
 };
 
 /* The most sequences of one batch. */
-#define ASSAY_SCORE_MAX_SEQS 64
+#define ASSAY_SCORE_MAX_SEQS 16
 
 /* Switch f16_acc for the calls that follow (the other arithmetic stays). */
 void assay_score_set_f16_acc(struct assay_score *sc, bool on);
