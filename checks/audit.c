@@ -9,6 +9,7 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -173,10 +174,17 @@ const char *assay_audit_numerics_spec(const struct assay_audit_params *p)
     return "act=ggml,kv_type=f32,fa=off";
 }
 
-/* The memory available now in bytes (/proc/meminfo MemAvailable), or -1
- * when it cannot be read. */
+/* The memory available now in bytes: ASSAY_MEM_AVAILABLE when set (a
+ * limit of the caller's), else /proc/meminfo's MemAvailable; -1 when
+ * neither can be read. */
 static int64_t mem_available(void)
 {
+    const char *env = getenv("ASSAY_MEM_AVAILABLE");
+    if (env != NULL && *env != '\0') {
+        char *end;
+        long long v = strtoll(env, &end, 10);
+        return *end == '\0' && v > 0 ? (int64_t)v : -1;
+    }
     FILE *fp = fopen("/proc/meminfo", "r");
     if (fp == NULL) {
         return -1;
@@ -194,17 +202,20 @@ static int64_t mem_available(void)
 
 /* The fp32 copies of the weights a resident audit holds: the oracle's, the
  * bundled engine's load and its two layouts (its own product's and
- * OpenBLAS's), the reference's layout. */
+ * OpenBLAS's), the reference's layout; without the bundled engine, the
+ * oracle's and the reference's. */
 #define RESIDENT_COPIES 5
+#define REFERENCE_COPIES 2
 
-/* Whether the audit holds its weights mapped (assay_audit_weights): set
- * a->mapped and, when so, a->mapped_why. A file whose configuration cannot
- * be read is left to the load, which says why. */
+/* How the audit holds its weights (assay_audit_weights): set a->mapped and
+ * a->engine_off, and then a->engine_off_why. A file whose configuration
+ * cannot be read is left to the load, which says why. */
 static void choose_weights(struct assay_audit *a)
 {
     if (a->p.weights == ASSAY_AUDIT_WEIGHTS_MAPPED) {
-        a->mapped = true;
-        snprintf(a->mapped_why, sizeof a->mapped_why, "--weights mapped");
+        a->mapped = a->engine_off = true;
+        snprintf(a->engine_off_why, sizeof a->engine_off_why,
+                 "the weights are mapped (--weights mapped)");
         return;
     }
     struct assay_model_config cfg;
@@ -213,16 +224,20 @@ static void choose_weights(struct assay_audit *a)
         return;
     }
     const double gib = 1024.0 * 1024.0 * 1024.0;
-    double need = (double)assay_model_config_n_params(&cfg) * sizeof(float) * RESIDENT_COPIES;
-    int64_t avail = mem_available();
-    if (avail > 0 && need > 0.8 * (double)avail) {
-        a->mapped = true;
-        snprintf(a->mapped_why, sizeof a->mapped_why,
-                 "resident, the weights in fp32 would take about %.1f GiB (the oracle's copy, "
-                 "the bundled engine's and its two layouts, the reference's), more than 80%% of the "
-                 "%.1f GiB available",
-                 need / gib, (double)avail / gib);
+    const double fp32 = (double)assay_model_config_n_params(&cfg) * sizeof(float);
+    const double avail = (double)mem_available();
+    if (avail <= 0.0 || RESIDENT_COPIES * fp32 <= 0.8 * avail) {
+        return;
     }
+    a->engine_off = true;
+    a->mapped = REFERENCE_COPIES * fp32 > 0.8 * avail;
+    snprintf(a->engine_off_why, sizeof a->engine_off_why,
+             "%s: with the bundled engine's copy and two layouts the weights in fp32 would take "
+             "about %.1f GiB, more than 80%% of the %.1f GiB available%s",
+             a->mapped ? "the weights are mapped" : "too little memory", RESIDENT_COPIES * fp32 / gib,
+             avail / gib,
+             a->mapped ? ", and the oracle's and the reference's copies alone more than that"
+                       : "; the oracle and the reference hold them resident");
 }
 
 /* One greedy 1-token request: the server answers token-id prompts. */
@@ -357,13 +372,14 @@ enum assay_status assay_audit_open(const struct assay_audit_params *p, struct as
     if (st == ASSAY_OK) {
         st = assay_model_cache_init(&a->models);
     }
-    if (st == ASSAY_OK && a->mapped) {
+    if (st == ASSAY_OK && a->engine_off) {
         assay_audit_note(a,
-                         "Weights: mapped (%s): the oracle and the reference decode the file a "
-                         "layer at a time. The bundled engine needs them resident, so the "
-                         "two-sample test and the benchmark do not run (--weights resident "
-                         "asks for them).",
-                         a->mapped_why);
+                         "Bundled engine: not run (%s).%s The two-sample test and the benchmark, "
+                         "which need it, do not run (--weights resident asks for them).",
+                         a->engine_off_why,
+                         a->mapped ? " The oracle and the reference decode the file a layer at a "
+                                     "time."
+                                   : "");
     } else if (st == ASSAY_OK) {
         st = assay_adapter_open_spec_cached(a->bundled_spec, a->models, &a->bundled, diag);
         if (st == ASSAY_ERR_UNSUPPORTED && a->bundled_default) {
@@ -437,7 +453,7 @@ enum assay_status assay_audit_run_check(struct assay_audit *a, const struct assa
     t.baseline = a->bundled_spec;
     t.owner = a;
     t.can = ASSAY_NEED_SERVER | ASSAY_NEED_WEIGHTS | ASSAY_NEED_SEEDS;
-    t.can |= a->mapped ? 0 : ASSAY_NEED_BASELINE;
+    t.can |= a->engine_off ? 0 : ASSAY_NEED_BASELINE;
     t.can |= a->metrics_read ? ASSAY_NEED_METRICS : 0;
     /* The settings that change what the check does. */
     char target_args[600], extra[300] = "";
@@ -469,10 +485,10 @@ enum assay_status assay_audit_run_check(struct assay_audit *a, const struct assa
     } else if ((c->needs & ~t.can & ASSAY_NEED_METRICS) != 0 && a->metrics_status[0] != '\0') {
         size_t len = strlen(res->failure);
         snprintf(res->failure + len, sizeof res->failure - len, " (%s)", a->metrics_status);
-    } else if ((c->needs & ~t.can & ASSAY_NEED_BASELINE) != 0 && a->mapped) {
+    } else if ((c->needs & ~t.can & ASSAY_NEED_BASELINE) != 0 && a->engine_off) {
         size_t len = strlen(res->failure);
         snprintf(res->failure + len, sizeof res->failure - len,
-                 " (the bundled engine does not run: the weights are mapped, %s)", a->mapped_why);
+                 " (the bundled engine does not run: %s)", a->engine_off_why);
     }
     if (res->verdict == ASSAY_VERDICT_PASS || res->verdict == ASSAY_VERDICT_SKIP) {
         res->repro[0] = '\0'; /* reproducers are for failures */
@@ -491,12 +507,17 @@ const struct assay_adapter *assay_audit_server(const struct assay_audit *a)
     return &a->srv;
 }
 
-bool assay_audit_mapped(const struct assay_audit *a, const char **why)
+bool assay_audit_mapped(const struct assay_audit *a)
+{
+    return a->mapped;
+}
+
+bool assay_audit_engine_off(const struct assay_audit *a, const char **why)
 {
     if (why != NULL) {
-        *why = a->mapped_why;
+        *why = a->engine_off_why;
     }
-    return a->mapped;
+    return a->engine_off;
 }
 
 const struct assay_adapter *assay_audit_bundled(const struct assay_audit *a)

@@ -158,14 +158,17 @@ enum assay_seed_promise {
 
 /*
  * How the audit holds the model's weights. RESIDENT: decoded to fp32 in
- * memory, by the oracle and again by the bundled engine (its copy and its
- * two layouts) and the reference: about 20 bytes a parameter. MAPPED: the matrices stay
- * in the file (engine/model.h assay_model_load_gguf_mapped) and the oracle
- * and the reference decode a layer at a time, a few hundred megabytes
- * besides the LM head; the bundled engine cannot run then, so the
- * two-sample test and the benchmark are skipped (SKIP naming why). AUTO:
- * RESIDENT when that fits in 80% of the memory available at the start
- * (/proc/meminfo MemAvailable), else MAPPED; the report says which ran.
+ * memory by the oracle, and again by the bundled engine (its copy and two
+ * layouts) and the reference: about 20 bytes a parameter. MAPPED: the
+ * matrices stay in the file (engine/model.h assay_model_load_gguf_mapped)
+ * and the oracle and the reference decode a layer at a time, a few hundred
+ * megabytes besides the LM head; the bundled engine cannot run then, so
+ * the two-sample test and the benchmark are skipped (SKIP naming why).
+ * AUTO: RESIDENT when that fits in 80% of the memory available at the
+ * start (/proc/meminfo MemAvailable); else, when the oracle's and the
+ * reference's copies (8 bytes a parameter) fit, resident without the
+ * bundled engine (skipped as with MAPPED); else MAPPED. The report says
+ * which ran.
  */
 enum assay_audit_weights {
     ASSAY_AUDIT_WEIGHTS_AUTO,
@@ -215,9 +218,13 @@ const char *assay_audit_numerics_spec(const struct assay_audit_params *p);
 
 struct assay_audit;
 
-/* Whether the audit a holds its weights mapped (assay_audit_weights), and
- * then why, in a sentence (static until a closes). */
-bool assay_audit_mapped(const struct assay_audit *a, const char **why);
+/* Whether the audit a holds its weights mapped (assay_audit_weights). */
+bool assay_audit_mapped(const struct assay_audit *a);
+
+/* Whether the audit a runs without the bundled engine (mapped weights, or
+ * too little memory for its copies), and then why, in words (static until
+ * a closes). */
+bool assay_audit_engine_off(const struct assay_audit *a, const char **why);
 
 /*
  * Prepare an audit: load the model from model_path (the oracle's copy),

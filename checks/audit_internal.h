@@ -34,7 +34,8 @@ struct assay_audit {
     char srv_spec[1400];
     struct assay_model *model; /* the oracle's copy */
     bool mapped;               /* its matrices left in the file (assay_audit_weights) */
-    char mapped_why[400];      /* then why, for the report and the skips */
+    bool engine_off;           /* no bundled engine: mapped, or too little memory for it */
+    char engine_off_why[500];  /* then why, for the report and the skips */
     struct assay_oracle_memo *memo;
     struct assay_adapter srv;    /* streamed, no logprobs (v1: one) */
     struct assay_adapter srv_lp; /* streamed, n_probs top logprobs */

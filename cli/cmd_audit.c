@@ -80,7 +80,9 @@ static void usage(FILE *out)
             "                      mapped: left in the file, a layer decoded at a time by the\n"
             "                      oracle and the reference, and no bundled engine (no\n"
             "                      two-sample test, no benchmark); auto (default): resident\n"
-            "                      when it fits in 80%% of the available memory\n"
+            "                      when it fits in 80%% of the available memory, else the\n"
+            "                      oracle's and the reference's copies alone (8 bytes a\n"
+            "                      parameter, no bundled engine) when they fit, else mapped\n"
             "  --bundled SPEC      the bundled engine to compare with (default\n"
             "                      bundled:model=FILE.gguf,order=ORDER,batch=SLOTS and the\n"
             "                      server's numerics: act=ggml,kv_type=...,fa=...)\n"
@@ -458,7 +460,7 @@ static void print_comparison(FILE *out, const struct assay_versus *c)
 struct audit_run {
     struct assay_audit *a;
     bool bench_on;        /* neither --no-bench nor --check, nor mapped weights */
-    bool bench_mapped;    /* the benchmark was asked for, but the weights are mapped */
+    bool bench_mapped;    /* the benchmark was asked for, but the bundled engine is off */
     struct assay_slo slo; /* with bench_on */
     struct assay_workload *w;
     int32_t bench_from; /* the workload's requests before --quick */
@@ -632,8 +634,8 @@ static bool build_report(const struct audit_opts *o, struct audit_run *r, int64_
                                    "interleaved run by run") == ASSAY_OK;
     } else if (ok && !r->bench_on) {
         ok = assay_report_add_note(r->report, "%s",
-                                   r->bench_mapped    ? "No benchmark: the weights are mapped, and "
-                                                        "the bundled engine needs them resident."
+                                   r->bench_mapped    ? "No benchmark: the bundled engine does not "
+                                                        "run (see the findings)."
                                    : o->n_checks > 0 ? "Only the selected checks ran (--check); "
                                                        "no benchmark."
                                                      : "No benchmark (--no-bench).") == ASSAY_OK;
@@ -738,7 +740,7 @@ int assay_cmd_audit(int argc, char **argv)
     if (assay_shard_world_rank() != 0) {
         return run_other_rank(&o, r.a);
     }
-    if (r.bench_on && assay_audit_mapped(r.a, NULL)) {
+    if (r.bench_on && assay_audit_engine_off(r.a, NULL)) {
         r.bench_on = false;
         r.bench_mapped = true;
     }

@@ -48,9 +48,11 @@ enum assay_status assay_report_audit_json(const struct assay_audit *a, cJSON *co
               cJSON_AddStringToObject(model, "tensor_types", m->tensor_types) != NULL &&
               cJSON_AddBoolToObject(model, "tied", m->tied) != NULL &&
               cJSON_AddStringToObject(model, "weights",
-                                      assay_audit_mapped(a, NULL) ? "mapped" : "resident") !=
+                                      assay_audit_mapped(a) ? "mapped" : "resident") !=
                   NULL &&
               cJSON_AddStringToObject(o, "bundled_spec", assay_audit_bundled_spec(a)) != NULL &&
+              cJSON_AddBoolToObject(o, "bundled_engine", !assay_audit_engine_off(a, NULL)) !=
+                  NULL &&
               cJSON_AddBoolToObject(o, "quick", p->quick) != NULL &&
               assay_json_add_num(o, "seed", (double)p->seed) &&
               assay_json_add_num(o, "eos_token", p->eos_token >= 0 ? (double)p->eos_token : NAN) &&

@@ -59,7 +59,8 @@
 #                       files, and every check of the audit on one quantized
 #                       file (ASSAY_AUDIT_EVERY_MODEL, default llama-small;
 #                       ASSAY_AUDIT_EVERY_TYPE, default Q4_K_M), and the
-#                       logprob check on it with --weights mapped
+#                       logprob check on it with --weights mapped and with
+#                       memory for the oracle but not the bundled engine
 #   ASSAY_PERTURB_SCALE, ASSAY_PERTURB_ROPE, ASSAY_PERTURB_REQUANT  the
 #                       perturbations' sizes, a list each (a suffix _TYPE,
 #                       e.g. ASSAY_PERTURB_SCALE_Q4_K_M, for one format;
@@ -449,6 +450,19 @@ if has_part every-check; then
             .failure | test("weights are mapped")' "$mdir/report.json" >/dev/null 2>&1 ||
             fail "$every_model $every_type with --weights mapped: the two-sample test's skip" \
                 "does not say the weights are mapped"
+        # With the memory for the oracle's and the reference's copies but not
+        # for the bundled engine's, auto holds the weights resident without
+        # the engine: the same budget, the two-sample test skipped.
+        mdir="$reports/$every_model-$every_type-no-engine"
+        rc="$(ASSAY_MEM_AVAILABLE=100000000 audit default "$file" "$file" "$mdir" \
+            --check audit.equiv.logprobs --check audit.dist.homogeneity)"
+        got="$(jq -r '[(.checks[] | "\(.name) \(.verdict)"), .audit.model.weights,
+            .audit.bundled_engine, .audit.numerics_budget.reference_max_abs_diff] | join(", ")' \
+            "$mdir/report.json" 2>/dev/null)" || got="no report"
+        echo "too little memory for the bundled engine, $every_model $every_type: exit $rc: $got"
+        [ "$rc" = 0 ] &&
+            [ "$got" = "audit.equiv.logprobs PASS, audit.dist.homogeneity SKIP, resident, false, $want" ] ||
+            fail "$every_model $every_type with 100 MB for the audit: $got, resident budget $want"
         # Seed bugs that act only in batches, where this file's wide budget
         # (a tie budget of about 1.2 logits) explains many partings: served
         # by the bundled engine in llama.cpp's formats with the bug planted
