@@ -75,13 +75,9 @@ static enum assay_status open_scorer(struct assay_audit *a)
     return ASSAY_OK;
 }
 
-/* The oracle's rows of every prompt of w as the budget reads them (its
- * first token, then the rest as the continuation), computed in batched
- * passes ahead of the lookups (assay_oracle_memo_prefetch: the same rows;
- * a lookup computes, or fails on, whatever this could not); and, with
- * variant >= 0, the reference's rows of that variant instead
- * (assay_audit_reference_prefetch). */
-static void prefetch_prompts(struct assay_audit *a, const struct assay_workload *w, int32_t variant)
+/* assay_audit_prefetch_prompts (audit_internal.h) */
+void assay_audit_prefetch_prompts(struct assay_audit *a, const struct assay_workload *w,
+                                  int32_t variant)
 {
     const int32_t **firsts = assay_calloc((size_t)w->n + 1, sizeof *firsts);
     const int32_t **rests = assay_calloc((size_t)w->n + 1, sizeof *rests);
@@ -413,9 +409,9 @@ enum assay_status assay_audit_need_budget(struct assay_audit *a)
         goto out;
     }
     double tv_sum[2] = {0.0, 0.0};
-    prefetch_prompts(a, w, -1);
+    assay_audit_prefetch_prompts(a, w, -1);
     for (int32_t var = 0; var < b->n_variants; var++) {
-        prefetch_prompts(a, w, var);
+        assay_audit_prefetch_prompts(a, w, var);
         for (int32_t i = 0; i < w->n; i++) {
             const struct assay_workload_request *wr = &w->reqs[i];
             if (wr->prompt_len < 2) {

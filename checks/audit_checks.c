@@ -500,6 +500,9 @@ static enum assay_status cut_prompts_at_eos(struct assay_audit *a, struct assay_
                                             int32_t *n_probes)
 {
     const int32_t v = a->model->cfg.vocab;
+    if (a->p.eos_token >= 0) {
+        assay_audit_prefetch_prompts(a, w, -1);
+    }
     for (int32_t i = 0; i < w->n && *n_probes < 3 && a->p.eos_token >= 0; i++) {
         struct assay_workload_request *wr = &w->reqs[i];
         if (wr->prompt_len < 2) {
