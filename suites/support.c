@@ -7,6 +7,7 @@
 
 #include "core/alloc.h"
 #include "core/blas.h"
+#include "core/status.h"
 
 const char *assay_test_fixture(const char *relative, char *buf, size_t size)
 {
@@ -101,6 +102,27 @@ long assay_test_alloc_count(void)
 long assay_test_alloc_live(void)
 {
     return g_live;
+}
+
+long assay_test_each_alloc_failing(int (*attempt)(void *ctx), void *ctx)
+{
+    long failures = 0;
+    for (long k = 1; k < 100000; k++) {
+        assay_test_fail_alloc_at(k);
+        int st = attempt(ctx);
+        long live = assay_test_alloc_live();
+        assay_test_fail_alloc_off();
+        if (st == ASSAY_OK) {
+            return failures;
+        }
+        if (st != ASSAY_ERR_NOMEM || live != 0) {
+            fprintf(stderr, "allocation %ld failing: status %d, %ld allocations left behind\n", k,
+                    st, live);
+            return -1;
+        }
+        failures++;
+    }
+    return -1;
 }
 
 void assay_test_init(int argc, char **argv)

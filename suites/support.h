@@ -31,6 +31,15 @@ void assay_test_fail_alloc_off(void);
 long assay_test_alloc_count(void);
 long assay_test_alloc_live(void);
 
+/*
+ * Run attempt(ctx) with each allocation it makes failing in turn (the 1st,
+ * the 2nd, ...) until a run succeeds. attempt returns an assay_status and
+ * frees what it made (a failed init, then its free of the NULL it got). The
+ * number of failed runs, or -1 when one returned anything but
+ * ASSAY_ERR_NOMEM or left an allocation behind (printed).
+ */
+long assay_test_each_alloc_failing(int (*attempt)(void *ctx), void *ctx);
+
 /* Whether name starts with one of the '+'-separated prefixes of list
  * ("dist.gof+dist.homogeneity"): how the verify label's programs select
  * their part of a family, and how test_plan checks the parts. */

@@ -406,6 +406,17 @@ static void test_f16_accumulation(void **state)
     assay_model_free(m);
 }
 
+/* A scorer made and freed (assay_test_each_alloc_failing's attempt): a
+ * failed init must leave *out NULL. */
+static int score_attempt(void *ctx)
+{
+    struct assay_score *sc = NULL;
+    enum assay_status st = assay_score_init(&sc, ctx, NULL);
+    bool left = st != ASSAY_OK && sc != NULL;
+    assay_score_free(sc);
+    return left ? ASSAY_ERR_INTERNAL : (int)st;
+}
+
 /* Each allocation of assay_score_init failing in turn: ASSAY_ERR_NOMEM,
  * *out NULL, nothing left allocated. */
 static void test_score_alloc_failures(void **state)
@@ -415,23 +426,8 @@ static void test_score_alloc_failures(void **state)
     sp.act = ASSAY_ACT_MODE_GGML;
     sp.kv_type = ASSAY_KV_TYPE_F16;
     sp.two_threads = true;
-    int failures = 0;
-    for (long k = 1; k < 1000; k++) {
-        struct assay_score *sc = NULL;
-        assay_test_fail_alloc_at(k);
-        enum assay_status st = assay_score_init(&sc, &sp, NULL);
-        long live = assay_test_alloc_live();
-        assay_score_free(sc);
-        assay_test_fail_alloc_off();
-        if (st == ASSAY_OK) {
-            break;
-        }
-        assert_int_equal(st, ASSAY_ERR_NOMEM);
-        assert_null(sc);
-        assert_int_equal(live, 0);
-        failures++;
-    }
-    printf("assay_score_init: %d allocations failed in turn, each cleanly\n", failures);
+    long failures = assay_test_each_alloc_failing(score_attempt, &sp);
+    printf("assay_score_init: %ld allocations failed in turn, each cleanly\n", failures);
     assert_true(failures > 3);
 }
 
