@@ -75,39 +75,45 @@ static enum assay_status open_scorer(struct assay_audit *a)
     return ASSAY_OK;
 }
 
-/* assay_audit_prefetch_prompts (audit_internal.h) */
-void assay_audit_prefetch_prompts(struct assay_audit *a, const struct assay_workload *w,
-                                  int32_t variant)
+/* assay_audit_prefetch (audit_internal.h) */
+void assay_audit_prefetch(struct assay_audit *a, const struct assay_workload *w,
+                          const struct assay_transcript *t, int32_t variant)
 {
-    const int32_t **firsts = assay_calloc((size_t)w->n + 1, sizeof *firsts);
-    const int32_t **rests = assay_calloc((size_t)w->n + 1, sizeof *rests);
-    int32_t *ones = assay_calloc((size_t)w->n + 1, sizeof *ones);
-    int32_t *lens = assay_calloc((size_t)w->n + 1, sizeof *lens);
+    const int32_t **prompts = assay_calloc((size_t)w->n + 1, sizeof *prompts);
+    const int32_t **outs = assay_calloc((size_t)w->n + 1, sizeof *outs);
+    int32_t *p_lens = assay_calloc((size_t)w->n + 1, sizeof *p_lens);
+    int32_t *o_lens = assay_calloc((size_t)w->n + 1, sizeof *o_lens);
     int32_t n = 0;
-    for (int32_t i = 0; firsts != NULL && rests != NULL && ones != NULL && lens != NULL && i < w->n;
+    for (int32_t i = 0; prompts != NULL && outs != NULL && p_lens != NULL && o_lens != NULL &&
+                        i < w->n;
          i++) {
         const struct assay_workload_request *wr = &w->reqs[i];
-        if (wr->prompt_len >= 2) {
-            firsts[n] = wr->prompt;
-            ones[n] = 1;
-            rests[n] = wr->prompt + 1;
-            lens[n++] = wr->prompt_len - 1;
+        if (t == NULL && wr->prompt_len >= 2) {
+            /* the prompt's first token, then the rest as the continuation */
+            prompts[n] = wr->prompt;
+            p_lens[n] = 1;
+            outs[n] = wr->prompt + 1;
+            o_lens[n++] = wr->prompt_len - 1;
+        } else if (t != NULL && t->reqs[i].n_events > 0) {
+            prompts[n] = wr->prompt;
+            p_lens[n] = wr->prompt_len;
+            outs[n] = t->reqs[i].tokens;
+            o_lens[n++] = t->reqs[i].n_events;
         }
     }
     if (n > 0 && variant < 0) {
-        (void)assay_oracle_memo_prefetch(a->memo, n, firsts, ones, rests, lens);
+        (void)assay_oracle_memo_prefetch(a->memo, n, prompts, p_lens, outs, o_lens);
     } else if (n > 0) {
-        assay_audit_reference_prefetch(a, variant, n, firsts, ones, rests, lens);
+        assay_audit_reference_prefetch(a, variant, n, prompts, p_lens, outs, o_lens);
     }
-    assay_free(firsts);
-    assay_free(rests);
-    assay_free(ones);
-    assay_free(lens);
+    assay_free(prompts);
+    assay_free(outs);
+    assay_free(p_lens);
+    assay_free(o_lens);
 }
 
-void assay_audit_reference_forget(struct assay_audit *a)
+static void ref_rows_free(struct assay_audit_ref_rows *r)
 {
-    struct assay_audit_ref_rows *r = a->ref_rows;
     if (r == NULL) {
         return;
     }
@@ -120,6 +126,11 @@ void assay_audit_reference_forget(struct assay_audit *a)
     assay_free(r->row0);
     assay_free(r->rows);
     assay_free(r);
+}
+
+void assay_audit_reference_forget(struct assay_audit *a)
+{
+    ref_rows_free(a->ref_rows);
     a->ref_rows = NULL;
 }
 
@@ -139,12 +150,7 @@ static struct assay_audit_ref_rows *ref_rows_alloc(int32_t n, int64_t rows, int3
     r->rows = assay_malloc(sizeof(float) * (size_t)rows * (size_t)v);
     if (r->tokens == NULL || r->prompt_len == NULL || r->n_cont == NULL || r->row0 == NULL ||
         r->rows == NULL) {
-        assay_free(r->tokens);
-        assay_free(r->prompt_len);
-        assay_free(r->n_cont);
-        assay_free(r->row0);
-        assay_free(r->rows);
-        assay_free(r);
+        ref_rows_free(r);
         return NULL;
     }
     return r;
@@ -409,9 +415,9 @@ enum assay_status assay_audit_need_budget(struct assay_audit *a)
         goto out;
     }
     double tv_sum[2] = {0.0, 0.0};
-    assay_audit_prefetch_prompts(a, w, -1);
+    assay_audit_prefetch(a, w, NULL, -1);
     for (int32_t var = 0; var < b->n_variants; var++) {
-        assay_audit_prefetch_prompts(a, w, var);
+        assay_audit_prefetch(a, w, NULL, var);
         for (int32_t i = 0; i < w->n; i++) {
             const struct assay_workload_request *wr = &w->reqs[i];
             if (wr->prompt_len < 2) {

@@ -319,40 +319,6 @@ static struct lp_rec *find_lp(const struct lp_store *s, int32_t req, int32_t pos
     return NULL;
 }
 
-/* The oracle's rows of every request of w after its prompt and the
- * server's continuation in t, computed in batched passes ahead of the
- * lookups (assay_oracle_memo_prefetch: the same rows; a lookup computes,
- * or fails on, whatever this could not); with variant >= 0, the
- * reference's rows of that variant instead (assay_audit_reference_prefetch). */
-static void prefetch_continuations(struct assay_audit *a, const struct assay_workload *w,
-                                   const struct assay_transcript *t, int32_t variant)
-{
-    const int32_t **prompts = assay_calloc((size_t)w->n + 1, sizeof *prompts);
-    const int32_t **outs = assay_calloc((size_t)w->n + 1, sizeof *outs);
-    int32_t *p_lens = assay_calloc((size_t)w->n + 1, sizeof *p_lens);
-    int32_t *o_lens = assay_calloc((size_t)w->n + 1, sizeof *o_lens);
-    int32_t n = 0;
-    for (int32_t i = 0; prompts != NULL && outs != NULL && p_lens != NULL && o_lens != NULL &&
-                        i < w->n;
-         i++) {
-        if (t->reqs[i].n_events > 0) {
-            prompts[n] = w->reqs[i].prompt;
-            p_lens[n] = w->reqs[i].prompt_len;
-            outs[n] = t->reqs[i].tokens;
-            o_lens[n++] = t->reqs[i].n_events;
-        }
-    }
-    if (n > 0 && variant < 0) {
-        (void)assay_oracle_memo_prefetch(a->memo, n, prompts, p_lens, outs, o_lens);
-    } else if (n > 0) {
-        assay_audit_reference_prefetch(a, variant, n, prompts, p_lens, outs, o_lens);
-    }
-    assay_free(prompts);
-    assay_free(outs);
-    assay_free(p_lens);
-    assay_free(o_lens);
-}
-
 /* One variant of reference_at_positions below (ref, lsm and top its
  * scratch). */
 static enum assay_status reference_variant_at_positions(struct assay_audit *a, int32_t var,
@@ -366,7 +332,7 @@ static enum assay_status reference_variant_at_positions(struct assay_audit *a, i
     enum assay_status st = ASSAY_OK;
     double max_abs = 0.0;
     int64_t n_positions = 0;
-    prefetch_continuations(a, w, t, var);
+    assay_audit_prefetch(a, w, t, var);
     for (int32_t i = 0; i < w->n && st == ASSAY_OK; i++) {
         const struct assay_workload_request *wr = &w->reqs[i];
         const struct assay_transcript_req *q = &t->reqs[i];
@@ -501,7 +467,7 @@ static enum assay_status cut_prompts_at_eos(struct assay_audit *a, struct assay_
 {
     const int32_t v = a->model->cfg.vocab;
     if (a->p.eos_token >= 0) {
-        assay_audit_prefetch_prompts(a, w, -1);
+        assay_audit_prefetch(a, w, NULL, -1);
     }
     for (int32_t i = 0; i < w->n && *n_probes < 3 && a->p.eos_token >= 0; i++) {
         struct assay_workload_request *wr = &w->reqs[i];
@@ -916,7 +882,7 @@ static enum assay_status check_logprobs(struct assay_audit *a, const struct assa
     }
     res->tie_tol = tie_budget(a);
     res->n_requests = w->n;
-    prefetch_continuations(a, w, c.t, -1);
+    assay_audit_prefetch(a, w, c.t, -1);
     if (assay_audit_budget_in_force(a)->measured) {
         st = reference_at_positions(a, w, c.t, &c.s, &c.n_ref_skipped);
         if (st != ASSAY_OK) {

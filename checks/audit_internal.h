@@ -106,14 +106,15 @@ void assay_audit_reference_prefetch(struct assay_audit *a, int32_t variant, int3
                                     const int32_t *const *prompts, const int32_t *prompt_lens,
                                     const int32_t *const *conts, const int32_t *n_conts);
 
-/* The oracle's rows of every prompt of w as the budget and the logprob
- * check's EOS probe read them (its first token, then the rest as the
- * continuation), computed in batched passes ahead of the lookups
- * (assay_oracle_memo_prefetch: the same rows; a lookup computes, or fails
- * on, whatever this could not); with variant >= 0, the reference's rows of
- * that variant instead (assay_audit_reference_prefetch). */
-void assay_audit_prefetch_prompts(struct assay_audit *a, const struct assay_workload *w,
-                                  int32_t variant);
+/* The oracle's rows of every request of w, computed in batched passes
+ * ahead of the lookups (assay_oracle_memo_prefetch: the same rows; a lookup
+ * computes, or fails on, whatever this could not): without a transcript,
+ * of each prompt as the budget and the logprob check's EOS probe read it
+ * (its first token, then the rest as the continuation); with one, of each
+ * prompt and the server's continuation in t. With variant >= 0, the
+ * reference's rows of that variant instead (assay_audit_reference_prefetch). */
+void assay_audit_prefetch(struct assay_audit *a, const struct assay_workload *w,
+                          const struct assay_transcript *t, int32_t variant);
 
 /* Let go of the rows the prefetch kept. */
 void assay_audit_reference_forget(struct assay_audit *a);
