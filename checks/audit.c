@@ -234,8 +234,8 @@ static void choose_weights(struct assay_audit *a)
     snprintf(a->engine_off_why, sizeof a->engine_off_why,
              "%s: with the bundled engine's copy and two layouts the weights in fp32 would take "
              "about %.1f GiB, more than 80%% of the %.1f GiB available%s",
-             a->mapped ? "the weights are mapped" : "too little memory", RESIDENT_COPIES * fp32 / gib,
-             avail / gib,
+             a->mapped ? "the weights are mapped" : "too little memory",
+             RESIDENT_COPIES * fp32 / gib, avail / gib,
              a->mapped ? ", and the oracle's and the reference's copies alone more than that"
                        : "; the oracle and the reference hold them resident");
 }

@@ -156,8 +156,8 @@ static struct assay_audit_ref_rows *ref_rows_alloc(int32_t n, int64_t rows, int3
     return r;
 }
 
-/* Score sequences [from, to) of the prefetch (their rows into r, from row
- * *row on) in one batch; the tokens of those scored are kept. */
+/* Score the prefetch's sequences idx[0..n) in one batch, their rows into r
+ * from row *row on; the tokens of those scored are kept. */
 static enum assay_status score_batch(struct assay_audit *a, struct assay_audit_ref_rows *r,
                                      const int32_t *const *prompts, const int32_t *prompt_lens,
                                      const int32_t *const *conts, const int32_t *n_conts,
@@ -220,7 +220,8 @@ void assay_audit_reference_prefetch(struct assay_audit *a, int32_t variant, int3
     for (int32_t i = 0; i <= n && st == ASSAY_OK; i++) {
         int32_t len = i < n ? prompt_lens[i] + n_conts[i] - 1 : 0;
         bool fits = i < n && prompt_lens[i] >= 1 && n_conts[i] >= 1 && len <= a->scorer_len;
-        if (k > 0 && (i == n || (fits && (k == ASSAY_SCORE_MAX_SEQS || batch_rows + len > max_rows)))) {
+        bool full = k == ASSAY_SCORE_MAX_SEQS || batch_rows + len > max_rows;
+        if (k > 0 && (i == n || (fits && full))) {
             st = score_batch(a, r, prompts, prompt_lens, conts, n_conts, idx, k, &row);
             k = 0;
             batch_rows = 0;

@@ -1391,7 +1391,8 @@ static void want_scores_like_resident(const struct assay_model *r, const struct 
     };
     int compared = 0;
     for (size_t i = 0; i < sizeof arith / sizeof arith[0]; i++) {
-        if (arith[i].act == ASSAY_ACT_MODE_GGML && assay_forward_check_numerics(r, NULL) != ASSAY_OK) {
+        if (arith[i].act == ASSAY_ACT_MODE_GGML &&
+            assay_forward_check_numerics(r, NULL) != ASSAY_OK) {
             continue;
         }
         for (int threads = 1; threads <= 2; threads++) {
