@@ -190,6 +190,12 @@ static enum assay_status score_batch(struct assay_audit *a, struct assay_audit_r
     return st;
 }
 
+/* Whether the reference takes a sequence of these lengths. */
+static bool scorer_takes(const struct assay_audit *a, int32_t prompt_len, int32_t n_cont)
+{
+    return prompt_len >= 1 && n_cont >= 1 && prompt_len + n_cont - 1 <= a->scorer_len;
+}
+
 void assay_audit_reference_prefetch(struct assay_audit *a, int32_t variant, int32_t n,
                                     const int32_t *const *prompts, const int32_t *prompt_lens,
                                     const int32_t *const *conts, const int32_t *n_conts)
@@ -200,9 +206,7 @@ void assay_audit_reference_prefetch(struct assay_audit *a, int32_t variant, int3
     }
     int64_t total = 0;
     for (int32_t i = 0; i < n; i++) {
-        bool fits = prompt_lens[i] >= 1 && n_conts[i] >= 1 &&
-                    prompt_lens[i] + n_conts[i] - 1 <= a->scorer_len;
-        total += fits ? n_conts[i] : 0;
+        total += scorer_takes(a, prompt_lens[i], n_conts[i]) ? n_conts[i] : 0;
     }
     struct assay_audit_ref_rows *r =
         total > 0 ? ref_rows_alloc(n, total, a->model->cfg.vocab) : NULL;
@@ -219,7 +223,7 @@ void assay_audit_reference_prefetch(struct assay_audit *a, int32_t variant, int3
     enum assay_status st = ASSAY_OK;
     for (int32_t i = 0; i <= n && st == ASSAY_OK; i++) {
         int32_t len = i < n ? prompt_lens[i] + n_conts[i] - 1 : 0;
-        bool fits = i < n && prompt_lens[i] >= 1 && n_conts[i] >= 1 && len <= a->scorer_len;
+        bool fits = i < n && scorer_takes(a, prompt_lens[i], n_conts[i]);
         bool full = k == ASSAY_SCORE_MAX_SEQS || batch_rows + len > max_rows;
         if (k > 0 && (i == n || (fits && full))) {
             st = score_batch(a, r, prompts, prompt_lens, conts, n_conts, idx, k, &row);

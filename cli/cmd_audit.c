@@ -459,8 +459,8 @@ static void print_comparison(FILE *out, const struct assay_versus *c)
  * benchmark's inputs, the checks' results, the comparison and the report. */
 struct audit_run {
     struct assay_audit *a;
-    bool bench_on;        /* neither --no-bench nor --check, nor mapped weights */
-    bool bench_mapped;    /* the benchmark was asked for, but the bundled engine is off */
+    bool bench_on;        /* neither --no-bench nor --check, and the bundled engine runs */
+    bool bench_no_engine; /* the benchmark was asked for, but the bundled engine is off */
     struct assay_slo slo; /* with bench_on */
     struct assay_workload *w;
     int32_t bench_from; /* the workload's requests before --quick */
@@ -634,7 +634,7 @@ static bool build_report(const struct audit_opts *o, struct audit_run *r, int64_
                                    "interleaved run by run") == ASSAY_OK;
     } else if (ok && !r->bench_on) {
         ok = assay_report_add_note(r->report, "%s",
-                                   r->bench_mapped    ? "No benchmark: the bundled engine does not "
+                                   r->bench_no_engine ? "No benchmark: the bundled engine does not "
                                                         "run (see the findings)."
                                    : o->n_checks > 0 ? "Only the selected checks ran (--check); "
                                                        "no benchmark."
@@ -742,7 +742,7 @@ int assay_cmd_audit(int argc, char **argv)
     }
     if (r.bench_on && assay_audit_engine_off(r.a, NULL)) {
         r.bench_on = false;
-        r.bench_mapped = true;
+        r.bench_no_engine = true;
     }
     if (!load_bench_workload(&o, &r)) {
         assay_audit_close(r.a);
