@@ -12,8 +12,8 @@
  * on how the tokens would have been batched. The model may be mapped
  * (assay_model_load_gguf_mapped): each call then decodes the file's layers
  * one at a time into the room of one, and the rows are the same bits as
- * the resident load's; memory is one layer and the LM head in fp32 besides
- * the file's pages, time one decoding of the weights per call.
+ * the resident load's; memory is the LM head and two copies of a layer in
+ * fp32 besides the file's pages, time one decoding of the weights per call.
  *
  *   struct assay_score_params sp = assay_score_default_params(model, 512);
  *   sp.act = ASSAY_ACT_MODE_GGML;
