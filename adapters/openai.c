@@ -175,6 +175,7 @@ struct openai {
     assay_openai_usage_sink usage_sink;
     void *usage_ctx;
     struct assay_openai_stats stats;
+    int64_t t_any_ns;       /* the last byte received by any request (0: none yet) */
     char last_error[ERR_LEN];
 };
 
@@ -446,6 +447,7 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *userdata)
     size_t n = size * nmemb;
     int64_t now = assay_now_ns();
     r->t_last_ns = now;
+    oa->t_any_ns = now;
     r->bytes += (int64_t)n;
     oa->stats.bytes_received += (int64_t)n;
     if (!r->stream_checked) {
@@ -930,19 +932,32 @@ static enum assay_status pump(struct openai *oa, int *running)
     return ASSAY_OK;
 }
 
-/* Requests that received nothing for stall_timeout_ms. */
+/* Requests that received nothing for stall_timeout_ms. A request still
+ * waiting for its first byte may be queued behind others (llama-server
+ * sends a queued request nothing until a slot frees), so its silence counts
+ * from the later of its start and the last byte any request received: it
+ * times out when the whole server has been silent that long, and a server
+ * that serves others but never it still fails it once the others end. */
 static void check_stalls(struct openai *oa)
 {
     int64_t now = assay_now_ns();
     int64_t limit = (int64_t)oa->p.stall_timeout_ms * 1000000;
     for (int32_t i = 0; i < oa->p.max_requests; i++) {
         struct oa_req *r = &oa->reqs[i];
-        if (r->state != RQ_ACTIVE || now - r->t_last_ns <= limit) {
+        if (r->state != RQ_ACTIVE) {
+            continue;
+        }
+        int64_t since = r->t_last_ns;
+        if (r->bytes == 0 && oa->t_any_ns > since) {
+            since = oa->t_any_ns;
+        }
+        if (now - since <= limit) {
             continue;
         }
         if (r->bytes == 0) {
             req_fail(r, ASSAY_ERR_TIMEOUT,
-                     "stall timeout: no response from the server within %d ms (stall_ms)",
+                     "stall timeout: no response from the server within %d ms (stall_ms), "
+                     "nor any byte to another request",
                      (int)oa->p.stall_timeout_ms);
         } else {
             req_fail(r, ASSAY_ERR_TIMEOUT,

@@ -102,11 +102,11 @@
 #include "adapter.h"
 #include "openai_chunks.h" /* the dialects, what a chunk yields */
 
-/* The longest step() waits when no byte is ready (milliseconds). */
 /* The largest seed sent as given; larger ones are reduced mod 2^32 - 1
  * (above), so two seeds above it may reach the server as one. */
 #define ASSAY_OPENAI_SEED_MAX 0xFFFFFFFEull
 
+/* The longest step() waits when no byte is ready (milliseconds). */
 #define ASSAY_OPENAI_POLL_MS 1
 
 struct assay_openai_params {
@@ -114,7 +114,8 @@ struct assay_openai_params {
     const char *model;          /* sent as "model"; NULL or "" leaves it out */
     enum assay_openai_api api;
     int32_t connect_timeout_ms; /* TCP (and TLS) connection; default 5000 */
-    int32_t stall_timeout_ms;   /* longest silence, headers included; default 60000 */
+    int32_t stall_timeout_ms;   /* longest silence, headers included; default 60000
+                                   (before the first byte: the whole server's) */
     int32_t max_requests;       /* live requests at once; default 1024 */
     int32_t n_probs;            /* top logprobs requested per token (0..64); default 0,
                                    and at least 1 with ASSAY_OPENAI_API_V1 */

@@ -91,7 +91,8 @@ static void usage(FILE *out)
             "  --slo FILE          SLO for goodput (default fixtures/" ASSAY_CLI_BENCH_SLO ")\n"
             "  --runs N            runs per benchmark configuration (default 3; --quick 2)\n"
             "  --rate R            open-loop rate, req/s (default: half the lower batched rate)\n"
-            "  --stall-ms N        a request fails after N ms without a byte (default 60000)\n"
+            "  --stall-ms N        a request fails after N ms without a byte (default 60000;\n"
+            "                      before its first byte, N ms without a byte to any request)\n"
             "  --no-bench          the checks only\n"
             ASSAY_CLI_REQUIRE_HELP
             "  --json              print the report's JSON instead of the tables\n"

@@ -45,6 +45,8 @@ struct fake_server {
     char last_auth[512];
     char last_body[FAKE_N_MODES][BODY_KEEP];
     int forced_mode; /* 0: each request's first prompt token picks */
+    int queue_ms;    /* FAKE_QUEUED's silence */
+    int slow_gap_ms; /* after each FAKE_SLOW_TOKENS token */
     /* When each token of the last FAKE_SLOW_TOKENS reply was written
      * (CLOCK_MONOTONIC ns, taken just before the write). */
     int64_t slow_sent_ns[16];
@@ -336,6 +338,30 @@ static void wait_for_client(struct out *o)
     }
 }
 
+/* Sleep ms, or less if the server stops or the client goes away. */
+static void wait_ms(struct out *o, int ms)
+{
+    struct timespec t0;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    char tmp[256];
+    while (!o->gone && !stopping(o->s)) {
+        struct timespec now;
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        int64_t left = ms - ((int64_t)(now.tv_sec - t0.tv_sec) * 1000 +
+                             (now.tv_nsec - t0.tv_nsec) / 1000000);
+        if (left <= 0) {
+            return;
+        }
+        struct pollfd pfd = {o->fd, POLLIN, 0};
+        if (poll(&pfd, 1, left < 50 ? (int)left : 50) > 0) {
+            ssize_t n = recv(o->fd, tmp, sizeof tmp, 0);
+            if (n <= 0) {
+                client_gone(o);
+            }
+        }
+    }
+}
+
 /* ------------------------------------------------------------------ */
 /* Replies                                                             */
 /* ------------------------------------------------------------------ */
@@ -419,6 +445,15 @@ static void reply_stream(struct out *o, const struct request *rq, int mode)
     if (mode == FAKE_SLOW_START) {
         sleep_ms(150);
     }
+    if (mode == FAKE_QUEUED) {
+        pthread_mutex_lock(&o->s->mu);
+        int queue_ms = o->s->queue_ms;
+        pthread_mutex_unlock(&o->s->mu);
+        wait_ms(o, queue_ms);
+        if (o->gone || stopping(o->s)) {
+            return;
+        }
+    }
     start_stream(o);
     int32_t n = rq->n_predict + (mode == FAKE_TOO_MANY ? 3 : 0);
     for (int32_t i = 0; i < n && !o->gone; i++) {
@@ -493,7 +528,10 @@ static void reply_stream(struct out *o, const struct request *rq, int mode)
         }
         token_event(o, rq, i, tok, mode);
         if (mode == FAKE_SLOW_TOKENS) {
-            sleep_ms(150);
+            pthread_mutex_lock(&o->s->mu);
+            int gap_ms = o->s->slow_gap_ms;
+            pthread_mutex_unlock(&o->s->mu);
+            sleep_ms(gap_ms);
         }
     }
     if (o->gone) {
@@ -656,6 +694,7 @@ int fake_server_start(struct fake_server **out)
         return -1;
     }
     pthread_mutex_init(&s->mu, NULL);
+    s->slow_gap_ms = 150;
     s->lfd = socket(AF_INET, SOCK_STREAM, 0);
     struct sockaddr_in addr;
     memset(&addr, 0, sizeof addr);
@@ -756,6 +795,14 @@ void fake_server_set_mode(struct fake_server *s, int mode)
 {
     pthread_mutex_lock(&s->mu);
     s->forced_mode = mode > 0 && mode < FAKE_N_MODES ? mode : 0;
+    pthread_mutex_unlock(&s->mu);
+}
+
+void fake_server_set_timing(struct fake_server *s, int queue_ms, int slow_gap_ms)
+{
+    pthread_mutex_lock(&s->mu);
+    s->queue_ms = queue_ms;
+    s->slow_gap_ms = slow_gap_ms;
     pthread_mutex_unlock(&s->mu);
 }
 

@@ -53,6 +53,8 @@ enum fake_mode {
     FAKE_SILENT = 27,        /* reads the request, then never answers */
     FAKE_LEGACY_IDS = 28,    /* /v1, well-behaved, ids in the legacy layout (vLLM's
                                 tokens[] = "token_id:N") */
+    FAKE_QUEUED = 29,        /* sends nothing for the queue delay (fake_server_set_timing),
+                                then a well-behaved stream: a request queued for a slot */
     FAKE_N_MODES
 };
 
@@ -93,6 +95,10 @@ void fake_server_last_auth(struct fake_server *s, char *buf, size_t size);
  * prompt token (0, the default: the prompt picks). For a client that sends
  * prompts it does not choose (the audit's generated workloads). */
 void fake_server_set_mode(struct fake_server *s, int mode);
+
+/* FAKE_QUEUED's silence before it answers (default 0) and the gap after
+ * each FAKE_SLOW_TOKENS token (default 150), in ms, for requests from now on. */
+void fake_server_set_timing(struct fake_server *s, int queue_ms, int slow_gap_ms);
 
 /* A copy of the body of the last request with first prompt token `mode`
  * ("" if none). */

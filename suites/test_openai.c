@@ -529,6 +529,47 @@ static void test_misbehaviours_v1(void **state)
     check_misbehaviours(ASSAY_OPENAI_API_V1, cases, (int)(sizeof cases / sizeof cases[0]));
 }
 
+/* A request queued for a slot (llama-server sends it nothing until one
+ * frees) is not stalled while the server streams to others: its silence
+ * counts from the last byte any request received. Alone, the same silence
+ * is a stall. */
+static void test_queued_request(void **state)
+{
+    (void)state;
+    /* valgrind slows the client's work, not the server's sleeps: 4 s
+     * leaves 3 s over the 1 s gaps. */
+    int32_t stall = g_time_scale > 1.0 ? 4000 : 1000;
+    fake_server_set_timing(g_srv, stall * 3 / 2, stall / 4);
+    char url[128];
+    struct assay_openai_params p = params_for(ASSAY_OPENAI_API_COMPLETION, url, sizeof url);
+    p.stall_timeout_ms = stall;
+    struct assay_adapter a;
+    assert_int_equal(assay_openai_open(&p, &a, NULL), ASSAY_OK);
+    struct req_store st;
+    make_req(&st, 0, FAKE_QUEUED, 4);
+    make_req(&st, 1, FAKE_SLOW_TOKENS, 10); /* streams for 2.5 stall timeouts */
+    struct outcome out[2];
+    struct run_info info = drive(&a, st.reqs, 2, out, 30000);
+    for (int i = 0; i < 2; i++) {
+        if (out[i].reason != ASSAY_FINISH_LENGTH) {
+            fail_msg("request %d, beside another's stream: %s", i, out[i].msg);
+        }
+        assert_tokens_ok(&out[i], &st.reqs[i], st.reqs[i].max_tokens);
+    }
+    printf("# queued %.1f stall timeouts beside a stream: served, in %.3f s\n", 1.5, info.seconds);
+    make_req(&st, 0, FAKE_QUEUED, 4);
+    info = drive(&a, st.reqs, 1, out, 30000);
+    assert_int_equal(out[0].reason, ASSAY_FINISH_ERROR);
+    assert_int_equal(out[0].error, ASSAY_ERR_TIMEOUT);
+    assert_int_equal(out[0].n_tok, 0);
+    if (strstr(out[0].msg, "stall timeout: no response from the server") == NULL) {
+        fail_msg("alone: \"%s\"", out[0].msg);
+    }
+    printf("# alone: %s, after %.3f s\n", out[0].msg, info.seconds);
+    fake_server_set_timing(g_srv, 0, 150);
+    assay_adapter_close(&a);
+}
+
 /* Nobody listening: connection refused, for every request, promptly. */
 static void test_connection_refused(void **state)
 {
@@ -1161,6 +1202,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_logprobs_sink),
         cmocka_unit_test(test_misbehaviours_completion),
         cmocka_unit_test(test_misbehaviours_v1),
+        cmocka_unit_test(test_queued_request),
         cmocka_unit_test(test_connection_refused),
         cmocka_unit_test(test_connect_timeout),
         cmocka_unit_test(test_stop_token),
