@@ -63,6 +63,11 @@ char *assay_needs_str(unsigned needs, char *buf, size_t size)
     return buf;
 }
 
+bool assay_plan_item_shared(const struct assay_plan_item *item)
+{
+    return item->family == ASSAY_FAMILY_DISTRIBUTIONAL || item->shared;
+}
+
 bool assay_target_meets(const struct assay_target *t, const struct assay_plan_item *item,
                         struct assay_check_result *res)
 {

@@ -102,7 +102,15 @@ struct assay_plan_item {
      * and test_plan every bug of a family to at least one row. A lower
      * bound (the kill matrix gives every catch). NULL: none. */
     const char *catches;
+    /* equivalence: under MPI every rank runs it, rank 0 the engine alone,
+     * and the ranks share the oracle's passes over rank 0's transcript
+     * (assay_check_equivalence; checks/shard.h) */
+    bool shared;
 };
+
+/* Whether item's work is shared among the ranks of an MPI run: the
+ * distributional family's, and the equivalence checks marked shared. */
+bool assay_plan_item_shared(const struct assay_plan_item *item);
 
 /*
  * Whether t meets item's needs. If not, res becomes SKIP naming what is

@@ -17,6 +17,7 @@
 #include "../core/clock.h"
 #include "../core/rng.h"
 #include "../oracles/oracle.h"
+#include "shard.h"
 
 struct memo_entry {
     uint64_t hash;
@@ -265,19 +266,24 @@ int32_t assay_oracle_memo_count(const struct assay_oracle_memo *m)
     return m->n;
 }
 
+/* One entry as assay_oracle_memo_read reads it. */
+static bool write_entry(FILE *f, const struct memo_entry *e, int32_t vocab)
+{
+    size_t len = (size_t)(e->prompt_len + e->n_out);
+    size_t n_rows = (size_t)e->n_out * (size_t)vocab;
+    return fwrite(&e->hash, sizeof e->hash, 1, f) == 1 &&
+           fwrite(&e->prompt_len, sizeof e->prompt_len, 1, f) == 1 &&
+           fwrite(&e->n_out, sizeof e->n_out, 1, f) == 1 &&
+           fwrite(e->seq, sizeof(int32_t), len, f) == len &&
+           fwrite(e->rows, sizeof(double), n_rows, f) == n_rows;
+}
+
 enum assay_status assay_oracle_memo_write(const struct assay_oracle_memo *m, int32_t from, FILE *f)
 {
     int32_t n = from >= 0 && from < m->n ? m->n - from : 0;
     bool ok = fwrite(&m->vocab, sizeof m->vocab, 1, f) == 1 && fwrite(&n, sizeof n, 1, f) == 1;
     for (int32_t i = m->n - n; ok && i < m->n; i++) {
-        const struct memo_entry *e = &m->entries[i];
-        size_t len = (size_t)(e->prompt_len + e->n_out);
-        size_t n_rows = (size_t)e->n_out * (size_t)m->vocab;
-        ok = fwrite(&e->hash, sizeof e->hash, 1, f) == 1 &&
-             fwrite(&e->prompt_len, sizeof e->prompt_len, 1, f) == 1 &&
-             fwrite(&e->n_out, sizeof e->n_out, 1, f) == 1 &&
-             fwrite(e->seq, sizeof(int32_t), len, f) == len &&
-             fwrite(e->rows, sizeof(double), n_rows, f) == n_rows;
+        ok = write_entry(f, &m->entries[i], m->vocab);
     }
     return ok ? ASSAY_OK : ASSAY_ERR_IO;
 }
@@ -317,6 +323,230 @@ enum assay_status assay_oracle_memo_read(struct assay_oracle_memo *m, FILE *f)
         m->entries[m->n++] = e;
     }
     return ASSAY_OK;
+}
+
+/* ---- the oracle's passes shared among the ranks (checks/shard.h) -------- */
+
+/* The rows one exchange carries at most (with the sequence list it is
+ * cut from, the same on every rank): a bound on a collective's payload
+ * and on what a rank holds of the others' rows at once. */
+#define SHARED_ROWS_BYTES ((int64_t)256 << 20)
+/* The most one rank sends in one exchange (a sequence longer than the
+ * bound above goes alone); beyond it rank 0 computes the rows itself, so
+ * that no exchange nears a collective's 2 GB. */
+#define SHARED_SEND_MAX ((int64_t)1 << 30)
+
+/* Rank 0's sequences as every rank reads them: m, then per sequence its
+ * prompt length, its output count and its tokens. */
+struct shared_list {
+    int32_t m;
+    const int32_t **prompts, **outs;
+    int32_t *prompt_lens, *n_outs;
+};
+
+static void shared_list_free(struct shared_list *l)
+{
+    assay_free(l->prompts);
+    assay_free(l->outs);
+    assay_free(l->prompt_lens);
+    assay_free(l->n_outs);
+    memset(l, 0, sizeof *l);
+}
+
+/* Rank 0: the sequences its memo lacks, each once, laid out for the
+ * others into *buf (assay_malloc'd) of *bytes. */
+static enum assay_status shared_pack(struct assay_oracle_memo *m, int32_t n,
+                                     const int32_t *const *prompts, const int32_t *prompt_lens,
+                                     const int32_t *const *outs, const int32_t *n_outs,
+                                     int32_t **buf, int64_t *bytes)
+{
+    int64_t words = 1;
+    for (int32_t i = 0; i < n; i++) {
+        words += 2 + (int64_t)prompt_lens[i] + n_outs[i];
+    }
+    int32_t *b = assay_malloc(sizeof(int32_t) * (size_t)words);
+    if (b == NULL) {
+        return ASSAY_ERR_NOMEM;
+    }
+    int64_t at = 1;
+    int32_t m_kept = 0;
+    for (int32_t i = 0; i < n; i++) {
+        const int32_t pl = prompt_lens[i], no = n_outs[i];
+        if (pl < 1 || no < 1 || pl + no - 1 > m->max_len) {
+            continue; /* its lookup says why */
+        }
+        uint64_t h = hash_seq(prompts[i], pl, outs[i], no);
+        bool wanted = find_entry(m, h, prompts[i], pl, outs[i], no) == NULL;
+        for (int32_t k = 0; wanted && k < i; k++) {
+            wanted = !(prompt_lens[k] == pl && n_outs[k] == no &&
+                       memcmp(prompts[k], prompts[i], sizeof(int32_t) * (size_t)pl) == 0 &&
+                       memcmp(outs[k], outs[i], sizeof(int32_t) * (size_t)no) == 0);
+        }
+        if (!wanted) {
+            continue;
+        }
+        b[at++] = pl;
+        b[at++] = no;
+        memcpy(b + at, prompts[i], sizeof(int32_t) * (size_t)pl);
+        at += pl;
+        memcpy(b + at, outs[i], sizeof(int32_t) * (size_t)no);
+        at += no;
+        m_kept++;
+    }
+    b[0] = m_kept;
+    *buf = b;
+    *bytes = (int64_t)sizeof(int32_t) * at;
+    return ASSAY_OK;
+}
+
+/* Every rank: the list rank 0 packed (pointers into buf). ASSAY_ERR_IO
+ * when it does not read as one. */
+static enum assay_status shared_unpack(const struct assay_oracle_memo *m, const int32_t *buf,
+                                       int64_t bytes, struct shared_list *l)
+{
+    memset(l, 0, sizeof *l);
+    int64_t words = bytes / (int64_t)sizeof(int32_t);
+    if (words < 1 || buf[0] < 0 || buf[0] > words) {
+        return ASSAY_ERR_IO;
+    }
+    size_t n = (size_t)buf[0] + 1;
+    l->prompts = assay_calloc(n, sizeof *l->prompts);
+    l->outs = assay_calloc(n, sizeof *l->outs);
+    l->prompt_lens = assay_calloc(n, sizeof *l->prompt_lens);
+    l->n_outs = assay_calloc(n, sizeof *l->n_outs);
+    if (l->prompts == NULL || l->outs == NULL || l->prompt_lens == NULL || l->n_outs == NULL) {
+        shared_list_free(l);
+        return ASSAY_ERR_NOMEM;
+    }
+    int64_t at = 1;
+    for (int32_t i = 0; i < buf[0]; i++) {
+        int32_t pl = at + 2 <= words ? buf[at] : 0, no = at + 2 <= words ? buf[at + 1] : 0;
+        if (pl < 1 || no < 1 || pl + no - 1 > m->max_len || at + 2 + pl + no > words) {
+            shared_list_free(l);
+            return ASSAY_ERR_IO;
+        }
+        l->prompt_lens[i] = pl;
+        l->n_outs[i] = no;
+        l->prompts[i] = buf + at + 2;
+        l->outs[i] = buf + at + 2 + pl;
+        at += 2 + pl + no;
+    }
+    l->m = buf[0];
+    return ASSAY_OK;
+}
+
+/* One exchange: this rank's share of l's sequences [lo, hi) computed,
+ * and the rows of the others' shares read into rank 0's memo. Only a
+ * collective's failure is returned: a row this rank could not compute is
+ * left out, and rank 0 computes it at its lookup. */
+static enum assay_status shared_round(struct assay_oracle_memo *m, const struct shared_list *l,
+                                      int32_t lo, int32_t hi)
+{
+    const int32_t rank = assay_shard_rank(), size = assay_shard_size();
+    int32_t k = 0;
+    for (int32_t i = lo; i < hi; i++) {
+        if (assay_shard_mine(i)) {
+            l->prompts[lo + k] = l->prompts[i];
+            l->outs[lo + k] = l->outs[i];
+            l->prompt_lens[lo + k] = l->prompt_lens[i];
+            l->n_outs[lo + k] = l->n_outs[i];
+            k++;
+        }
+    }
+    (void)assay_oracle_memo_prefetch(m, k, l->prompts + lo, l->prompt_lens + lo, l->outs + lo,
+                                     l->n_outs + lo);
+    char *mine = NULL;
+    int64_t mine_len = 0;
+    if (rank != 0) {
+        /* Each found by lookup: a sequence an earlier check left in this
+         * rank's memo was not computed again, and is sent all the same. */
+        const struct memo_entry **es = assay_calloc((size_t)k + 1, sizeof *es);
+        int32_t found = 0;
+        int64_t len = (int64_t)(sizeof m->vocab + sizeof found);
+        for (int32_t j = 0; es != NULL && j < k; j++) {
+            const int32_t *p = l->prompts[lo + j], *o = l->outs[lo + j];
+            int32_t pl = l->prompt_lens[lo + j], no = l->n_outs[lo + j];
+            const struct memo_entry *e = find_entry(m, hash_seq(p, pl, o, no), p, pl, o, no);
+            if (e != NULL) {
+                es[found++] = e;
+                len += (int64_t)(sizeof e->hash + 2 * sizeof(int32_t)) +
+                       (int64_t)sizeof(int32_t) * (pl + no) +
+                       (int64_t)sizeof(double) * no * m->vocab;
+            }
+        }
+        /* Written as assay_oracle_memo_write writes, into a buffer of the
+         * exact size (one byte more for fmemopen's closing NUL). */
+        mine = es != NULL && len <= SHARED_SEND_MAX ? assay_malloc((size_t)len + 1) : NULL;
+        FILE *f = mine != NULL ? fmemopen(mine, (size_t)len + 1, "w") : NULL;
+        bool ok = f != NULL && fwrite(&m->vocab, sizeof m->vocab, 1, f) == 1 &&
+                  fwrite(&found, sizeof found, 1, f) == 1;
+        for (int32_t j = 0; ok && j < found; j++) {
+            ok = write_entry(f, es[j], m->vocab);
+        }
+        ok = f != NULL && fclose(f) == 0 && ok;
+        mine_len = ok ? len : 0; /* else rank 0 computes this share itself */
+        assay_free(es);
+    }
+    void *all = NULL;
+    int64_t total = 0;
+    enum assay_status st = assay_shard_allgatherv(mine, mine_len, &all, &total);
+    assay_free(mine);
+    if (st == ASSAY_OK && rank == 0 && total > 0) {
+        FILE *f = fmemopen(all, (size_t)total, "rb");
+        for (int32_t r = 1; f != NULL && r < size && ftell(f) < total; r++) {
+            if (assay_oracle_memo_read(m, f) != ASSAY_OK) {
+                break; /* what was read stays; the rest is computed at its lookup */
+            }
+        }
+        if (f != NULL) {
+            fclose(f);
+        }
+    }
+    assay_free(all);
+    return st;
+}
+
+enum assay_status assay_oracle_memo_prefetch_shared(struct assay_oracle_memo *m, int32_t n,
+                                                    const int32_t *const *prompts,
+                                                    const int32_t *prompt_lens,
+                                                    const int32_t *const *outs,
+                                                    const int32_t *n_outs)
+{
+    if (assay_shard_size() == 1) {
+        (void)assay_oracle_memo_prefetch(m, n, prompts, prompt_lens, outs, n_outs);
+        return ASSAY_OK;
+    }
+    int32_t *packed = NULL;
+    int64_t bytes = 0;
+    if (assay_shard_rank() == 0 &&
+        shared_pack(m, n, prompts, prompt_lens, outs, n_outs, &packed, &bytes) != ASSAY_OK) {
+        bytes = 0; /* the others learn of nothing; rank 0 computes at its lookups */
+    }
+    void *all = NULL;
+    int64_t total = 0;
+    enum assay_status st = assay_shard_allgatherv(packed, bytes, &all, &total);
+    assay_free(packed);
+    struct shared_list l = {0, NULL, NULL, NULL, NULL};
+    if (st == ASSAY_OK && total > 0) {
+        st = shared_unpack(m, all, total, &l);
+        if (st == ASSAY_ERR_IO) {
+            st = ASSAY_OK; /* every rank read the same bytes: every rank goes on alike */
+        }
+    }
+    /* The same cuts on every rank: each exchange's rows within the bound. */
+    const int64_t row_bytes = (int64_t)sizeof(double) * m->vocab;
+    for (int32_t lo = 0; st == ASSAY_OK && lo < l.m;) {
+        int32_t hi = lo + 1;
+        int64_t held = row_bytes * l.n_outs[lo];
+        while (hi < l.m && held + row_bytes * l.n_outs[hi] <= SHARED_ROWS_BYTES) {
+            held += row_bytes * l.n_outs[hi++];
+        }
+        st = shared_round(m, &l, lo, hi);
+        lo = hi;
+    }
+    shared_list_free(&l);
+    assay_free(all);
+    return st;
 }
 
 int32_t assay_check_delivery(const struct assay_workload *w, const struct assay_transcript *t,
@@ -433,12 +663,15 @@ static int32_t greedy_tokens(const struct assay_workload_request *wr,
     return wr->sampling.temperature > 0.0f ? 0 : n;
 }
 
-/* The oracle's rows of every greedy request of the transcript, computed
- * in batched passes before the requests are judged one by one (each
- * lookup then finds its rows; one that cannot be prefetched is computed,
- * or fails, at its lookup as before). */
-static void prefetch_greedy(struct assay_oracle_memo *memo, const struct assay_workload *w,
-                            const struct assay_transcript *t)
+/* The oracle's rows of every greedy request of the transcript (t NULL:
+ * none, on a rank other than 0), computed in batched passes, shared among
+ * the ranks of a shared check, before the requests are judged one by one
+ * (each lookup then finds its rows; one that cannot be prefetched is
+ * computed, or fails, at its lookup as before). Returns ASSAY_OK or a
+ * collective's failure (assay_oracle_memo_prefetch_shared). */
+static enum assay_status prefetch_greedy(struct assay_oracle_memo *memo,
+                                         const struct assay_workload *w,
+                                         const struct assay_transcript *t)
 {
     const int32_t **prompts = assay_calloc((size_t)w->n + 1, sizeof *prompts);
     const int32_t **outs = assay_calloc((size_t)w->n + 1, sizeof *outs);
@@ -446,7 +679,7 @@ static void prefetch_greedy(struct assay_oracle_memo *memo, const struct assay_w
     int32_t *n_outs = assay_calloc((size_t)w->n + 1, sizeof *n_outs);
     int32_t n = 0;
     for (int32_t i = 0; prompts != NULL && outs != NULL && prompt_lens != NULL && n_outs != NULL &&
-                        i < w->n;
+                        t != NULL && i < w->n;
          i++) {
         int32_t k = greedy_tokens(&w->reqs[i], &t->reqs[i]);
         if (k > 0) {
@@ -456,13 +689,13 @@ static void prefetch_greedy(struct assay_oracle_memo *memo, const struct assay_w
             n_outs[n++] = k;
         }
     }
-    if (n > 0) {
-        (void)assay_oracle_memo_prefetch(memo, n, prompts, prompt_lens, outs, n_outs);
-    }
+    enum assay_status st =
+        assay_oracle_memo_prefetch_shared(memo, n, prompts, prompt_lens, outs, n_outs);
     assay_free(prompts);
     assay_free(outs);
     assay_free(prompt_lens);
     assay_free(n_outs);
+    return st;
 }
 
 enum assay_status assay_check_equivalence(const struct assay_adapter *a,
@@ -484,6 +717,22 @@ enum assay_status assay_check_equivalence(const struct assay_adapter *a,
         ho.max_steps = opts->max_steps;
     }
     struct assay_transcript *t = NULL;
+    if (assay_shard_rank() != 0) {
+        /* A shared check under MPI: rank 0 runs the engine and judges; this
+         * rank computes its share of the oracle's passes over rank 0's
+         * transcript. Its result is a PASS only when every exchange took
+         * place (rank 0's then stands, checks/shard.h). */
+        enum assay_status st = prefetch_greedy(memo, w, NULL);
+        if (st != ASSAY_OK) {
+            assay_check_error(res, "could not share the oracle's passes: %s",
+                              assay_status_str(st));
+        }
+        snprintf(res->summary, sizeof res->summary,
+                 "rank %d of %d: its share of the oracle's passes", (int)assay_shard_rank(),
+                 (int)assay_shard_size());
+        res->seconds = (double)(assay_now_ns() - t0) / 1e9;
+        return st;
+    }
     enum assay_status st = assay_harness_run(a, w, &ho, &t);
     if (st != ASSAY_OK) {
         assay_check_error(res, "could not run the workload: %s", assay_status_str(st));
@@ -500,7 +749,13 @@ enum assay_status assay_check_equivalence(const struct assay_adapter *a,
     double max_diff = t->logits_captured ? 0.0 : NAN;
     int32_t vocab = memo->vocab;
     int32_t n_bad = 0;
-    prefetch_greedy(memo, w, t);
+    st = prefetch_greedy(memo, w, t);
+    if (st != ASSAY_OK) {
+        assay_check_error(res, "could not share the oracle's passes: %s", assay_status_str(st));
+        assay_transcript_free(t);
+        res->seconds = (double)(assay_now_ns() - t0) / 1e9;
+        return st;
+    }
     for (int32_t i = 0; i < w->n && st == ASSAY_OK; i++) {
         const struct assay_workload_request *wr = &w->reqs[i];
         const struct assay_transcript_req *q = &t->reqs[i];

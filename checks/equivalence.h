@@ -91,6 +91,24 @@ enum assay_status assay_oracle_memo_prefetch(struct assay_oracle_memo *memo, int
                                              const int32_t *prompt_lens,
                                              const int32_t *const *outs, const int32_t *n_outs);
 
+/*
+ * assay_oracle_memo_prefetch with the passes shared among the ranks of the
+ * running check (checks/shard.h; a shared equivalence check): rank 0's
+ * sequences count (the other ranks pass none), rank 0 sends every rank
+ * those its memo lacks, rank r computes those whose index i has
+ * i mod N == r, and their rows come to rank 0's memo (the same doubles:
+ * the oracle's rows do not depend on the batch), in exchanges of at most
+ * 256 MB of rows. Every rank of the check must call it as often as rank 0
+ * does. Outside a shared check: assay_oracle_memo_prefetch. Returns
+ * ASSAY_OK, or a collective's failure (the check must then end); a row a
+ * rank could not compute is left to rank 0's lookup.
+ */
+enum assay_status assay_oracle_memo_prefetch_shared(struct assay_oracle_memo *memo, int32_t n,
+                                                    const int32_t *const *prompts,
+                                                    const int32_t *prompt_lens,
+                                                    const int32_t *const *outs,
+                                                    const int32_t *n_outs);
+
 /* The oracle's greedy continuation of prompt: n tokens into out (the
  * argmax of each row, the lowest id among equal logits). */
 enum assay_status assay_oracle_memo_greedy(struct assay_oracle_memo *memo, const int32_t *prompt,

@@ -47,10 +47,12 @@ struct proxy_reply {
 static struct {
     const struct assay_shard_backend *be;
     bool sharded;  /* inside a sharded check of a run of more than one rank */
+    bool last_sharded; /* the last check that ended was */
     bool aborted;  /* another rank's part of the check ended: no more collectives */
     int proxy_fd;  /* in a check's process: the socket to the rank's process; else -1 */
     int64_t n_coll, bytes, last_n_coll, last_bytes;
-} g = {NULL, false, false, -1, 0, 0, 0, 0};
+    int64_t bytes_in, last_bytes_in; /* received from the other ranks by allgatherv */
+} g = {NULL, false, false, false, -1, 0, 0, 0, 0, 0, 0};
 
 void assay_shard_set_backend(const struct assay_shard_backend *be)
 {
@@ -147,7 +149,9 @@ static enum assay_status rank_allgatherv(const void *mine, int64_t bytes, void *
         return st;
     }
     g.bytes += bytes;
-    return g.be->allgatherv(g.be->self, mine, bytes, all, total);
+    st = g.be->allgatherv(g.be->self, mine, bytes, all, total);
+    g.bytes_in += st == ASSAY_OK ? *total - bytes : 0;
+    return st;
 }
 
 /* ---- the check's process: each collective through the rank's process ---- */
@@ -363,17 +367,13 @@ enum assay_status assay_shard_first_text(int64_t key, char *buf, size_t size)
 
 /* ---- around each check --------------------------------------------------- */
 
-bool assay_shard_shares(enum assay_family family)
-{
-    return family == ASSAY_FAMILY_DISTRIBUTIONAL;
-}
-
-bool assay_shard_check_begin(const char *name, enum assay_family family,
+bool assay_shard_check_begin(const char *name, enum assay_family family, bool shared,
                              struct assay_check_result *res)
 {
     g.aborted = false;
     g.n_coll = 0;
     g.bytes = 0;
+    g.bytes_in = 0;
     if (g.be == NULL) {
         g.sharded = false;
         return true;
@@ -381,7 +381,7 @@ bool assay_shard_check_begin(const char *name, enum assay_family family,
     /* A failed barrier is the backend's to report (MPI's ends the run). */
     (void)g.be->barrier(g.be->self);
     g.n_coll++;
-    g.sharded = assay_shard_shares(family);
+    g.sharded = shared;
     if (g.sharded || g.be->rank == 0) {
         return true;
     }
@@ -409,6 +409,8 @@ enum assay_status assay_shard_check_end(struct assay_check_result *res)
 {
     g.last_n_coll = g.n_coll;
     g.last_bytes = g.bytes;
+    g.last_bytes_in = g.bytes_in;
+    g.last_sharded = g.sharded;
     if (!g.sharded) {
         return ASSAY_OK;
     }
@@ -440,6 +442,7 @@ enum assay_status assay_shard_check_end(struct assay_check_result *res)
     }
     g.last_n_coll = g.n_coll;
     g.last_bytes = g.bytes;
+    g.last_bytes_in = g.bytes_in;
     if (st == ASSAY_OK && all != NULL) {
         /* The rank where the check ended first (not cut short by another),
          * with the worst verdict; rank 0 on a tie. */
@@ -473,8 +476,14 @@ enum assay_status assay_shard_check_end(struct assay_check_result *res)
     return st;
 }
 
-void assay_shard_volume(int64_t *n_collectives, int64_t *bytes)
+bool assay_shard_last_shared(void)
+{
+    return g.last_sharded;
+}
+
+void assay_shard_volume(int64_t *n_collectives, int64_t *bytes, int64_t *bytes_in)
 {
     *n_collectives = g.last_n_coll;
     *bytes = g.last_bytes;
+    *bytes_in = g.last_bytes_in;
 }

@@ -3,12 +3,15 @@
  * the verdict of the one-process run.
  *
  * Under `mpirun -n N assay verify|audit|compare`, every rank runs the same
- * plan. A check whose work is sharded (the distributional family: the
- * engine's samples and the oracle's passes) runs on every rank; each rank
- * takes the items (requests, sequences, first tokens) whose index i has
- * i mod N == rank, and the check merges what the ranks found with the
- * collectives below before it computes its statistics. Every other check
- * runs on rank 0 alone, and only rank 0 writes the report.
+ * plan. A check whose work is sharded runs on every rank: in the
+ * distributional family (the engine's samples and the oracle's passes)
+ * each rank takes the items (requests, sequences, first tokens) whose index
+ * i has i mod N == rank, and the check merges what the ranks found with the
+ * collectives below before it computes its statistics; in the equivalence
+ * checks that say so (assay_plan_item.shared) rank 0 runs the engine alone
+ * and the ranks share the oracle's passes over its transcript
+ * (assay_oracle_memo_prefetch_shared). Every other check runs on rank 0
+ * alone, and only rank 0 writes the report.
  *
  * The same verdict at any N: a sharded item's result depends on the item
  * alone (its request's seed, its sequence, counter-based random numbers
@@ -121,16 +124,13 @@ enum assay_status assay_shard_allgatherv(const void *mine, int64_t bytes, void *
  */
 enum assay_status assay_shard_first_text(int64_t key, char *buf, size_t size);
 
-/* Whether checks of this family share their work among the ranks: the
- * distributional family (the samples and the oracle's passes). */
-bool assay_shard_shares(enum assay_family family);
-
 /*
  * Around each check of a plan, on every rank, in the plan's order.
  * assay_shard_check_begin waits for every rank to reach the check (name,
  * of family) and returns whether this rank runs it: every rank when the
- * family shares its work (assay_shard_shares), rank 0 alone otherwise; a
- * rank that does not run it gets res initialised for the check. assay_shard_check_end, called by every rank after the
+ * check shares its work (`shared`: assay_plan_item_shared), rank 0 alone
+ * otherwise; a rank that does not run it gets res initialised for the
+ * check. assay_shard_check_end, called by every rank after the
  * check (whether or not it ran it), ends the check's collectives and, for
  * a sharded check, brings every rank's result to rank 0: res becomes the
  * result of the rank where the check's part ended first when another
@@ -139,13 +139,16 @@ bool assay_shard_shares(enum assay_family family);
  * check's communication volume is kept for assay_shard_volume. Returns
  * ASSAY_ERR_IO when the communication failed.
  */
-bool assay_shard_check_begin(const char *name, enum assay_family family,
+bool assay_shard_check_begin(const char *name, enum assay_family family, bool shared,
                              struct assay_check_result *res);
 enum assay_status assay_shard_check_end(struct assay_check_result *res);
 
-/* The collectives and payload bytes (sent by this rank) of the last check
- * that ended. */
-void assay_shard_volume(int64_t *n_collectives, int64_t *bytes);
+/* Whether the last check that ended was shared among more than one rank. */
+bool assay_shard_last_shared(void);
+
+/* The collectives of the last check that ended, the payload bytes this
+ * rank sent in them, and those it received from the others' allgatherv. */
+void assay_shard_volume(int64_t *n_collectives, int64_t *bytes, int64_t *bytes_in);
 
 /*
  * A check's own process (checks/isolate.c). assay_shard_proxied says

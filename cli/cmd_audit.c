@@ -384,7 +384,8 @@ static bool run_checks(struct assay_audit *a, const struct audit_opts *o, bool a
          * 0 alone, which alone speaks. */
         bool speak = assay_shard_world_rank() == 0;
         enum assay_status st = ASSAY_OK;
-        if (assay_shard_check_begin(plan[i].name, plan[i].family, r)) {
+        if (assay_shard_check_begin(plan[i].name, plan[i].family, assay_plan_item_shared(&plan[i]),
+                                    r)) {
             struct assay_cli_ticker *tick = speak ? assay_cli_ticker_start("audit", label) : NULL;
             st = assay_audit_run_check(a, &plan[i], r);
             assay_cli_ticker_stop(tick);
@@ -395,13 +396,8 @@ static bool run_checks(struct assay_audit *a, const struct audit_opts *o, bool a
             return false;
         }
         if (speak) {
-            char shared[120] = "";
-            if (assay_shard_world_size() > 1 && assay_shard_shares(plan[i].family)) {
-                int64_t n_coll = 0, bytes = 0;
-                assay_shard_volume(&n_coll, &bytes);
-                snprintf(shared, sizeof shared, " [%d ranks, %lld collectives, %.3g MB sent]",
-                         (int)assay_shard_world_size(), (long long)n_coll, (double)bytes / 1e6);
-            }
+            char shared[160];
+            assay_cli_shared_volume(shared, sizeof shared);
             fprintf(stderr, "assay audit: %-38s %-5s %7.1f s (%.0f s in all)%s  %s\n", label,
                     assay_verdict_str(r->verdict), r->seconds,
                     (double)(assay_now_ns() - t0_ns) / 1e9, shared,

@@ -356,7 +356,8 @@ static bool run_checks(const struct opts *o, struct assay_pairwise *pw, struct c
         /* Under mpirun (checks/shard.h): a distributional check on every
          * rank, any other on rank 0 alone. */
         enum assay_status st = ASSAY_OK;
-        if (assay_shard_check_begin(item->name, item->family, &k->res[i])) {
+        if (assay_shard_check_begin(item->name, item->family, assay_plan_item_shared(item),
+                                    &k->res[i])) {
             st = assay_pairwise_run_check(pw, item, check_workload(o, k->index[i]), &k->res[i]);
         }
         if (assay_shard_check_end(&k->res[i]) != ASSAY_OK || st != ASSAY_OK) {

@@ -368,6 +368,19 @@ struct assay_cli_ticker *assay_cli_check_started(const char *cmd, size_t i, size
     return assay_cli_ticker_start(cmd, label);
 }
 
+void assay_cli_shared_volume(char *buf, size_t size)
+{
+    buf[0] = '\0';
+    if (assay_shard_last_shared()) {
+        int64_t n_coll = 0, bytes = 0, bytes_in = 0;
+        assay_shard_volume(&n_coll, &bytes, &bytes_in);
+        snprintf(buf, size, " [%d ranks, %lld collectives, %.3g MB sent and %.3g MB received by "
+                            "rank 0]",
+                 (int)assay_shard_world_size(), (long long)n_coll, (double)bytes / 1e6,
+                 (double)bytes_in / 1e6);
+    }
+}
+
 void assay_cli_check_done(const char *cmd, struct assay_cli_ticker *t, size_t i, size_t n,
                           const struct assay_check_result *r, int64_t t0_ns)
 {
@@ -375,14 +388,8 @@ void assay_cli_check_done(const char *cmd, struct assay_cli_ticker *t, size_t i,
     if (assay_shard_world_rank() != 0) {
         return; /* rank 0 speaks for the run */
     }
-    char shared[160] = "";
-    if (assay_shard_world_size() > 1 && assay_shard_shares(r->family)) {
-        /* Under MPI: what sharing the check among the ranks cost. */
-        int64_t n_coll = 0, bytes = 0;
-        assay_shard_volume(&n_coll, &bytes);
-        snprintf(shared, sizeof shared, " [%d ranks, %lld collectives, %.3g MB sent by rank 0]",
-                 (int)assay_shard_world_size(), (long long)n_coll, (double)bytes / 1e6);
-    }
+    char shared[160];
+    assay_cli_shared_volume(shared, sizeof shared);
     char where[160];
     snprintf(where, sizeof where, "[%zu/%zu] %s", i + 1, n, r->name);
     fprintf(stderr, "assay %s: %-40s %-5s %7.1f s (%.0f s in all)%s", cmd, where,
@@ -406,7 +413,8 @@ bool assay_cli_run_items(const char *cmd, struct assay_verify_ctx *ctx,
     size_t i = 0;
     for (; i < n && ok; i++) {
         struct assay_cli_ticker *tick = assay_cli_check_started(cmd, i, n, sel[i]->name);
-        if (assay_shard_check_begin(sel[i]->name, sel[i]->family, &res[i]) &&
+        if (assay_shard_check_begin(sel[i]->name, sel[i]->family, assay_plan_item_shared(sel[i]),
+                                    &res[i]) &&
             assay_run_plan_item(ctx, sel[i], engine, workload, &res[i]) != ASSAY_OK) {
             fprintf(stderr, "assay %s: rank %d: out of memory\n", cmd, (int)rank);
             ok = false;

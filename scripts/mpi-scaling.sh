@@ -53,7 +53,7 @@ for r in $(seq 1 "$rounds"); do
             --out "$d" >"$d.txt" 2>"$d.err"
         jq -r --arg n "$n" '.checks[] | [.name, $n, .seconds] | @tsv' "$d/report.json" \
             >>"$out/times.tsv"
-        [ "$n" = 2 ] && sed -n 's/^assay run: \[[0-9/]*\] \([^ ]*\) .*\[[0-9]* ranks, \([0-9]*\) collectives, \([0-9.e+]*\) MB sent by rank 0\].*$/\1\t\2\t\3/p' \
+        [ "$n" = 2 ] && sed -n 's/^assay run: \[[0-9/]*\] \([^ ]*\) .*\[[0-9]* ranks, \([0-9]*\) collectives, \([0-9.e+]*\) MB sent and [0-9.e+]* MB received by rank 0\].*$/\1\t\2\t\3/p' \
             "$d.err" >>"$out/volume.tsv"
         echo "round $r, $n rank(s): $(jq -r '.duration_s | floor' "$d/report.json") s" >&2
     done

@@ -6,7 +6,10 @@
 #       1, 2 and 3 ranks (--oversubscribe): every check's every field but
 #       its wall time must be the same, and the stamp must name the rank
 #       count. Then a planted bug (spec-accept-q-over-p) at 1 and 2 ranks:
-#       the same FAILs, the same figures.
+#       the same FAILs, the same figures. Then the shared equivalence checks
+#       (rank 0 runs the engine, the ranks share the oracle's passes) at 1
+#       and 2 ranks: the same results, and rank 0 received rows; and a planted
+#       bug (chunk-rope-off-by-one) at 1 and 2 ranks: the same FAILs.
 #   suites/mpi.sh killed ASSAY OUT
 #       A rank killed (SIGKILL) in the middle of the checks: the run must
 #       end non-zero, within a minute, with no report written.
@@ -83,6 +86,39 @@ identical)
     diff -u "$out/m1.checks" "$out/m2.checks" ||
         fail "spec-accept-q-over-p: the checks at 2 ranks differ from those at 1 rank"
     echo "spec-accept-q-over-p: both checks FAIL, the same at 1 and 2 ranks"
+    # The shared equivalence checks: rank 0 runs the engine, every rank
+    # computes its share of the oracle's passes, rank 0 judges.
+    eq=(--check equiv.kv-cache --check equiv.batching --check equiv.paged
+        --check equiv.preemption --check equiv.prefix-cache --check equiv.chunked-prefill
+        --check equiv.spec-k4)
+    for n in 1 2; do
+        mpirun --oversubscribe -n "$n" "$assay" run --no-bench "${eq[@]}" --seed 7 \
+            --out "$out/e$n" >"$out/e$n.txt" 2>"$out/e$n.err" ||
+            { cat "$out/e$n.err"; fail "the equivalence checks at $n ranks: status $?"; }
+        checks_of "$out/e$n" >"$out/e$n.checks"
+    done
+    diff -u "$out/e1.checks" "$out/e2.checks" ||
+        fail "the equivalence checks at 2 ranks differ from those at 1 rank"
+    # Rank 1's rows reached rank 0 (a run where rank 0 computed them all
+    # would pass the comparison above too).
+    grep -q 'MB sent and [0-9.e+]*[1-9][0-9.e+]* MB received by rank 0' "$out/e2.err" ||
+        { cat "$out/e2.err"; fail "rank 0 received no rows from rank 1 in any equivalence check"; }
+    echo "equivalence: the same at 1 and 2 ranks, rank 1's oracle rows received by rank 0"
+    for n in 1 2; do
+        set +e
+        mpirun --oversubscribe -n "$n" "$mutants" run --no-bench \
+            --engine bundled:mutant=chunk-rope-off-by-one --check equiv.chunked-prefill \
+            --check equiv.all-mixed --no-shrink --out "$out/q$n" >"$out/q$n.txt" 2>"$out/q$n.err"
+        rc=$?
+        set -e
+        [ "$rc" = 1 ] || { cat "$out/q$n.err"; fail "chunk-rope-off-by-one at $n ranks: status $rc, not 1"; }
+        checks_of "$out/q$n" >"$out/q$n.checks"
+    done
+    [ "$(jq '[.checks[] | select(.verdict == "FAIL")] | length' "$out/q1/report.json")" = 2 ] ||
+        fail "chunk-rope-off-by-one: not both checks FAIL at 1 rank"
+    diff -u "$out/q1.checks" "$out/q2.checks" ||
+        fail "chunk-rope-off-by-one: the checks at 2 ranks differ from those at 1 rank"
+    echo "chunk-rope-off-by-one: both equivalence checks FAIL, the same at 1 and 2 ranks"
     ;;
 killed | hung | check-killed)
     assay="$1" out="$2"
