@@ -21,6 +21,7 @@
 #include "../oracles/oracle.h"
 #include "distributional.h"
 #include "equivalence.h"
+#include "shard.h"
 #include "stats.h"
 #include "context.h"
 
@@ -209,7 +210,11 @@ static int64_t mem_available(void)
 
 /* How the audit holds its weights (assay_audit_weights): set a->mapped and
  * a->engine_off, and then a->engine_off_why. A file whose configuration
- * cannot be read is left to the load, which says why. */
+ * cannot be read is left to the load, which says why. Under MPI a rank
+ * counts its share of its machine's memory (divided among the ranks
+ * there), and every rank the least share among the ranks, so that all
+ * choose alike: a rank without the bundled engine would skip the two-sample
+ * test the others share. */
 static void choose_weights(struct assay_audit *a)
 {
     if (a->p.weights == ASSAY_AUDIT_WEIGHTS_MAPPED) {
@@ -218,14 +223,21 @@ static void choose_weights(struct assay_audit *a)
                  "the weights are mapped (--weights mapped)");
         return;
     }
+    if (a->p.weights != ASSAY_AUDIT_WEIGHTS_AUTO) {
+        return;
+    }
+    int64_t least = mem_available();
+    least = least < 0 ? INT64_MAX : least / assay_shard_local_size(); /* unknown: no limit */
+    if (assay_shard_world_min(&least) != ASSAY_OK) {
+        least = INT64_MAX; /* the backend ends the run; resident meanwhile */
+    }
     struct assay_model_config cfg;
-    if (a->p.weights != ASSAY_AUDIT_WEIGHTS_AUTO ||
-        assay_model_config_from_gguf(a->model_path, &cfg, NULL) != ASSAY_OK) {
+    if (assay_model_config_from_gguf(a->model_path, &cfg, NULL) != ASSAY_OK) {
         return;
     }
     const double gib = 1024.0 * 1024.0 * 1024.0;
     const double fp32 = (double)assay_model_config_n_params(&cfg) * sizeof(float);
-    const double avail = (double)mem_available();
+    const double avail = least == INT64_MAX ? -1.0 : (double)least;
     if (avail <= 0.0 || RESIDENT_COPIES * fp32 <= 0.8 * avail) {
         return;
     }
@@ -233,9 +245,10 @@ static void choose_weights(struct assay_audit *a)
     a->mapped = REFERENCE_COPIES * fp32 > 0.8 * avail;
     snprintf(a->engine_off_why, sizeof a->engine_off_why,
              "%s: with the bundled engine's copy and two layouts the weights in fp32 would take "
-             "about %.1f GiB, more than 80%% of the %.1f GiB available%s",
+             "about %.1f GiB, more than 80%% of the %.1f GiB available%s%s",
              a->mapped ? "the weights are mapped" : "too little memory",
              RESIDENT_COPIES * fp32 / gib, avail / gib,
+             assay_shard_world_size() > 1 ? " to a rank (the least share among the ranks)" : "",
              a->mapped ? ", and the oracle's and the reference's copies alone more than that"
                        : "; the oracle and the reference hold them resident");
 }

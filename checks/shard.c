@@ -72,6 +72,19 @@ int32_t assay_shard_world_size(void)
     return g.be != NULL ? g.be->size : 1;
 }
 
+int32_t assay_shard_local_size(void)
+{
+    return g.be != NULL && g.be->local_size > 0 ? g.be->local_size : 1;
+}
+
+enum assay_status assay_shard_world_min(int64_t *v)
+{
+    if (g.be == NULL) {
+        return ASSAY_OK;
+    }
+    return g.be->allreduce(g.be->self, v, 1, ASSAY_SHARD_I64, ASSAY_SHARD_MIN);
+}
+
 int32_t assay_shard_rank(void)
 {
     return g.sharded ? g.be->rank : 0;

@@ -85,6 +85,7 @@ struct assay_shard_backend {
                                     int64_t *total);
     enum assay_status (*gather)(void *self, const void *mine, int64_t bytes, void *all);
     enum assay_status (*barrier)(void *self);
+    int32_t local_size; /* the ranks on this rank's machine (sharing its memory); 0: unknown */
 };
 
 /* Registers the ranks' communicator (borrowed: it must outlive every later
@@ -95,6 +96,16 @@ void assay_shard_set_backend(const struct assay_shard_backend *be);
  * a backend). */
 int32_t assay_shard_world_rank(void);
 int32_t assay_shard_world_size(void);
+
+/* The ranks on this process's machine, this one included (1 without a
+ * backend, or when the backend does not know). */
+int32_t assay_shard_local_size(void);
+
+/* *v becomes the least of every rank's *v: a choice made before the checks
+ * (outside any check, in the rank's own process) that every rank must make
+ * alike. Collective: every rank calls it at the same point. ASSAY_OK
+ * (without a backend, *v is left as it is) or the backend's error. */
+enum assay_status assay_shard_world_min(int64_t *v);
 
 /* The rank and rank count of the running check's work: the world's inside
  * a sharded check, 0 and 1 elsewhere. */

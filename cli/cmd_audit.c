@@ -377,12 +377,15 @@ static bool run_checks(struct assay_audit *a, const struct audit_opts *o, bool a
         }
         char label[96];
         snprintf(label, sizeof label, "[%zu/%zu] %s", *n_res + 1, total, plan[i].name);
-        fprintf(stderr, "assay audit: %-38s ...\n", label);
         struct assay_check_result *r = &res[(*n_res)++];
         /* Under mpirun (checks/shard.h): a distributional check on every
-         * rank, each sending its share of the requests; any other on rank
-         * 0 alone, which alone speaks. */
+         * rank, each sending its share of the requests; a shared
+         * equivalence check on every rank, rank 0 sending the requests;
+         * any other on rank 0 alone, which alone speaks. */
         bool speak = assay_shard_world_rank() == 0;
+        if (speak) {
+            fprintf(stderr, "assay audit: %-38s ...\n", label);
+        }
         enum assay_status st = ASSAY_OK;
         if (assay_shard_check_begin(plan[i].name, plan[i].family, assay_plan_item_shared(&plan[i]),
                                     r)) {
@@ -496,7 +499,10 @@ static bool open_audit(const struct audit_opts *o, struct assay_audit **a)
         (void)assay_cli_mpi_ready(false);
         return false;
     }
-    fprintf(stderr, "assay audit: loading %s and asking %s for one token\n", o->model, o->url);
+    if (assay_shard_world_rank() == 0) {
+        fprintf(stderr, "assay audit: loading %s and asking %s for one token\n", o->model,
+                o->url);
+    }
     assay_diag_clear(&diag);
     enum assay_status st = assay_audit_open(&ap, a, &diag);
     if (st != ASSAY_OK) {

@@ -222,8 +222,17 @@ bool assay_cli_mpi_start(int *argc, char ***argv)
         }
         g_deadline_s = v;
     }
-    g_be = (struct assay_shard_backend){rank,         n,          NULL,        mpi_allreduce,
-                                        mpi_allgatherv, mpi_gather, mpi_barrier};
+    /* The ranks that share this one's memory (the audit divides what is
+     * available among them before it chooses how to hold the weights). */
+    int local_n = 0;
+    MPI_Comm local;
+    if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank, MPI_INFO_NULL, &local) ==
+        MPI_SUCCESS) {
+        MPI_Comm_size(local, &local_n);
+        MPI_Comm_free(&local);
+    }
+    g_be = (struct assay_shard_backend){rank,           n,          NULL,        mpi_allreduce,
+                                        mpi_allgatherv, mpi_gather, mpi_barrier, local_n};
     assay_shard_set_backend(&g_be);
     return true;
 }

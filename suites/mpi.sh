@@ -10,6 +10,12 @@
 #       (rank 0 runs the engine, the ranks share the oracle's passes) at 1
 #       and 2 ranks: the same results, and rank 0 received rows; and a planted
 #       bug (chunk-rope-off-by-one) at 1 and 2 ranks: the same FAILs.
+#   suites/mpi.sh audit ASSAY ENGINE_SERVER EXPORT_GGUF OUT
+#       `assay audit` of suites/engine_server (the bundled engine served as
+#       llama-server speaks) on TinyGPT: the shared equivalence checks the
+#       same at 1 and 2 ranks, with rows received by rank 0; and ranks given
+#       unequal memory (ASSAY_MEM_AVAILABLE) choose alike how to hold the
+#       weights (the least share: no bundled engine on either).
 #   suites/mpi.sh killed ASSAY OUT
 #       A rank killed (SIGKILL) in the middle of the checks: the run must
 #       end non-zero, within a minute, with no report written.
@@ -119,6 +125,54 @@ identical)
     diff -u "$out/q1.checks" "$out/q2.checks" ||
         fail "chunk-rope-off-by-one: the checks at 2 ranks differ from those at 1 rank"
     echo "chunk-rope-off-by-one: both equivalence checks FAIL, the same at 1 and 2 ranks"
+    ;;
+audit)
+    assay="$1" server="$2" export="$3" out="$4"
+    rm -rf "$out"
+    mkdir -p "$out"
+    "$export" "$out/tiny.gguf" tinygpt 1 >"$out/export.txt" 2>&1 ||
+        { cat "$out/export.txt"; fail "export_gguf failed"; }
+    gguf="$out/tiny.gguf"
+    "$server" --engine "bundled:model=$gguf,order=sequential" --port-file "$out/port" \
+        >"$out/server.log" 2>&1 &
+    spid=$!
+    trap 'kill "$spid" 2>/dev/null || true' EXIT
+    for _ in $(seq 1 600); do
+        [ -s "$out/port" ] && break
+        kill -0 "$spid" 2>/dev/null || { cat "$out/server.log"; fail "engine_server did not start"; }
+        sleep 0.1
+    done
+    [ -s "$out/port" ] || fail "engine_server wrote no port file within 60 s"
+    url="http://127.0.0.1:$(cat "$out/port")"
+    audit=(audit --url "$url" --model "$gguf" --quick --no-bench --kv-type f32 --flash-attn off)
+    # The shared equivalence checks against a server: rank 0 sends the
+    # requests, the ranks share the oracle's passes.
+    for n in 1 2; do
+        mpirun --oversubscribe -n "$n" "$assay" "${audit[@]}" --check audit.equiv.alone \
+            --check audit.equiv.concurrent --out "$out/a$n" >"$out/a$n.txt" 2>"$out/a$n.err" ||
+            { cat "$out/a$n.err"; fail "the audit at $n ranks: status $?"; }
+        checks_of "$out/a$n" >"$out/a$n.checks"
+    done
+    diff -u "$out/a1.checks" "$out/a2.checks" ||
+        fail "the audit's equivalence checks at 2 ranks differ from those at 1 rank"
+    grep -q 'MB sent and [0-9.e+]*[1-9][0-9.e+]* MB received by rank 0' "$out/a2.err" ||
+        { cat "$out/a2.err"; fail "rank 0 received no rows from rank 1 in the audit"; }
+    echo "audit: equiv.alone and equiv.concurrent the same at 1 and 2 ranks, rows received"
+    # The ranks choose how to hold the weights alike: rank 0 has the memory
+    # for the bundled engine, rank 1 (the same machine: half of it) not, so
+    # neither runs the engine and the two-sample test is a SKIP on both.
+    set +e
+    mpirun --oversubscribe -n 1 -x ASSAY_MEM_AVAILABLE=100000000000 "$assay" "${audit[@]}" \
+        --check audit.dist.homogeneity --out "$out/m" : \
+        -n 1 -x ASSAY_MEM_AVAILABLE=1000000 "$assay" "${audit[@]}" \
+        --check audit.dist.homogeneity --out "$out/m" >"$out/m.txt" 2>"$out/m.err"
+    rc=$?
+    set -e
+    got="$(jq -r '[(.checks[] | "\(.name) \(.verdict)"), .audit.bundled_engine] | join(", ")' \
+        "$out/m/report.json" 2>/dev/null)" || got="no report"
+    [ "$rc" = 0 ] && [ "$got" = "audit.dist.homogeneity SKIP, false" ] ||
+        { cat "$out/m.err"; fail "ranks with unequal memory: exit $rc, $got"; }
+    echo "unequal memory: both ranks without the bundled engine ($got)"
     ;;
 killed | hung | check-killed)
     assay="$1" out="$2"
