@@ -48,6 +48,27 @@ checks_of() {
     jq -S '[.checks[] | del(.seconds)]' "$1/report.json"
 }
 
+# planted MUTANT PREFIX CHECK_ARGS...: the planted bug at 1 and 2 ranks
+# (assay-mutants, $mutants): status 1, both checks FAIL, the same results.
+planted() {
+    local m="$1" pre="$2" n rc
+    shift 2
+    for n in 1 2; do
+        set +e
+        mpirun --oversubscribe -n "$n" "$mutants" run --no-bench --engine "bundled:mutant=$m" \
+            "$@" --no-shrink --out "$pre$n" >"$pre$n.txt" 2>"$pre$n.err"
+        rc=$?
+        set -e
+        [ "$rc" = 1 ] || { cat "$pre$n.err"; fail "$m at $n ranks: status $rc, not 1"; }
+        checks_of "$pre$n" >"$pre$n.checks"
+    done
+    [ "$(jq '[.checks[] | select(.verdict == "FAIL")] | length' "${pre}1/report.json")" = 2 ] ||
+        fail "$m: not both checks FAIL at 1 rank"
+    diff -u "${pre}1.checks" "${pre}2.checks" ||
+        fail "$m: the checks at 2 ranks differ from those at 1 rank"
+    echo "$m: both checks FAIL, the same at 1 and 2 ranks"
+}
+
 case "$mode" in
 identical)
     assay="$1" mutants="$2" out="$3"
@@ -76,22 +97,7 @@ identical)
     done
     echo "1, 2 and 3 ranks: every count, statistic, p-value and verdict the same"
     # A planted bug is caught the same way at any rank count.
-    for n in 1 2; do
-        set +e
-        mpirun --oversubscribe -n "$n" "$mutants" run --no-bench \
-            --engine bundled:mutant=spec-accept-q-over-p --check dist.pit.spec \
-            --check dist.spec.acceptance --no-shrink --out "$out/m$n" >"$out/m$n.txt" \
-            2>"$out/m$n.err"
-        rc=$?
-        set -e
-        [ "$rc" = 1 ] || { cat "$out/m$n.err"; fail "the planted bug at $n ranks: status $rc, not 1"; }
-        checks_of "$out/m$n" >"$out/m$n.checks"
-    done
-    [ "$(jq '[.checks[] | select(.verdict == "FAIL")] | length' "$out/m1/report.json")" = 2 ] ||
-        fail "spec-accept-q-over-p: not both checks FAIL at 1 rank"
-    diff -u "$out/m1.checks" "$out/m2.checks" ||
-        fail "spec-accept-q-over-p: the checks at 2 ranks differ from those at 1 rank"
-    echo "spec-accept-q-over-p: both checks FAIL, the same at 1 and 2 ranks"
+    planted spec-accept-q-over-p "$out/m" --check dist.pit.spec --check dist.spec.acceptance
     # The shared equivalence checks: rank 0 runs the engine, every rank
     # computes its share of the oracle's passes, rank 0 judges.
     eq=(--check equiv.kv-cache --check equiv.batching --check equiv.paged
@@ -110,21 +116,7 @@ identical)
     grep -q 'MB sent and [0-9.e+]*[1-9][0-9.e+]* MB received by rank 0' "$out/e2.err" ||
         { cat "$out/e2.err"; fail "rank 0 received no rows from rank 1 in any equivalence check"; }
     echo "equivalence: the same at 1 and 2 ranks, rank 1's oracle rows received by rank 0"
-    for n in 1 2; do
-        set +e
-        mpirun --oversubscribe -n "$n" "$mutants" run --no-bench \
-            --engine bundled:mutant=chunk-rope-off-by-one --check equiv.chunked-prefill \
-            --check equiv.all-mixed --no-shrink --out "$out/q$n" >"$out/q$n.txt" 2>"$out/q$n.err"
-        rc=$?
-        set -e
-        [ "$rc" = 1 ] || { cat "$out/q$n.err"; fail "chunk-rope-off-by-one at $n ranks: status $rc, not 1"; }
-        checks_of "$out/q$n" >"$out/q$n.checks"
-    done
-    [ "$(jq '[.checks[] | select(.verdict == "FAIL")] | length' "$out/q1/report.json")" = 2 ] ||
-        fail "chunk-rope-off-by-one: not both checks FAIL at 1 rank"
-    diff -u "$out/q1.checks" "$out/q2.checks" ||
-        fail "chunk-rope-off-by-one: the checks at 2 ranks differ from those at 1 rank"
-    echo "chunk-rope-off-by-one: both equivalence checks FAIL, the same at 1 and 2 ranks"
+    planted chunk-rope-off-by-one "$out/q" --check equiv.chunked-prefill --check equiv.all-mixed
     ;;
 audit)
     assay="$1" server="$2" export="$3" out="$4"
