@@ -32,6 +32,14 @@
  * products once; reading that many bytes with two threads, as fast as the
  * machine allows, bounds the tokens/s of one stream.
  *
+ * With --gguf FILE the model is that file (a generated test model, in any
+ * type the engine loads: F16, Q8_0, Q4_K_M ...; scripts/make-test-models.sh)
+ * instead of TinyGPT, llama-server serves it, the second column is the
+ * engine computing llama.cpp's numerics (act=ggml, F16 KV, flash
+ * attention: the audit's reference) rather than invariant=on, and the
+ * memory bound is given twice: for the engine's fp32 copy and for the
+ * weights as the file stores them (what llama-server reads).
+ *
  * A benchmark prints; it asserts only that the engine produced tokens.
  */
 #include <cblas.h>
@@ -45,6 +53,7 @@
 #include "core/blas.h"
 #include "core/clock.h"
 #include "engine/engine.h"
+#include "engine/gguf.h"
 #include "llama_bench.h"
 #include "support.h"
 
@@ -111,6 +120,7 @@ struct config {
     bool invariant;
     int32_t blas_rows;
     int32_t threads;
+    bool ggml; /* llama.cpp's numerics: act=ggml, F16 KV, flash attention */
 };
 
 /* Decode tokens/s of batch b with config c, measured over ~seconds after warm-up. */
@@ -121,7 +131,12 @@ static double engine_rate(const struct assay_model *m, int b, const struct confi
     p.threads = c->threads;
     p.batch_invariant = c->invariant;
     p.blas_rows = c->blas_rows;
-    p.max_seq_len = 1024;
+    if (c->ggml) {
+        p.act = ASSAY_ACT_MODE_GGML;
+        p.kv_type = ASSAY_KV_TYPE_F16;
+        p.flash_attn = true;
+    }
+    p.max_seq_len = m->cfg.n_ctx < 1024 ? m->cfg.n_ctx : 1024;
     p.max_batch = b > 1 ? b : 1;
     p.n_blocks = b * 1024 / p.block_size + 16;
     struct assay_engine *e;
@@ -291,6 +306,28 @@ static double read_bandwidth(size_t bytes, double seconds)
     return best;
 }
 
+/* The bytes of the weights a decode step reads, as the GGUF file stores
+ * them: every tensor but the token embedding (one row of it is read),
+ * which counts when there is no output tensor (tied: it is the LM head).
+ * NaN when the file cannot be read. */
+static double stored_product_bytes(const char *path)
+{
+    struct assay_gguf *g = NULL;
+    if (assay_gguf_read_file(path, &g, NULL) != ASSAY_OK) {
+        return NAN;
+    }
+    bool tied = assay_gguf_find_tensor(g, "output.weight") == NULL;
+    double bytes = 0.0;
+    for (size_t i = 0; i < assay_gguf_n_tensors(g); i++) {
+        const struct assay_gguf_tensor *t = assay_gguf_tensor_at(g, i);
+        if (tied || strcmp(t->name, "token_embd.weight") != 0) {
+            bytes += (double)t->n_bytes;
+        }
+    }
+    assay_gguf_free(g);
+    return bytes;
+}
+
 /* llama-server with a slot per request of one batch, in two configurations. */
 struct llama_side {
     bool on;
@@ -358,17 +395,38 @@ static void print_cell(const struct spread *s)
 int main(int argc, char **argv)
 {
     assay_test_init(argc, argv);
+    const char *gguf = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (strcmp(argv[i], "--gguf") == 0 && i + 1 < argc) {
+            gguf = argv[++i];
+        } else {
+            fprintf(stderr, "usage: %s [--gguf FILE]\n", argv[0]);
+            return 2;
+        }
+    }
     struct assay_blas_info bi;
     assay_blas_get_info(&bi);
-    struct assay_model_config cfg = assay_model_config_tinygpt();
     struct assay_model *m;
-    if (assay_model_init_random(&m, &cfg, 1) != ASSAY_OK) {
+    struct assay_model_config cfg = assay_model_config_tinygpt();
+    double stored_bytes = NAN; /* the products' weights as the file stores them */
+    if (gguf != NULL) {
+        struct assay_diag diag;
+        assay_diag_clear(&diag);
+        if (assay_model_load_gguf(&m, gguf, &diag) != ASSAY_OK) {
+            char msg[1024];
+            fprintf(stderr, "bench_engine: %s\n", assay_diag_format(&diag, msg, sizeof msg));
+            return 2;
+        }
+        cfg = m->cfg;
+        stored_bytes = stored_product_bytes(gguf);
+    } else if (assay_model_init_random(&m, &cfg, 1) != ASSAY_OK) {
         return 1;
     }
     double fpt = flops_per_token(&cfg);
-    printf("bundled engine decode speed (TinyGPT, %lld parameters, %.2f MFLOP of products per "
+    printf("bundled engine decode speed (%s, %lld parameters, %.2f MFLOP of products per "
            "token)\n",
-           (long long)assay_model_config_n_params(&cfg), fpt / 1e6);
+           gguf != NULL ? gguf : "TinyGPT", (long long)assay_model_config_n_params(&cfg),
+           fpt / 1e6);
     printf("OpenBLAS core %s (%s), %d threads, cblas_sgemm from %s; OPENBLAS_* in force:",
            bi.core, bi.overridden ? "set by assay: OpenBLAS chose a generic kernel"
                     : bi.user_set ? "OPENBLAS_CORETYPE set by the user"
@@ -390,6 +448,11 @@ int main(int argc, char **argv)
     printf("memory bound of one stream: each decode step reads %.1f MB of weights; two threads "
            "read that much at %.1f GB/s: at most %.0f tokens/s\n",
            weight_bytes / 1e6, bw, bw * 1e9 / weight_bytes);
+    if (isfinite(stored_bytes)) {
+        printf("memory bound of one stream with the weights as the file stores them (what "
+               "llama-server reads): %.1f MB a step, at most %.0f tokens/s\n",
+               stored_bytes / 1e6, bw * 1e9 / stored_bytes);
+    }
 
     /* llama-server, when built. */
     struct llama_side ls = {0};
@@ -397,8 +460,11 @@ int main(int argc, char **argv)
         ASSAY_OK) {
         struct assay_diag diag;
         assay_diag_clear(&diag);
-        assay_test_scratch("bench-tinygpt-s1.gguf", ls.gguf, sizeof ls.gguf);
-        if (assay_model_save_gguf(m, ls.gguf, &diag) == ASSAY_OK) {
+        if (gguf != NULL) {
+            snprintf(ls.gguf, sizeof ls.gguf, "%s", gguf);
+            ls.on = true;
+        } else if (assay_test_scratch("bench-tinygpt-s1.gguf", ls.gguf, sizeof ls.gguf) &&
+                   assay_model_save_gguf(m, ls.gguf, &diag) == ASSAY_OK) {
             ls.on = true;
         } else {
             snprintf(ls.why, sizeof ls.why, "could not write %s", ls.gguf);
@@ -415,12 +481,13 @@ int main(int argc, char **argv)
            LLAMA_ROUNDS);
 
     const struct config configs[] = {
-        {"default", false, ASSAY_ENGINE_BLAS_ROWS, 2},
-        {"invariant=on", true, 0, 2},
-        {"blas_rows=1 (OpenBLAS)", false, 1, 2},
-        {"default, threads=1", false, ASSAY_ENGINE_BLAS_ROWS, 1},
+        {"default", false, ASSAY_ENGINE_BLAS_ROWS, 2, false},
+        gguf != NULL ? (struct config){"ggml numerics", false, ASSAY_ENGINE_BLAS_ROWS, 2, true}
+                     : (struct config){"invariant=on", true, 0, 2, false},
+        {"blas_rows=1 (OpenBLAS)", false, 1, 2, false},
+        {"default, threads=1", false, ASSAY_ENGINE_BLAS_ROWS, 1, false},
     };
-    printf("%5s %21s %21s %21s %21s %19s %21s %21s %8s\n", "batch", "default", "invariant=on",
+    printf("%5s %21s %21s %21s %21s %19s %21s %21s %8s\n", "batch", "default", configs[1].label,
            "OpenBLAS products", "default threads=1", "sgemm GFLOP/s", "llama F32 KV",
            "llama defaults", "vs llama");
     const int batches[] = {1, 8, 32, 64};
