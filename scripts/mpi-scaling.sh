@@ -12,7 +12,8 @@
 #    index); its shared equivalence checks (rank 0 runs the engine, the
 #    ranks share the oracle's passes); and, when ASSAY_MPI_AUDIT is set
 #    ("URL MODEL.gguf [more audit options]"), a quick audit of that server
-#    (`assay audit --quick --no-bench`).
+#    (`assay audit --quick --no-bench`), named ASSAY_MPI_AUDIT_NAME (default
+#    the file's name).
 # 2. Each check split into a part that did not shrink with the ranks (s:
 #    start-up, the engine or the server, the oracle's prompt choice and
 #    pilot, merging, the statistics) and a part that did (p: the samples and
@@ -63,7 +64,7 @@ if [ -n "${ASSAY_MPI_AUDIT:-}" ]; then
     read -r -a audit_words <<<"$ASSAY_MPI_AUDIT"
     [ "${#audit_words[@]}" -ge 2 ] ||
         { echo "mpi-scaling: ASSAY_MPI_AUDIT is \"URL MODEL.gguf [options]\"" >&2; exit 2; }
-    groups+=("quick audit of ${audit_words[1]##*/}")
+    groups+=("quick audit of ${ASSAY_MPI_AUDIT_NAME:-${audit_words[1]##*/}}")
     args_2=(audit --url "${audit_words[0]}" --model "${audit_words[1]}" --quick --no-bench
         "${audit_words[@]:2}")
 fi
