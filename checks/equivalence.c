@@ -435,11 +435,12 @@ static enum assay_status shared_unpack(const struct assay_oracle_memo *m, const 
     return ASSAY_OK;
 }
 
-/* One exchange: this rank's share of l's sequences [lo, hi) computed,
- * and the rows of the others' shares read into rank 0's memo. Only a
+/* One exchange: this rank's share of l's sequences [lo, hi) computed
+ * (moved to the front of the range: l's order there is lost), and the rows
+ * of the others' shares read into rank 0's memo. Only a
  * collective's failure is returned: a row this rank could not compute is
  * left out, and rank 0 computes it at its lookup. */
-static enum assay_status shared_round(struct assay_oracle_memo *m, const struct shared_list *l,
+static enum assay_status shared_round(struct assay_oracle_memo *m, struct shared_list *l,
                                       int32_t lo, int32_t hi)
 {
     const int32_t rank = assay_shard_rank(), size = assay_shard_size();
