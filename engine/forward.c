@@ -44,6 +44,21 @@ static void round_input(const struct assay_forward *f, int32_t layer, int kind, 
     (void)assay_numerics_round_rows(fmt, x, n, k, k, f->mutant);
 }
 
+/* Show n rows of the pass to the probe, if any (forward.h); kind names the
+ * product they are the input of (-1: none). */
+static void probe(const struct assay_forward *f, const char *name, int32_t layer, int kind,
+                  const float *x, int32_t n, int32_t cols, int64_t stride)
+{
+    if (f->probe == NULL) {
+        return;
+    }
+    enum assay_act_format fmt = ASSAY_ACT_FORMAT_F32;
+    if (kind >= 0 && f->act_fmt != NULL) {
+        fmt = f->act_fmt[(layer < 0 ? f->cfg.n_layer : layer) * P_COUNT + kind];
+    }
+    f->probe(f->probe_user, name, layer, fmt, x, n, cols, stride);
+}
+
 /* A share of one product: columns [c0, c1) through OpenBLAS, or panels
  * [c0, c1) of the engine's own product when g is set. */
 struct product {
@@ -1100,6 +1115,7 @@ static enum assay_status forward_layers(struct assay_forward *f,
         for (int32_t r = 0; r < n; r++) {
             rmsnorm(f->xn + (int64_t)r * d, f->x + (int64_t)r * d, w->attn_norm, d, c->norm_eps);
         }
+        probe(f, "attn_norm", l, P_QKV, f->xn, n, d, d);
         if (f->act_fmt != NULL) {
             round_input(f, l, P_QKV, f->xn, n, d);
         }
@@ -1139,7 +1155,11 @@ static enum assay_status forward_layers(struct assay_forward *f,
                 kv_store_f16(f, f->v + off);
             }
         }
+        probe(f, "Qcur", l, -1, f->qkv, n, f->q_dim, f->qkv_dim);
+        probe(f, "Kcur", l, -1, f->qkv + f->q_dim, n, f->kv_dim, f->qkv_dim);
+        probe(f, "Vcur", l, -1, f->qkv + f->q_dim + f->kv_dim, n, f->kv_dim, f->qkv_dim);
         split_rows(f, b, l, n, attend_rows);
+        probe(f, "kqv_out", l, P_O, f->att, n, f->q_dim, f->q_dim);
         if (f->act_fmt != NULL) {
             round_input(f, l, P_O, f->att, n, f->q_dim);
         }
@@ -1150,6 +1170,8 @@ static enum assay_status forward_layers(struct assay_forward *f,
         for (int32_t r = 0; r < n; r++) {
             rmsnorm(f->xn + (int64_t)r * d, f->x + (int64_t)r * d, w->ffn_norm, d, c->norm_eps);
         }
+        probe(f, "ffn_inp", l, -1, f->x, n, d, d);
+        probe(f, "ffn_norm", l, P_GU, f->xn, n, d, d);
         if (f->act_fmt != NULL) {
             round_input(f, l, P_GU, f->xn, n, d);
         }
@@ -1157,20 +1179,24 @@ static enum assay_status forward_layers(struct assay_forward *f,
             break;
         }
         split_rows(f, b, l, n, swiglu_rows);
+        probe(f, "ffn_swiglu", l, P_DOWN, f->hidden, n, c->d_ff, c->d_ff);
         if (f->act_fmt != NULL) {
             round_input(f, l, P_DOWN, f->hidden, n, c->d_ff);
         }
         st = product(f, P_DOWN, l, f->hidden, f->x, n, 1.0f);
+        probe(f, "l_out", l, -1, f->x, n, d, d);
     }
     if (st == ASSAY_OK && b->n_out > 0) {
         for (int32_t o = 0; o < b->n_out; o++) {
             rmsnorm(f->on + (int64_t)o * d, f->x + (int64_t)b->out_rows[o] * d, m->out_norm, d,
                     c->norm_eps);
         }
+        probe(f, "result_norm", -1, P_HEAD, f->on, b->n_out, d, d);
         if (f->act_fmt != NULL) {
             round_input(f, c->n_layer, P_HEAD, f->on, b->n_out, d);
         }
         st = product(f, P_HEAD, 0, f->on, f->logits, b->n_out, 0.0f);
+        probe(f, "result_output", -1, -1, f->logits, b->n_out, c->vocab, c->vocab);
     }
     return st;
 }

@@ -187,6 +187,21 @@ bool assay_forward_f16_acc_applies(const struct assay_model *model, enum assay_k
 /* Switch f16_acc (above) for the passes that follow. */
 void assay_forward_set_f16_acc(struct assay_forward *fwd, bool on);
 
+/* A probe sees a pass's values at llama.cpp's checkpoints, named as its
+ * graph names them (suites/llama_tensors.c): "attn_norm", "Qcur", "Kcur",
+ * "Vcur" (after bias and RoPE), "kqv_out" (attention output), "ffn_inp"
+ * (the residual after attention), "ffn_norm", "ffn_swiglu", "l_out" (the
+ * residual after the layer), each with its layer, then "result_norm" and
+ * "result_output" (layer -1, the output rows alone). The rows are the
+ * pass's rows in order, `stride` floats apart; a product's input is seen
+ * before it is rounded, with the format it is rounded to (fmt; F32 when
+ * none). For comparing the engine with llama.cpp layer by layer
+ * (suites/numerics_layers.c); NULL (the default) calls nothing. */
+typedef void (*assay_forward_probe_fn)(void *user, const char *name, int32_t layer,
+                                       enum assay_act_format fmt, const float *x, int32_t rows,
+                                       int32_t cols, int64_t stride);
+void assay_forward_set_probe(struct assay_forward *fwd, assay_forward_probe_fn fn, void *user);
+
 /* Bytes held by the forward (weights copy, KV store, scratch). */
 int64_t assay_forward_bytes(const struct assay_forward *fwd);
 

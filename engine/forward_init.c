@@ -429,6 +429,12 @@ void assay_forward_set_f16_acc(struct assay_forward *f, bool on)
     f->f16_acc = on;
 }
 
+void assay_forward_set_probe(struct assay_forward *f, assay_forward_probe_fn fn, void *user)
+{
+    f->probe = fn;
+    f->probe_user = user;
+}
+
 void assay_forward_get_numerics(const struct assay_forward *f, struct assay_forward_numerics *out)
 {
     out->batch_invariant = f->batch_invariant;

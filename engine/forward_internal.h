@@ -45,6 +45,8 @@ struct assay_forward {
      * head's at n_layer * P_COUNT + P_HEAD. NULL in EXACT mode. */
     enum assay_act_format *act_fmt;
     int mutant;
+    assay_forward_probe_fn probe; /* forward.h; NULL: none */
+    void *probe_user;
     struct assay_worker *worker; /* borrowed; may be NULL */
     /* Weights, (k, n) each: QKV (layer, d_model, q_dim + 2 kv_dim), output
      * (layer, q_dim, d_model), gate/up (layer, d_model, 2 d_ff: gate columns

@@ -144,6 +144,11 @@ void assay_score_set_f16_acc(struct assay_score *sc, bool on)
     assay_forward_set_f16_acc(sc->fwd, on);
 }
 
+void assay_score_set_probe(struct assay_score *sc, assay_forward_probe_fn fn, void *user)
+{
+    assay_forward_set_probe(sc->fwd, fn, user);
+}
+
 void assay_score_free(struct assay_score *sc)
 {
     if (sc == NULL) {

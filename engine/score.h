@@ -36,6 +36,7 @@
 #include <stdint.h>
 
 #include "../core/status.h"
+#include "forward.h"
 #include "isa.h"
 #include "model.h"
 #include "numerics.h"
@@ -88,6 +89,10 @@ struct assay_score_seq {
 
 /* Switch f16_acc for the calls that follow (the other arithmetic stays). */
 void assay_score_set_f16_acc(struct assay_score *sc, bool on);
+
+/* Show the calls that follow to a probe (engine/forward.h,
+ * assay_forward_set_probe); NULL: none. */
+void assay_score_set_probe(struct assay_score *sc, assay_forward_probe_fn fn, void *user);
 
 /*
  * Teacher-forced logits: *rows points at (n_cont, vocab) floats, row i the

@@ -316,6 +316,87 @@ static void test_ggml_rows_invariant(void **state)
     assay_score_free(sc);
 }
 
+/* What a probe (engine/forward.h) sees of a pass in llama.cpp's numerics:
+ * each checkpoint once a layer with the pass's rows, a product's input with
+ * its format (Q8_K for the Q4_K and Q6_K matrices; none for the others),
+ * the logits the scorer returns, and rows that are the same bits with the
+ * probe as without it. */
+struct probe_seen {
+    int32_t calls[12];
+    int32_t rows, wrong_rows, wrong_fmt, wrong_layer;
+    float *logits; /* the result_output rows */
+};
+
+static void probe_record(void *user, const char *name, int32_t layer, enum assay_act_format fmt,
+                         const float *x, int32_t rows, int32_t cols, int64_t stride)
+{
+    static const char *const names[] = {"attn_norm", "Qcur",       "Kcur",     "Vcur",
+                                        "kqv_out",   "ffn_inp",    "ffn_norm", "ffn_swiglu",
+                                        "l_out",     "result_norm", "result_output"};
+    struct probe_seen *p = user;
+    int k = 0;
+    while (k < 11 && strcmp(name, names[k]) != 0) {
+        k++;
+    }
+    p->calls[k]++;
+    p->wrong_rows += rows != p->rows;
+    p->wrong_layer += k < 9 ? layer < 0 || layer >= g_fx.model->cfg.n_layer : layer != -1;
+    bool input = k == 0 || k == 4 || k == 6 || k == 7 || k == 9;
+    p->wrong_fmt += input ? fmt != ASSAY_ACT_FORMAT_Q8_K : fmt != ASSAY_ACT_FORMAT_F32;
+    if (k == 10) {
+        for (int32_t r = 0; r < rows; r++) {
+            memcpy(p->logits + (int64_t)r * cols, x + r * stride, sizeof(float) * (size_t)cols);
+        }
+    }
+}
+
+static void test_probe(void **state)
+{
+    (void)state;
+    int32_t V = g_fx.model->cfg.vocab, L = g_fx.model->cfg.n_layer;
+    struct assay_score_params sp = assay_score_default_params(g_fx.model, N_TOK);
+    sp.act = ASSAY_ACT_MODE_GGML;
+    sp.kv_type = ASSAY_KV_TYPE_F16;
+    sp.flash_attn = true;
+    struct assay_score *sc = NULL;
+    assert_int_equal(assay_score_init(&sc, &sp, NULL), ASSAY_OK);
+    size_t n_rows = (size_t)CONT * (size_t)V;
+    float *plain = malloc(sizeof(float) * n_rows);
+    struct probe_seen seen = {.rows = N_TOK - 1, .logits = malloc(sizeof(float) * n_rows)};
+    assert_non_null(plain);
+    assert_non_null(seen.logits);
+    const float *rows = NULL;
+    assert_int_equal(
+        assay_score_rows(sc, g_fx.tokens[1], PROMPT, g_fx.tokens[1] + PROMPT, CONT, &rows),
+        ASSAY_OK);
+    memcpy(plain, rows, sizeof(float) * n_rows);
+    assay_score_set_probe(sc, probe_record, &seen);
+    assert_int_equal(
+        assay_score_rows(sc, g_fx.tokens[1], PROMPT, g_fx.tokens[1] + PROMPT, CONT, &rows),
+        ASSAY_OK);
+    assert_memory_equal(plain, rows, sizeof(float) * n_rows);
+    for (int k = 0; k < 9; k++) {
+        assert_int_equal(seen.calls[k], L);
+    }
+    assert_int_equal(seen.calls[9], 1);
+    assert_int_equal(seen.calls[10], 1);
+    assert_int_equal(seen.calls[11], 0); /* no other name */
+    /* the output rows are the continuation's, the others every row */
+    assert_int_equal(seen.wrong_rows, 2);
+    assert_int_equal(seen.wrong_layer, 0);
+    assert_int_equal(seen.wrong_fmt, 0);
+    assert_memory_equal(seen.logits, rows, sizeof(float) * n_rows);
+    /* without the probe again, nothing is called */
+    assay_score_set_probe(sc, NULL, NULL);
+    assert_int_equal(
+        assay_score_rows(sc, g_fx.tokens[1], PROMPT, g_fx.tokens[1] + PROMPT, CONT, &rows),
+        ASSAY_OK);
+    assert_int_equal(seen.calls[0], L);
+    free(plain);
+    free(seen.logits);
+    assay_score_free(sc);
+}
+
 /* fp16 accumulation (AVX512-FP16 builds of ggml, engine/numerics.h). On
  * the model's weights typed F16 (one input row of a product with F16
  * weights is ggml_vec_dot_f16), the scorer with f16_acc lands farther from
@@ -546,7 +627,8 @@ int main(int argc, char **argv)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_exact_matches_oracle), cmocka_unit_test(test_budget),
-        cmocka_unit_test(test_ggml_rows_invariant), cmocka_unit_test(test_engine_matches_scorer),
+        cmocka_unit_test(test_ggml_rows_invariant), cmocka_unit_test(test_probe),
+        cmocka_unit_test(test_engine_matches_scorer),
         cmocka_unit_test(test_score_alloc_failures), cmocka_unit_test(test_f16_accumulation)};
     return cmocka_run_group_tests(tests, setup, teardown);
 }
