@@ -11,6 +11,11 @@
 #                                      llama-quantize in the same build tree
 #                                      (incremental: it reuses the libraries
 #                                      of llama-server); print its path
+#   build-llama-server.sh --tensors    build (or reuse) llama_tensors
+#                                      (suites/llama_tensors.c: llama.cpp's
+#                                      intermediate tensors, for
+#                                      numerics_layers) against the same
+#                                      build's libraries; print its path
 #
 # Nothing of llama.cpp is kept in this repository: the package is fetched
 # from the npm registry at test time. A finished build is reused.
@@ -48,15 +53,19 @@ config_hash="$(printf '%s\n' "${config[@]}" | sha256sum | cut -c1-8)"
 root="$cache/llama.cpp-node-llama-cpp-$version-$config_hash"
 bin="$root/build/bin/llama-server"
 quantize_bin="$root/build/bin/llama-quantize"
+tensors_bin="$root/build/bin/llama_tensors"
+tensors_src="$(cd "$(dirname "$0")/.." && pwd)/suites/llama_tensors.c"
 
 if_built=0
 quantize=0
+tensors=0
 case "${1:-}" in
 "") ;;
 --if-built) if_built=1 ;;
 --quantize) quantize=1 ;;
+--tensors) tensors=1 ;;
 *)
-    echo "usage: $0 [--if-built | --quantize]" >&2
+    echo "usage: $0 [--if-built | --quantize | --tensors]" >&2
     exit 2
     ;;
 esac
@@ -80,9 +89,37 @@ build_quantize() {
     echo "$quantize_bin"
 }
 
+# llama_tensors: assay's own program (suites/llama_tensors.c) linked with
+# the build's static libraries (libllama, ggml's CPU backend, OpenMP);
+# rebuilt whenever its source is newer than the binary.
+build_tensors() {
+    if [ -x "$tensors_bin" ] && [ "$tensors_bin" -nt "$tensors_src" ]; then
+        echo "llama_tensors: reusing $tensors_bin" >&2
+        echo "$tensors_bin"
+        return 0
+    fi
+    echo "llama_tensors: building against $root/build" >&2
+    cmake --build "$root/build" --target llama -j "$(nproc)" >"$root/build-tensors.log" 2>&1 &&
+        mapfile -t libs < <(find "$root/build/src" "$root/build/ggml/src" -name '*.a' |
+            sort -r) &&
+        g++ -O2 -x c "$tensors_src" -x none -o "$tensors_bin.tmp" \
+            -I"$root/src/include" -I"$root/src/ggml/include" \
+            -Wl,--start-group "${libs[@]}" -Wl,--end-group -fopenmp -lpthread -lm \
+            >>"$root/build-tensors.log" 2>&1 && mv "$tensors_bin.tmp" "$tensors_bin" || {
+        echo "build-llama-server: llama_tensors build failed; see $root/build-tensors.log" >&2
+        tail -n 20 "$root/build-tensors.log" >&2
+        return 1
+    }
+    echo "$tensors_bin"
+}
+
 if [ -x "$bin" ] && [ -f "$root/.built" ]; then
     if [ "$quantize" = 1 ]; then
         build_quantize
+        exit
+    fi
+    if [ "$tensors" = 1 ]; then
+        build_tensors
         exit
     fi
     [ "$if_built" = 1 ] || echo "llama-server: reusing $bin" >&2
@@ -130,6 +167,10 @@ cmake --build "$root/build" --target llama-server -j "$(nproc)" >"$root/build.lo
 touch "$root/.built"
 if [ "$quantize" = 1 ]; then
     build_quantize
+    exit
+fi
+if [ "$tensors" = 1 ]; then
+    build_tensors
     exit
 fi
 echo "$bin"
