@@ -131,9 +131,9 @@ int main(int argc, char **argv)
     int32_t n_tok = 0, ubatch = 0, threads = 1, fa = 1, kv16 = 1;
     if (argc < 4 || parse_tokens(argv[3], tok, &n_tok) != 0) {
         fprintf(stderr,
-                "usage: %s MODEL.gguf OUT.bin TOKENS [--ubatch U] [--threads T] [--fa "
-                "on|off] "
-                "[--kv f16|f32]\n  TOKENS: comma-separated token ids (at most %d)\n",
+                "usage: %s MODEL.gguf OUT.bin TOKENS [--ubatch U] [--threads T]\n"
+                "       [--fa on|off] [--kv f16|f32]\n"
+                "  TOKENS: comma-separated token ids (at most %d)\n",
                 argv[0], MAX_TOKENS);
         return 1;
     }

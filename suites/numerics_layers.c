@@ -323,10 +323,9 @@ int main(int argc, char **argv)
     const char *against = NULL;
     if (argc < 4 || parse_tokens(argv[3], tok, &n_tok) != 0) {
         fprintf(stderr,
-                "usage: %s MODEL.gguf DUMP.bin TOKENS [--fa on|off] [--kv f16|f32] [--act "
-                "ggml|exact] [--against DUMP2.bin]\n  TOKENS: 2 to %d comma-separated token ids, "
-                "as given to "
-                "llama_tensors\n",
+                "usage: %s MODEL.gguf DUMP.bin TOKENS [--fa on|off] [--kv f16|f32]\n"
+                "       [--act ggml|exact] [--against DUMP2.bin]\n"
+                "  TOKENS: 2 to %d comma-separated token ids, as given to llama_tensors\n",
                 argv[0], MAX_TOKENS);
         return 2;
     }
