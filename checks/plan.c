@@ -707,6 +707,7 @@ static const struct assay_plan_item k_plan[] = {
      .workload = "workloads/equiv-mixed.json",
      .about = "greedy tokens of the candidate against the oracle, with the tie rule",
      .run = assay_pairwise_run_oracle,
+     .shared = true,
      .command = ASSAY_COMMAND_COMPARE,
      .needs = ASSAY_NEED_WEIGHTS},
     {.name = "compare.homogeneity",

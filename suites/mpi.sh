@@ -117,6 +117,19 @@ identical)
         { cat "$out/e2.err"; fail "rank 0 received no rows from rank 1 in any equivalence check"; }
     echo "equivalence: the same at 1 and 2 ranks, rank 1's oracle rows received by rank 0"
     planted chunk-rope-off-by-one "$out/q" --check equiv.chunked-prefill --check equiv.all-mixed
+    # compare's check against the oracle is shared the same way.
+    for n in 1 2; do
+        mpirun --oversubscribe -n "$n" "$assay" compare "bundled:model=tinygpt,kv=off" \
+            "bundled:model=tinygpt,kv=paged" --check compare.oracle --no-bench \
+            --out "$out/c$n" >"$out/c$n.txt" 2>"$out/c$n.err" ||
+            { cat "$out/c$n.err"; fail "compare.oracle at $n ranks: status $?"; }
+        checks_of "$out/c$n" >"$out/c$n.checks"
+    done
+    diff -u "$out/c1.checks" "$out/c2.checks" ||
+        fail "compare.oracle at 2 ranks differs from 1 rank"
+    grep -q 'MB sent and [0-9.e+]*[1-9][0-9.e+]* MB received by rank 0' "$out/c2.err" ||
+        { cat "$out/c2.err"; fail "rank 0 received no rows from rank 1 in compare.oracle"; }
+    echo "compare.oracle: the same at 1 and 2 ranks, rank 1's oracle rows received by rank 0"
     ;;
 audit)
     assay="$1" server="$2" export="$3" out="$4"
