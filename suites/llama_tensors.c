@@ -17,7 +17,7 @@
  * server's defaults on a CPU). OUT.bin holds, for every F32 or F16 tensor
  * of the graph whose name is one of llama.cpp's per-layer checkpoints
  * (attn_norm-L, Qcur-L, Kcur-L, Vcur-L, kqv_out-L, ffn_inp-L, ffn_norm-L,
- * ffn_out-L, l_out-L, result_norm, result_output), one record:
+ * ffn_swiglu-L, l_out-L, result_norm, result_output), one record:
  *
  *   u32 name length, the name (no NUL), i32 first position, i32 rows,
  *   i32 columns, rows x columns floats (little-endian)
@@ -49,9 +49,9 @@ struct dump {
 
 static int wanted(const char *name)
 {
-    static const char *const prefixes[] = {"attn_norm-", "Qcur-",      "Kcur-",     "Vcur-",
-                                           "kqv_out-",   "ffn_inp-",   "ffn_norm-", "ffn_out-",
-                                           "l_out-",     "ffn_swiglu-"};
+    static const char *const prefixes[] = {"attn_norm-", "Qcur-",       "Kcur-",
+                                           "Vcur-",      "kqv_out-",    "ffn_inp-",
+                                           "ffn_norm-",  "ffn_swiglu-", "l_out-"};
     for (size_t i = 0; i < sizeof prefixes / sizeof prefixes[0]; i++) {
         if (strncmp(name, prefixes[i], strlen(prefixes[i])) == 0) {
             return 1;
@@ -73,19 +73,21 @@ static bool on_tensor(struct ggml_tensor *t, bool ask, void *user)
     if (n % rows != 0) {
         return true;
     }
+    /* an F32 tensor is read straight into vals; an F16 one through raw */
     float *vals = malloc(sizeof(float) * (size_t)n);
-    void *raw = malloc(ggml_nbytes(t));
+    void *raw = t->type == GGML_TYPE_F16 ? malloc(ggml_nbytes(t)) : vals;
     if (vals == NULL || raw == NULL) {
+        if (raw != vals) {
+            free(raw);
+        }
         free(vals);
-        free(raw);
         d->failed = 1;
         return true;
     }
     ggml_backend_tensor_get(t, raw, 0, ggml_nbytes(t));
-    if (t->type == GGML_TYPE_F16) {
+    if (raw != vals) {
         ggml_fp16_to_fp32_row(raw, vals, n);
-    } else {
-        memcpy(vals, raw, sizeof(float) * (size_t)n);
+        free(raw);
     }
     uint32_t len = (uint32_t)strlen(t->name);
     int32_t head[3] = {d->pos0, (int32_t)rows, (int32_t)cols};
@@ -96,7 +98,6 @@ static bool on_tensor(struct ggml_tensor *t, bool ask, void *user)
     }
     d->n_rec++;
     free(vals);
-    free(raw);
     return true;
 }
 

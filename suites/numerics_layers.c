@@ -47,11 +47,12 @@ struct slot {
     enum assay_act_format fmt;
     float *ref; /* (n_tok, cols) */
     float *srv; /* (n_tok, cols) */
-    char *have; /* (n_tok) llama.cpp's row seen */
+    char *have; /* (n_tok) 1: llama.cpp's row seen; 2: the --against dump's */
 };
 
 struct run {
     int32_t n_layer, n_tok;
+    char need; /* the bits of slot.have a row needs to be compared: 1, or 3 with --against */
     struct slot *slots; /* (n_layer + 1, N_STAGES): results at layer n_layer */
     int failed;
 };
@@ -195,7 +196,7 @@ static int64_t rounded_apart(enum assay_act_format fmt, const float *a, const fl
     return k;
 }
 
-static void print_slot(const struct slot *s, int32_t n_tok)
+static void print_slot(const struct slot *s, int32_t n_tok, char need)
 {
     double max_d = 0, max_x = 0, ss_d = 0, ss_x = 0;
     int64_t apart = 0, n_round = 0, n_rows = 0;
@@ -203,7 +204,7 @@ static void print_slot(const struct slot *s, int32_t n_tok)
     float *tb = malloc(sizeof(float) * (size_t)s->cols);
     bool rounds = s->fmt != ASSAY_ACT_FORMAT_F32 && ta != NULL && tb != NULL;
     for (int32_t i = 0; i < n_tok; i++) {
-        if (!(s->have[i] & 1)) {
+        if ((s->have[i] & need) != need) {
             continue;
         }
         n_rows++;
@@ -224,7 +225,7 @@ static void print_slot(const struct slot *s, int32_t n_tok)
     free(ta);
     free(tb);
     if (n_rows == 0) {
-        printf(" (llama.cpp wrote none)\n");
+        printf(" (no row written by %s)\n", need == 1 ? "llama.cpp" : "both dumps");
         return;
     }
     printf(" %10.3g %10.3g", max_x > 0 ? max_d / max_x : max_d,
@@ -260,12 +261,13 @@ static double row_distance(const float *a, const float *b, int32_t n)
 
 /* The largest |difference| of the log-softmaxes of two sets of logits, the
  * slot's llama.cpp rows against the rows of other (the slot's reference
- * rows when NULL), over every token and every row llama.cpp wrote. */
-static double logprob_distance(const struct slot *s, const float *other, int32_t n_tok)
+ * rows when NULL), over every token and every row whose have bits hold
+ * need. */
+static double logprob_distance(const struct slot *s, const float *other, int32_t n_tok, char need)
 {
     double worst = 0;
     for (int32_t i = 0; i < n_tok; i++) {
-        if (s->have[i] & 1) {
+        if ((s->have[i] & need) == need) {
             size_t at = (size_t)i * (size_t)s->cols;
             worst = fmax(worst, row_distance(s->srv + at, (other ? other : s->ref) + at, s->cols));
         }
@@ -294,7 +296,7 @@ static double exact_distance(const struct assay_model *m, const struct slot *log
         size_t at = (size_t)i * (size_t)logits->cols;
         worst = fmax(worst, row_distance(logits->ref + at, rows + at, logits->cols));
     }
-    *srv_exact = logprob_distance(logits, rows, n_tok);
+    *srv_exact = logprob_distance(logits, rows, n_tok, 1);
     assay_score_free(sc);
     return worst;
 }
@@ -363,7 +365,7 @@ int main(int argc, char **argv)
             return 2;
         }
     }
-    struct run r = {.n_layer = m->cfg.n_layer, .n_tok = n_tok};
+    struct run r = {.n_layer = m->cfg.n_layer, .n_tok = n_tok, .need = against ? 3 : 1};
     r.slots = calloc((size_t)(r.n_layer + 1) * N_STAGES, sizeof *r.slots);
     struct assay_score_params sp = assay_score_default_params(m, n_tok);
     sp.act = ggml ? ASSAY_ACT_MODE_GGML : ASSAY_ACT_MODE_EXACT;
@@ -388,8 +390,14 @@ int main(int argc, char **argv)
                 st != ASSAY_OK ? assay_status_str(st) : "the comparison could not be made");
         return 2;
     }
-    printf("%s, %d tokens: llama.cpp against the reference (act=%s, kv_type=%s, fa=%s)\n", argv[1],
-           (int)n_tok, ggml ? "ggml" : "exact", kv16 ? "f16" : "f32", fa && kv16 ? "on" : "off");
+    if (against != NULL) {
+        printf("%s, %d tokens: llama.cpp A (%s) against llama.cpp B (%s), formats of act=%s\n",
+               argv[1], (int)n_tok, argv[2], against, ggml ? "ggml" : "exact");
+    } else {
+        printf("%s, %d tokens: llama.cpp against the reference (act=%s, kv_type=%s, fa=%s)\n",
+               argv[1], (int)n_tok, ggml ? "ggml" : "exact", kv16 ? "f16" : "f32",
+               fa && kv16 ? "on" : "off");
+    }
     printf("%-6s %-13s %10s %10s   %s\n", "layer", "checkpoint", "max|d|/max", "rms ratio",
            "input rounded apart");
     for (int32_t l = 0; l <= r.n_layer; l++) {
@@ -401,7 +409,7 @@ int main(int argc, char **argv)
             char label[16];
             snprintf(label, sizeof label, "%d", (int)l);
             printf("%-6s %-13s", l < r.n_layer ? label : "out", stages[s]);
-            print_slot(sl, n_tok);
+            print_slot(sl, n_tok, r.need);
         }
     }
     struct slot *logits = slot_at(&r, -1, STAGE_RESULT + 1);
@@ -409,7 +417,8 @@ int main(int argc, char **argv)
         double srv_exact = 0;
         double ref_exact = against ? -1 : exact_distance(m, logits, tok, n_tok, &srv_exact);
         printf("numerics_layers: |log-softmax %s| max %.4g",
-               against ? "A - B" : "llama.cpp - reference", logprob_distance(logits, NULL, n_tok));
+               against ? "A - B" : "llama.cpp - reference",
+               logprob_distance(logits, NULL, n_tok, r.need));
         if (ref_exact >= 0) {
             printf("; |reference - exact| %.4g, |llama.cpp - exact| %.4g", ref_exact, srv_exact);
         }
