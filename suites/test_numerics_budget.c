@@ -281,6 +281,17 @@ static void test_budget(void **state)
     assert_true(ggml.logprob < 0.5);
 }
 
+/* The scorer's parameters in llama-server's CPU defaults: act=ggml, an F16
+ * cache, flash attention. */
+static struct assay_score_params llama_defaults(const struct assay_model *m)
+{
+    struct assay_score_params sp = assay_score_default_params(m, N_TOK);
+    sp.act = ASSAY_ACT_MODE_GGML;
+    sp.kv_type = ASSAY_KV_TYPE_F16;
+    sp.flash_attn = true;
+    return sp;
+}
+
 /* Rounding is per row, so batch invariance holds in GGML mode: a
  * continuation scored in a pass of 40 rows gives the bits of the same rows
  * in the pass of all 127. */
@@ -288,10 +299,7 @@ static void test_ggml_rows_invariant(void **state)
 {
     (void)state;
     int32_t V = g_fx.model->cfg.vocab;
-    struct assay_score_params sp = assay_score_default_params(g_fx.model, N_TOK);
-    sp.act = ASSAY_ACT_MODE_GGML;
-    sp.kv_type = ASSAY_KV_TYPE_F16;
-    sp.flash_attn = true;
+    struct assay_score_params sp = llama_defaults(g_fx.model);
     struct assay_score *sc = NULL;
     assert_int_equal(assay_score_init(&sc, &sp, NULL), ASSAY_OK);
     const int32_t short_cont = 40 - PROMPT + 1;
@@ -354,10 +362,7 @@ static void test_probe(void **state)
 {
     (void)state;
     int32_t V = g_fx.model->cfg.vocab, L = g_fx.model->cfg.n_layer;
-    struct assay_score_params sp = assay_score_default_params(g_fx.model, N_TOK);
-    sp.act = ASSAY_ACT_MODE_GGML;
-    sp.kv_type = ASSAY_KV_TYPE_F16;
-    sp.flash_attn = true;
+    struct assay_score_params sp = llama_defaults(g_fx.model);
     struct assay_score *sc = NULL;
     assert_int_equal(assay_score_init(&sc, &sp, NULL), ASSAY_OK);
     size_t n_rows = (size_t)CONT * (size_t)V;
@@ -443,10 +448,7 @@ static void test_f16_accumulation(void **state)
     assert_true(assay_forward_f16_acc_applies(g_fx.model, ASSAY_KV_TYPE_F16, false));
     assert_false(assay_forward_f16_acc_applies(g_fx.model, ASSAY_KV_TYPE_F32, false));
 
-    struct assay_score_params sp = assay_score_default_params(m, N_TOK);
-    sp.act = ASSAY_ACT_MODE_GGML;
-    sp.kv_type = ASSAY_KV_TYPE_F16;
-    sp.flash_attn = true;
+    struct assay_score_params sp = llama_defaults(m);
     struct figure lanes32 = divergence_of(m, &sp);
     sp.f16_acc = true;
     struct figure acc16 = divergence_of(m, &sp);
@@ -574,10 +576,7 @@ static void test_engine_matches_scorer(void **state)
     for (int t = 0; t < ENGINE_TOKENS; t++) {
         assert_true(c.seen[t]);
     }
-    struct assay_score_params sp = assay_score_default_params(g_fx.model, N_TOK);
-    sp.act = ASSAY_ACT_MODE_GGML;
-    sp.kv_type = ASSAY_KV_TYPE_F16;
-    sp.flash_attn = true;
+    struct assay_score_params sp = llama_defaults(g_fx.model);
     struct assay_score *sc = NULL;
     assert_int_equal(assay_score_init(&sc, &sp, NULL), ASSAY_OK);
     const float *rows = NULL;
