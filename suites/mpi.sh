@@ -48,6 +48,27 @@ checks_of() {
     jq -S '[.checks[] | del(.seconds)]' "$1/report.json"
 }
 
+# shared_same PREFIX WHAT ARGS...: `assay ARGS... --out PREFIXn` under
+# mpirun at 1 and 2 ranks, for checks whose oracle passes are shared (rank
+# 0 runs the engine, every rank computes its share of the oracle's rows,
+# rank 0 judges): the same results at both, and rank 0 received rows from
+# rank 1 (a run where rank 0 computed them all would pass the comparison).
+shared_same() {
+    local prefix="$1" what="$2" n
+    shift 2
+    for n in 1 2; do
+        mpirun --oversubscribe -n "$n" "$assay" "$@" --out "$prefix$n" \
+            >"$prefix$n.txt" 2>"$prefix$n.err" ||
+            { cat "$prefix$n.err"; fail "$what at $n ranks: status $?"; }
+        checks_of "$prefix$n" >"$prefix$n.checks"
+    done
+    diff -u "${prefix}1.checks" "${prefix}2.checks" ||
+        fail "$what at 2 ranks differ from 1 rank"
+    grep -q 'MB sent and [0-9.e+]*[1-9][0-9.e+]* MB received by rank 0' "${prefix}2.err" ||
+        { cat "${prefix}2.err"; fail "rank 0 received no rows from rank 1 in $what"; }
+    echo "$what: the same at 1 and 2 ranks, rank 1's oracle rows received by rank 0"
+}
+
 # planted MUTANT PREFIX CHECK_ARGS...: the planted bug at 1 and 2 ranks
 # (assay-mutants, $mutants): status 1, both checks FAIL, the same results.
 planted() {
@@ -103,33 +124,11 @@ identical)
     eq=(--check equiv.kv-cache --check equiv.batching --check equiv.paged
         --check equiv.preemption --check equiv.prefix-cache --check equiv.chunked-prefill
         --check equiv.spec-k4)
-    for n in 1 2; do
-        mpirun --oversubscribe -n "$n" "$assay" run --no-bench "${eq[@]}" --seed 7 \
-            --out "$out/e$n" >"$out/e$n.txt" 2>"$out/e$n.err" ||
-            { cat "$out/e$n.err"; fail "the equivalence checks at $n ranks: status $?"; }
-        checks_of "$out/e$n" >"$out/e$n.checks"
-    done
-    diff -u "$out/e1.checks" "$out/e2.checks" ||
-        fail "the equivalence checks at 2 ranks differ from those at 1 rank"
-    # Rank 1's rows reached rank 0 (a run where rank 0 computed them all
-    # would pass the comparison above too).
-    grep -q 'MB sent and [0-9.e+]*[1-9][0-9.e+]* MB received by rank 0' "$out/e2.err" ||
-        { cat "$out/e2.err"; fail "rank 0 received no rows from rank 1 in any equivalence check"; }
-    echo "equivalence: the same at 1 and 2 ranks, rank 1's oracle rows received by rank 0"
+    shared_same "$out/e" "the equivalence checks" run --no-bench "${eq[@]}" --seed 7
     planted chunk-rope-off-by-one "$out/q" --check equiv.chunked-prefill --check equiv.all-mixed
     # compare's check against the oracle is shared the same way.
-    for n in 1 2; do
-        mpirun --oversubscribe -n "$n" "$assay" compare "bundled:model=tinygpt,kv=off" \
-            "bundled:model=tinygpt,kv=paged" --check compare.oracle --no-bench \
-            --out "$out/c$n" >"$out/c$n.txt" 2>"$out/c$n.err" ||
-            { cat "$out/c$n.err"; fail "compare.oracle at $n ranks: status $?"; }
-        checks_of "$out/c$n" >"$out/c$n.checks"
-    done
-    diff -u "$out/c1.checks" "$out/c2.checks" ||
-        fail "compare.oracle at 2 ranks differs from 1 rank"
-    grep -q 'MB sent and [0-9.e+]*[1-9][0-9.e+]* MB received by rank 0' "$out/c2.err" ||
-        { cat "$out/c2.err"; fail "rank 0 received no rows from rank 1 in compare.oracle"; }
-    echo "compare.oracle: the same at 1 and 2 ranks, rank 1's oracle rows received by rank 0"
+    shared_same "$out/c" "compare.oracle" compare "bundled:model=tinygpt,kv=off" \
+        "bundled:model=tinygpt,kv=paged" --check compare.oracle --no-bench
     ;;
 audit)
     assay="$1" server="$2" export="$3" out="$4"
@@ -152,17 +151,8 @@ audit)
     audit=(audit --url "$url" --model "$gguf" --quick --no-bench --kv-type f32 --flash-attn off)
     # The shared equivalence checks against a server: rank 0 sends the
     # requests, the ranks share the oracle's passes.
-    for n in 1 2; do
-        mpirun --oversubscribe -n "$n" "$assay" "${audit[@]}" --check audit.equiv.alone \
-            --check audit.equiv.concurrent --out "$out/a$n" >"$out/a$n.txt" 2>"$out/a$n.err" ||
-            { cat "$out/a$n.err"; fail "the audit at $n ranks: status $?"; }
-        checks_of "$out/a$n" >"$out/a$n.checks"
-    done
-    diff -u "$out/a1.checks" "$out/a2.checks" ||
-        fail "the audit's equivalence checks at 2 ranks differ from those at 1 rank"
-    grep -q 'MB sent and [0-9.e+]*[1-9][0-9.e+]* MB received by rank 0' "$out/a2.err" ||
-        { cat "$out/a2.err"; fail "rank 0 received no rows from rank 1 in the audit"; }
-    echo "audit: equiv.alone and equiv.concurrent the same at 1 and 2 ranks, rows received"
+    shared_same "$out/a" "the audit's equivalence checks" "${audit[@]}" \
+        --check audit.equiv.alone --check audit.equiv.concurrent
     # The ranks choose how to hold the weights alike: rank 0 has the memory
     # for the bundled engine, rank 1 (the same machine: half of it) not, so
     # neither runs the engine and the two-sample test is a SKIP on both.
