@@ -96,25 +96,40 @@ static void decode_bf16(const uint8_t *src, int64_t n_blocks, float *dst)
     }
 }
 
-static void decode_q4_0(const uint8_t *src, int64_t n_blocks, float *dst)
+/*
+ * The integer formats, as parts (dequant.h): q[i] an integer, step and
+ * offset one float each per ASSAY_DEQUANT_GROUP elements, formed as the
+ * layout's text says ((d * sc), (dmin * m)); combine_parts makes the
+ * floats. Each takes n_blocks blocks and writes block elements of q and
+ * block / ASSAY_DEQUANT_GROUP of step and offset a block.
+ */
+#define GROUP ASSAY_DEQUANT_GROUP
+
+static void parts_q4_0(const uint8_t *src, int64_t n_blocks, int8_t *q, float *step,
+                       float *offset)
 {
-    for (int64_t b = 0; b < n_blocks; b++, src += 18, dst += 32) {
+    for (int64_t b = 0; b < n_blocks; b++, src += 18, q += 32, step += 2, offset += 2) {
         float d = load_f16(src);
         const uint8_t *nibbles = src + 2;
         for (int j = 0; j < 16; j++) {
-            dst[j] = d * (float)((nibbles[j] & 0x0f) - 8);
-            dst[j + 16] = d * (float)((nibbles[j] >> 4) - 8);
+            q[j] = (int8_t)((nibbles[j] & 0x0f) - 8);
+            q[j + 16] = (int8_t)((nibbles[j] >> 4) - 8);
         }
+        step[0] = step[1] = d;
+        offset[0] = offset[1] = 0.0f;
     }
 }
 
-static void decode_q8_0(const uint8_t *src, int64_t n_blocks, float *dst)
+static void parts_q8_0(const uint8_t *src, int64_t n_blocks, int8_t *q, float *step,
+                       float *offset)
 {
-    for (int64_t b = 0; b < n_blocks; b++, src += 34, dst += 32) {
+    for (int64_t b = 0; b < n_blocks; b++, src += 34, q += 32, step += 2, offset += 2) {
         float d = load_f16(src);
         for (int j = 0; j < 32; j++) {
-            dst[j] = d * (float)(int8_t)src[2 + j];
+            q[j] = (int8_t)src[2 + j];
         }
+        step[0] = step[1] = d;
+        offset[0] = offset[1] = 0.0f;
     }
 }
 
@@ -133,43 +148,53 @@ static void unpack_k_scales(const uint8_t packed[K_SCALE_BYTES], uint8_t scale[K
 }
 
 /* Q4_K and Q5_K differ only in the fifth bit: qh is NULL for Q4_K. */
-static void decode_k_super_block(float d, float dmin, const uint8_t *packed_scales,
-                                 const uint8_t *qh, const uint8_t *nibbles, float *dst)
+static void parts_k_super_block(float d, float dmin, const uint8_t *packed_scales,
+                                const uint8_t *qh, const uint8_t *nibbles, int8_t *q,
+                                float *step, float *offset)
 {
     uint8_t scale[K_N_SUB], min[K_N_SUB];
     unpack_k_scales(packed_scales, scale, min);
     for (int s = 0; s < K_N_SUB; s++) {
         const uint8_t *bytes = nibbles + K_SUB * (s / 2);
         int shift = 4 * (s % 2);
-        float step = d * (float)scale[s];
-        float offset = dmin * (float)min[s];
+        for (int g = 0; g < K_SUB / GROUP; g++) {
+            step[s * (K_SUB / GROUP) + g] = d * (float)scale[s];
+            offset[s * (K_SUB / GROUP) + g] = dmin * (float)min[s];
+        }
         for (int i = 0; i < K_SUB; i++) {
-            int q = (bytes[i] >> shift) & 0x0f;
+            int v = (bytes[i] >> shift) & 0x0f;
             if (qh != NULL) {
-                q |= ((qh[i] >> s) & 1) << 4;
+                v |= ((qh[i] >> s) & 1) << 4;
             }
-            dst[K_SUB * s + i] = step * (float)q - offset;
+            q[K_SUB * s + i] = (int8_t)v;
         }
     }
 }
 
-static void decode_q4_k(const uint8_t *src, int64_t n_blocks, float *dst)
+static void parts_q4_k(const uint8_t *src, int64_t n_blocks, int8_t *q, float *step,
+                       float *offset)
 {
-    for (int64_t b = 0; b < n_blocks; b++, src += 144, dst += K_BLOCK) {
-        decode_k_super_block(load_f16(src), load_f16(src + 2), src + 4, NULL, src + 16, dst);
+    for (int64_t b = 0; b < n_blocks; b++, src += 144) {
+        parts_k_super_block(load_f16(src), load_f16(src + 2), src + 4, NULL, src + 16,
+                            q + b * K_BLOCK, step + b * (K_BLOCK / GROUP),
+                            offset + b * (K_BLOCK / GROUP));
     }
 }
 
-static void decode_q5_k(const uint8_t *src, int64_t n_blocks, float *dst)
+static void parts_q5_k(const uint8_t *src, int64_t n_blocks, int8_t *q, float *step,
+                       float *offset)
 {
-    for (int64_t b = 0; b < n_blocks; b++, src += 176, dst += K_BLOCK) {
-        decode_k_super_block(load_f16(src), load_f16(src + 2), src + 4, src + 16, src + 48, dst);
+    for (int64_t b = 0; b < n_blocks; b++, src += 176) {
+        parts_k_super_block(load_f16(src), load_f16(src + 2), src + 4, src + 16, src + 48,
+                            q + b * K_BLOCK, step + b * (K_BLOCK / GROUP),
+                            offset + b * (K_BLOCK / GROUP));
     }
 }
 
-static void decode_q6_k(const uint8_t *src, int64_t n_blocks, float *dst)
+static void parts_q6_k(const uint8_t *src, int64_t n_blocks, int8_t *q, float *step,
+                       float *offset)
 {
-    for (int64_t b = 0; b < n_blocks; b++, src += 210, dst += K_BLOCK) {
+    for (int64_t b = 0; b < n_blocks; b++, src += 210, q += K_BLOCK) {
         const uint8_t *ql = src;
         const uint8_t *qh = src + 128;
         const uint8_t *scales = src + 192;
@@ -179,14 +204,24 @@ static void decode_q6_k(const uint8_t *src, int64_t n_blocks, float *dst)
                 const uint8_t *lows = ql + 64 * h + 32 * (k % 2);
                 int low_shift = 4 * (k / 2);
                 for (int i = 0; i < 32; i++) {
-                    int e = 128 * h + 32 * k + i;
                     int high = (qh[32 * h + i] >> (2 * k)) & 3;
-                    int q = ((lows[i] >> low_shift) & 0x0f) | (high << 4);
-                    float step = d * (float)(int8_t)scales[e / Q6_K_GROUP];
-                    dst[e] = step * (float)(q - 32);
+                    int v = ((lows[i] >> low_shift) & 0x0f) | (high << 4);
+                    q[128 * h + 32 * k + i] = (int8_t)(v - 32);
                 }
             }
         }
+        for (int g = 0; g < K_BLOCK / Q6_K_GROUP; g++) {
+            *step++ = d * (float)(int8_t)scales[g];
+            *offset++ = 0.0f;
+        }
+    }
+}
+
+void assay_dequant_combine(const int8_t *q, const float *step, const float *offset, int64_t n,
+                           float *dst)
+{
+    for (int64_t i = 0; i < n; i++) {
+        dst[i] = step[i / GROUP] * (float)q[i] - offset[i / GROUP];
     }
 }
 
@@ -202,21 +237,23 @@ struct scale_field {
 
 struct format {
     uint32_t type;
+    /* one of the two: floats directly, or an integer format's parts */
     void (*decode)(const uint8_t *src, int64_t n_blocks, float *dst);
+    void (*parts)(const uint8_t *src, int64_t n_blocks, int8_t *q, float *step, float *offset);
     uint32_t n_scales;
     struct scale_field scales[2];
 };
 
 /* Block sizes come from assay_ggml_type_size, the reader's table. */
 static const struct format k_formats[] = {
-    {ASSAY_GGML_TYPE_F32, decode_f32, 0, {{0, NULL}, {0, NULL}}},
-    {ASSAY_GGML_TYPE_F16, decode_f16, 0, {{0, NULL}, {0, NULL}}},
-    {ASSAY_GGML_TYPE_BF16, decode_bf16, 0, {{0, NULL}, {0, NULL}}},
-    {ASSAY_GGML_TYPE_Q4_0, decode_q4_0, 1, {{0, "d"}, {0, NULL}}},
-    {ASSAY_GGML_TYPE_Q8_0, decode_q8_0, 1, {{0, "d"}, {0, NULL}}},
-    {ASSAY_GGML_TYPE_Q4_K, decode_q4_k, 2, {{0, "d"}, {2, "dmin"}}},
-    {ASSAY_GGML_TYPE_Q5_K, decode_q5_k, 2, {{0, "d"}, {2, "dmin"}}},
-    {ASSAY_GGML_TYPE_Q6_K, decode_q6_k, 1, {{208, "d"}, {0, NULL}}},
+    {ASSAY_GGML_TYPE_F32, decode_f32, NULL, 0, {{0, NULL}, {0, NULL}}},
+    {ASSAY_GGML_TYPE_F16, decode_f16, NULL, 0, {{0, NULL}, {0, NULL}}},
+    {ASSAY_GGML_TYPE_BF16, decode_bf16, NULL, 0, {{0, NULL}, {0, NULL}}},
+    {ASSAY_GGML_TYPE_Q4_0, NULL, parts_q4_0, 1, {{0, "d"}, {0, NULL}}},
+    {ASSAY_GGML_TYPE_Q8_0, NULL, parts_q8_0, 1, {{0, "d"}, {0, NULL}}},
+    {ASSAY_GGML_TYPE_Q4_K, NULL, parts_q4_k, 2, {{0, "d"}, {2, "dmin"}}},
+    {ASSAY_GGML_TYPE_Q5_K, NULL, parts_q5_k, 2, {{0, "d"}, {2, "dmin"}}},
+    {ASSAY_GGML_TYPE_Q6_K, NULL, parts_q6_k, 1, {{208, "d"}, {0, NULL}}},
 };
 
 static const struct format *find_format(uint32_t type)
@@ -260,8 +297,17 @@ static enum assay_status check_scales(const struct format *f, const uint8_t *src
     return ASSAY_OK;
 }
 
-enum assay_status assay_dequant_row(uint32_t ggml_type, const void *src, size_t src_bytes,
-                                    float *dst, int64_t n, struct assay_diag *diag)
+bool assay_dequant_has_parts(uint32_t ggml_type)
+{
+    const struct format *f = find_format(ggml_type);
+    return f != NULL && f->parts != NULL;
+}
+
+/* The checks of assay_dequant_row (dequant.h) and the format; *n_blocks is
+ * set on ASSAY_OK. */
+static enum assay_status check_row(uint32_t ggml_type, const void *src, size_t src_bytes,
+                                   const void *dst, int64_t n, const struct format **out,
+                                   int64_t *n_blocks_out, struct assay_diag *diag)
 {
     const struct format *f = find_format(ggml_type);
     uint32_t block_elems, block_bytes;
@@ -295,6 +341,8 @@ enum assay_status assay_dequant_row(uint32_t ggml_type, const void *src, size_t 
         assay_diag_set(diag, NULL, "src_bytes", expected, "%zu", src_bytes);
         return ASSAY_ERR_INVALID;
     }
+    *out = f;
+    *n_blocks_out = n_blocks;
     if (n_blocks == 0) {
         return ASSAY_OK;
     }
@@ -302,10 +350,57 @@ enum assay_status assay_dequant_row(uint32_t ggml_type, const void *src, size_t 
         assay_diag_set(diag, NULL, src == NULL ? "src" : "dst", "a buffer", "NULL");
         return ASSAY_ERR_INVALID;
     }
-    enum assay_status st = check_scales(f, src, n_blocks, block_bytes, diag);
+    return check_scales(f, src, n_blocks, block_bytes, diag);
+}
+
+enum assay_status assay_dequant_row(uint32_t ggml_type, const void *src, size_t src_bytes,
+                                    float *dst, int64_t n, struct assay_diag *diag)
+{
+    const struct format *f = NULL;
+    int64_t n_blocks = 0;
+    enum assay_status st = check_row(ggml_type, src, src_bytes, dst, n, &f, &n_blocks, diag);
+    if (st != ASSAY_OK || n_blocks == 0) {
+        return st;
+    }
+    if (f->decode != NULL) {
+        f->decode(src, n_blocks, dst);
+        return ASSAY_OK;
+    }
+    /* block by block through the parts, on the stack */
+    uint32_t block_elems, block_bytes;
+    (void)assay_ggml_type_size(ggml_type, &block_elems, &block_bytes);
+    int8_t q[K_BLOCK];
+    float step[K_BLOCK / GROUP], offset[K_BLOCK / GROUP];
+    const uint8_t *in = src;
+    for (int64_t b = 0; b < n_blocks; b++) {
+        f->parts(in + (size_t)b * block_bytes, 1, q, step, offset);
+        assay_dequant_combine(q, step, offset, block_elems, dst + b * block_elems);
+    }
+    return ASSAY_OK;
+}
+
+enum assay_status assay_dequant_row_parts(uint32_t ggml_type, const void *src, size_t src_bytes,
+                                          int64_t n, int8_t *q, float *step, float *offset,
+                                          struct assay_diag *diag)
+{
+    const struct format *f = NULL;
+    int64_t n_blocks = 0;
+    enum assay_status st = check_row(ggml_type, src, src_bytes, q, n, &f, &n_blocks, diag);
     if (st != ASSAY_OK) {
         return st;
     }
-    f->decode(src, n_blocks, dst);
+    if (f->parts == NULL) {
+        assay_diag_set(diag, NULL, "ggml type",
+                       "Q4_0, Q8_0, Q4_K, Q5_K or Q6_K (an integer format)", "%s (%" PRIu32 ")",
+                       assay_ggml_type_name(ggml_type), ggml_type);
+        return ASSAY_ERR_UNSUPPORTED;
+    }
+    if (n_blocks > 0 && (step == NULL || offset == NULL)) {
+        assay_diag_set(diag, NULL, step == NULL ? "step" : "offset", "a buffer", "NULL");
+        return ASSAY_ERR_INVALID;
+    }
+    if (n_blocks > 0) {
+        f->parts(src, n_blocks, q, step, offset);
+    }
     return ASSAY_OK;
 }

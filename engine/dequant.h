@@ -84,4 +84,32 @@ bool assay_dequant_supported(uint32_t ggml_type);
 enum assay_status assay_dequant_row(uint32_t ggml_type, const void *src, size_t src_bytes,
                                     float *dst, int64_t n, struct assay_diag *diag);
 
+/*
+ * The integer formats (Q4_0, Q8_0, Q4_K, Q5_K, Q6_K) as parts: every
+ * element is an integer q times a step less an offset, step and offset
+ * shared by ASSAY_DEQUANT_GROUP consecutive elements (Q4_0 and Q8_0:
+ * step d, offset 0, q = nibble - 8 or the byte; Q4_K and Q5_K: step
+ * d * sc, offset dmin * m, q 0..31; Q6_K: step d * scale, offset 0,
+ * q - 32). assay_dequant_row's floats are, bit for bit,
+ * step[i / 16] * (float)q[i] - offset[i / 16], each product and
+ * difference rounded (assay_dequant_combine): what the engine's product
+ * decodes when it keeps a matrix in its file's format (gemm.h).
+ */
+#define ASSAY_DEQUANT_GROUP 16
+
+/* Whether ggml_type is one of the integer formats above. */
+bool assay_dequant_has_parts(uint32_t ggml_type);
+
+/* n elements at src (as assay_dequant_row, with its checks and returns) as
+ * q[0..n), step and offset[0..n / 16); ASSAY_ERR_UNSUPPORTED for a type
+ * without parts. */
+enum assay_status assay_dequant_row_parts(uint32_t ggml_type, const void *src, size_t src_bytes,
+                                          int64_t n, int8_t *q, float *step, float *offset,
+                                          struct assay_diag *diag);
+
+/* dst[i] = step[i / 16] * (float)q[i] - offset[i / 16] for i < n, each
+ * operation rounded. */
+void assay_dequant_combine(const int8_t *q, const float *step, const float *offset, int64_t n,
+                           float *dst);
+
 #endif
