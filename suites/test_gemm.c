@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "engine/gemm.h"
+#include "engine/gemmq.h"
 #include "support.h"
 
 static float uniform(uint64_t *s)
@@ -177,12 +178,154 @@ static void test_accuracy(void **state)
     free(c);
 }
 
+/* Random parts of a (k, n) matrix in groups of 16: q in [-32, 31], steps
+ * of both signs, offsets when asked; with group 32, pairs of groups of 16
+ * share their step and offset (as Q4_K's sub-blocks do). */
+static void random_parts(uint64_t *seed, int32_t k, int32_t n, int32_t group, bool offset,
+                         int8_t *q, float *step, float *off)
+{
+    for (int64_t i = 0; i < (int64_t)k * n; i++) {
+        q[i] = (int8_t)((int32_t)((uniform(seed) + 1.0f) * 32.0f) - 32);
+    }
+    for (int64_t g = 0; g < (int64_t)k / 16 * n; g++) {
+        bool first = group == 16 || g % 2 == 0;
+        step[g] = first ? uniform(seed) * 0.01f : step[g - 1];
+        off[g] = !offset ? 0.0f : first ? uniform(seed) * 0.1f : off[g - 1];
+    }
+}
+
+/*
+ * The one-row product on integer parts (engine/gemmq.h) against the
+ * packed product on the floats the parts decode to (assay_gemmq_unpack,
+ * which forward_init compares with the model's weights): the same bits,
+ * for each instruction set that has the kernel, group 16 and 32, with and
+ * without offsets, a partial last block-panel, accumulate, and the
+ * block-panels split between two calls.
+ */
+static void test_quantized_same_bits(void **state)
+{
+    (void)state;
+    const int32_t shapes[][2] = {{32, 64}, {96, 100}, {256, 200}, {768, 1152}};
+    uint64_t seed = 5;
+    int tested = 0;
+    for (int isa = ASSAY_ISA_GENERIC; isa < ASSAY_ISA_COUNT; isa++) {
+        if (!assay_isa_supported((enum assay_isa)isa) ||
+            !assay_gemmq_supported((enum assay_isa)isa)) {
+            continue;
+        }
+        for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+            for (int variant = 0; variant < 4; variant++) {
+                const int32_t k = shapes[s][0], n = shapes[s][1];
+                struct assay_gemmq_layout l = {k, n, variant / 2 ? 32 : 16, variant % 2 == 1};
+                int8_t *q = malloc((size_t)k * n);
+                float *step = malloc(sizeof(float) * (size_t)(k / 16) * n);
+                float *off = malloc(sizeof(float) * (size_t)(k / 16) * n);
+                float *rows = malloc(sizeof(float) * (size_t)k * n);
+                uint8_t *qp = aligned_alloc(64, (size_t)assay_gemmq_bytes(&l));
+                float *packed =
+                    aligned_alloc(64, sizeof(float) * (size_t)assay_gemm_packed_floats(k, n));
+                float *a = malloc(sizeof(float) * k);
+                float *want = malloc(sizeof(float) * n), *got = malloc(sizeof(float) * n);
+                assert_true(q && step && off && rows && qp && packed && a && want && got);
+                random_parts(&seed, k, n, l.group, l.offset, q, step, off);
+                memset(qp, 0, (size_t)assay_gemmq_bytes(&l));
+                for (int32_t j = 0; j < n; j++) {
+                    assert_true(assay_gemmq_pack(qp, &l, j, q + (int64_t)j * k,
+                                                 step + (int64_t)j * (k / 16),
+                                                 off + (int64_t)j * (k / 16)));
+                    assay_gemmq_unpack(qp, &l, j, rows + (int64_t)j * k);
+                    for (int32_t i = 0; i < k; i++) {
+                        float w = step[j * (k / 16) + i / 16] * (float)q[(int64_t)j * k + i] -
+                                  off[j * (k / 16) + i / 16];
+                        assert_memory_equal(&w, &rows[(int64_t)j * k + i], sizeof w);
+                    }
+                }
+                memset(packed, 0, sizeof(float) * (size_t)assay_gemm_packed_floats(k, n));
+                assay_gemm_pack(packed, k, n, 0, n, rows);
+                for (int acc = 0; acc < 2; acc++) {
+                    for (int32_t i = 0; i < k; i++) {
+                        a[i] = uniform(&seed);
+                    }
+                    for (int32_t j = 0; j < n; j++) {
+                        want[j] = got[j] = uniform(&seed);
+                    }
+                    struct assay_gemm g = {a, k, 1, k, n, packed, want, n, acc == 1,
+                                           (enum assay_isa)isa, 0};
+                    assay_gemm_run(&g, 0, assay_gemm_panels(n));
+                    struct assay_gemmq gq = {a, l, qp, got, acc == 1, (enum assay_isa)isa};
+                    int32_t panels = assay_gemmq_panels(n), cut = panels / 2;
+                    assay_gemmq_run(&gq, cut, panels);
+                    assay_gemmq_run(&gq, 0, cut);
+                    for (int32_t j = 0; j < n; j++) {
+                        if (memcmp(&want[j], &got[j], sizeof(float)) != 0) {
+                            fail_msg("isa=%s k=%d n=%d group=%d offset=%d acc=%d: column %d is "
+                                     "%a, the packed product %a",
+                                     assay_isa_name((enum assay_isa)isa), k, n, l.group,
+                                     l.offset, acc, j, got[j], want[j]);
+                        }
+                    }
+                }
+                free(q);
+                free(step);
+                free(off);
+                free(rows);
+                free(qp);
+                free(packed);
+                free(a);
+                free(want);
+                free(got);
+            }
+        }
+        tested++;
+        printf("isa=%s: the one-row product on integer parts gives the packed product's bits\n",
+               assay_isa_name((enum assay_isa)isa));
+    }
+    if (tested == 0) {
+        printf("no instruction set with the one-row kernel on this CPU\n");
+    }
+}
+
+/* Parts the layout cannot hold are refused, and nothing is written: two
+ * halves of a group of 32 with different steps (or offsets), and an
+ * offset in a layout without offsets. */
+static void test_quantized_pack_refuses(void **state)
+{
+    (void)state;
+    const int32_t k = 64, n = 64;
+    int8_t q[64] = {1};
+    float step[4] = {0.5f, 0.5f, 0.25f, 0.25f}, off[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    struct assay_gemmq_layout l32 = {k, n, 32, true}, l16 = {k, n, 16, false};
+    uint8_t *qp = aligned_alloc(64, (size_t)assay_gemmq_bytes(&l32));
+    uint8_t *zero = calloc(1, (size_t)assay_gemmq_bytes(&l32));
+    assert_non_null(qp);
+    assert_non_null(zero);
+    memset(qp, 0, (size_t)assay_gemmq_bytes(&l32));
+    assert_true(assay_gemmq_pack(qp, &l32, 3, q, step, off));
+    memset(qp, 0, (size_t)assay_gemmq_bytes(&l32));
+    step[1] = 0.75f;
+    assert_false(assay_gemmq_pack(qp, &l32, 3, q, step, off));
+    step[1] = 0.5f;
+    off[3] = 1.0f;
+    assert_false(assay_gemmq_pack(qp, &l32, 3, q, step, off));
+    assert_memory_equal(qp, zero, (size_t)assay_gemmq_bytes(&l32));
+    off[2] = 1.0f;
+    assert_true(assay_gemmq_pack(qp, &l32, 3, q, step, off));
+    memset(qp, 0, (size_t)assay_gemmq_bytes(&l32));
+    assert_false(assay_gemmq_pack(qp, &l16, 3, q, step, off));
+    off[2] = off[3] = -0.0f;
+    assert_false(assay_gemmq_pack(qp, &l16, 3, q, step, off));
+    free(qp);
+    free(zero);
+}
+
 int main(int argc, char **argv)
 {
     assay_test_init(argc, argv);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_contract_bit_for_bit),
         cmocka_unit_test(test_accuracy),
+        cmocka_unit_test(test_quantized_same_bits),
+        cmocka_unit_test(test_quantized_pack_refuses),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
