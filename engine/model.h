@@ -143,16 +143,18 @@ struct assay_layer_types {
     uint32_t wq, wk, wv, wo, w_gate, w_up, w_down;
 };
 
-/* A weight matrix of a mapped model (assay_model_load_gguf_mapped) as its
- * file stores it: rows of row_bytes bytes of ggml type `type`, inside the
- * mapping the model owns. bytes is NULL in a resident model. */
+/* A weight matrix as its file stores it: rows of row_bytes bytes of ggml
+ * type `type`, inside the mapping the model owns (a mapped model, and a
+ * resident model loaded from a file: the engine keeps integer formats as
+ * stored, engine/gemmq.h). bytes is NULL in a model without its file
+ * (random, cloned, derived, loaded from a buffer). */
 struct assay_matrix_file {
     const uint8_t *bytes;
     size_t row_bytes;
     uint32_t type;
 };
 
-/* The matrices of a layer in a mapped model. */
+/* The matrices of a layer in its file (bytes NULL without one). */
 struct assay_layer_files {
     struct assay_matrix_file wq, wk, wv, wo, w_gate, w_up, w_down;
 };
@@ -171,8 +173,8 @@ struct assay_layer_weights {
     float *bk;        /* (n_kv_head * head_dim), or NULL */
     float *bv;        /* (n_kv_head * head_dim), or NULL */
     struct assay_layer_types types;
-    struct assay_layer_files files; /* a mapped model's matrices (whose
-                                     * pointers above are then NULL) */
+    struct assay_layer_files files; /* the matrices in the file (a mapped
+                                     * model's pointers above are NULL) */
 };
 
 struct assay_gguf;
@@ -195,8 +197,10 @@ struct assay_model {
                        * and every layer's wq..w_down are NULL; their
                        * *_file fields and layers[].files say where):
                        * assay_model_load_gguf_mapped */
-    struct assay_matrix_file tok_embd_file, output_file; /* when mapped */
-    struct assay_gguf *file; /* the mapped file, owned; NULL unless mapped */
+    struct assay_matrix_file tok_embd_file, output_file; /* in the file, as files */
+    struct assay_gguf *file; /* the mapped file, owned: a mapped model's, or a
+                              * resident model's loaded from a file (its pages
+                              * given back after the load); else NULL */
     bool tied;        /* the output projection is the token embedding: a
                        * GGUF file without output.weight (llama.cpp's rule) */
     int32_t eos_token;     /* the file's tokenizer.ggml.eos_token_id; when it has
@@ -316,7 +320,8 @@ enum assay_status assay_model_matrix_rows(const float *resident,
 /* Tell a mapped model that rows r0..r0+n of a matrix will not be read
  * soon: their whole pages of the file are given back to the kernel (read
  * again from the file if touched), so a reader that goes through the
- * matrices in turn holds about one of them. No-op for a resident model. */
+ * matrices in turn holds about one of them. No-op for a model without
+ * its file. */
 void assay_model_matrix_done(const struct assay_model *model, const struct assay_matrix_file *file,
                              int64_t r0, int64_t n);
 

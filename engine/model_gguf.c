@@ -610,7 +610,7 @@ static enum assay_status load_tensor(const struct assay_gguf *g, const struct as
     if (sha != NULL && row_buf == NULL) {
         assay_sha256_update(sha, e->data, (size_t)t->n_elements * sizeof(float));
     }
-    if (m->mapped && e->file != NULL) {
+    if (e->file != NULL) {
         uint32_t block_elems, block_bytes;
         (void)assay_ggml_type_size(t->type, &block_elems, &block_bytes);
         *e->file = (struct assay_matrix_file){t->data, (size_t)(e->ne[0] / block_elems) * block_bytes,
@@ -837,7 +837,9 @@ static enum assay_status load_file(struct assay_model **out, const char *path, b
         return st;
     }
     st = load_parsed(g, path, mapped, out, diag);
-    if (st == ASSAY_OK && mapped) {
+    if (st == ASSAY_OK) {
+        /* a resident model keeps the file too, its pages given back: the
+         * engine keeps integer formats as they are stored (engine/gemmq.h) */
         (*out)->file = g;
     } else {
         assay_gguf_free(g);
@@ -882,7 +884,7 @@ enum assay_status assay_model_matrix_rows(const float *resident,
 void assay_model_matrix_done(const struct assay_model *model, const struct assay_matrix_file *file,
                              int64_t r0, int64_t n)
 {
-    if (model->mapped && file != NULL && file->bytes != NULL) {
+    if (model->file != NULL && file != NULL && file->bytes != NULL) {
         assay_gguf_done_with_bytes(model->file, file->bytes + (size_t)r0 * file->row_bytes,
                                    (size_t)n * file->row_bytes);
     }
@@ -923,6 +925,15 @@ enum assay_status assay_model_load_gguf_buffer(struct assay_model **out, const u
         return st;
     }
     st = load_parsed(g, file, false, out, diag);
+    if (st == ASSAY_OK) {
+        /* the caller's buffer is not the model's to keep */
+        struct assay_model *m = *out;
+        for (int32_t l = 0; l < m->cfg.n_layer; l++) {
+            memset(&m->layers[l].files, 0, sizeof m->layers[l].files);
+        }
+        memset(&m->tok_embd_file, 0, sizeof m->tok_embd_file);
+        memset(&m->output_file, 0, sizeof m->output_file);
+    }
     assay_gguf_free(g);
     return st;
 }
