@@ -174,6 +174,10 @@ struct assay_forward_numerics {
     enum assay_act_mode act;
     enum assay_kv_type kv_type;
     bool flash_attn;
+    /* Of the matrices of the products (four a layer and the LM head), how
+     * many one-row products read in their file's integer format
+     * (engine/gemmq.h: the same bits from 10 to 12 bits a weight). */
+    int32_t matrices, quantized;
 };
 void assay_forward_get_numerics(const struct assay_forward *fwd, struct assay_forward_numerics *out);
 

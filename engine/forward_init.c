@@ -16,7 +16,10 @@
 #include "../core/mutant.h"
 #include "forward.h"
 #include "forward_internal.h"
+#include "dequant.h"
 #include "gemm.h"
+#include "gemmq.h"
+#include "gguf.h"
 
 static float *alloc_floats(struct assay_forward *f, int64_t n)
 {
@@ -125,6 +128,116 @@ void assay_forward_put_layer(struct assay_forward *f, int32_t slot,
     weights_put(&f->w[P_GU], slot, 0, ff, w->w_gate);
     weights_put(&f->w[P_GU], slot, ff, ff, w->w_up);
     weights_put(&f->w[P_DOWN], slot, 0, d, w->w_down);
+}
+
+/* A matrix of a product: its rows in the model and in the file. */
+struct quant_source {
+    const struct assay_matrix_file *file;
+    const float *rows;
+    int32_t n;
+};
+
+/*
+ * Layer l's matrix of product w (its columns the rows of src[0..ns) in
+ * turn) kept in the file's integer format for the one-row product, when
+ * every source is in one (Q6_K's groups of 16 make the layout's groups
+ * 16, Q4_K's and Q5_K's mins give it offsets) and every weight decodes to
+ * the model's float bit for bit; else w->q[l] stays NULL and one-row
+ * products read the packed floats. scratch: room for a row's parts and
+ * floats (k bytes and 2 k + k / 8 floats). The file's pages are given back
+ * as each matrix is done.
+ */
+static void quant_put(struct assay_forward *f, struct weights *w, int32_t l,
+                      const struct quant_source *src, int ns, void *scratch)
+{
+    const int32_t k = w->k;
+    struct assay_gemmq_layout lay = {k, w->n, 32, false};
+    for (int s = 0; s < ns; s++) {
+        uint32_t type = src[s].file->type;
+        if (src[s].file->bytes == NULL || src[s].rows == NULL || !assay_dequant_has_parts(type)) {
+            return;
+        }
+        lay.group = type == ASSAY_GGML_TYPE_Q6_K ? 16 : lay.group;
+        lay.offset = lay.offset || type == ASSAY_GGML_TYPE_Q4_K || type == ASSAY_GGML_TYPE_Q5_K;
+    }
+    if (k % lay.group != 0) {
+        return;
+    }
+    int64_t bytes = assay_gemmq_bytes(&lay);
+    uint8_t *q = (uint8_t *)alloc_huge(f, bytes / (int64_t)sizeof(float));
+    float *row = scratch, *step = row + k, *offset = step + k / ASSAY_DEQUANT_GROUP;
+    int8_t *parts = (int8_t *)(offset + k / ASSAY_DEQUANT_GROUP);
+    bool ok = q != NULL;
+    for (int32_t s = 0, col = 0; s < ns && ok; s++) {
+        const struct assay_matrix_file *file = src[s].file;
+        for (int32_t r = 0; r < src[s].n && ok; r++, col++) {
+            ok = assay_dequant_row_parts(file->type, file->bytes + (size_t)r * file->row_bytes,
+                                         file->row_bytes, k, parts, step, offset,
+                                         NULL) == ASSAY_OK &&
+                 assay_gemmq_pack(q, &lay, col, parts, step, offset);
+            if (ok) {
+                assay_gemmq_unpack(q, &lay, col, row);
+                ok = memcmp(row, src[s].rows + (int64_t)r * k, sizeof(float) * (size_t)k) == 0;
+            }
+        }
+        assay_model_matrix_done(f->model, file, 0, src[s].n);
+    }
+    if (!ok) {
+        free_huge((float *)q);
+        f->bytes -= bytes;
+        return;
+    }
+    w->q[l] = q;
+    w->q_layout[l] = lay;
+}
+
+/*
+ * Every matrix of a resident model that keeps its file (engine/model.h)
+ * in its integer format as well, for one-row products, when the forward
+ * takes its own product on an instruction set with the one-row kernel.
+ * ASSAY_ERR_NOMEM when the tables could not be allocated (a matrix whose
+ * layout could not be is left to the packed floats).
+ */
+static enum assay_status put_quantized(struct assay_forward *f)
+{
+    const struct assay_model *m = f->model;
+    if (m->mapped || m->file == NULL || !uses_own(f) || !assay_gemmq_supported(f->isa)) {
+        return ASSAY_OK;
+    }
+    const int32_t L = f->cfg.n_layer, d = f->cfg.d_model, ff = f->cfg.d_ff;
+    int32_t kmax = d > ff ? d : ff;
+    kmax = kmax > f->q_dim ? kmax : f->q_dim;
+    void *scratch = assay_malloc(sizeof(float) * (size_t)(3 * kmax));
+    if (scratch == NULL) {
+        return ASSAY_ERR_NOMEM;
+    }
+    for (int i = 0; i < P_COUNT; i++) {
+        int32_t slots = i == P_HEAD ? 1 : L;
+        f->w[i].q = assay_calloc((size_t)slots, sizeof *f->w[i].q);
+        f->w[i].q_layout = assay_calloc((size_t)slots, sizeof *f->w[i].q_layout);
+        if (f->w[i].q == NULL || f->w[i].q_layout == NULL) {
+            assay_free(scratch);
+            return ASSAY_ERR_NOMEM;
+        }
+    }
+    for (int32_t l = 0; l < L; l++) {
+        const struct assay_layer_weights *x = &m->layers[l];
+        const struct quant_source qkv[] = {{&x->files.wq, x->wq, f->q_dim},
+                                           {&x->files.wk, x->wk, f->kv_dim},
+                                           {&x->files.wv, x->wv, f->kv_dim}};
+        const struct quant_source o[] = {{&x->files.wo, x->wo, d}};
+        const struct quant_source gu[] = {{&x->files.w_gate, x->w_gate, ff},
+                                          {&x->files.w_up, x->w_up, ff}};
+        const struct quant_source down[] = {{&x->files.w_down, x->w_down, d}};
+        quant_put(f, &f->w[P_QKV], l, qkv, 3, scratch);
+        quant_put(f, &f->w[P_O], l, o, 1, scratch);
+        quant_put(f, &f->w[P_GU], l, gu, 2, scratch);
+        quant_put(f, &f->w[P_DOWN], l, down, 1, scratch);
+    }
+    const struct quant_source head[] = {{&m->output_file, m->output, f->cfg.vocab}};
+    quant_put(f, &f->w[P_HEAD], 0, head, 1, scratch);
+    assay_free(scratch);
+    return ASSAY_OK;
 }
 
 /* Rows of a mapped model's LM head decoded at a time when it is laid out. */
@@ -347,6 +460,9 @@ enum assay_status assay_forward_init(struct assay_forward **out,
         assay_forward_put_layer(f, l, &p->model->layers[l]);
     }
     enum assay_status st = put_head(f);
+    if (st == ASSAY_OK) {
+        st = put_quantized(f);
+    }
     if (st != ASSAY_OK) {
         assay_forward_free(f);
         return st;
@@ -384,6 +500,11 @@ void assay_forward_free(struct assay_forward *f)
     for (int i = 0; i < P_COUNT; i++) {
         free_huge(f->w[i].packed);
         free_huge(f->w[i].kn);
+        for (int32_t l = 0; f->w[i].q != NULL && l < (i == P_HEAD ? 1 : f->cfg.n_layer); l++) {
+            free_huge((float *)f->w[i].q[l]);
+        }
+        assay_free(f->w[i].q);
+        assay_free(f->w[i].q_layout);
     }
     free_huge(f->k);
     free_huge(f->v);
@@ -443,6 +564,13 @@ void assay_forward_get_numerics(const struct assay_forward *f, struct assay_forw
     out->act = f->act;
     out->kv_type = f->kv_type;
     out->flash_attn = f->flash_attn;
+    out->matrices = 4 * f->cfg.n_layer + 1;
+    out->quantized = 0;
+    for (int i = 0; i < P_COUNT; i++) {
+        for (int32_t l = 0; f->w[i].q != NULL && l < (i == P_HEAD ? 1 : f->cfg.n_layer); l++) {
+            out->quantized += f->w[i].q[l] != NULL;
+        }
+    }
 }
 
 int64_t assay_forward_bytes(const struct assay_forward *f)

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "forward.h"
+#include "gemmq.h"
 
 /* The four products of a layer, and the LM head's. */
 enum product_kind { P_QKV, P_O, P_GU, P_DOWN, P_HEAD, P_COUNT };
@@ -26,6 +27,13 @@ struct weights {
     float *kn;
     int64_t packed_floats; /* of one layer's matrix */
     int32_t k, n;
+    /* A resident model's matrices kept in their file's integer format for
+     * one-row products (gemmq.h: the same bits as packed, a third of the
+     * bytes), per layer; q[l] NULL where not (another format, parts the
+     * layout cannot hold, or a weight that decodes to other bits than the
+     * model's: forward_init.c checks each). q itself NULL when none. */
+    uint8_t **q;
+    struct assay_gemmq_layout *q_layout;
 };
 
 struct assay_forward {

@@ -29,6 +29,7 @@
 #include "engine/model_internal.h"
 #include "engine/score.h"
 #include "gguf_bytes.h"
+#include "gguf_retype.h"
 #include "oracles/oracle.h"
 #include "support.h"
 
@@ -308,29 +309,6 @@ static void test_save_other_shapes(void **state)
 /* Tensor types other than F32, and tied embeddings                    */
 /* ------------------------------------------------------------------ */
 
-/* Float to IEEE binary16 bits, rounding to nearest even, written here from
- * the format's definition and not shared with engine/dequant.c. */
-static uint16_t half_bits(float x)
-{
-    uint16_t sign = signbit(x) ? 0x8000u : 0u;
-    float a = fabsf(x);
-    if (a < 0x1p-14f) { /* subnormal: a multiple of 2^-24 (1024 of them is the least normal) */
-        return (uint16_t)(sign | (uint16_t)nearbyintf(a * 0x1p24f));
-    }
-    int e;
-    float m = frexpf(a, &e); /* a = m * 2^e, m in [0.5, 1) */
-    uint32_t mant = (uint32_t)nearbyintf(ldexpf(m, 11)); /* 1024..2048 */
-    int biased = e - 1 + 15;
-    if (mant == 2048) {
-        mant = 1024;
-        biased++;
-    }
-    if (biased >= 31) {
-        return (uint16_t)(sign | 0x7c00u);
-    }
-    return (uint16_t)(sign | (uint16_t)(biased << 10) | (uint16_t)(mant - 1024));
-}
-
 static float half_value(uint16_t h)
 {
     int biased = (h >> 10) & 31, frac = h & 1023;
@@ -338,135 +316,19 @@ static float half_value(uint16_t h)
     return (h & 0x8000u) != 0 ? -v : v;
 }
 
-/* Q8_0 by the format's rule: per block of 32, d = max|x| / 127 stored as
- * f16, q = round(x / d); the value is f16(d) * q. */
-static int8_t q8_quant(float x, float d)
-{
-    return (int8_t)(d == 0.0f ? 0.0f : roundf(x / d));
-}
-
-static float q8_block_scale(const float *x)
-{
-    float amax = 0.0f;
-    for (int i = 0; i < 32; i++) {
-        amax = fmaxf(amax, fabsf(x[i]));
-    }
-    return amax / 127.0f;
-}
-
-/* n floats stored as type (F32, F16 or Q8_0; any other type gets zero
- * bytes of its size); returns the bytes written. */
-static size_t encode(uint32_t type, const float *x, int64_t n, uint8_t *out)
-{
-    if (type == ASSAY_GGML_TYPE_F32) {
-        memcpy(out, x, (size_t)n * 4);
-        return (size_t)n * 4;
-    }
-    if (type == ASSAY_GGML_TYPE_F16) {
-        for (int64_t i = 0; i < n; i++) {
-            uint16_t h = half_bits(x[i]);
-            out[2 * i] = (uint8_t)h;
-            out[2 * i + 1] = (uint8_t)(h >> 8);
-        }
-        return (size_t)n * 2;
-    }
-    if (type == ASSAY_GGML_TYPE_Q8_0) {
-        for (int64_t b = 0; b < n / 32; b++) {
-            uint8_t *blk = out + 34 * b;
-            float d = q8_block_scale(x + 32 * b);
-            uint16_t h = half_bits(d);
-            blk[0] = (uint8_t)h;
-            blk[1] = (uint8_t)(h >> 8);
-            for (int i = 0; i < 32; i++) {
-                blk[2 + i] = (uint8_t)q8_quant(x[32 * b + i], d);
-            }
-        }
-        return (size_t)(n / 32) * 34;
-    }
-    uint32_t be, bb;
-    if (!assay_ggml_type_size(type, &be, &bb)) {
-        return 0; /* the reader refuses the type before it looks for data */
-    }
-    size_t bytes = (size_t)(n / be) * bb;
-    memset(out, 0, bytes);
-    return bytes;
-}
-
 /* What a value stored as type (F32, F16 or Q8_0) reads back as, for element
  * i of the row-major tensor x whose rows are ne0 long. */
 static float stored_value(uint32_t type, const float *x, int64_t i)
 {
     if (type == ASSAY_GGML_TYPE_F16) {
-        return half_value(half_bits(x[i]));
+        return half_value(gguf_half_bits(x[i]));
     }
     if (type == ASSAY_GGML_TYPE_Q8_0) {
         const float *block = x + i / 32 * 32;
-        float d = q8_block_scale(block);
-        return half_value(half_bits(d)) * (float)q8_quant(x[i], d);
+        float d = gguf_q8_block_scale(block);
+        return half_value(gguf_half_bits(d)) * (float)gguf_q8_quant(x[i], d);
     }
     return x[i];
-}
-
-/* How to rebuild a model file: each tensor's type, a tensor to leave out
- * and an f32 tensor to add (NULL for none). */
-struct retype {
-    uint32_t (*type_of)(const struct assay_gguf_tensor *t);
-    const char *drop;
-    const char *stray;
-};
-
-/* The f32 GGUF file buf rebuilt with the same metadata and tensors stored
- * as r says; *out_size its length. */
-static uint8_t *retyped(const uint8_t *buf, size_t size, const struct retype *r, size_t *out_size)
-{
-    struct assay_gguf *g;
-    struct assay_diag diag;
-    gguf_want_status(assay_gguf_parse(buf, size, NULL, &g, &diag), ASSAY_OK, &diag);
-    size_t n = assay_gguf_n_tensors(g);
-    const char *first = assay_gguf_tensor_at(g, 0)->name;
-    size_t meta_end = gguf_tensor_dims_pos(buf, size, first) - 8 - strlen(first);
-    static const float stray_data[32];
-    size_t cap = size + 4096;
-    uint8_t *out = calloc(1, cap);
-    uint8_t *data = calloc(1, size + 64);
-    assert_non_null(out);
-    assert_non_null(data);
-    size_t n_out = n + (r->stray != NULL ? 1 : 0) - (r->drop != NULL ? 1 : 0);
-    memcpy(out, buf, meta_end);
-    gguf_put_u64(out, 8, n_out);
-    size_t pos = meta_end, data_len = 0;
-    for (size_t i = 0; i <= n; i++) {
-        const struct assay_gguf_tensor *t = i < n ? assay_gguf_tensor_at(g, i) : NULL;
-        const char *name = t != NULL ? t->name : r->stray;
-        if (name == NULL || (r->drop != NULL && strcmp(name, r->drop) == 0)) {
-            continue;
-        }
-        uint32_t n_dims = t != NULL ? t->n_dims : 1;
-        uint32_t type = t != NULL ? r->type_of(t) : ASSAY_GGML_TYPE_F32;
-        size_t len = strlen(name);
-        gguf_put_u64(out, pos, len);
-        memcpy(out + pos + 8, name, len);
-        pos += 8 + len;
-        gguf_put_u32(out, pos, n_dims);
-        pos += 4;
-        for (uint32_t d = 0; d < n_dims; d++) {
-            gguf_put_u64(out, pos, t != NULL ? (uint64_t)t->ne[d] : 32);
-            pos += 8;
-        }
-        gguf_put_u32(out, pos, type);
-        gguf_put_u64(out, pos + 4, data_len);
-        pos += 12;
-        data_len += encode(type, t != NULL ? t->data : stray_data, t != NULL ? t->n_elements : 32,
-                           data + data_len);
-        data_len = (data_len + 31) / 32 * 32;
-    }
-    pos = (pos + 31) / 32 * 32;
-    assert_true(pos + data_len <= cap);
-    memcpy(out + pos, data, data_len);
-    *out_size = pos + data_len;
-    free(data);
-    assay_gguf_free(g);
-    return out;
 }
 
 static uint32_t all_f16(const struct assay_gguf_tensor *t)
@@ -553,9 +415,9 @@ static void test_half_reference(void **state)
         {1.0f + 3 * 0x1p-11f, 0x3c02}, {0.1f, 0x2e66}, {65520.0f, 0x7c00},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        assert_int_equal(half_bits(cases[i].x), cases[i].h);
+        assert_int_equal(gguf_half_bits(cases[i].x), cases[i].h);
         if (cases[i].h != 0x7c00) {
-            assert_true(half_value(cases[i].h) == half_value(half_bits(cases[i].x)));
+            assert_true(half_value(cases[i].h) == half_value(gguf_half_bits(cases[i].x)));
         }
     }
     assert_true(half_value(0x3555) == 0x1.554p-2f);
@@ -569,8 +431,8 @@ static void test_load_f16(void **state)
     assert_int_equal(assay_model_init_random(&orig, &cfg, 1), ASSAY_OK);
     size_t size, n;
     uint8_t *buf = gguf_mini_bytes(&size);
-    struct retype r = {all_f16, NULL, NULL};
-    uint8_t *f16 = retyped(buf, size, &r, &n);
+    struct gguf_retype r = {all_f16, NULL, NULL};
+    uint8_t *f16 = gguf_retyped(buf, size, &r, &n);
     assert_true(n < size / 2 + 65536); /* really two bytes a weight */
     struct assay_model *m = load_bytes(f16, n, "gguf-f16.gguf");
     want_stored_weights(m, orig, all_f16);
@@ -580,8 +442,8 @@ static void test_load_f16(void **state)
     assert_false(m->tied);
     assert_string_not_equal(m->sha256, orig->sha256);
     /* The same file with F32 tensors is the original, bit for bit. */
-    struct retype same = {all_f32, NULL, NULL};
-    uint8_t *f32 = retyped(buf, size, &same, &n);
+    struct gguf_retype same = {all_f32, NULL, NULL};
+    uint8_t *f32 = gguf_retyped(buf, size, &same, &n);
     struct assay_model *m32 = load_bytes(f32, n, "gguf-f32.gguf");
     assert_string_equal(m32->sha256, orig->sha256);
     assert_string_equal(m32->tensor_types, "F32");
@@ -601,8 +463,8 @@ static void test_load_q8_0(void **state)
     assert_int_equal(assay_model_init_random(&orig, &cfg, 1), ASSAY_OK);
     size_t size, n;
     uint8_t *buf = gguf_mini_bytes(&size);
-    struct retype r = {matrices_q8_0, NULL, NULL};
-    uint8_t *q8 = retyped(buf, size, &r, &n);
+    struct gguf_retype r = {matrices_q8_0, NULL, NULL};
+    uint8_t *q8 = gguf_retyped(buf, size, &r, &n);
     struct assay_model *m = load_bytes(q8, n, "gguf-q8.gguf");
     want_stored_weights(m, orig, matrices_q8_0);
     assert_string_equal(m->tensor_types, "Q8_0+F32");
@@ -621,7 +483,7 @@ static void test_load_q8_0(void **state)
      * other function of it. */
     float worst = 0.0f;
     for (int64_t i = 0; i < (int64_t)cfg.vocab * cfg.d_model; i++) {
-        float step = q8_block_scale(orig->tok_embd + i / 32 * 32);
+        float step = gguf_q8_block_scale(orig->tok_embd + i / 32 * 32);
         worst = fmaxf(worst, fabsf(m->tok_embd[i] - orig->tok_embd[i]) / step);
     }
     printf("largest |loaded - original| / step in token_embd: %.4f\n", (double)worst);
@@ -696,8 +558,8 @@ static void test_load_tied(void **state)
     assert_int_equal(assay_model_init_random(&orig, &cfg, 1), ASSAY_OK);
     size_t size, n;
     uint8_t *buf = gguf_mini_bytes(&size);
-    struct retype r = {all_f32, "output.weight", NULL};
-    uint8_t *tied = retyped(buf, size, &r, &n);
+    struct gguf_retype r = {all_f32, "output.weight", NULL};
+    uint8_t *tied = gguf_retyped(buf, size, &r, &n);
     char path[512];
     struct assay_diag diag;
     assay_test_scratch("gguf-tied.gguf", path, sizeof path);
@@ -773,34 +635,34 @@ static void test_load_bad_types(void **state)
     size_t size, n;
     uint8_t *buf = gguf_mini_bytes(&size);
     /* A type the reader sizes but assay does not decode. */
-    struct retype r = {q4_1_attn_k, NULL, NULL};
-    uint8_t *c = retyped(buf, size, &r, &n);
+    struct gguf_retype r = {q4_1_attn_k, NULL, NULL};
+    uint8_t *c = gguf_retyped(buf, size, &r, &n);
     gguf_want_load_fail(c, n, ASSAY_ERR_UNSUPPORTED, "blk.1.attn_k.weight",
                    "expected a tensor type assay decodes (F32, F16, BF16, Q4_0, Q8_0, Q4_K, Q5_K "
                    "or Q6_K)",
                    "got Q4_1 (type 3)");
     free(c);
     r.type_of = q3_k_down;
-    c = retyped(buf, size, &r, &n);
+    c = gguf_retyped(buf, size, &r, &n);
     gguf_want_load_fail(c, n, ASSAY_ERR_UNSUPPORTED, "blk.0.ffn_down.weight", "Q6_K",
                    "got Q3_K (type 11)");
     free(c);
     /* A type the reader cannot even size is refused by the reader, which
      * names the tensor and the type too. */
     r.type_of = iq2_xs_output;
-    c = retyped(buf, size, &r, &n);
+    c = gguf_retyped(buf, size, &r, &n);
     gguf_want_load_fail(c, n, ASSAY_ERR_UNSUPPORTED, "tensor output.weight",
                    "a ggml type whose size is known", "got IQ2_XS (17)");
     free(c);
     /* A row of 64 elements is a quarter of a Q4_K super-block. */
     r.type_of = q4_k_norm;
-    c = retyped(buf, size, &r, &n);
+    c = gguf_retyped(buf, size, &r, &n);
     gguf_want_load_fail(c, n, ASSAY_ERR_PARSE, "tensor blk.0.ffn_norm.weight",
                    "expected ne[0] a multiple of the Q4_K block of 256", "got 64");
     free(c);
     /* A NaN block scale: the tensor, its row and its block. */
     r.type_of = matrices_q8_0;
-    c = retyped(buf, size, &r, &n);
+    c = gguf_retyped(buf, size, &r, &n);
     size_t at = gguf_tensor_data_pos(c, n, "blk.1.ffn_up.weight") + 2 * 34 + 34;
     gguf_put_u32(c, at, gguf_get_u32(c, at) | 0x7e00u); /* block 1 of row 1 (two blocks a row) */
     gguf_want_load_fail(c, n, ASSAY_ERR_PARSE, "blk.1.ffn_up.weight row 1: Q8_0 block 1 at byte 34",
@@ -814,15 +676,15 @@ static void test_load_tied_stray(void **state)
     (void)state;
     size_t size, n;
     uint8_t *buf = gguf_mini_bytes(&size);
-    struct retype r = {all_f32, "output.weight", "output.bias"};
-    uint8_t *c = retyped(buf, size, &r, &n);
+    struct gguf_retype r = {all_f32, "output.weight", "output.bias"};
+    uint8_t *c = gguf_retyped(buf, size, &r, &n);
     gguf_want_load_fail(c, n, ASSAY_ERR_PARSE, "output.bias",
                    "expected only the 20 tensors of a 2-layer tied llama model",
                    "got unknown tensor output.bias");
     free(c);
     /* The same stray in an untied file. */
     r.drop = NULL;
-    c = retyped(buf, size, &r, &n);
+    c = gguf_retyped(buf, size, &r, &n);
     gguf_want_load_fail(c, n, ASSAY_ERR_PARSE, "output.bias", "only the 21 tensors", NULL);
     free(c);
     free(buf);
@@ -1196,20 +1058,20 @@ static void test_load_bias_tensors(void **state)
     struct assay_model *m = arch_model(ASSAY_ARCH_QWEN2, true, false, 0.0f, false);
     size_t size, n;
     uint8_t *buf = model_bytes(m, &size);
-    struct retype r = {all_f32, "blk.0.attn_k.bias", NULL};
-    uint8_t *c = retyped(buf, size, &r, &n);
+    struct gguf_retype r = {all_f32, "blk.0.attn_k.bias", NULL};
+    uint8_t *c = gguf_retyped(buf, size, &r, &n);
     gguf_want_load_fail(c, n, ASSAY_ERR_NOT_FOUND, "blk.0.attn_k.bias",
                         "expected a tensor of ne [32]", "got no such tensor");
     free(c);
     r.drop = "blk.1.attn_v.bias";
-    c = retyped(buf, size, &r, &n);
+    c = gguf_retyped(buf, size, &r, &n);
     gguf_want_load_fail(c, n, ASSAY_ERR_NOT_FOUND, "blk.1.attn_v.bias",
                         "expected a tensor of ne [32]", "got no such tensor");
     free(c);
     /* Without layer 0's q bias the model has none, so the others are
      * strays. */
     r.drop = "blk.0.attn_q.bias";
-    c = retyped(buf, size, &r, &n);
+    c = gguf_retyped(buf, size, &r, &n);
     gguf_want_load_fail(c, n, ASSAY_ERR_PARSE, "blk.0.attn_k.bias",
                    "expected only the 21 tensors of a 2-layer qwen2 model",
                    "got unknown tensor blk.0.attn_k.bias");
@@ -1226,7 +1088,7 @@ static void test_load_bias_tensors(void **state)
     buf = gguf_mini_bytes(&size);
     r.drop = NULL;
     r.stray = "blk.1.attn_q.bias";
-    c = retyped(buf, size, &r, &n);
+    c = gguf_retyped(buf, size, &r, &n);
     gguf_want_load_fail(c, n, ASSAY_ERR_PARSE, "blk.1.attn_q.bias",
                    "expected only the 21 tensors of a 2-layer llama model",
                    "got unknown tensor blk.1.attn_q.bias");
@@ -1295,8 +1157,8 @@ static void test_load_other_arch(void **state)
      * rope_freqs.weight is a tensor nobody knows, and a qwen2 config with
      * them is not made. */
     size_t n;
-    struct retype r = {all_f32, NULL, "rope_freqs.weight"};
-    c = retyped(buf, size, &r, &n);
+    struct gguf_retype r = {all_f32, NULL, "rope_freqs.weight"};
+    c = gguf_retyped(buf, size, &r, &n);
     gguf_want_load_fail(c, n, ASSAY_ERR_PARSE, "rope_freqs.weight",
                    "expected only the 27 tensors of a 2-layer biased qwen2 model",
                    "got unknown tensor rope_freqs.weight");
@@ -1567,8 +1429,8 @@ static void test_load_mapped(void **state)
     uint8_t *buf = gguf_mini_bytes(&size);
     uint32_t (*types[])(const struct assay_gguf_tensor *) = {all_f32, all_f16, matrices_q8_0};
     for (size_t i = 0; i < sizeof types / sizeof types[0]; i++) {
-        struct retype r = {types[i], NULL, NULL};
-        uint8_t *file = retyped(buf, size, &r, &n);
+        struct gguf_retype r = {types[i], NULL, NULL};
+        uint8_t *file = gguf_retyped(buf, size, &r, &n);
         want_mapped_like_resident(file, n, "gguf-mapped.gguf");
         free(file);
     }
@@ -1577,8 +1439,8 @@ static void test_load_mapped(void **state)
                                     arch_model(ASSAY_ARCH_LLAMA, false, false, 2.0f, true)};
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         buf = model_bytes(shapes[i], &size);
-        struct retype r = {matrices_q8_0, NULL, NULL};
-        uint8_t *file = retyped(buf, size, &r, &n);
+        struct gguf_retype r = {matrices_q8_0, NULL, NULL};
+        uint8_t *file = gguf_retyped(buf, size, &r, &n);
         want_mapped_like_resident(file, n, "gguf-mapped-arch.gguf");
         free(file);
         free(buf);
@@ -1682,7 +1544,7 @@ static void test_write_random(void **state)
     assert_true(h->tied);
     const int64_t n_out = (int64_t)cfg.vocab * cfg.d_model;
     for (int64_t i = 0; i < n_out; i++) {
-        if (h->output[i] != half_value(half_bits(m->output[i]))) {
+        if (h->output[i] != half_value(gguf_half_bits(m->output[i]))) {
             print_error("output[%lld]: %.9g, expected %.9g rounded\n", (long long)i,
                         (double)h->output[i], (double)m->output[i]);
             fail();
@@ -1690,7 +1552,7 @@ static void test_write_random(void **state)
     }
     const int64_t qd = (int64_t)cfg.n_head * cfg.head_dim;
     for (int64_t i = 0; i < qd * cfg.d_model; i++) {
-        assert_true(h->layers[1].wq[i] == half_value(half_bits(m->layers[1].wq[i])));
+        assert_true(h->layers[1].wq[i] == half_value(gguf_half_bits(m->layers[1].wq[i])));
     }
     assert_memory_equal(h->layers[1].bq, m->layers[1].bq, sizeof(float) * (size_t)qd);
     assay_model_free(h);
