@@ -1135,6 +1135,8 @@ void assay_engine_get_numerics(const struct assay_engine *e, struct assay_engine
     out->act = assay_numerics_mode_name(fn.act);
     out->kv_type = assay_numerics_kv_name(fn.kv_type);
     out->flash_attn = fn.flash_attn;
+    out->matrices = fn.matrices;
+    out->quantized = fn.quantized;
 }
 
 const struct assay_engine_params *assay_engine_params(const struct assay_engine *e)

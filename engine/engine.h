@@ -159,6 +159,8 @@ struct assay_engine_numerics {
     const char *act;     /* "exact" or "ggml" */
     const char *kv_type; /* "f32" or "f16" */
     bool flash_attn;
+    int32_t matrices;  /* of the products: four a layer and the LM head */
+    int32_t quantized; /* of them, read by one-row products in their file's integer format */
 };
 void assay_engine_get_numerics(const struct assay_engine *engine, struct assay_engine_numerics *out);
 

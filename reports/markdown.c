@@ -384,8 +384,15 @@ static void stamp_summary(struct assay_text *t, const cJSON *r)
             assay_text_puts(t, "; attention and SwiGLU ");
             md(t, assay_json_str(s, "engine.numerics.attention", "?"));
             assay_text_puts(t, assay_json_bool(s, "engine.numerics.batch_invariant") == 1
-                                   ? "; batch invariant\n"
-                                   : "; not batch invariant\n");
+                                   ? "; batch invariant"
+                                   : "; not batch invariant");
+            double q = assay_json_num(s, "engine.numerics.quantized_matrices");
+            if (q > 0) {
+                assay_text_printf(t, "; %.0f of %.0f matrices read in the file's integer format "
+                                     "by one-row products",
+                                  q, assay_json_num(s, "engine.numerics.matrices"));
+            }
+            assay_text_puts(t, "\n");
         }
     }
     assay_text_puts(t, "- CPU: ");

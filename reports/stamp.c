@@ -388,7 +388,9 @@ static bool add_numerics(cJSON *o, const struct assay_engine *engine)
            assay_json_add_str(nu, "isa", n.isa) &&
            assay_json_add_str(nu, "attention", n.attention) &&
            assay_json_add_str(nu, "act", n.act) && assay_json_add_str(nu, "kv_type", n.kv_type) &&
-           assay_json_add_bool(nu, "flash_attn", n.flash_attn);
+           assay_json_add_bool(nu, "flash_attn", n.flash_attn) &&
+           assay_json_add_num(nu, "matrices", n.matrices) &&
+           assay_json_add_num(nu, "quantized_matrices", n.quantized);
 }
 
 enum assay_status assay_stamp_engine(const struct assay_adapter *adapter, cJSON **out)
