@@ -1137,6 +1137,7 @@ void assay_engine_get_numerics(const struct assay_engine *e, struct assay_engine
     out->flash_attn = fn.flash_attn;
     out->matrices = fn.matrices;
     out->quantized = fn.quantized;
+    out->one_row_bytes = fn.one_row_bytes;
 }
 
 const struct assay_engine_params *assay_engine_params(const struct assay_engine *e)

@@ -178,6 +178,9 @@ struct assay_forward_numerics {
      * many one-row products read in their file's integer format
      * (engine/gemmq.h: the same bits from 10 to 12 bits a weight). */
     int32_t matrices, quantized;
+    /* Bytes of weights a one-row pass reads: the integer layouts where
+     * kept, the packed floats elsewhere (0 when products go to OpenBLAS). */
+    int64_t one_row_bytes;
 };
 void assay_forward_get_numerics(const struct assay_forward *fwd, struct assay_forward_numerics *out);
 

@@ -566,9 +566,13 @@ void assay_forward_get_numerics(const struct assay_forward *f, struct assay_forw
     out->flash_attn = f->flash_attn;
     out->matrices = 4 * f->cfg.n_layer + 1;
     out->quantized = 0;
-    for (int i = 0; i < P_COUNT; i++) {
-        for (int32_t l = 0; f->w[i].q != NULL && l < (i == P_HEAD ? 1 : f->cfg.n_layer); l++) {
-            out->quantized += f->w[i].q[l] != NULL;
+    out->one_row_bytes = 0;
+    for (int i = 0; i < P_COUNT && uses_own(f); i++) {
+        for (int32_t l = 0; l < (i == P_HEAD ? 1 : f->cfg.n_layer); l++) {
+            bool q = f->w[i].q != NULL && f->w[i].q[l] != NULL;
+            out->quantized += q;
+            out->one_row_bytes += q ? assay_gemmq_bytes(&f->w[i].q_layout[l])
+                                    : f->w[i].packed_floats * (int64_t)sizeof(float);
         }
     }
 }

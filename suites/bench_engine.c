@@ -38,7 +38,9 @@
  * engine computing llama.cpp's numerics (act=ggml, F16 KV, flash
  * attention: the audit's reference) rather than invariant=on, and the
  * memory bound is given twice: for the engine's fp32 copy and for the
- * weights as the file stores them (what llama-server reads).
+ * weights as the file stores them (what llama-server reads). A third
+ * bound counts what the engine's one-row products read: the matrices it
+ * keeps in their file's integer format (engine/gemmq.h) in that layout.
  *
  * A benchmark prints; it asserts only that the engine produced tokens.
  */
@@ -452,6 +454,19 @@ int main(int argc, char **argv)
         printf("memory bound of one stream with the weights as the file stores them (what "
                "llama-server reads): %.1f MB a step, at most %.0f tokens/s\n",
                stored_bytes / 1e6, bw * 1e9 / stored_bytes);
+    }
+    /* What the engine's one-row products read: the integer layouts of the
+     * matrices kept in their file's format, packed floats for the rest. */
+    struct assay_engine_params ep = assay_engine_default_params(m);
+    struct assay_engine *probe_engine;
+    if (assay_engine_init(&probe_engine, &ep, NULL) == ASSAY_OK) {
+        struct assay_engine_numerics en;
+        assay_engine_get_numerics(probe_engine, &en);
+        double one = (double)en.one_row_bytes;
+        printf("the engine's one-row products keep %d of %d matrices in the file's integer "
+               "format (engine/gemmq.h): %.1f MB a step, at most %.0f tokens/s\n",
+               (int)en.quantized, (int)en.matrices, one / 1e6, bw * 1e9 / one);
+        assay_engine_free(probe_engine);
     }
 
     /* llama-server, when built. */
