@@ -250,6 +250,8 @@ enum assay_status assay_engine_init(struct assay_engine **out, const struct assa
         .kv_type = p->kv_type,
         .flash_attn = p->flash_attn,
         .mutant = p->mutant,
+        /* decode steps of one stream read a third of the bytes */
+        .one_row_integer = true,
         .worker = e->worker,
     };
     st = assay_forward_init(&e->fwd, &fp);

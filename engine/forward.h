@@ -61,6 +61,9 @@ struct assay_forward_params {
     bool f16_acc;                    /* fp16 accumulation as ggml built for AVX512-FP16
                                         computes it (see below) */
     int mutant;
+    bool one_row_integer;        /* keep a resident model's matrices stored in integer
+                                    formats in that format too, for one-row products
+                                    (engine/gemmq.h; the same bits): a decode step's */
     struct assay_worker *worker; /* borrowed, may be NULL: a share of the
                                     columns of each product, attention rows (or a
                                     single row's heads) and SwiGLU rows go

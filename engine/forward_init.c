@@ -193,15 +193,17 @@ static void quant_put(struct assay_forward *f, struct weights *w, int32_t l,
 
 /*
  * Every matrix of a resident model that keeps its file (engine/model.h)
- * in its integer format as well, for one-row products, when the forward
- * takes its own product on an instruction set with the one-row kernel.
+ * in its integer format as well, for one-row products, when asked
+ * (one_row_integer) and the forward takes its own product on an
+ * instruction set with the one-row kernel.
  * ASSAY_ERR_NOMEM when the tables could not be allocated (a matrix whose
  * layout could not be is left to the packed floats).
  */
 static enum assay_status put_quantized(struct assay_forward *f)
 {
     const struct assay_model *m = f->model;
-    if (m->mapped || m->file == NULL || !uses_own(f) || !assay_gemmq_supported(f->isa)) {
+    if (!f->one_row_integer || m->mapped || m->file == NULL || !uses_own(f) ||
+        !assay_gemmq_supported(f->isa)) {
         return ASSAY_OK;
     }
     const int32_t L = f->cfg.n_layer, d = f->cfg.d_model, ff = f->cfg.d_ff;
@@ -397,6 +399,7 @@ enum assay_status assay_forward_init(struct assay_forward **out,
     f->kv_type = p->kv_type;
     f->flash_attn = p->flash_attn;
     f->f16_acc = p->f16_acc;
+    f->one_row_integer = p->one_row_integer;
     f->split = 0.5;
     f->mutant = p->mutant;
     f->worker = p->worker;

@@ -48,6 +48,7 @@ struct assay_forward {
     enum assay_kv_type kv_type;
     bool flash_attn;
     bool f16_acc; /* fp16 accumulation as AVX512-FP16 builds of ggml (forward.h) */
+    bool one_row_integer; /* forward.h */
     /* With act GGML: the format each product's input rows are rounded to,
      * (n_layer + 1, P_COUNT): layer l's at l * P_COUNT + kind, the LM
      * head's at n_layer * P_COUNT + P_HEAD. NULL in EXACT mode. */

@@ -14,7 +14,9 @@
  *    after the load) keeps that matrix in floats and still agrees
  *    with itself: were the check at init gone, its token-by-token logits
  *    would be the file's and this would fail;
- *  - the same model without its file (a clone) gives the same logits.
+ *  - the same model without its file (a clone), or a forward not asked
+ *    to keep them (one_row_integer off, as the scorer's), gives the same
+ *    logits.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -84,7 +86,8 @@ struct run {
 };
 
 /* The logits of the same LEN tokens both ways, on a forward over m. */
-static void run_both(const struct assay_model *m, enum assay_isa isa, bool worker, struct run *out)
+static void run_both(const struct assay_model *m, enum assay_isa isa, bool worker,
+                     bool floats_only, struct run *out)
 {
     const int32_t v = m->cfg.vocab;
     struct assay_worker *w = NULL;
@@ -101,6 +104,7 @@ static void run_both(const struct assay_model *m, enum assay_isa isa, bool worke
                                      .isa = isa,
                                      .act = ASSAY_ACT_MODE_EXACT,
                                      .kv_type = ASSAY_KV_TYPE_F32,
+                                     .one_row_integer = !floats_only,
                                      .worker = w};
     struct assay_forward *f;
     assert_int_equal(assay_forward_init(&f, &p), ASSAY_OK);
@@ -164,7 +168,7 @@ static void test_one_row_same_bits(void **state)
     struct run r = new_run(m);
     for (int isa = ASSAY_ISA_GENERIC; isa < ASSAY_ISA_COUNT; isa++) {
         for (int worker = 0; worker < 2 && assay_isa_supported((enum assay_isa)isa); worker++) {
-            run_both(m, (enum assay_isa)isa, worker == 1, &r);
+            run_both(m, (enum assay_isa)isa, worker == 1, false, &r);
             printf("isa=%s, threads=%d: %d of %d matrices kept in their integer format; logits "
                    "token by token vs in one pass: %lld of %lld differ\n",
                    assay_isa_name(r.isa), 1 + worker, (int)r.quantized, (int)r.matrices,
@@ -173,15 +177,19 @@ static void test_one_row_same_bits(void **state)
             assert_int_equal(bits_apart(r.prefill, r.stepwise, n), 0);
         }
     }
-    run_both(m, ASSAY_ISA_AUTO, true, &r);
+    run_both(m, ASSAY_ISA_AUTO, true, false, &r);
     /* the same floats without the file: the same logits */
     struct assay_model *clone;
     assert_int_equal(assay_model_clone(m, &clone), ASSAY_OK);
     struct run c = new_run(m);
-    run_both(clone, ASSAY_ISA_AUTO, true, &c);
+    run_both(clone, ASSAY_ISA_AUTO, true, false, &c);
     assert_int_equal(c.quantized, 0);
     assert_int_equal(bits_apart(r.stepwise, c.stepwise, n), 0);
     assert_int_equal(bits_apart(r.prefill, c.prefill, n), 0);
+    /* not asked for (the scorer's passes are many rows): none kept */
+    run_both(m, ASSAY_ISA_AUTO, true, true, &c);
+    assert_int_equal(c.quantized, 0);
+    assert_int_equal(bits_apart(r.stepwise, c.stepwise, n), 0);
     free_run(&c);
     assay_model_free(clone);
     free_run(&r);
@@ -194,10 +202,10 @@ static void test_moved_weight_stays_float(void **state)
     struct assay_model *m = load_mixed();
     const int64_t n = (int64_t)LEN * m->cfg.vocab;
     struct run before = new_run(m), after = new_run(m);
-    run_both(m, ASSAY_ISA_AUTO, false, &before);
+    run_both(m, ASSAY_ISA_AUTO, false, false, &before);
     float *w = &m->layers[1].w_up[77];
     *w = *w + 0.25f;
-    run_both(m, ASSAY_ISA_AUTO, false, &after);
+    run_both(m, ASSAY_ISA_AUTO, false, false, &after);
     printf("one weight of layer 1's up projection 0.25 off its file: %d of %d matrices kept; "
            "logits token by token vs in one pass: %lld differ; vs before the move: %lld\n",
            (int)after.quantized, (int)after.matrices,
