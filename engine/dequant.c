@@ -99,8 +99,8 @@ static void decode_bf16(const uint8_t *src, int64_t n_blocks, float *dst)
 /*
  * The integer formats, as parts (dequant.h): q[i] an integer, step and
  * offset one float each per ASSAY_DEQUANT_GROUP elements, formed as the
- * layout's text says ((d * sc), (dmin * m)); combine_parts makes the
- * floats. Each takes n_blocks blocks and writes block elements of q and
+ * layout's text says ((d * sc), (dmin * m)); assay_dequant_combine makes
+ * the floats. Each takes n_blocks blocks and writes block elements of q and
  * block / ASSAY_DEQUANT_GROUP of step and offset a block.
  */
 #define GROUP ASSAY_DEQUANT_GROUP

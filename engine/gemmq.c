@@ -12,6 +12,8 @@
 #include <assert.h>
 #include <string.h>
 
+#include "dequant.h"
+
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 #define GEMMQ_X86 1
@@ -24,7 +26,7 @@
  * dequantizer's are. */
 
 #define COLS ASSAY_GEMMQ_COLS
-#define PARTS_GROUP 16 /* dequant.h's ASSAY_DEQUANT_GROUP */
+#define PARTS_GROUP ASSAY_DEQUANT_GROUP /* the groups parts come in */
 /* Groups ahead whose lines a kernel asks for as it starts a group: the
  * decode keeps the core busy enough that the hardware prefetcher alone
  * leaves the loads waiting (measured: 15-20% faster on a matrix four times
@@ -41,10 +43,16 @@ int32_t assay_gemmq_panels(int32_t n)
     return (n + COLS - 1) / COLS;
 }
 
-/* Bytes of one group of a block-panel, and where its parts start. */
+/* Bytes of a group's steps and offsets: where its q start. */
+static int64_t scales_bytes(const struct assay_gemmq_layout *l)
+{
+    return (int64_t)COLS * (int64_t)sizeof(float) * (l->offset ? 2 : 1);
+}
+
+/* Bytes of one group of a block-panel. */
 static int64_t group_bytes(const struct assay_gemmq_layout *l)
 {
-    return (int64_t)COLS * (int64_t)sizeof(float) * (l->offset ? 2 : 1) + (int64_t)l->group * COLS;
+    return scales_bytes(l) + (int64_t)l->group * COLS;
 }
 
 static int64_t panel_bytes(const struct assay_gemmq_layout *l)
@@ -82,7 +90,7 @@ bool assay_gemmq_pack(uint8_t *packed, const struct assay_gemmq_layout *l, int32
         if (l->offset) {
             steps[COLS + j] = offset[g * per];
         }
-        int8_t *qs = (int8_t *)(grp + (int64_t)COLS * sizeof(float) * (l->offset ? 2 : 1));
+        int8_t *qs = (int8_t *)(grp + scales_bytes(l));
         for (int32_t i = 0; i < l->group; i++) {
             qs[i * COLS + j] = q[(int64_t)g * l->group + i];
         }
@@ -98,8 +106,7 @@ void assay_gemmq_unpack(const uint8_t *packed, const struct assay_gemmq_layout *
     for (int32_t g = 0; g < l->k / l->group; g++) {
         const uint8_t *grp = panel + g * group_bytes(l);
         const float *steps = (const float *)grp;
-        const int8_t *qs =
-            (const int8_t *)(grp + (int64_t)COLS * sizeof(float) * (l->offset ? 2 : 1));
+        const int8_t *qs = (const int8_t *)(grp + scales_bytes(l));
         for (int32_t i = 0; i < l->group; i++) {
             float w = steps[j] * (float)qs[i * COLS + j];
             if (l->offset) {
