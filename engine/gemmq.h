@@ -1,9 +1,10 @@
 /*
- * gemmq.h - the engine's one-row product with its weights kept in their
- * file's integer format: the same bits as gemm.h, a third of the bytes.
+ * gemmq.h - the engine's product of few rows with its weights kept in
+ * their file's integer format: the same bits as gemm.h, a third of the
+ * bytes.
  *
- * A single stream reads every weight once a token, so its speed is the
- * bytes a weight takes. A matrix stored as Q4_0, Q8_0, Q4_K, Q5_K or Q6_K
+ * A decode step of a few streams reads every weight once for all of
+ * them, so its speed is the bytes a weight takes. A matrix stored as Q4_0, Q8_0, Q4_K, Q5_K or Q6_K
  * is kept here as its parts (dequant.h): an int8 q per weight, a float
  * step (and, for the K formats with mins, a float offset) per group of 16
  * or 32 weights of a column: 10 to 12 bits a weight against the 32 of
@@ -12,8 +13,8 @@
  * multiplies it in at once; every output element is the same chain of
  * fused multiply-adds over k in order as gemm.h's AVX2 and AVX-512 tiles,
  * on the same floats, so the result is bit for bit the packed product's:
- * a row computed alone here and inside a batch there agree, as batch
- * invariance asks. The generic instruction set (unfused) has no such
+ * a row computed in a small batch here and in a large one there agree, as
+ * batch invariance asks. The generic instruction set (unfused) has no such
  * kernel; its engine keeps to gemm.h.
  *
  * Layout: block-panels of ASSAY_GEMMQ_COLS columns (the last padded with
@@ -37,8 +38,17 @@ struct assay_gemmq_layout {
     bool offset;   /* whether groups hold offsets (else every offset is 0) */
 };
 
-/* Whether the one-row kernel exists for isa (resolved): AVX2 and AVX-512. */
+/* Whether the kernel exists for isa (resolved): AVX2 and AVX-512. */
 bool assay_gemmq_supported(enum assay_isa isa);
+
+/* The most rows for which this product beats gemm.h's on the same matrix
+ * (0 where unsupported): it decodes each weight once per pass of rows,
+ * gemm.h reads four bytes a weight once for all rows, so few rows favour
+ * this one and many the other. Measured on a 768 x 3072 matrix out of
+ * cache, 2026-12-06 (docs/measurements): AVX-512 16 (1.25-3.8 times as
+ * fast from 1 to 16 rows, about even at 20-24), AVX2 4 (1.1-2.1 times to
+ * 4 rows, 0.9 at 8). Which one runs changes no bit. */
+int32_t assay_gemmq_max_rows(enum assay_isa isa);
 
 /* Block-panels of an n-column matrix. */
 int32_t assay_gemmq_panels(int32_t n);
@@ -60,13 +70,20 @@ bool assay_gemmq_pack(uint8_t *packed, const struct assay_gemmq_layout *l, int32
 void assay_gemmq_unpack(const uint8_t *packed, const struct assay_gemmq_layout *l, int32_t col,
                         float *out);
 
-/* One product of one row: c[0..n) = a[0..k) times the matrix (added to c
- * with one rounding when accumulate). */
+/* Rows a kernel pass decodes a weight once for: a product of more rows
+ * decodes each block-panel again per ASSAY_GEMMQ_ROWS rows (from cache). */
+#define ASSAY_GEMMQ_ROWS 4
+
+/* One product: C (m rows of ldc) = A (m rows of lda, k used) times the
+ * matrix (added to C with one rounding when accumulate). */
 struct assay_gemmq {
     const float *a;
+    int32_t lda;
+    int32_t m;
     struct assay_gemmq_layout l;
     const uint8_t *w; /* packed by assay_gemmq_pack */
     float *c;
+    int32_t ldc;
     bool accumulate;
     enum assay_isa isa; /* resolved; assay_gemmq_supported */
 };

@@ -195,12 +195,13 @@ static void random_parts(uint64_t *seed, int32_t k, int32_t n, int32_t group, bo
 }
 
 /*
- * The one-row product on integer parts (engine/gemmq.h) against the
- * packed product on the floats the parts decode to (assay_gemmq_unpack,
- * which forward_init compares with the model's weights): the same bits,
- * for each instruction set that has the kernel, group 16 and 32, with and
- * without offsets, a partial last block-panel, accumulate, and the
- * block-panels split between two calls.
+ * The product on integer parts (engine/gemmq.h) against the packed
+ * product on the floats the parts decode to (assay_gemmq_unpack, which
+ * forward_init compares with the model's weights): the same bits, for
+ * each instruction set that has the kernel, group 16 and 32, with and
+ * without offsets, 1 to 7 rows (a kernel pass's rows, fewer, and more),
+ * leading dimensions wider than k and n, a partial last block-panel,
+ * accumulate, and the block-panels split between two calls.
  */
 static void test_quantized_same_bits(void **state)
 {
@@ -224,8 +225,11 @@ static void test_quantized_same_bits(void **state)
                 uint8_t *qp = aligned_alloc(64, (size_t)assay_gemmq_bytes(&l));
                 float *packed =
                     aligned_alloc(64, sizeof(float) * (size_t)assay_gemm_packed_floats(k, n));
-                float *a = malloc(sizeof(float) * k);
-                float *want = malloc(sizeof(float) * n), *got = malloc(sizeof(float) * n);
+                /* up to 7 rows of A (lda k + 3), C of ldc n + 5 */
+                const int32_t max_m = 7, lda = k + 3, ldc = n + 5;
+                float *a = malloc(sizeof(float) * (size_t)max_m * lda);
+                float *want = malloc(sizeof(float) * (size_t)max_m * ldc);
+                float *got = malloc(sizeof(float) * (size_t)max_m * ldc);
                 assert_true(q && step && off && rows && qp && packed && a && want && got);
                 random_parts(&seed, k, n, l.group, l.offset, q, step, off);
                 memset(qp, 0, (size_t)assay_gemmq_bytes(&l));
@@ -242,26 +246,32 @@ static void test_quantized_same_bits(void **state)
                 }
                 memset(packed, 0, sizeof(float) * (size_t)assay_gemm_packed_floats(k, n));
                 assay_gemm_pack(packed, k, n, 0, n, rows);
-                for (int acc = 0; acc < 2; acc++) {
-                    for (int32_t i = 0; i < k; i++) {
+                const int32_t row_counts[] = {1, 2, 3, 4, 5, 7};
+                for (int case_ = 0; case_ < 12; case_++) {
+                    const int acc = case_ % 2;
+                    const int32_t m = row_counts[case_ / 2];
+                    for (int32_t i = 0; i < max_m * lda; i++) {
                         a[i] = uniform(&seed);
                     }
-                    for (int32_t j = 0; j < n; j++) {
-                        want[j] = got[j] = uniform(&seed);
+                    for (int32_t i = 0; i < max_m * ldc; i++) {
+                        want[i] = got[i] = uniform(&seed);
                     }
-                    struct assay_gemm g = {a, k, 1, k, n, packed, want, n, acc == 1,
+                    struct assay_gemm g = {a, lda, m, k, n, packed, want, ldc, acc == 1,
                                            (enum assay_isa)isa, 0};
                     assay_gemm_run(&g, 0, assay_gemm_panels(n));
-                    struct assay_gemmq gq = {a, l, qp, got, acc == 1, (enum assay_isa)isa};
+                    struct assay_gemmq gq = {a, lda, m, l, qp, got, ldc, acc == 1,
+                                             (enum assay_isa)isa};
                     int32_t panels = assay_gemmq_panels(n), cut = panels / 2;
                     assay_gemmq_run(&gq, cut, panels);
                     assay_gemmq_run(&gq, 0, cut);
-                    for (int32_t j = 0; j < n; j++) {
-                        if (memcmp(&want[j], &got[j], sizeof(float)) != 0) {
-                            fail_msg("isa=%s k=%d n=%d group=%d offset=%d acc=%d: column %d is "
-                                     "%a, the packed product %a",
+                    /* every element, the padding of C's rows included
+                     * (which neither product may touch) */
+                    for (int32_t e = 0; e < max_m * ldc; e++) {
+                        if (memcmp(&want[e], &got[e], sizeof(float)) != 0) {
+                            fail_msg("isa=%s k=%d n=%d group=%d offset=%d m=%d acc=%d: row %d "
+                                     "column %d is %a, the packed product %a",
                                      assay_isa_name((enum assay_isa)isa), k, n, l.group,
-                                     l.offset, acc, j, got[j], want[j]);
+                                     l.offset, m, acc, e / ldc, e % ldc, got[e], want[e]);
                         }
                     }
                 }
@@ -277,7 +287,7 @@ static void test_quantized_same_bits(void **state)
             }
         }
         tested++;
-        printf("isa=%s: the one-row product on integer parts gives the packed product's bits\n",
+        printf("isa=%s: the product on integer parts gives the packed product's bits, 1 to 7 rows\n",
                assay_isa_name((enum assay_isa)isa));
     }
     if (tested == 0) {
