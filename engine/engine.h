@@ -160,7 +160,7 @@ struct assay_engine_numerics {
     const char *kv_type; /* "f32" or "f16" */
     bool flash_attn;
     int32_t matrices;  /* of the products: four a layer and the LM head */
-    int32_t quantized; /* of them, read by one-row products in their file's integer format */
+    int32_t quantized; /* of them, read by products of few rows in their file's integer format */
     int64_t one_row_bytes; /* weights a decode step of one stream reads */
 };
 void assay_engine_get_numerics(const struct assay_engine *engine, struct assay_engine_numerics *out);

@@ -251,7 +251,7 @@ enum assay_status assay_engine_init(struct assay_engine **out, const struct assa
         .flash_attn = p->flash_attn,
         .mutant = p->mutant,
         /* decode steps of one stream read a third of the bytes */
-        .one_row_integer = true,
+        .integer_weights = true,
         .worker = e->worker,
     };
     st = assay_forward_init(&e->fwd, &fp);

@@ -63,7 +63,7 @@ static void probe(const struct assay_forward *f, const char *name, int32_t layer
  * [c0, c1) of the engine's own product when g is set. */
 struct product {
     const struct assay_gemm *g;   /* the engine's own product, or NULL */
-    const struct assay_gemmq *gq; /* its one-row product on integer weights, or NULL */
+    const struct assay_gemmq *gq; /* its product on integer weights, or NULL */
     const float *a, *b;         /* OpenBLAS: A (m, k), B (k, n) of leading dimension ldb */
     float *c;
     int32_t m, k, ldb, ldc;
@@ -98,11 +98,11 @@ static void run_product(void *arg)
  *    small-matrix paths and reduction order by shape and by CPU: a row's
  *    result may change with the rows around it, with where a product is
  *    cut, and from one machine to another.
- * A one-row product of the engine's own on a matrix kept in its file's
- * integer format (forward_init.c) runs gemmq.h instead: the same bits
- * from a third of the bytes.
+ * A product of the engine's own of few rows (assay_gemmq_max_rows) on a
+ * matrix kept in its file's integer format (forward_init.c) runs gemmq.h
+ * instead: the same bits from a third of the bytes.
  * With a worker thread, a product of 4 or more units (a 32-column panel
- * for the own product, a 64-column block-panel for the one-row product on
+ * for the own product, a 64-column block-panel for the product on
  * integer weights, 16 columns for OpenBLAS) and at least 128 columns
  * is split by units, a share for each thread (see f->split); each OpenBLAS
  * share is one single-threaded call (the pass holds OpenBLAS to one
@@ -118,8 +118,8 @@ static void matmul(struct assay_forward *f, const struct weights *w, int32_t l, 
     struct product all = {NULL, NULL, a, NULL, cm, m, w->k, n, n, 0, n, beta, 0};
     struct assay_gemmq gq;
     int32_t unit = 16;
-    if (own && m == 1 && w->q != NULL && w->q[l] != NULL) {
-        gq = (struct assay_gemmq){a, w->q_layout[l], w->q[l], cm, beta != 0.0f, f->isa};
+    if (own && m <= assay_gemmq_max_rows(f->isa) && w->q != NULL && w->q[l] != NULL) {
+        gq = (struct assay_gemmq){a, w->k, m, w->q_layout[l], w->q[l], cm, n, beta != 0.0f, f->isa};
         all.gq = &gq;
         all.c1 = assay_gemmq_panels(n);
         unit = 1;

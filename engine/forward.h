@@ -61,9 +61,10 @@ struct assay_forward_params {
     bool f16_acc;                    /* fp16 accumulation as ggml built for AVX512-FP16
                                         computes it (see below) */
     int mutant;
-    bool one_row_integer;        /* keep a resident model's matrices stored in integer
-                                    formats in that format too, for one-row products
-                                    (engine/gemmq.h; the same bits): a decode step's */
+    bool integer_weights;        /* keep a resident model's matrices stored in integer
+                                    formats in that format too, for products of few rows
+                                    (engine/gemmq.h: the same bits from a third of the
+                                    bytes) */
     struct assay_worker *worker; /* borrowed, may be NULL: a share of the
                                     columns of each product, attention rows (or a
                                     single row's heads) and SwiGLU rows go
@@ -178,7 +179,7 @@ struct assay_forward_numerics {
     enum assay_kv_type kv_type;
     bool flash_attn;
     /* Of the matrices of the products (four a layer and the LM head), how
-     * many one-row products read in their file's integer format
+     * many products of few rows read in their file's integer format
      * (engine/gemmq.h: the same bits from 10 to 12 bits a weight). */
     int32_t matrices, quantized;
     /* Bytes of weights a one-row pass reads: the integer layouts where

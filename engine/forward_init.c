@@ -139,11 +139,11 @@ struct quant_source {
 
 /*
  * Layer l's matrix of product w (its columns the rows of src[0..ns) in
- * turn) kept in the file's integer format for the one-row product, when
+ * turn) kept in the file's integer format for products of few rows, when
  * every source is in one (Q6_K's groups of 16 make the layout's groups
  * 16, Q4_K's and Q5_K's mins give it offsets) and every weight decodes to
- * the model's float bit for bit; else w->q[l] stays NULL and one-row
- * products read the packed floats. scratch: room for a row's parts and
+ * the model's float bit for bit; else w->q[l] stays NULL and every
+ * product reads the packed floats. scratch: room for a row's parts and
  * floats (k bytes and 2 k + k / 8 floats). The file's pages are given back
  * as each matrix is done.
  */
@@ -193,16 +193,16 @@ static void quant_put(struct assay_forward *f, struct weights *w, int32_t l,
 
 /*
  * Every matrix of a resident model that keeps its file (engine/model.h)
- * in its integer format as well, for one-row products, when asked
- * (one_row_integer) and the forward takes its own product on an
- * instruction set with the one-row kernel.
+ * in its integer format as well, for products of few rows, when asked
+ * (integer_weights) and the forward takes its own product on an
+ * instruction set with gemmq.h's kernel.
  * ASSAY_ERR_NOMEM when the tables could not be allocated (a matrix whose
  * layout could not be is left to the packed floats).
  */
 static enum assay_status put_quantized(struct assay_forward *f)
 {
     const struct assay_model *m = f->model;
-    if (!f->one_row_integer || m->mapped || m->file == NULL || !uses_own(f) ||
+    if (!f->integer_weights || m->mapped || m->file == NULL || !uses_own(f) ||
         !assay_gemmq_supported(f->isa)) {
         return ASSAY_OK;
     }
@@ -399,7 +399,7 @@ enum assay_status assay_forward_init(struct assay_forward **out,
     f->kv_type = p->kv_type;
     f->flash_attn = p->flash_attn;
     f->f16_acc = p->f16_acc;
-    f->one_row_integer = p->one_row_integer;
+    f->integer_weights = p->integer_weights;
     f->split = 0.5;
     f->mutant = p->mutant;
     f->worker = p->worker;

@@ -28,7 +28,7 @@ struct weights {
     int64_t packed_floats; /* of one layer's matrix */
     int32_t k, n;
     /* A resident model's matrices kept in their file's integer format for
-     * one-row products (gemmq.h: the same bits as packed, a third of the
+     * products of few rows (gemmq.h: the same bits as packed, a third of the
      * bytes), per layer; q[l] NULL where not (another format, parts the
      * layout cannot hold, or a weight that decodes to other bits than the
      * model's: forward_init.c checks each). q itself NULL when none. */
@@ -48,7 +48,7 @@ struct assay_forward {
     enum assay_kv_type kv_type;
     bool flash_attn;
     bool f16_acc; /* fp16 accumulation as AVX512-FP16 builds of ggml (forward.h) */
-    bool one_row_integer; /* forward.h */
+    bool integer_weights; /* forward.h */
     /* With act GGML: the format each product's input rows are rounded to,
      * (n_layer + 1, P_COUNT): layer l's at l * P_COUNT + kind, the LM
      * head's at n_layer * P_COUNT + P_HEAD. NULL in EXACT mode. */

@@ -1,21 +1,22 @@
 /*
  * Unit tests of the engine keeping a file's integer formats for its
- * one-row products (engine/gemmq.h; forward_init.c lays them out and
+ * products of few rows (engine/gemmq.h; forward_init.c lays them out and
  * checks them). TinyGPT is stored as llama.cpp's Q4_K_M mixes formats
  * (Q4_K for q, k, the attention output, gate and up; Q6_K for v and down;
  * Q8_0 for the embeddings and the LM head) and loaded from the file:
  *  - every matrix is kept in its integer format where the instruction set
  *    has the kernel (AVX2, AVX-512), none on the generic one;
- *  - a sequence's logits token by token (each product one row: the
- *    integer weights) are, bit for bit, those of the same sequence in one
- *    pass (many rows: the packed floats), with one thread and with two,
- *    on every instruction set the CPU runs;
+ *  - a sequence's logits token by token and three tokens a pass (each
+ *    product one or three rows: the integer weights) are, bit for bit,
+ *    those of the same sequence in one pass (twenty rows, more than
+ *    assay_gemmq_max_rows: the packed floats), with one thread and with
+ *    two, on every instruction set the CPU runs;
  *  - a model whose floats no longer are its file's (one weight moved
  *    after the load) keeps that matrix in floats and still agrees
  *    with itself: were the check at init gone, its token-by-token logits
  *    would be the file's and this would fail;
  *  - the same model without its file (a clone), or a forward not asked
- *    to keep them (one_row_integer off, as the scorer's), gives the same
+ *    to keep them (integer_weights off, as the scorer's), gives the same
  *    logits.
  */
 #include <setjmp.h>
@@ -37,7 +38,9 @@
 #include "gguf_retype.h"
 #include "support.h"
 
-enum { LEN = 20, BLOCK = 16, N_BLOCKS = 2 };
+/* LEN is more rows than any instruction set's products on integer
+ * weights take (assay_gemmq_max_rows), CHUNK fewer than all but one. */
+enum { LEN = 20, CHUNK = 3, BLOCK = 16, N_BLOCKS = 2 };
 
 /* llama.cpp's Q4_K_M mix, on TinyGPT's shapes (rows of 256 and 1024). */
 static uint32_t q4_k_m_mix(const struct assay_gguf_tensor *t)
@@ -81,6 +84,7 @@ static struct assay_model *load_mixed(void)
 struct run {
     float *prefill;  /* (LEN, vocab): the sequence in one pass */
     float *stepwise; /* (LEN, vocab): one token a pass */
+    float *chunked;  /* (LEN, vocab): CHUNK tokens a pass */
     int32_t quantized, matrices;
     enum assay_isa isa;
 };
@@ -104,7 +108,7 @@ static void run_both(const struct assay_model *m, enum assay_isa isa, bool worke
                                      .isa = isa,
                                      .act = ASSAY_ACT_MODE_EXACT,
                                      .kv_type = ASSAY_KV_TYPE_F32,
-                                     .one_row_integer = !floats_only,
+                                     .integer_weights = !floats_only,
                                      .worker = w};
     struct assay_forward *f;
     assert_int_equal(assay_forward_init(&f, &p), ASSAY_OK);
@@ -129,6 +133,14 @@ static void run_both(const struct assay_model *m, enum assay_isa isa, bool worke
         assert_int_equal(assay_forward_run(f, &s), ASSAY_OK);
         memcpy(out->stepwise + (int64_t)i * v, assay_forward_logits(f), sizeof(float) * (size_t)v);
     }
+    for (int32_t i = 0; i < LEN; i += CHUNK) {
+        int32_t rows_now = LEN - i < CHUNK ? LEN - i : CHUNK;
+        struct assay_forward_seq some = {blocks, i, rows_now, 0, 0};
+        struct assay_forward_batch s = {rows_now, tokens + i, 1, &some, rows_now, rows};
+        assert_int_equal(assay_forward_run(f, &s), ASSAY_OK);
+        memcpy(out->chunked + (int64_t)i * v, assay_forward_logits(f),
+               sizeof(float) * (size_t)rows_now * v);
+    }
     assay_forward_free(f);
     assay_worker_free(w);
 }
@@ -149,8 +161,10 @@ static struct run new_run(const struct assay_model *m)
     memset(&r, 0, sizeof r);
     r.prefill = malloc(sizeof(float) * (size_t)LEN * m->cfg.vocab);
     r.stepwise = malloc(sizeof(float) * (size_t)LEN * m->cfg.vocab);
+    r.chunked = malloc(sizeof(float) * (size_t)LEN * m->cfg.vocab);
     assert_non_null(r.prefill);
     assert_non_null(r.stepwise);
+    assert_non_null(r.chunked);
     return r;
 }
 
@@ -158,9 +172,10 @@ static void free_run(struct run *r)
 {
     free(r->prefill);
     free(r->stepwise);
+    free(r->chunked);
 }
 
-static void test_one_row_same_bits(void **state)
+static void test_few_rows_same_bits(void **state)
 {
     (void)state;
     struct assay_model *m = load_mixed();
@@ -170,11 +185,15 @@ static void test_one_row_same_bits(void **state)
         for (int worker = 0; worker < 2 && assay_isa_supported((enum assay_isa)isa); worker++) {
             run_both(m, (enum assay_isa)isa, worker == 1, false, &r);
             printf("isa=%s, threads=%d: %d of %d matrices kept in their integer format; logits "
-                   "token by token vs in one pass: %lld of %lld differ\n",
+                   "vs in one pass: token by token %lld of %lld differ, %d tokens a pass %lld\n",
                    assay_isa_name(r.isa), 1 + worker, (int)r.quantized, (int)r.matrices,
-                   (long long)bits_apart(r.prefill, r.stepwise, n), (long long)n);
+                   (long long)bits_apart(r.prefill, r.stepwise, n), (long long)n, CHUNK,
+                   (long long)bits_apart(r.prefill, r.chunked, n));
             assert_int_equal(r.quantized, assay_gemmq_supported(r.isa) ? r.matrices : 0);
+            assert_true(LEN > assay_gemmq_max_rows(r.isa));
+            assert_true(CHUNK <= assay_gemmq_max_rows(r.isa) || !assay_gemmq_supported(r.isa));
             assert_int_equal(bits_apart(r.prefill, r.stepwise, n), 0);
+            assert_int_equal(bits_apart(r.prefill, r.chunked, n), 0);
         }
     }
     run_both(m, ASSAY_ISA_AUTO, true, false, &r);
@@ -215,6 +234,7 @@ static void test_moved_weight_stays_float(void **state)
         assert_int_equal(after.quantized, after.matrices - 1);
     }
     assert_int_equal(bits_apart(after.prefill, after.stepwise, n), 0);
+    assert_int_equal(bits_apart(after.prefill, after.chunked, n), 0);
     assert_true(bits_apart(before.stepwise, after.stepwise, n) > 0);
     free_run(&before);
     free_run(&after);
@@ -225,7 +245,7 @@ int main(int argc, char **argv)
 {
     assay_test_init(argc, argv);
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_one_row_same_bits),
+        cmocka_unit_test(test_few_rows_same_bits),
         cmocka_unit_test(test_moved_weight_stays_float),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
