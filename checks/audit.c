@@ -204,7 +204,7 @@ static int64_t mem_available(void)
 /* The fp32 copies of the weights a resident audit holds: the oracle's, the
  * bundled engine's load and its two layouts (its own product's and
  * OpenBLAS's), the reference's layout, and for a file in integer formats
- * the engine's one-row layout (engine/gemmq.h: up to 12 bits a weight,
+ * the engine's integer layout (engine/gemmq.h: up to 12 bits a weight,
  * 0.375 of a copy); without the bundled engine, the oracle's and the
  * reference's. */
 #define RESIDENT_COPIES 5.375

@@ -389,7 +389,7 @@ static void stamp_summary(struct assay_text *t, const cJSON *r)
             double q = assay_json_num(s, "engine.numerics.quantized_matrices");
             if (q > 0) {
                 assay_text_printf(t, "; %.0f of %.0f matrices read in the file's integer format "
-                                     "by one-row products",
+                                     "by products of few rows",
                                   q, assay_json_num(s, "engine.numerics.matrices"));
             }
             assay_text_puts(t, "\n");

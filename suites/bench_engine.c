@@ -39,8 +39,8 @@
  * attention: the audit's reference) rather than invariant=on, and the
  * memory bound is given twice: for the engine's fp32 copy and for the
  * weights as the file stores them (what llama-server reads). A third
- * bound counts what the engine's one-row products read: the matrices it
- * keeps in their file's integer format (engine/gemmq.h) in that layout.
+ * bound counts what the engine's decode step reads: the matrices it keeps
+ * in their file's integer format (engine/gemmq.h) in that layout.
  *
  * A benchmark prints; it asserts only that the engine produced tokens.
  */
@@ -455,7 +455,7 @@ int main(int argc, char **argv)
                "llama-server reads): %.1f MB a step, at most %.0f tokens/s\n",
                stored_bytes / 1e6, bw * 1e9 / stored_bytes);
     }
-    /* What the engine's one-row products read: the integer layouts of the
+    /* What the engine's decode step reads: the integer layouts of the
      * matrices kept in their file's format, packed floats for the rest. */
     struct assay_engine_params ep = assay_engine_default_params(m);
     struct assay_engine *probe_engine;
@@ -463,8 +463,8 @@ int main(int argc, char **argv)
         struct assay_engine_numerics en;
         assay_engine_get_numerics(probe_engine, &en);
         double one = (double)en.one_row_bytes;
-        printf("the engine's one-row products keep %d of %d matrices in the file's integer "
-               "format (engine/gemmq.h): %.1f MB a step, at most %.0f tokens/s\n",
+        printf("the engine's products of few rows keep %d of %d matrices in the file's integer "
+               "format (engine/gemmq.h): %.1f MB a step, at most %.0f tokens/s of one stream\n",
                (int)en.quantized, (int)en.matrices, one / 1e6, bw * 1e9 / one);
         assay_engine_free(probe_engine);
     }

@@ -24,6 +24,12 @@
 #include "core/alloc.h"
 #include "core/sha256.h"
 #include "engine/engine.h"
+#include "engine/gemmq.h"
+#include "engine/model.h"
+#include "gguf_bytes.h"
+#include "gguf_retype.h"
+#include "reports/markdown.h"
+#include "reports/report.h"
 #include "reports/schema.h"
 #include "reports/stamp.h"
 #include "support.h"
@@ -235,6 +241,67 @@ static void test_numerics(void **state)
         assert_int_not_equal(assay_adapter_open_spec(bad[i], &a, &diag), ASSAY_OK);
         assert_non_null(strstr(diag.where, keys[i]));
     }
+}
+
+/* Q8_0 for every matrix, f32 for the rest. */
+static uint32_t all_q8_0(const struct assay_gguf_tensor *t)
+{
+    return t->n_dims == 2 ? ASSAY_GGML_TYPE_Q8_0 : ASSAY_GGML_TYPE_F32;
+}
+
+/* An engine on a file in an integer format says how many of its matrices
+ * its products of few rows read in that format (engine/gemmq.h), in the
+ * stamp and in the markdown's numerics line: all of them where the
+ * instruction set has the kernel, none on the generic one, which keeps
+ * the clause out of the markdown. */
+static void test_integer_weights(void **state)
+{
+    (void)state;
+    struct assay_model_config cfg = assay_model_config_tinygpt();
+    struct assay_model *m;
+    struct assay_diag diag;
+    char path[512], spec[600];
+    assert_int_equal(assay_model_init_random(&m, &cfg, 3), ASSAY_OK);
+    assay_test_scratch("stamp-q8_0.gguf", path, sizeof path);
+    assert_int_equal(assay_model_save_gguf(m, path, &diag), ASSAY_OK);
+    const int32_t matrices = 4 * m->cfg.n_layer + 1;
+    assay_model_free(m);
+    size_t size, n;
+    uint8_t *buf = gguf_read_all(path, &size);
+    struct gguf_retype r = {all_q8_0, NULL, NULL};
+    uint8_t *q8 = gguf_retyped(buf, size, &r, &n);
+    gguf_write_all(path, q8, n);
+    free(buf);
+    free(q8);
+    for (int generic = 0; generic < 2; generic++) {
+        snprintf(spec, sizeof spec, "bundled:model=%s%s", path, generic ? ",isa=generic" : "");
+        struct assay_adapter a;
+        assert_int_equal(assay_adapter_open_spec(spec, &a, &diag), ASSAY_OK);
+        cJSON *s = NULL, *rep = NULL;
+        assert_int_equal(assay_stamp_create(&a, NULL, 0, &s), ASSAY_OK);
+        assert_int_equal(assay_stamp_validate(s, "stamp", &diag), ASSAY_OK);
+        enum assay_isa isa;
+        assert_int_equal(assay_isa_by_name(str_at(s, "engine.numerics.isa"), &isa), ASSAY_OK);
+        double kept = assay_json_num(s, "engine.numerics.quantized_matrices");
+        printf("%s: isa %s, %g of %g matrices read in Q8_0\n", generic ? "isa=generic" : "default",
+               assay_isa_name(isa), kept, assay_json_num(s, "engine.numerics.matrices"));
+        assert_true(assay_json_num(s, "engine.numerics.matrices") == matrices);
+        assert_true(kept == (assay_gemmq_supported(isa) ? matrices : 0));
+        assert_true(!generic || kept == 0);
+        assert_int_equal(assay_report_create("run", "assay run", &rep), ASSAY_OK);
+        assert_int_equal(assay_report_set(rep, "stamp", s), ASSAY_OK);
+        char *md = NULL, clause[128];
+        size_t len;
+        assert_int_equal(assay_report_render_markdown(rep, &md, &len), ASSAY_OK);
+        snprintf(clause, sizeof clause, "; %d of %d matrices read in the file's integer format",
+                 matrices, matrices);
+        assert_true((strstr(md, clause) != NULL) == (kept > 0));
+        assert_true((strstr(md, "matrices read in the file's integer format") != NULL) == (kept > 0));
+        assay_free(md);
+        cJSON_Delete(rep);
+        assay_adapter_close(&a);
+    }
+    remove(path);
 }
 
 static void test_no_engine_and_big_seed(void **state)
@@ -525,6 +592,7 @@ int main(int argc, char **argv)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fields),
         cmocka_unit_test(test_numerics),
+        cmocka_unit_test(test_integer_weights),
         cmocka_unit_test(test_no_engine_and_big_seed),
         cmocka_unit_test(test_allocation_failures),
         cmocka_unit_test(test_source_hash),
