@@ -41,7 +41,7 @@ bool assay_gemmq_supported(enum assay_isa isa)
 
 int32_t assay_gemmq_max_rows(enum assay_isa isa)
 {
-    return !assay_gemmq_supported(isa) ? 0 : isa == ASSAY_ISA_AVX512 ? 16 : 4;
+    return !assay_gemmq_supported(isa) ? 0 : isa == ASSAY_ISA_AVX512 ? 16 : AVX2_ROWS;
 }
 
 int32_t assay_gemmq_panels(int32_t n)

@@ -45,9 +45,11 @@ bool assay_gemmq_supported(enum assay_isa isa);
  * (0 where unsupported): it decodes each weight once per pass of rows,
  * gemm.h reads four bytes a weight once for all rows, so few rows favour
  * this one and many the other. Measured on a 768 x 3072 matrix out of
- * cache, 2026-12-06 (docs/measurements): AVX-512 16 (1.25-3.8 times as
- * fast from 1 to 16 rows, about even at 20-24), AVX2 4 (1.1-2.1 times to
- * 4 rows, 0.9 at 8). Which one runs changes no bit. */
+ * cache, on one AVX-512 machine, 2026-12-06
+ * (docs/measurements/2026-12-06-bench-integer-weights.md): AVX-512 16
+ * (1.1 to 3.8 times as fast from 1 to 16 rows, even at 24), AVX2 2, its
+ * kernel's pass (1.5 times at 1 and 2 rows; 0.9 to 1.8 at 3 and 4 from
+ * run to run, 0.85 at 8). Which one runs changes no bit. */
 int32_t assay_gemmq_max_rows(enum assay_isa isa);
 
 /* Block-panels of an n-column matrix. */

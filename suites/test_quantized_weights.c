@@ -6,8 +6,8 @@
  * Q8_0 for the embeddings and the LM head) and loaded from the file:
  *  - every matrix is kept in its integer format where the instruction set
  *    has the kernel (AVX2, AVX-512), none on the generic one;
- *  - a sequence's logits token by token and three tokens a pass (each
- *    product one or three rows: the integer weights) are, bit for bit,
+ *  - a sequence's logits token by token and two tokens a pass (each
+ *    product one or two rows: the integer weights) are, bit for bit,
  *    those of the same sequence in one pass (twenty rows, more than
  *    assay_gemmq_max_rows: the packed floats), with one thread and with
  *    two, on every instruction set the CPU runs;
@@ -39,8 +39,8 @@
 #include "support.h"
 
 /* LEN is more rows than any instruction set's products on integer
- * weights take (assay_gemmq_max_rows), CHUNK fewer than all but one. */
-enum { LEN = 20, CHUNK = 3, BLOCK = 16, N_BLOCKS = 2 };
+ * weights take (assay_gemmq_max_rows), CHUNK no more than any takes. */
+enum { LEN = 20, CHUNK = 2, BLOCK = 16, N_BLOCKS = 2 };
 
 /* llama.cpp's Q4_K_M mix, on TinyGPT's shapes (rows of 256 and 1024). */
 static uint32_t q4_k_m_mix(const struct assay_gguf_tensor *t)
