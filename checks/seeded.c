@@ -563,10 +563,13 @@ enum assay_status assay_check_seed_positions(const struct assay_adapter *a, int3
         memcpy(res->summary + sizeof res->summary - 4, "...", 4); /* cut, and said so */
     }
     if (pt.n > 0 && res->verdict == ASSAY_VERDICT_PASS) {
-        /* before the seed list, which is the part a cut may lose */
+        /* before a coincidence and the seed list, the parts a cut may lose */
         char head[sizeof res->summary], tail[sizeof res->summary] = "";
         snprintf(head, sizeof head, "%s", res->summary);
-        char *list_at = strstr(head, "; seeds ");
+        char *list_at = strstr(head, "; a coincidence, not evidence");
+        if (list_at == NULL) {
+            list_at = strstr(head, "; seeds ");
+        }
         if (list_at != NULL) {
             snprintf(tail, sizeof tail, "%s", list_at);
             *list_at = '\0';
