@@ -26,7 +26,11 @@
  * dequantizer's are. */
 
 #define COLS ASSAY_GEMMQ_COLS
-#define AVX2_ROWS 2 /* rows a pass of the AVX2 kernel (sixteen registers) */
+/* Rows a kernel's pass decodes a weight once for (what its registers
+ * hold); a product of more rows decodes each block-panel again per pass,
+ * from cache. */
+#define AVX512_ROWS 4
+#define AVX2_ROWS 2
 #define PARTS_GROUP ASSAY_DEQUANT_GROUP /* the groups parts come in */
 /* Groups ahead whose lines a kernel asks for as it starts a group: the
  * decode keeps the core busy enough that the hardware prefetcher alone
@@ -178,7 +182,7 @@ panel_avx512(const float *a, int64_t lda, const uint8_t *panel, int32_t k, float
              const int group, const int off, const int rows)
 {
     const int64_t gb = (int64_t)COLS * 4 * (1 + off) + (int64_t)group * COLS;
-    __m512 acc[ASSAY_GEMMQ_ROWS][4];
+    __m512 acc[AVX512_ROWS][4];
     for (int r = 0; r < rows; r++) {
         for (int j = 0; j < 4; j++) {
             acc[r][j] = _mm512_setzero_ps();
@@ -225,9 +229,9 @@ __attribute__((target("avx512f"))) static void run_avx512(const struct assay_gem
     const int64_t pb = panel_bytes(&g->l);
     for (int32_t p = p0; p < p1; p++) {
         const uint8_t *panel = g->w + p * pb;
-        for (int32_t r0 = 0; r0 < g->m; r0 += ASSAY_GEMMQ_ROWS) {
+        for (int32_t r0 = 0; r0 < g->m; r0 += AVX512_ROWS) {
             const float *a = g->a + (int64_t)r0 * g->lda;
-            int rows = g->m - r0 < ASSAY_GEMMQ_ROWS ? g->m - r0 : ASSAY_GEMMQ_ROWS;
+            int rows = g->m - r0 < AVX512_ROWS ? g->m - r0 : AVX512_ROWS;
 #define PANEL(group, off, rows) panel_avx512(a, g->lda, panel, g->l.k, tile, group, off, rows)
             KERNEL_CASES(PANEL, &g->l, rows, KERNEL_ROWS4)
 #undef PANEL
@@ -305,7 +309,7 @@ __attribute__((target("avx2,fma"))) static void run_avx2(const struct assay_gemm
 
 void assay_gemmq_run(const struct assay_gemmq *g, int32_t p0, int32_t p1)
 {
-    float tile[ASSAY_GEMMQ_ROWS * COLS] __attribute__((aligned(64)));
+    float tile[AVX512_ROWS * COLS] __attribute__((aligned(64)));
     if (p0 >= p1) {
         return;
     }

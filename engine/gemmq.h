@@ -72,10 +72,6 @@ bool assay_gemmq_pack(uint8_t *packed, const struct assay_gemmq_layout *l, int32
 void assay_gemmq_unpack(const uint8_t *packed, const struct assay_gemmq_layout *l, int32_t col,
                         float *out);
 
-/* Rows a kernel pass decodes a weight once for: a product of more rows
- * decodes each block-panel again per ASSAY_GEMMQ_ROWS rows (from cache). */
-#define ASSAY_GEMMQ_ROWS 4
-
 /* One product: C (m rows of ldc) = A (m rows of lda, k used) times the
  * matrix (added to C with one rounding when accumulate). */
 struct assay_gemmq {
