@@ -250,7 +250,7 @@ enum assay_status assay_engine_init(struct assay_engine **out, const struct assa
         .kv_type = p->kv_type,
         .flash_attn = p->flash_attn,
         .mutant = p->mutant,
-        /* decode steps of one stream read a third of the bytes */
+        /* decode steps of a few streams read a third of the bytes */
         .integer_weights = true,
         .worker = e->worker,
     };

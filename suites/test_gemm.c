@@ -287,7 +287,8 @@ static void test_quantized_same_bits(void **state)
             }
         }
         tested++;
-        printf("isa=%s: the product on integer parts gives the packed product's bits, 1 to 7 rows\n",
+        printf("isa=%s: the product on integer parts gives the packed product's bits, "
+               "1 to 7 rows\n",
                assay_isa_name((enum assay_isa)isa));
     }
     if (tested == 0) {
