@@ -4,18 +4,19 @@
  * bytes.
  *
  * A decode step of a few streams reads every weight once for all of
- * them, so its speed is the bytes a weight takes. A matrix stored as Q4_0, Q8_0, Q4_K, Q5_K or Q6_K
- * is kept here as its parts (dequant.h): an int8 q per weight, a float
- * step (and, for the K formats with mins, a float offset) per group of 16
- * or 32 weights of a column: 10 to 12 bits a weight against the 32 of
- * gemm.h's panels. The product decodes each weight as the dequantizer
- * does (step * q, less the offset, each rounded) into a register and
- * multiplies it in at once; every output element is the same chain of
- * fused multiply-adds over k in order as gemm.h's AVX2 and AVX-512 tiles,
- * on the same floats, so the result is bit for bit the packed product's:
- * a row computed in a small batch here and in a large one there agree, as
- * batch invariance asks. The generic instruction set (unfused) has no such
- * kernel; its engine keeps to gemm.h.
+ * them, so its speed is the bytes a weight takes. A matrix stored as
+ * Q4_0, Q8_0, Q4_K, Q5_K or Q6_K is kept here as its parts (dequant.h):
+ * an int8 q per weight, a float step (and, for the K formats with mins,
+ * a float offset) per group of 16 or 32 weights of a column: 10 to 12
+ * bits a weight against the 32 of gemm.h's panels. The product decodes
+ * each weight as the dequantizer does (step * q, less the offset, each
+ * rounded) into a register and multiplies it in at once; every output
+ * element is the same chain of fused multiply-adds over k in order as
+ * gemm.h's AVX2 and AVX-512 tiles, on the same floats, so the result is
+ * bit for bit the packed product's: a row computed in a small batch here
+ * and in a large one there agree, as batch invariance asks. The generic
+ * instruction set (unfused) has no such kernel; its engine keeps to
+ * gemm.h.
  *
  * Layout: block-panels of ASSAY_GEMMQ_COLS columns (the last padded with
  * zero columns); each holds k / group groups in k order, a group being

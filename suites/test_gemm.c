@@ -247,7 +247,8 @@ static void test_quantized_same_bits(void **state)
                 memset(packed, 0, sizeof(float) * (size_t)assay_gemm_packed_floats(k, n));
                 assay_gemm_pack(packed, k, n, 0, n, rows);
                 const int32_t row_counts[] = {1, 2, 3, 4, 5, 7};
-                for (int case_ = 0; case_ < 12; case_++) {
+                const int cases = 2 * (int)(sizeof row_counts / sizeof row_counts[0]);
+                for (int case_ = 0; case_ < cases; case_++) {
                     const int acc = case_ % 2;
                     const int32_t m = row_counts[case_ / 2];
                     for (int32_t i = 0; i < max_m * lda; i++) {
