@@ -18,7 +18,8 @@
 # Environment (defaults: the whole matrix, several hours on 2 cores):
 #   ASSAY_MATRIX_MODELS  models (default: llama-hd64 qwen2-hd64)
 #   ASSAY_MATRIX_TYPES   formats (default: F16 BF16 Q8_0 Q4_K_M Q5_K_M Q6_K)
-#   ASSAY_MATRIX_SEEDS   master seeds (default: 1 2 3)
+#   ASSAY_MATRIX_SEEDS   master seeds (default: 1 2 3; "": only the
+#                        speculative audits)
 #   ASSAY_MATRIX_SPEC    formats audited again with speculative decoding,
 #                        seed 1, the family's draft in F16 (default: Q4_K_M
 #                        F16; none: "")
@@ -31,7 +32,7 @@ set -euo pipefail
 . "$(dirname "$0")/test-models-lib.sh"
 models="${ASSAY_MATRIX_MODELS:-llama-hd64 qwen2-hd64}"
 types="${ASSAY_MATRIX_TYPES:-F16 BF16 Q8_0 Q4_K_M Q5_K_M Q6_K}"
-seeds="${ASSAY_MATRIX_SEEDS:-1 2 3}"
+seeds="${ASSAY_MATRIX_SEEDS-1 2 3}"
 spec_types="${ASSAY_MATRIX_SPEC-Q4_K_M F16}"
 reports="${ASSAY_MATRIX_OUT:-$build/scratch-matrix}"
 assay="$build/assay"
