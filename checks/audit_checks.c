@@ -18,6 +18,7 @@
  */
 #include "audit_checks.h"
 
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -452,6 +453,13 @@ struct lp_check {
     int32_t n_ref_skipped;
     double max_diff;
     double max_srv_ref[2]; /* |server - reference| where each variant ran */
+    /* The mean-KLD rule (audit.h), per variant of the reference: the
+     * server's and the reference's KLD summed per request (w->n each) over
+     * the positions where both were measured, and those positions' count
+     * per request and in all. */
+    double *kld_srv[2], *kld_ref[2];
+    int32_t *kld_n[2];
+    int64_t n_kld[2];
     int64_t n_compared;
     int32_t n_eos, n_eos_other, n_short;
     int32_t worst_req, worst_pos;
@@ -656,15 +664,21 @@ static int32_t compare_top_logprobs(struct lp_check *c, const struct assay_workl
 }
 
 /* The reference's logprobs at the tokens of top (n_top of them), for each
- * variant of the reference that ran at this position: the largest
- * |server - reference| and the series of |reference - oracle| for the
- * figures. ASSAY_OK or the status of assay_divergence_add. */
-static enum assay_status add_reference_at_position(struct lp_check *c, const struct lp_rec *lr,
+ * variant of the reference that ran at this position (of request req, an
+ * index into the workload): the largest |server - reference|, the series
+ * of |reference - oracle| for the figures, and both KLDs for the mean-KLD
+ * rule. ASSAY_OK or the status of assay_divergence_add. */
+static enum assay_status add_reference_at_position(struct lp_check *c, int32_t req,
+                                                   const struct lp_rec *lr,
                                                    const struct assay_divergence_top *top,
                                                    int32_t n_top, int32_t best)
 {
     const int32_t v = c->a->model->cfg.vocab;
     struct assay_divergence_top ref_top[ASSAY_OPENAI_MAX_TOP];
+    /* The server's KLD here; a list the KLD rejects (NaN, +inf) fails the
+     * check in compare_position and is not paired. */
+    double kld_srv = 0.0;
+    bool paired = n_top > 0 && assay_divergence_kld(c->lsm, v, top, n_top, &kld_srv) == ASSAY_OK;
     for (int32_t var = 0; var < 2; var++) {
         if (!lr->have_ref[var]) {
             continue;
@@ -679,6 +693,13 @@ static enum assay_status add_reference_at_position(struct lp_check *c, const str
                                                     lr->ref_best[var] == best);
         if (st != ASSAY_OK) {
             return st;
+        }
+        double kld_ref = 0.0;
+        if (paired && assay_divergence_kld(c->lsm, v, ref_top, n_top, &kld_ref) == ASSAY_OK) {
+            c->kld_srv[var][req] += kld_srv;
+            c->kld_ref[var][req] += kld_ref;
+            c->kld_n[var][req]++;
+            c->n_kld[var]++;
         }
     }
     return ASSAY_OK;
@@ -705,7 +726,8 @@ static enum assay_status compare_position(struct lp_check *c,
     }
     struct assay_divergence_top top[ASSAY_OPENAI_MAX_TOP];
     int32_t n_top = compare_top_logprobs(c, wr, pos, lr, top);
-    enum assay_status st = add_reference_at_position(c, lr, top, n_top, best);
+    enum assay_status st =
+        add_reference_at_position(c, (int32_t)(wr - c->w->reqs), lr, top, n_top, best);
     if (st != ASSAY_OK) {
         return st;
     }
@@ -751,6 +773,75 @@ static enum assay_status compare_positions(struct lp_check *c)
     return ASSAY_OK;
 }
 
+/* The mean-KLD rule (audit.h) over the positions where the server and the
+ * reference variant farther from the oracle on average were both measured:
+ * the figures in res, and a failure where the server's mean is beyond the
+ * budget. Not judged (res untouched) with fewer than
+ * ASSAY_AUDIT_KLD_MIN_POSITIONS positions or where the factor times the
+ * reference's mean is within the floor. */
+static void judge_kld(struct lp_check *c)
+{
+    struct assay_check_result *res = c->res;
+    double srv = 0.0, ref = 0.0, worst = -1.0;
+    int32_t var = -1;
+    for (int32_t k = 0; k < 2; k++) {
+        double s_k = 0.0, r_k = 0.0;
+        for (int32_t i = 0; i < c->w->n; i++) {
+            s_k += c->kld_srv[k][i];
+            r_k += c->kld_ref[k][i];
+        }
+        if (c->n_kld[k] > 0 && r_k / (double)c->n_kld[k] > worst) {
+            worst = r_k / (double)c->n_kld[k];
+            var = k;
+            srv = s_k;
+            ref = r_k;
+        }
+    }
+    if (var < 0 || c->n_kld[var] < ASSAY_AUDIT_KLD_MIN_POSITIONS) {
+        return;
+    }
+    const double n = (double)c->n_kld[var];
+    const int32_t n_top = c->a->p.n_probs < ASSAY_OPENAI_MAX_TOP ? c->a->p.n_probs
+                                                                 : ASSAY_OPENAI_MAX_TOP;
+    const double floor = n_top * FLT_EPSILON + 2.0 * ASSAY_AUDIT_LOGPROB_TOL *
+                                                   ASSAY_AUDIT_LOGPROB_TOL;
+    if (ASSAY_AUDIT_KLD_FACTOR * ref / n <= floor) {
+        return; /* exact arithmetic, or as good as: the fixed tolerance rules */
+    }
+    res->kld_positions = c->n_kld[var];
+    res->kld_server = srv / n;
+    res->kld_reference = ref / n;
+    res->kld_ratio = ref > 0.0 ? srv / ref : srv > 0.0 ? INFINITY : 1.0;
+    res->kld_budget = fmax(ASSAY_AUDIT_KLD_FACTOR * ref / n, floor);
+    /* The ratio's jackknife standard error, each request left out in turn
+     * (positions within a request are not independent). */
+    double sum = 0.0, sum2 = 0.0;
+    int32_t m = 0;
+    for (int32_t i = 0; i < c->w->n; i++) {
+        double r_i = ref - c->kld_ref[var][i];
+        if (c->kld_n[var][i] == 0) {
+            continue; /* no position of this request was paired */
+        }
+        double q = r_i > 0.0 ? (srv - c->kld_srv[var][i]) / r_i : 0.0;
+        sum += q;
+        sum2 += q * q;
+        m++;
+    }
+    if (m > 1) {
+        double mean = sum / m;
+        res->kld_ratio_se = sqrt(fmax(0.0, (m - 1.0) / m * (sum2 - m * mean * mean)));
+    }
+    if (res->kld_server > res->kld_budget) {
+        assay_check_fail(res,
+                         "mean KLD over %lld positions %.3g, %.2f times the reference's %.3g "
+                         "(jackknife s.e. %.2f): beyond the budget %.3g (%.1f times the "
+                         "reference's)",
+                         (long long)res->kld_positions, res->kld_server, res->kld_ratio,
+                         res->kld_reference, res->kld_ratio_se, res->kld_budget,
+                         ASSAY_AUDIT_KLD_FACTOR);
+    }
+}
+
 /* The check's figures (the server's series and, where the budget was
  * measured, each variant of the reference) and its one-line summary; a check
  * that compared no logprob at all is skipped. */
@@ -787,17 +878,22 @@ static void summarise_logprobs(struct lp_check *c)
              (long long)c->n_positions, (long long)c->n_diverged, tie_budget(a),
              (int)res->n_ties);
     size_t l = strlen(line);
+    if (res->kld_positions > 0) {
+        snprintf(line + l, sizeof line - l,
+                 "; mean KLD %.2g, %.2f times the reference's (budget %.3g)", res->kld_server,
+                 res->kld_ratio, res->kld_budget);
+        l = strlen(line);
+    }
     if (res->n_numerics == 2) {
         snprintf(line + l, sizeof line - l,
-                 "; the reference (same numerics): |reference - oracle| max %.3g, "
-                 "|server - reference| max %.3g%s",
+                 "; |reference - oracle| max %.3g, |server - reference| max %.3g%s",
                  res->numerics[1].abs_diff.max, c->max_srv_ref[0],
                  c->n_ref_skipped > 0 ? " (not all requests)" : "");
         l = strlen(line);
     } else if (res->n_numerics == 3) {
         snprintf(line + l, sizeof line - l,
-                 "; reference (fp32 lanes / fp16 accumulation): max %.3g / %.3g, |server - "
-                 "reference| max %.3g / %.3g%s",
+                 "; reference (fp32 lanes / fp16 acc.) max %.3g / %.3g, |server - reference| "
+                 "max %.3g / %.3g%s",
                  res->numerics[1].abs_diff.max, res->numerics[2].abs_diff.max,
                  c->max_srv_ref[0], c->max_srv_ref[1],
                  c->n_ref_skipped > 0 ? " (not all requests)" : "");
@@ -824,6 +920,15 @@ static void note_logprobs(struct lp_check *c)
             "Top logprobs: the largest difference from the oracle's log-softmax (double "
             "precision) was %.2g over %lld values (budget %.3g).",
             c->max_diff, (long long)c->n_compared, logprob_budget(a));
+    }
+    if (c->res->kld_positions > 0) {
+        assay_audit_note(a,
+                         "Mean KLD from the oracle: %.3g over %lld positions, %.2f times the "
+                         "reference's %.3g at the same positions (jackknife s.e. %.2f; budget "
+                         "%.3g, %.1f times the reference's).",
+                         c->res->kld_server, (long long)c->res->kld_positions, c->res->kld_ratio,
+                         c->res->kld_reference, c->res->kld_ratio_se, c->res->kld_budget,
+                         ASSAY_AUDIT_KLD_FACTOR);
     }
     if (c->n_eos_other > 0 && c->res->verdict == ASSAY_VERDICT_PASS) {
         assay_audit_note(
@@ -870,7 +975,15 @@ static enum assay_status check_logprobs(struct assay_audit *a, const struct assa
     struct lp_check c = {.a = a, .res = res, .w = w, .worst_req = -1, .worst_pos = -1};
     c.lsm = assay_malloc(sizeof(double) * (size_t)v);
     c.sorted = assay_malloc(sizeof(double) * (size_t)v);
-    if (c.lsm == NULL || c.sorted == NULL || assay_divergence_init(&c.num) != ASSAY_OK ||
+    bool kld_ok = true;
+    for (int32_t k = 0; k < 2; k++) {
+        size_t n_req = (size_t)(w->n > 0 ? w->n : 1);
+        c.kld_srv[k] = assay_calloc(n_req, sizeof(double));
+        c.kld_ref[k] = assay_calloc(n_req, sizeof(double));
+        c.kld_n[k] = assay_calloc(n_req, sizeof(int32_t));
+        kld_ok = kld_ok && c.kld_srv[k] != NULL && c.kld_ref[k] != NULL && c.kld_n[k] != NULL;
+    }
+    if (c.lsm == NULL || c.sorted == NULL || !kld_ok || assay_divergence_init(&c.num) != ASSAY_OK ||
         assay_divergence_init(&c.ref_num[0]) != ASSAY_OK ||
         assay_divergence_init(&c.ref_num[1]) != ASSAY_OK) {
         st = ASSAY_ERR_NOMEM;
@@ -893,6 +1006,7 @@ static enum assay_status check_logprobs(struct assay_audit *a, const struct assa
     if (st != ASSAY_OK) {
         goto out;
     }
+    judge_kld(&c);
     summarise_logprobs(&c);
     note_logprobs(&c);
 out:
@@ -904,6 +1018,11 @@ out:
     assay_free(c.s.rec);
     assay_free(c.lsm);
     assay_free(c.sorted);
+    for (int32_t k = 0; k < 2; k++) {
+        assay_free(c.kld_srv[k]);
+        assay_free(c.kld_ref[k]);
+        assay_free(c.kld_n[k]);
+    }
     assay_divergence_free(c.num);
     assay_divergence_free(c.ref_num[0]);
     assay_divergence_free(c.ref_num[1]);

@@ -69,6 +69,11 @@ void assay_check_result_init(struct assay_check_result *r, const char *name,
     r->logprob_diff_p99 = NAN;
     r->logprob_diff_mean = NAN;
     r->top1_agreement = NAN;
+    r->kld_server = NAN;
+    r->kld_reference = NAN;
+    r->kld_ratio = NAN;
+    r->kld_ratio_se = NAN;
+    r->kld_budget = NAN;
     r->alpha = NAN;
     r->statistic = NAN;
     r->p_value = NAN;

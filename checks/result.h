@@ -120,6 +120,12 @@ struct assay_check_result {
      * "server"; more (a reference on the same positions) may follow */
     int32_t n_numerics;
     struct assay_divergence_summary numerics[ASSAY_DIVERGENCE_MAX_SERIES];
+    /* the mean-KLD rule (checks/audit.h; 0 positions and NaN: not
+     * judged): the server's and the reference's mean KLD over the same
+     * positions, their ratio with its jackknife standard error (requests
+     * left out one at a time) and the budget the server's mean is held to */
+    int64_t kld_positions;
+    double kld_server, kld_reference, kld_ratio, kld_ratio_se, kld_budget;
     /* distributional */
     double alpha;
     double statistic;

@@ -220,6 +220,16 @@ enum assay_status assay_report_check_json(const struct assay_check_result *r, cJ
                      assay_json_add_num(lp, "p99_diff", r->logprob_diff_p99) &&
                      assay_json_add_num(lp, "mean_diff", r->logprob_diff_mean) &&
                      assay_json_add_num(lp, "top1_agreement", r->top1_agreement);
+                cJSON *kl = NULL;
+                if (ok && r->kld_positions > 0) {
+                    kl = cJSON_AddObjectToObject(lp, "kld");
+                    ok = kl != NULL && assay_json_add_num(kl, "n", (double)r->kld_positions) &&
+                         assay_json_add_num(kl, "server", r->kld_server) &&
+                         assay_json_add_num(kl, "reference", r->kld_reference) &&
+                         assay_json_add_num(kl, "ratio", r->kld_ratio) &&
+                         assay_json_add_num(kl, "ratio_se", r->kld_ratio_se) &&
+                         assay_json_add_num(kl, "budget", r->kld_budget);
+                }
             }
             if (ok && r->n_numerics > 0) {
                 ok = add_numerics(f, r);
@@ -377,6 +387,23 @@ char *assay_report_check_figures(const cJSON *c, char *buf, size_t size)
                 assay_text_num(e, sizeof e, assay_json_num(c, "figures.logprobs.n"), 12),
                 assay_text_num(f, sizeof f, assay_json_num(c, "figures.logprobs.top1_agreement"),
                                4));
+        }
+        if (assay_json_path(c, "figures.logprobs.kld") != NULL) {
+            size_t used = strlen(buf);
+            snprintf(buf + used, size - used,
+                     "; mean KLD %s, %s times the reference's %s (s.e. %s) over %s positions, "
+                     "budget %s",
+                     assay_text_num(a, sizeof a, assay_json_num(c, "figures.logprobs.kld.server"),
+                                    3),
+                     assay_text_num(b2, sizeof b2,
+                                    assay_json_num(c, "figures.logprobs.kld.ratio"), 3),
+                     assay_text_num(d, sizeof d,
+                                    assay_json_num(c, "figures.logprobs.kld.reference"), 3),
+                     assay_text_num(e, sizeof e,
+                                    assay_json_num(c, "figures.logprobs.kld.ratio_se"), 2),
+                     assay_text_num(f, sizeof f, assay_json_num(c, "figures.logprobs.kld.n"), 12),
+                     assay_text_num(g, sizeof g,
+                                    assay_json_num(c, "figures.logprobs.kld.budget"), 3));
         }
     } else if (strcmp(family, "distributional") == 0 &&
                assay_json_path(c, "figures.tolerance") != NULL) {

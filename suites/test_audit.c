@@ -51,6 +51,8 @@
 #include "reports/schema.h"
 #include "reports/stamp.h"
 #include "fake_server.h"
+#include "gguf_bytes.h"
+#include "gguf_retype.h"
 #include "support.h"
 
 static const char *g_assay;
@@ -613,9 +615,15 @@ static void test_numerics_fake_server(void **state)
      * rounding. */
     assert_true(sv->kld.cdf[0] > 1e-3);
     assert_true(sv->abs_diff.median > 1e-2);
+    /* The reference of an F32 file moves the logprobs by so little that
+     * the mean-KLD rule has nothing to measure against (audit.h: within
+     * its floor); nor in exact arithmetic. */
+    assert_int_equal(res.kld_positions, 0);
+    assert_int_equal(res_exact.kld_positions, 0);
     cJSON *c = NULL;
     assert_int_equal(assay_report_check_json(&res, &c), ASSAY_OK);
     assert_numerics_consistent(c);
+    assert_null(assay_json_path(c, "figures.logprobs.kld"));
     cJSON_Delete(c);
     /* In a report: valid, shown in both renderings; a CDF cut short is
      * refused. */
@@ -649,6 +657,86 @@ static void test_numerics_fake_server(void **state)
     char msg[600];
     assert_non_null(strstr(assay_diag_format(&diag, msg, sizeof msg), "kld.cdf"));
     cJSON_Delete(r);
+}
+
+/* Q8_0 for every matrix, f32 for the rest. */
+static uint32_t all_q8_0(const struct assay_gguf_tensor *t)
+{
+    return t->n_dims == 2 ? ASSAY_GGML_TYPE_Q8_0 : ASSAY_GGML_TYPE_F32;
+}
+
+/* The mean-KLD rule (audit.h) where the formats' divergence is measurable:
+ * TinyGPT stored as Q8_0, whose reference rounds the products' inputs to
+ * Q8_0 blocks. The fake server's canned probabilities are far from the
+ * model's, so its mean KLD is far beyond the factor times the
+ * reference's; the figures agree with the series and reach the report. */
+static void test_kld_rule(void **state)
+{
+    (void)state;
+    char gguf[1024], fixtures[1024];
+    assay_test_scratch("audit-kld-tinygpt-q8_0.gguf", gguf, sizeof gguf);
+    assay_test_fixture(".", fixtures, sizeof fixtures);
+    struct assay_model_config cfg = assay_model_config_tinygpt();
+    struct assay_model *m = NULL;
+    assert_int_equal(assay_model_init_random(&m, &cfg, 1), ASSAY_OK);
+    struct assay_diag diag;
+    assay_diag_clear(&diag);
+    assert_int_equal(assay_model_save_gguf(m, gguf, &diag), ASSAY_OK);
+    assay_model_free(m);
+    size_t size, n;
+    uint8_t *buf = gguf_read_all(gguf, &size);
+    struct gguf_retype r = {all_q8_0, NULL, NULL};
+    uint8_t *q8 = gguf_retyped(buf, size, &r, &n);
+    gguf_write_all(gguf, q8, n);
+    free(buf);
+    free(q8);
+    struct fake_server *fs = NULL;
+    assert_int_equal(fake_server_start(&fs), 0);
+    fake_server_set_mode(fs, FAKE_OK);
+    char url[64];
+    snprintf(url, sizeof url, "http://127.0.0.1:%d", fake_server_port(fs));
+    struct assay_audit_params p = assay_audit_default_params();
+    p.url = url;
+    p.model_path = gguf;
+    p.fixtures = fixtures;
+    p.quick = true;
+    p.stall_ms = 5000;
+    struct assay_audit *a = NULL;
+    assert_int_equal(assay_audit_open(&p, &a, &diag), ASSAY_OK);
+    const struct assay_plan_item *item = assay_plan_find_in(ASSAY_COMMAND_AUDIT,
+                                                            "audit.equiv.logprobs");
+    assert_non_null(item);
+    struct assay_check_result res;
+    assert_int_equal(assay_audit_run_check(a, item, &res), ASSAY_OK);
+    assay_audit_close(a);
+    fake_server_stop(fs);
+    printf("# mean KLD over %lld positions: server %.3g, reference %.3g, ratio %.3g (s.e. %.3g), "
+           "budget %.3g\n",
+           (long long)res.kld_positions, res.kld_server, res.kld_reference, res.kld_ratio,
+           res.kld_ratio_se, res.kld_budget);
+    assert_int_equal(res.verdict, ASSAY_VERDICT_FAIL);
+    /* Every position was measured by both (the series hold the same
+     * values), the reference's mean clears the floor, and the server's is
+     * beyond the factor times it. */
+    assert_int_equal(res.n_numerics, 2);
+    const struct assay_divergence_summary *sv = &res.numerics[0], *rv = &res.numerics[1];
+    assert_true(res.kld_positions >= ASSAY_AUDIT_KLD_MIN_POSITIONS);
+    assert_int_equal(res.kld_positions, sv->kld.n);
+    assert_int_equal(res.kld_positions, rv->kld.n);
+    assert_true(fabs(res.kld_server - sv->kld.mean) <= 1e-9 * sv->kld.mean);
+    assert_true(fabs(res.kld_reference - rv->kld.mean) <= 1e-9 * rv->kld.mean);
+    assert_true(res.kld_reference * ASSAY_AUDIT_KLD_FACTOR >
+                2.0 * ASSAY_AUDIT_LOGPROB_TOL * ASSAY_AUDIT_LOGPROB_TOL);
+    assert_true(fabs(res.kld_ratio * res.kld_reference - res.kld_server) <= 1e-9 * res.kld_server);
+    assert_true(res.kld_budget == ASSAY_AUDIT_KLD_FACTOR * res.kld_reference);
+    assert_true(res.kld_server > res.kld_budget && res.kld_ratio_se > 0.0);
+    cJSON *c = NULL;
+    assert_int_equal(assay_report_check_json(&res, &c), ASSAY_OK);
+    assert_true(assay_json_num(c, "figures.logprobs.kld.n") == (double)res.kld_positions);
+    assert_true(assay_json_num(c, "figures.logprobs.kld.ratio") == res.kld_ratio);
+    assert_true(assay_json_num(c, "figures.logprobs.kld.budget") == res.kld_budget);
+    cJSON_Delete(c);
+    assert_non_null(strstr(res.summary, "times the reference's"));
 }
 
 /* ------------------------------------------------------------------ */
@@ -987,6 +1075,7 @@ int main(int argc, char **argv)
             cmocka_unit_test(test_audit_member),
             cmocka_unit_test(test_audit_workloads),
             cmocka_unit_test(test_numerics_fake_server),
+            cmocka_unit_test(test_kld_rule),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
     }
