@@ -322,6 +322,23 @@ struct assay_audit_budget {
 };
 const struct assay_audit_budget *assay_audit_budget(const struct assay_audit *a);
 
+/* The mean-KLD rule (above) from one variant of the reference: srv[i]
+ * and ref[i] the server's and the reference's KLD summed over count[i]
+ * positions of request i (n_req requests), n_top top logprobs a position.
+ * out->n is 0 when the rule does not judge (fewer than
+ * ASSAY_AUDIT_KLD_MIN_POSITIONS positions, or the factor times the
+ * reference's mean within the floor); else the means, their ratio, its
+ * jackknife standard error over the requests with a position (NaN with
+ * fewer than two), the budget, and whether the server's mean is beyond
+ * it. */
+struct assay_audit_kld {
+    int64_t n;
+    double server, reference, ratio, ratio_se, budget;
+    bool beyond;
+};
+void assay_audit_kld_rule(const double *srv, const double *ref, const int32_t *count,
+                          int32_t n_req, int32_t n_top, struct assay_audit_kld *out);
+
 /* The oracle's model (loaded from the GGUF file). */
 const struct assay_model *assay_audit_model(const struct assay_audit *a);
 

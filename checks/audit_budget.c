@@ -3,6 +3,7 @@
  * reference, the bundled engine computing the server's formats, against
  * the oracle on the positions of the logprobs workload's prompts.
  */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -500,6 +501,47 @@ out:
     assay_free(ref);
     assay_workload_free(w);
     return st;
+}
+
+void assay_audit_kld_rule(const double *srv, const double *ref, const int32_t *count,
+                          int32_t n_req, int32_t n_top, struct assay_audit_kld *out)
+{
+    *out = (struct assay_audit_kld){0, NAN, NAN, NAN, NAN, NAN, false};
+    double s = 0.0, r = 0.0;
+    int64_t n = 0;
+    for (int32_t i = 0; i < n_req; i++) {
+        s += srv[i];
+        r += ref[i];
+        n += count[i];
+    }
+    const double floor =
+        n_top * FLT_EPSILON + 2.0 * ASSAY_AUDIT_LOGPROB_TOL * ASSAY_AUDIT_LOGPROB_TOL;
+    if (n < ASSAY_AUDIT_KLD_MIN_POSITIONS || ASSAY_AUDIT_KLD_FACTOR * r / (double)n <= floor) {
+        return; /* too few positions, or exact arithmetic: the fixed tolerance rules */
+    }
+    out->n = n;
+    out->server = s / (double)n;
+    out->reference = r / (double)n;
+    out->ratio = s / r;
+    out->budget = ASSAY_AUDIT_KLD_FACTOR * out->reference;
+    out->beyond = out->server > out->budget;
+    /* The ratio's jackknife standard error, each request left out in turn
+     * (positions within a request are not independent). */
+    double sum = 0.0, sum2 = 0.0;
+    int32_t m = 0;
+    for (int32_t i = 0; i < n_req; i++) {
+        if (count[i] == 0) {
+            continue;
+        }
+        double q = r - ref[i] > 0.0 ? (s - srv[i]) / (r - ref[i]) : 0.0;
+        sum += q;
+        sum2 += q * q;
+        m++;
+    }
+    if (m > 1) {
+        double mean = sum / m;
+        out->ratio_se = sqrt(fmax(0.0, (m - 1.0) / m * (sum2 - m * mean * mean)));
+    }
 }
 
 const struct assay_audit_budget *assay_audit_budget(const struct assay_audit *a)

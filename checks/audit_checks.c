@@ -18,7 +18,6 @@
  */
 #include "audit_checks.h"
 
-#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -782,62 +781,40 @@ static enum assay_status compare_positions(struct lp_check *c)
 static void judge_kld(struct lp_check *c)
 {
     struct assay_check_result *res = c->res;
-    double srv = 0.0, ref = 0.0, worst = -1.0;
+    double worst = -1.0;
     int32_t var = -1;
     for (int32_t k = 0; k < 2; k++) {
-        double s_k = 0.0, r_k = 0.0;
+        double r_k = 0.0;
         for (int32_t i = 0; i < c->w->n; i++) {
-            s_k += c->kld_srv[k][i];
             r_k += c->kld_ref[k][i];
         }
         if (c->n_kld[k] > 0 && r_k / (double)c->n_kld[k] > worst) {
             worst = r_k / (double)c->n_kld[k];
             var = k;
-            srv = s_k;
-            ref = r_k;
         }
     }
-    if (var < 0 || c->n_kld[var] < ASSAY_AUDIT_KLD_MIN_POSITIONS) {
+    if (var < 0) {
         return;
     }
-    const double n = (double)c->n_kld[var];
-    const int32_t n_top = c->a->p.n_probs < ASSAY_OPENAI_MAX_TOP ? c->a->p.n_probs
-                                                                 : ASSAY_OPENAI_MAX_TOP;
-    const double floor = n_top * FLT_EPSILON + 2.0 * ASSAY_AUDIT_LOGPROB_TOL *
-                                                   ASSAY_AUDIT_LOGPROB_TOL;
-    if (ASSAY_AUDIT_KLD_FACTOR * ref / n <= floor) {
-        return; /* exact arithmetic, or as good as: the fixed tolerance rules */
+    const int32_t n_top =
+        c->a->p.n_probs < ASSAY_OPENAI_MAX_TOP ? c->a->p.n_probs : ASSAY_OPENAI_MAX_TOP;
+    struct assay_audit_kld k;
+    assay_audit_kld_rule(c->kld_srv[var], c->kld_ref[var], c->kld_n[var], c->w->n, n_top, &k);
+    if (k.n == 0) {
+        return;
     }
-    res->kld_positions = c->n_kld[var];
-    res->kld_server = srv / n;
-    res->kld_reference = ref / n;
-    res->kld_ratio = ref > 0.0 ? srv / ref : srv > 0.0 ? INFINITY : 1.0;
-    res->kld_budget = fmax(ASSAY_AUDIT_KLD_FACTOR * ref / n, floor);
-    /* The ratio's jackknife standard error, each request left out in turn
-     * (positions within a request are not independent). */
-    double sum = 0.0, sum2 = 0.0;
-    int32_t m = 0;
-    for (int32_t i = 0; i < c->w->n; i++) {
-        double r_i = ref - c->kld_ref[var][i];
-        if (c->kld_n[var][i] == 0) {
-            continue; /* no position of this request was paired */
-        }
-        double q = r_i > 0.0 ? (srv - c->kld_srv[var][i]) / r_i : 0.0;
-        sum += q;
-        sum2 += q * q;
-        m++;
-    }
-    if (m > 1) {
-        double mean = sum / m;
-        res->kld_ratio_se = sqrt(fmax(0.0, (m - 1.0) / m * (sum2 - m * mean * mean)));
-    }
-    if (res->kld_server > res->kld_budget) {
+    res->kld_positions = k.n;
+    res->kld_server = k.server;
+    res->kld_reference = k.reference;
+    res->kld_ratio = k.ratio;
+    res->kld_ratio_se = k.ratio_se;
+    res->kld_budget = k.budget;
+    if (k.beyond) {
         assay_check_fail(res,
                          "mean KLD over %lld positions %.3g, %.2f times the reference's %.3g "
                          "(jackknife s.e. %.2f): beyond the budget %.3g (%.1f times the "
                          "reference's)",
-                         (long long)res->kld_positions, res->kld_server, res->kld_ratio,
-                         res->kld_reference, res->kld_ratio_se, res->kld_budget,
+                         (long long)k.n, k.server, k.ratio, k.reference, k.ratio_se, k.budget,
                          ASSAY_AUDIT_KLD_FACTOR);
     }
 }

@@ -196,3 +196,18 @@ uint8_t *gguf_retyped(const uint8_t *buf, size_t size, const struct gguf_retype 
     return out;
 }
 
+static uint32_t matrices_q8_0(const struct assay_gguf_tensor *t)
+{
+    return t->n_dims == 2 ? ASSAY_GGML_TYPE_Q8_0 : ASSAY_GGML_TYPE_F32;
+}
+
+void gguf_retype_file_q8_0(const char *path)
+{
+    size_t size, n;
+    uint8_t *buf = gguf_read_all(path, &size);
+    struct gguf_retype r = {matrices_q8_0, NULL, NULL};
+    uint8_t *q8 = gguf_retyped(buf, size, &r, &n);
+    gguf_write_all(path, q8, n);
+    free(buf);
+    free(q8);
+}

@@ -34,4 +34,8 @@ struct gguf_retype {
 uint8_t *gguf_retyped(const uint8_t *buf, size_t size, const struct gguf_retype *r,
                       size_t *out_size);
 
+/* A saved model file rewritten in place with every matrix (two
+ * dimensions) in Q8_0 and the rest in f32. */
+void gguf_retype_file_q8_0(const char *path);
+
 #endif

@@ -51,7 +51,6 @@
 #include "reports/schema.h"
 #include "reports/stamp.h"
 #include "fake_server.h"
-#include "gguf_bytes.h"
 #include "gguf_retype.h"
 #include "support.h"
 
@@ -486,30 +485,103 @@ static void assert_numerics_consistent(const cJSON *c)
  * its own (-0.25 and -1.75), not the model's, so the check fails and the
  * numerics it measures are far from zero, consistent with the logprob
  * figures, valid in a report and shown in both renderings. */
-static void test_numerics_fake_server(void **state)
+/* The mean-KLD rule's arithmetic on sums worked out by hand: 4 requests
+ * of 20 positions, the reference's KLD 1e-3 a position. */
+static void test_kld_rule_arithmetic(void **state)
 {
     (void)state;
-    char gguf[1024], fixtures[1024];
-    assay_test_scratch("audit-numerics-tinygpt-s1.gguf", gguf, sizeof gguf);
-    assay_test_fixture(".", fixtures, sizeof fixtures);
+    double ref[4] = {0.02, 0.02, 0.02, 0.02}, srv[4];
+    int32_t count[4] = {20, 20, 20, 20};
+    struct assay_audit_kld k;
+    /* The server at 1.4 times the reference in every request: within the
+     * budget (1.5e-3), ratio 1.4 exactly, every left-out ratio 1.4, so a
+     * standard error of 0. */
+    for (int i = 0; i < 4; i++) {
+        srv[i] = 1.4 * ref[i];
+    }
+    assay_audit_kld_rule(srv, ref, count, 4, 5, &k);
+    assert_int_equal(k.n, 80);
+    assert_true(fabs(k.reference - 1e-3) < 1e-15 && fabs(k.server - 1.4e-3) < 1e-15);
+    assert_true(fabs(k.ratio - 1.4) < 1e-12 && fabs(k.budget - 1.5e-3) < 1e-15);
+    assert_true(k.ratio_se < 1e-12 && !k.beyond);
+    /* At 1.6 times: beyond. */
+    for (int i = 0; i < 4; i++) {
+        srv[i] = 1.6 * ref[i];
+    }
+    assay_audit_kld_rule(srv, ref, count, 4, 5, &k);
+    assert_true(k.beyond && fabs(k.ratio - 1.6) < 1e-12);
+    /* One request at 2, three at 1: ratio 5/4; left out in turn, 1 (once)
+     * and 4/3 (three times), so the jackknife variance is 3/4 times the
+     * sum of squared deviations from their mean 5/4: 3/4 (1/16 + 3/144),
+     * s.e. 0.25. */
+    srv[0] = 2.0 * ref[0];
+    srv[1] = srv[2] = srv[3] = ref[1];
+    assay_audit_kld_rule(srv, ref, count, 4, 5, &k);
+    assert_true(fabs(k.ratio - 1.25) < 1e-12 && !k.beyond);
+    assert_true(fabs(k.ratio_se - 0.25) < 1e-12);
+    /* A request without positions is left out of the jackknife. */
+    double srv5[5] = {srv[0], srv[1], srv[2], srv[3], 0.0};
+    double ref5[5] = {ref[0], ref[1], ref[2], ref[3], 0.0};
+    int32_t count5[5] = {20, 20, 20, 20, 0};
+    struct assay_audit_kld k5;
+    assay_audit_kld_rule(srv5, ref5, count5, 5, 5, &k5);
+    assert_true(k5.n == 80 && fabs(k5.ratio_se - k.ratio_se) < 1e-15);
+    /* Not judged: 49 positions; a reference whose mean, times the factor,
+     * is within the floor (5 FLT_EPSILON + 2e-6), whatever the server. */
+    int32_t few[4] = {12, 12, 12, 13};
+    assay_audit_kld_rule(srv, ref, few, 4, 5, &k);
+    assert_true(k.n == 0 && isnan(k.ratio) && !k.beyond);
+    double exact[4] = {4e-5, 4e-5, 4e-5, 4e-5}; /* 2e-6 a position: 3e-6 > 2.6e-6 */
+    assay_audit_kld_rule(srv, exact, count, 4, 5, &k);
+    assert_int_equal(k.n, 80);
+    double exacter[4] = {3e-5, 3e-5, 3e-5, 3e-5}; /* 1.5e-6: 2.25e-6 within the floor */
+    assay_audit_kld_rule(srv, exacter, count, 4, 5, &k);
+    assert_true(k.n == 0 && !k.beyond);
+}
+
+/* A quick audit of the fake server (FAKE_OK) with TinyGPT seed 1 as the
+ * model, saved to a scratch file of the given name (its matrices in Q8_0
+ * when q8_0): p points into the struct's own strings. */
+struct fake_audit {
+    char gguf[1024], fixtures[1024], url[64];
+    struct fake_server *fs;
+    struct assay_audit_params p;
+};
+
+static void fake_audit_start(struct fake_audit *f, const char *name, bool q8_0)
+{
+    assay_test_scratch(name, f->gguf, sizeof f->gguf);
+    assay_test_fixture(".", f->fixtures, sizeof f->fixtures);
     struct assay_model_config cfg = assay_model_config_tinygpt();
     struct assay_model *m = NULL;
     assert_int_equal(assay_model_init_random(&m, &cfg, 1), ASSAY_OK);
     struct assay_diag diag;
     assay_diag_clear(&diag);
-    assert_int_equal(assay_model_save_gguf(m, gguf, &diag), ASSAY_OK);
+    assert_int_equal(assay_model_save_gguf(m, f->gguf, &diag), ASSAY_OK);
     assay_model_free(m);
-    struct fake_server *fs = NULL;
-    assert_int_equal(fake_server_start(&fs), 0);
-    fake_server_set_mode(fs, FAKE_OK);
-    char url[64];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d", fake_server_port(fs));
-    struct assay_audit_params p = assay_audit_default_params();
-    p.url = url;
-    p.model_path = gguf;
-    p.fixtures = fixtures;
-    p.quick = true;
-    p.stall_ms = 5000;
+    if (q8_0) {
+        gguf_retype_file_q8_0(f->gguf);
+    }
+    assert_int_equal(fake_server_start(&f->fs), 0);
+    fake_server_set_mode(f->fs, FAKE_OK);
+    snprintf(f->url, sizeof f->url, "http://127.0.0.1:%d", fake_server_port(f->fs));
+    f->p = assay_audit_default_params();
+    f->p.url = f->url;
+    f->p.model_path = f->gguf;
+    f->p.fixtures = f->fixtures;
+    f->p.quick = true;
+    f->p.stall_ms = 5000;
+}
+
+static void test_numerics_fake_server(void **state)
+{
+    (void)state;
+    struct fake_audit f;
+    fake_audit_start(&f, "audit-numerics-tinygpt-s1.gguf", false);
+    struct fake_server *fs = f.fs;
+    struct assay_audit_params p = f.p;
+    struct assay_diag diag;
+    assay_diag_clear(&diag);
     struct assay_audit *a = NULL;
     if (assay_audit_open(&p, &a, &diag) != ASSAY_OK) {
         char msg[600];
@@ -659,12 +731,6 @@ static void test_numerics_fake_server(void **state)
     cJSON_Delete(r);
 }
 
-/* Q8_0 for every matrix, f32 for the rest. */
-static uint32_t all_q8_0(const struct assay_gguf_tensor *t)
-{
-    return t->n_dims == 2 ? ASSAY_GGML_TYPE_Q8_0 : ASSAY_GGML_TYPE_F32;
-}
-
 /* The mean-KLD rule (audit.h) where the formats' divergence is measurable:
  * TinyGPT stored as Q8_0, whose reference rounds the products' inputs to
  * Q8_0 blocks. The fake server's canned probabilities are far from the
@@ -673,43 +739,19 @@ static uint32_t all_q8_0(const struct assay_gguf_tensor *t)
 static void test_kld_rule(void **state)
 {
     (void)state;
-    char gguf[1024], fixtures[1024];
-    assay_test_scratch("audit-kld-tinygpt-q8_0.gguf", gguf, sizeof gguf);
-    assay_test_fixture(".", fixtures, sizeof fixtures);
-    struct assay_model_config cfg = assay_model_config_tinygpt();
-    struct assay_model *m = NULL;
-    assert_int_equal(assay_model_init_random(&m, &cfg, 1), ASSAY_OK);
+    struct fake_audit f;
+    fake_audit_start(&f, "audit-kld-tinygpt-q8_0.gguf", true);
     struct assay_diag diag;
     assay_diag_clear(&diag);
-    assert_int_equal(assay_model_save_gguf(m, gguf, &diag), ASSAY_OK);
-    assay_model_free(m);
-    size_t size, n;
-    uint8_t *buf = gguf_read_all(gguf, &size);
-    struct gguf_retype r = {all_q8_0, NULL, NULL};
-    uint8_t *q8 = gguf_retyped(buf, size, &r, &n);
-    gguf_write_all(gguf, q8, n);
-    free(buf);
-    free(q8);
-    struct fake_server *fs = NULL;
-    assert_int_equal(fake_server_start(&fs), 0);
-    fake_server_set_mode(fs, FAKE_OK);
-    char url[64];
-    snprintf(url, sizeof url, "http://127.0.0.1:%d", fake_server_port(fs));
-    struct assay_audit_params p = assay_audit_default_params();
-    p.url = url;
-    p.model_path = gguf;
-    p.fixtures = fixtures;
-    p.quick = true;
-    p.stall_ms = 5000;
     struct assay_audit *a = NULL;
-    assert_int_equal(assay_audit_open(&p, &a, &diag), ASSAY_OK);
+    assert_int_equal(assay_audit_open(&f.p, &a, &diag), ASSAY_OK);
     const struct assay_plan_item *item = assay_plan_find_in(ASSAY_COMMAND_AUDIT,
                                                             "audit.equiv.logprobs");
     assert_non_null(item);
     struct assay_check_result res;
     assert_int_equal(assay_audit_run_check(a, item, &res), ASSAY_OK);
     assay_audit_close(a);
-    fake_server_stop(fs);
+    fake_server_stop(f.fs);
     printf("# mean KLD over %lld positions: server %.3g, reference %.3g, ratio %.3g (s.e. %.3g), "
            "budget %.3g\n",
            (long long)res.kld_positions, res.kld_server, res.kld_reference, res.kld_ratio,
@@ -1076,6 +1118,7 @@ int main(int argc, char **argv)
             cmocka_unit_test(test_audit_workloads),
             cmocka_unit_test(test_numerics_fake_server),
             cmocka_unit_test(test_kld_rule),
+            cmocka_unit_test(test_kld_rule_arithmetic),
         };
         return cmocka_run_group_tests(tests, NULL, NULL);
     }

@@ -26,7 +26,6 @@
 #include "engine/engine.h"
 #include "engine/gemmq.h"
 #include "engine/model.h"
-#include "gguf_bytes.h"
 #include "gguf_retype.h"
 #include "reports/markdown.h"
 #include "reports/report.h"
@@ -243,12 +242,6 @@ static void test_numerics(void **state)
     }
 }
 
-/* Q8_0 for every matrix, f32 for the rest. */
-static uint32_t all_q8_0(const struct assay_gguf_tensor *t)
-{
-    return t->n_dims == 2 ? ASSAY_GGML_TYPE_Q8_0 : ASSAY_GGML_TYPE_F32;
-}
-
 /* An engine on a file in an integer format says how many of its matrices
  * its products of few rows read in that format (engine/gemmq.h), in the
  * stamp and in the markdown's numerics line: all of them where the
@@ -266,13 +259,7 @@ static void test_integer_weights(void **state)
     assert_int_equal(assay_model_save_gguf(m, path, &diag), ASSAY_OK);
     const int32_t matrices = 4 * m->cfg.n_layer + 1;
     assay_model_free(m);
-    size_t size, n;
-    uint8_t *buf = gguf_read_all(path, &size);
-    struct gguf_retype r = {all_q8_0, NULL, NULL};
-    uint8_t *q8 = gguf_retyped(buf, size, &r, &n);
-    gguf_write_all(path, q8, n);
-    free(buf);
-    free(q8);
+    gguf_retype_file_q8_0(path);
     for (int generic = 0; generic < 2; generic++) {
         snprintf(spec, sizeof spec, "bundled:model=%s%s", path, generic ? ",isa=generic" : "");
         struct assay_adapter a;
