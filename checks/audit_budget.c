@@ -9,6 +9,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <gsl/gsl_cdf.h>
+
 #include "../core/alloc.h"
 #include "../core/clock.h"
 #include "../core/rng.h"
@@ -506,7 +508,7 @@ out:
 void assay_audit_kld_rule(const double *srv, const double *ref, const int32_t *count,
                           int32_t n_req, int32_t n_top, struct assay_audit_kld *out)
 {
-    *out = (struct assay_audit_kld){0, NAN, NAN, NAN, NAN, NAN, false};
+    *out = (struct assay_audit_kld){0, NAN, NAN, NAN, NAN, NAN, NAN, false};
     double s = 0.0, r = 0.0;
     int64_t n = 0;
     for (int32_t i = 0; i < n_req; i++) {
@@ -524,7 +526,6 @@ void assay_audit_kld_rule(const double *srv, const double *ref, const int32_t *c
     out->reference = r / (double)n;
     out->ratio = s / r;
     out->budget = ASSAY_AUDIT_KLD_FACTOR * out->reference;
-    out->beyond = out->server > out->budget;
     /* The ratio's jackknife standard error, each request left out in turn
      * (positions within a request are not independent). */
     double sum = 0.0, sum2 = 0.0;
@@ -541,6 +542,9 @@ void assay_audit_kld_rule(const double *srv, const double *ref, const int32_t *c
     if (m > 1) {
         double mean = sum / m;
         out->ratio_se = sqrt(fmax(0.0, (m - 1.0) / m * (sum2 - m * mean * mean)));
+        out->ratio_lower =
+            out->ratio - gsl_cdf_tdist_Pinv(1.0 - ASSAY_AUDIT_KLD_ALPHA, m - 1.0) * out->ratio_se;
+        out->beyond = out->ratio_lower > ASSAY_AUDIT_KLD_FACTOR;
     }
 }
 

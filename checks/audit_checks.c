@@ -808,14 +808,16 @@ static void judge_kld(struct lp_check *c)
     res->kld_reference = k.reference;
     res->kld_ratio = k.ratio;
     res->kld_ratio_se = k.ratio_se;
+    res->kld_ratio_lower = k.ratio_lower;
     res->kld_budget = k.budget;
     if (k.beyond) {
         assay_check_fail(res,
                          "mean KLD over %lld positions %.3g, %.2f times the reference's %.3g "
-                         "(jackknife s.e. %.2f): beyond the budget %.3g (%.1f times the "
-                         "reference's)",
-                         (long long)k.n, k.server, k.ratio, k.reference, k.ratio_se, k.budget,
-                         ASSAY_AUDIT_KLD_FACTOR);
+                         "(jackknife s.e. %.2f): even its %g%% lower bound %.2f is beyond "
+                         "%.1f times (budget %.3g)",
+                         (long long)k.n, k.server, k.ratio, k.reference, k.ratio_se,
+                         100.0 * (1.0 - ASSAY_AUDIT_KLD_ALPHA), k.ratio_lower,
+                         ASSAY_AUDIT_KLD_FACTOR, k.budget);
     }
 }
 
@@ -857,8 +859,8 @@ static void summarise_logprobs(struct lp_check *c)
     size_t l = strlen(line);
     if (res->kld_positions > 0) {
         snprintf(line + l, sizeof line - l,
-                 "; mean KLD %.2g, %.2f times the reference's (budget %.3g)", res->kld_server,
-                 res->kld_ratio, res->kld_budget);
+                 "; mean KLD %.2g, %.2f (lower bound %.2f) times the reference's, budget %.1f",
+                 res->kld_server, res->kld_ratio, res->kld_ratio_lower, ASSAY_AUDIT_KLD_FACTOR);
         l = strlen(line);
     }
     if (res->n_numerics == 2) {
@@ -901,10 +903,11 @@ static void note_logprobs(struct lp_check *c)
     if (c->res->kld_positions > 0) {
         assay_audit_note(a,
                          "Mean KLD from the oracle: %.3g over %lld positions, %.2f times the "
-                         "reference's %.3g at the same positions (jackknife s.e. %.2f; budget "
-                         "%.3g, %.1f times the reference's).",
+                         "reference's %.3g at the same positions (jackknife s.e. %.2f, %g%% "
+                         "lower bound %.2f; it fails beyond %.1f times).",
                          c->res->kld_server, (long long)c->res->kld_positions, c->res->kld_ratio,
-                         c->res->kld_reference, c->res->kld_ratio_se, c->res->kld_budget,
+                         c->res->kld_reference, c->res->kld_ratio_se,
+                         100.0 * (1.0 - ASSAY_AUDIT_KLD_ALPHA), c->res->kld_ratio_lower,
                          ASSAY_AUDIT_KLD_FACTOR);
     }
     if (c->n_eos_other > 0 && c->res->verdict == ASSAY_VERDICT_PASS) {

@@ -73,6 +73,7 @@ void assay_check_result_init(struct assay_check_result *r, const char *name,
     r->kld_reference = NAN;
     r->kld_ratio = NAN;
     r->kld_ratio_se = NAN;
+    r->kld_ratio_lower = NAN;
     r->kld_budget = NAN;
     r->alpha = NAN;
     r->statistic = NAN;

@@ -123,9 +123,10 @@ struct assay_check_result {
     /* the mean-KLD rule (checks/audit.h; 0 positions and NaN: not
      * judged): the server's and the reference's mean KLD over the same
      * positions, their ratio with its jackknife standard error (requests
-     * left out one at a time) and the budget the server's mean is held to */
+     * left out one at a time) and its lower confidence bound, and the
+     * budget (the factor times the reference's mean) */
     int64_t kld_positions;
-    double kld_server, kld_reference, kld_ratio, kld_ratio_se, kld_budget;
+    double kld_server, kld_reference, kld_ratio, kld_ratio_se, kld_ratio_lower, kld_budget;
     /* distributional */
     double alpha;
     double statistic;

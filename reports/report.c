@@ -228,6 +228,7 @@ enum assay_status assay_report_check_json(const struct assay_check_result *r, cJ
                          assay_json_add_num(kl, "reference", r->kld_reference) &&
                          assay_json_add_num(kl, "ratio", r->kld_ratio) &&
                          assay_json_add_num(kl, "ratio_se", r->kld_ratio_se) &&
+                         assay_json_add_num(kl, "ratio_lower", r->kld_ratio_lower) &&
                          assay_json_add_num(kl, "budget", r->kld_budget);
                 }
             }
@@ -392,7 +393,7 @@ char *assay_report_check_figures(const cJSON *c, char *buf, size_t size)
             size_t used = strlen(buf);
             snprintf(buf + used, size - used,
                      "; mean KLD %s, %s times the reference's %s (s.e. %s) over %s positions, "
-                     "budget %s",
+                     "lower bound %s",
                      assay_text_num(a, sizeof a, assay_json_num(c, "figures.logprobs.kld.server"),
                                     3),
                      assay_text_num(b2, sizeof b2,
@@ -403,7 +404,7 @@ char *assay_report_check_figures(const cJSON *c, char *buf, size_t size)
                                     assay_json_num(c, "figures.logprobs.kld.ratio_se"), 2),
                      assay_text_num(f, sizeof f, assay_json_num(c, "figures.logprobs.kld.n"), 12),
                      assay_text_num(g, sizeof g,
-                                    assay_json_num(c, "figures.logprobs.kld.budget"), 3));
+                                    assay_json_num(c, "figures.logprobs.kld.ratio_lower"), 3));
         }
     } else if (strcmp(family, "distributional") == 0 &&
                assay_json_path(c, "figures.tolerance") != NULL) {

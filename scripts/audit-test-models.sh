@@ -26,8 +26,9 @@
 #     re-quantized to a lower type (F16: Q6_K; the others: Q3_K).
 #     docs/numerics.md "The smallest perturbation caught" gives the
 #     smallest sizes caught (ASSAY_PERTURB_LADDER below); each of these was
-#     caught at 1.9 times its budget or more (the largest difference's, or
-#     the mean KLD's).
+#     caught at 1.9 times the logprob budget or more, but Q4_K_M's x 1.03:
+#     its mean KLD's 99 % lower bound, 2.2 to 2.8 times the reference's,
+#     against 1.5.
 #
 #   audit-test-models.sh [OUTDIR]      (OUTDIR as make-test-models.sh's)
 #

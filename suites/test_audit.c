@@ -503,8 +503,8 @@ static void test_kld_rule_arithmetic(void **state)
     assert_int_equal(k.n, 80);
     assert_true(fabs(k.reference - 1e-3) < 1e-15 && fabs(k.server - 1.4e-3) < 1e-15);
     assert_true(fabs(k.ratio - 1.4) < 1e-12 && fabs(k.budget - 1.5e-3) < 1e-15);
-    assert_true(k.ratio_se < 1e-12 && !k.beyond);
-    /* At 1.6 times: beyond. */
+    assert_true(k.ratio_se < 1e-12 && fabs(k.ratio_lower - 1.4) < 1e-12 && !k.beyond);
+    /* At 1.6 times, with a standard error of 0: beyond. */
     for (int i = 0; i < 4; i++) {
         srv[i] = 1.6 * ref[i];
     }
@@ -519,13 +519,27 @@ static void test_kld_rule_arithmetic(void **state)
     assay_audit_kld_rule(srv, ref, count, 4, 5, &k);
     assert_true(fabs(k.ratio - 1.25) < 1e-12 && !k.beyond);
     assert_true(fabs(k.ratio_se - 0.25) < 1e-12);
+    /* The lower bound is the ratio less the t quantile (3 degrees of
+     * freedom, 1 - ASSAY_AUDIT_KLD_ALPHA) times it: 4.541 at 0.99. */
+    assert_true(fabs(k.ratio_lower - (1.25 - 4.540703 * 0.25)) < 1e-5);
+    /* Twice that server: ratio 2.5 beyond the factor, but with a standard
+     * error of 0.5 its bound (0.23) is not: an unlucky workload of a
+     * correct server is not failed for one heavy request. */
+    for (int i = 0; i < 4; i++) {
+        srv[i] *= 2.0;
+    }
+    assay_audit_kld_rule(srv, ref, count, 4, 5, &k);
+    assert_true(fabs(k.ratio - 2.5) < 1e-12 && fabs(k.ratio_se - 0.5) < 1e-12 && !k.beyond);
+    for (int i = 0; i < 4; i++) {
+        srv[i] /= 2.0;
+    }
     /* A request without positions is left out of the jackknife. */
     double srv5[5] = {srv[0], srv[1], srv[2], srv[3], 0.0};
     double ref5[5] = {ref[0], ref[1], ref[2], ref[3], 0.0};
     int32_t count5[5] = {20, 20, 20, 20, 0};
     struct assay_audit_kld k5;
     assay_audit_kld_rule(srv5, ref5, count5, 5, 5, &k5);
-    assert_true(k5.n == 80 && fabs(k5.ratio_se - k.ratio_se) < 1e-15);
+    assert_true(k5.n == 80 && fabs(k5.ratio_se - 0.25) < 1e-12);
     /* Not judged: 49 positions; a reference whose mean, times the factor,
      * is within the floor (5 FLT_EPSILON + 2e-6), whatever the server. */
     int32_t few[4] = {12, 12, 12, 13};
@@ -772,11 +786,13 @@ static void test_kld_rule(void **state)
     assert_true(fabs(res.kld_ratio * res.kld_reference - res.kld_server) <= 1e-9 * res.kld_server);
     assert_true(res.kld_budget == ASSAY_AUDIT_KLD_FACTOR * res.kld_reference);
     assert_true(res.kld_server > res.kld_budget && res.kld_ratio_se > 0.0);
+    assert_true(res.kld_ratio_lower > ASSAY_AUDIT_KLD_FACTOR);
     cJSON *c = NULL;
     assert_int_equal(assay_report_check_json(&res, &c), ASSAY_OK);
     assert_true(assay_json_num(c, "figures.logprobs.kld.n") == (double)res.kld_positions);
     assert_true(assay_json_num(c, "figures.logprobs.kld.ratio") == res.kld_ratio);
     assert_true(assay_json_num(c, "figures.logprobs.kld.budget") == res.kld_budget);
+    assert_true(assay_json_num(c, "figures.logprobs.kld.ratio_lower") == res.kld_ratio_lower);
     cJSON_Delete(c);
     assert_non_null(strstr(res.summary, "times the reference's"));
 }
