@@ -147,8 +147,8 @@
  * ten master seeds on qwen2-hd64 Q4_K_M gave 1.55 with a standard error
  * of 0.37. The factor allows for another realization of the same
  * roundings at the same positions (correct servers measured at 0.15 to
- * 1.16 times the reference: docs/numerics.md); it is stated, never
- * fitted to a server.
+ * 1.55 times the reference, every bound below 0.85: docs/numerics.md);
+ * it is stated, never fitted to a server.
  * The rule judges only where the formats' divergence is measurable: the
  * factor times the reference's mean above a floor, the coarsened KLD's
  * own rounding (checks/divergence.h: up to n_top FLT_EPSILON from a
