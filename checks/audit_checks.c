@@ -774,8 +774,8 @@ static enum assay_status compare_positions(struct lp_check *c)
 
 /* The mean-KLD rule (audit.h) over the positions where the server and the
  * reference variant farther from the oracle on average were both measured:
- * the figures in res, and a failure where the server's mean is beyond the
- * budget. Not judged (res untouched) with fewer than
+ * the figures in res, and a failure where even the ratio's lower
+ * confidence bound is beyond the factor. Not judged (res untouched) with fewer than
  * ASSAY_AUDIT_KLD_MIN_POSITIONS positions or where the factor times the
  * reference's mean is within the floor. */
 static void judge_kld(struct lp_check *c)
@@ -859,7 +859,7 @@ static void summarise_logprobs(struct lp_check *c)
     size_t l = strlen(line);
     if (res->kld_positions > 0) {
         snprintf(line + l, sizeof line - l,
-                 "; mean KLD %.2g, %.2f (lower bound %.2f) times the reference's, budget %.1f",
+                 "; mean KLD %.2g, %.2f (bound %.2f) times the reference's, tested against %.1f",
                  res->kld_server, res->kld_ratio, res->kld_ratio_lower, ASSAY_AUDIT_KLD_FACTOR);
         l = strlen(line);
     }

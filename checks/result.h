@@ -92,7 +92,7 @@ struct assay_check_result {
     enum assay_verdict verdict;
     char engine[320];   /* engine spec it ran on */
     char workload[256]; /* workload file or description */
-    char summary[320];  /* one line */
+    char summary[480];  /* one line */
     char failure[640];  /* FAIL/SKIP/ERROR: what, where */
     char repro[768];    /* FAIL: a one-line command that reruns it */
     double seconds;
