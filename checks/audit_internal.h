@@ -65,6 +65,27 @@ void assay_audit_note(struct assay_audit *a, const char *fmt, ...)
  * not be measured, the fixed tolerances (said once in the findings). */
 const struct assay_audit_budget *assay_audit_budget_in_force(struct assay_audit *a);
 
+/*
+ * The generated workload of an audit check: its fixture file (item->workload
+ * under the fixtures folder, a "generate" shape; README "Workload files")
+ * drawn with a seed derived from the audit's seed and the check's name, and
+ * with --quick with the request count of the item's "quick=N" parameter. On
+ * failure res is ERROR with the reason.
+ */
+enum assay_status assay_audit_check_workload(const struct assay_audit *a,
+                                             const struct assay_plan_item *item,
+                                             struct assay_check_result *res,
+                                             struct assay_workload **out);
+
+/* A workload through an adapter by the harness, up to MAX_STEPS steps. */
+enum assay_status assay_audit_run(const struct assay_adapter *ad, const struct assay_workload *w,
+                                  struct assay_transcript **t);
+
+/* The logprobs check (audit_logprobs.c), its runner in audit_checks.c. */
+enum assay_status assay_audit_check_logprobs(struct assay_audit *a,
+                                             const struct assay_plan_item *item,
+                                             struct assay_check_result *res);
+
 /* assay_seed_explain_fn (checks/seeded.h) for a server that does not claim
  * batch invariance (ctx: the audit). Two runs of one seed drew each output
  * with the same uniform (one per token, by inverse CDF over the kept tokens
