@@ -53,11 +53,6 @@ const struct assay_audit_budget *assay_audit_budget_in_force(struct assay_audit 
     return &a->budget;
 }
 
-static double tie_budget(struct assay_audit *a)
-{
-    return assay_audit_budget_in_force(a)->gap;
-}
-
 /* ---- workloads ------------------------------------------------------------ */
 
 /* The generated workload of an audit check (audit_internal.h). */
@@ -139,8 +134,8 @@ static bool same_or_tie(struct assay_audit *a, const struct assay_workload_reque
         }
         const double *row = rows + (int64_t)t * a->model->cfg.vocab;
         double gap;
-        if (assay_tie(row, a->model->cfg.vocab, qa->tokens[t], qb->tokens[t], tie_budget(a),
-                      &gap)) {
+        if (assay_tie(row, a->model->cfg.vocab, qa->tokens[t], qb->tokens[t],
+                      assay_audit_tie_budget(a), &gap)) {
             (*n_ties)++;
             *max_gap = gap > *max_gap ? gap : *max_gap;
             return true;
@@ -149,7 +144,7 @@ static bool same_or_tie(struct assay_audit *a, const struct assay_workload_reque
                  "request %llu, output position %d: token %d %s, token %d %s; the oracle's logits "
                  "are %.6f and %.6f, the farther %.6f below its best: not a tie within %g",
                  (unsigned long long)wr->id, (int)t, (int)qa->tokens[t], what_a, (int)qb->tokens[t],
-                 what_b, row[qa->tokens[t]], row[qb->tokens[t]], gap, tie_budget(a));
+                 what_b, row[qa->tokens[t]], row[qb->tokens[t]], gap, assay_audit_tie_budget(a));
         return false;
     }
     if (qa->n_events != qb->n_events) {
@@ -196,7 +191,7 @@ static enum assay_status check_equiv(struct assay_audit *a, bool alone,
         }
         ad = &gate;
     }
-    res->tie_tol = tie_budget(a);
+    res->tie_tol = assay_audit_tie_budget(a);
     char names[256] = "";
     int64_t n_stop0 = 0, n_stop = 0;
     struct assay_openai_stats os;
@@ -217,7 +212,7 @@ static enum assay_status check_equiv(struct assay_audit *a, bool alone,
         assay_check_result_init(&r, res->name, ASSAY_FAMILY_EQUIVALENCE);
         struct assay_equiv_opts eo;
         memset(&eo, 0, sizeof eo);
-        eo.tie_tol = tie_budget(a);
+        eo.tie_tol = assay_audit_tie_budget(a);
         eo.max_steps = MAX_STEPS;
         st = assay_check_equivalence(ad, w, a->memo, &eo, &r);
         merge_equiv(res, &r, full[k]);
@@ -239,14 +234,14 @@ static enum assay_status check_equiv(struct assay_audit *a, bool alone,
              "%.2g); %lld requests stopped at EOS on both sides",
              (long long)res->n_requests,
              alone ? "one at a time" : "as the workloads arrive (joining a running batch)",
-             (long long)res->n_tokens, (int)res->n_ties, tie_budget(a),
+             (long long)res->n_tokens, (int)res->n_ties, assay_audit_tie_budget(a),
              isfinite(res->max_tie_gap) ? res->max_tie_gap : 0.0, (long long)n_stop);
     if (res->n_ties > 0) {
         assay_audit_note(
             a,
             "Greedy decoding: %d floating-point ties (oracle logit gap at most %.2g, within "
             "the tie tolerance %g) where the server took the other token.",
-            (int)res->n_ties, res->max_tie_gap, tie_budget(a));
+            (int)res->n_ties, res->max_tie_gap, assay_audit_tie_budget(a));
     }
     return st;
 }
@@ -331,7 +326,7 @@ static enum assay_status check_batch_invariance(struct assay_audit *a,
     snprintf(res->summary, sizeof res->summary,
              "%d greedy requests at concurrency %s (a gate in front of the server): %lld tokens "
              "compared with concurrency 1, %d ties within %g (largest gap %.2g)",
-             (int)w->n, levels_text, (long long)n_tokens, (int)n_ties, tie_budget(a),
+             (int)w->n, levels_text, (long long)n_tokens, (int)n_ties, assay_audit_tie_budget(a),
              max_gap);
     if (n_ties > 0) {
         assay_audit_note(
@@ -624,7 +619,7 @@ static enum assay_status check_stream(struct assay_audit *a, const struct assay_
     snprintf(res->summary, sizeof res->summary,
              "%d greedy requests streamed and non-streamed, one at a time: %lld tokens and every "
              "finish reason compared; %d ties within %g",
-             (int)w->n, (long long)n_tokens, (int)n_ties, tie_budget(a));
+             (int)w->n, (long long)n_tokens, (int)n_ties, assay_audit_tie_budget(a));
     assay_transcript_free(t[0]);
     assay_transcript_free(t[1]);
     assay_workload_free(w);

@@ -65,6 +65,17 @@ void assay_audit_note(struct assay_audit *a, const char *fmt, ...)
  * not be measured, the fixed tolerances (said once in the findings). */
 const struct assay_audit_budget *assay_audit_budget_in_force(struct assay_audit *a);
 
+/* The tie budget and the logprob budget in force (audit.h). */
+static inline double assay_audit_tie_budget(struct assay_audit *a)
+{
+    return assay_audit_budget_in_force(a)->gap;
+}
+
+static inline double assay_audit_logprob_budget(struct assay_audit *a)
+{
+    return assay_audit_budget_in_force(a)->logprob;
+}
+
 /*
  * The generated workload of an audit check: its fixture file (item->workload
  * under the fixtures folder, a "generate" shape; README "Workload files")

@@ -18,16 +18,6 @@
 
 #include "audit_internal.h"
 
-static double tie_budget(struct assay_audit *a)
-{
-    return assay_audit_budget_in_force(a)->gap;
-}
-
-static double logprob_budget(struct assay_audit *a)
-{
-    return assay_audit_budget_in_force(a)->logprob;
-}
-
 /* The top logprobs the server sent, per request and position, and the
  * reference's log-softmax at the same tokens (reference_at_positions). */
 struct lp_rec {
@@ -353,7 +343,7 @@ static int32_t compare_argmax(struct lp_check *c, const struct assay_workload_re
             ref = c->sorted;
         }
         double gap;
-        if (assay_tie(ref, v, mine, best, tie_budget(a), &gap)) {
+        if (assay_tie(ref, v, mine, best, assay_audit_tie_budget(a), &gap)) {
             res->n_ties++;
             if (!isfinite(res->max_tie_gap) || gap > res->max_tie_gap) {
                 res->max_tie_gap = gap;
@@ -364,7 +354,7 @@ static int32_t compare_argmax(struct lp_check *c, const struct assay_workload_re
                              "request %llu, output position %d: server token %d (oracle logit "
                              "%.6f), oracle token %d (%.6f): gap %.6f > tie tolerance %g",
                              (unsigned long long)wr->id, (int)pos, (int)mine, row[mine],
-                             (int)best, row[best], gap, tie_budget(a));
+                             (int)best, row[best], gap, assay_audit_tie_budget(a));
         }
     }
     return best;
@@ -410,14 +400,14 @@ static int32_t compare_top_logprobs(struct lp_check *c, const struct assay_workl
             c->worst_req = (int32_t)wr->id;
             c->worst_pos = pos;
         }
-        if (d > logprob_budget(a)) {
+        if (d > assay_audit_logprob_budget(a)) {
             assay_check_fail(c->res,
                              "request %llu, position %d: token %d logprob %.6f, oracle %.6f: "
                              "|difference| %.2e > %g",
                              (unsigned long long)wr->id, (int)pos, (int)e->token, e->logprob,
-                             lsm[e->token], d, logprob_budget(a));
+                             lsm[e->token], d, assay_audit_logprob_budget(a));
         }
-        if (lsm[e->token] < kth - tie_budget(a)) {
+        if (lsm[e->token] < kth - assay_audit_tie_budget(a)) {
             assay_check_fail(c->res,
                              "request %llu, position %d: the server lists token %d (oracle "
                              "logprob %.6f) among its top %d, below the oracle's %d-th (%.6f)",
@@ -619,8 +609,8 @@ static void summarise_logprobs(struct lp_check *c)
              "(%lld beyond the tie budget %.3g, %d ties)",
              (long long)res->n_tokens, (int)c->w->n, (long long)c->n_compared, c->max_diff,
              (int)c->worst_req, (int)c->worst_pos, res->logprob_diff_median,
-             res->logprob_diff_p99, logprob_budget(a), (long long)c->n_top1,
-             (long long)c->n_positions, (long long)c->n_diverged, tie_budget(a),
+             res->logprob_diff_p99, assay_audit_logprob_budget(a), (long long)c->n_top1,
+             (long long)c->n_positions, (long long)c->n_diverged, assay_audit_tie_budget(a),
              (int)res->n_ties);
     size_t l = strlen(line);
     if (res->kld_positions > 0) {
@@ -664,7 +654,7 @@ static void note_logprobs(struct lp_check *c)
             a,
             "Top logprobs: the largest difference from the oracle's log-softmax (double "
             "precision) was %.2g over %lld values (budget %.3g).",
-            c->max_diff, (long long)c->n_compared, logprob_budget(a));
+            c->max_diff, (long long)c->n_compared, assay_audit_logprob_budget(a));
     }
     if (c->res->kld_positions > 0) {
         assay_audit_note(a,
@@ -740,7 +730,7 @@ enum assay_status assay_audit_check_logprobs(struct assay_audit *a,
     if (st != ASSAY_OK || !greedy_delivered(&c)) {
         goto out;
     }
-    res->tie_tol = tie_budget(a);
+    res->tie_tol = assay_audit_tie_budget(a);
     res->n_requests = w->n;
     assay_audit_prefetch(a, w, c.t, -1);
     if (assay_audit_budget_in_force(a)->measured) {
