@@ -386,15 +386,22 @@ enum assay_status assay_audit_need_budget(struct assay_audit *a)
     const int32_t n_top = a->p.n_probs < v ? a->p.n_probs : v;
 
     /* The positions: every prompt position of the logprobs workload, drawn
-     * with a seed of the budget's own. */
+     * with a seed of the budget's own, as many requests as the check draws
+     * under --quick in every audit (the full audit's check draws more; its
+     * own positions join the logprob budget, assay_audit_budget_at_check). */
     const struct assay_plan_item *item =
         assay_plan_find_in(ASSAY_COMMAND_AUDIT, "audit.equiv.logprobs");
     char path[1400];
     snprintf(path, sizeof path, "%s/%s", a->fixtures,
              item != NULL && item->workload != NULL ? item->workload
                                                     : "workloads/audit-logprobs.json");
+    char quick[16] = "";
+    if (item != NULL) {
+        assay_plan_param(item->params, "quick", quick, sizeof quick);
+    }
     struct assay_workload_draw draw = {
-        assay_seed_derive(a->p.seed, "audit.numerics-budget") % 1000000007ull + 1, 0};
+        assay_seed_derive(a->p.seed, "audit.numerics-budget") % 1000000007ull + 1,
+        (int32_t)strtol(quick, NULL, 10)};
     struct assay_workload_limits lim = {v, a->model->cfg.n_ctx, 0};
     struct assay_workload *w = NULL;
     struct assay_diag diag;

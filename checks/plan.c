@@ -574,6 +574,7 @@ static const struct assay_plan_item k_plan[] = {
      .workload = "workloads/audit-logprobs.json",
      .about = "top logprobs against the oracle's log-softmax, greedy, all requests at once",
      .run = assay_audit_run_logprobs,
+     .params = "quick=12",
      .command = ASSAY_COMMAND_AUDIT,
      .needs = ASSAY_NEED_SERVER | ASSAY_NEED_WEIGHTS},
     {.name = "audit.dist.gof.t1",

@@ -1094,6 +1094,10 @@ static void test_audit_workloads(void **state)
         assert_int_equal(assay_workload_load_drawn(path, &lim, &dq, &quick, &diag), ASSAY_OK);
         assert_int_equal(a->n, plain->n);
         assert_int_equal(quick->n, 5);
+        /* --quick draws fewer requests than the full audit, never more */
+        char q[16] = "";
+        assay_plan_param(plan[i].params, "quick", q, sizeof q);
+        assert_true(q[0] == 0 || (strtol(q, NULL, 10) > 0 && strtol(q, NULL, 10) < plain->n));
         bool same = true, differs = false;
         for (int32_t r = 0; r < a->n; r++) {
             same = same && a->reqs[r].prompt_len == b->reqs[r].prompt_len &&
