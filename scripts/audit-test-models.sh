@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Audits llama-server on the generated test models (scripts/make-test-models.sh):
 # for each model and format, starts llama-server on the file, runs
-# `assay audit --quick --no-bench` with the checks below, and prints per file
-# the verdicts and the measured top-logprob differences from the oracle.
+# `assay audit --quick --no-bench` (full size with ASSAY_AUDIT_QUICK=0) with
+# the checks below, and prints per file the verdicts and the measured
+# top-logprob differences from the oracle.
 #   - F32 is served with llama.cpp's exact-arithmetic settings (f32 KV
 #     cache, no flash attention) and audited with --kv-type f32
 #     --flash-attn off: the budget is then the fixed tolerance of exact
@@ -74,6 +75,8 @@
 #                       format and kind is printed at the end, e.g.
 #                       ASSAY_AUDIT_PARTS=perturb ASSAY_PERTURB_LADDER=1
 #                       ASSAY_PERTURB_SCALE_F16="1.001 1.003 1.01"
+#   ASSAY_AUDIT_QUICK=0  full-size audits instead of --quick (the logprobs
+#                       check's 48 requests instead of 12, e.g. for a ladder)
 #   ASSAY_AUDIT_OUT     where reports go (default: $ASSAY_BUILD/scratch-audit-models)
 #   ASSAY_LLAMA_THREADS, ASSAY_LLAMA_NP as llama-server-ctl.sh's
 set -euo pipefail
@@ -88,6 +91,8 @@ perturb_model="${ASSAY_AUDIT_PERTURB_MODEL:-llama-hd64}"
 perturb_types="${ASSAY_AUDIT_PERTURB_TYPES-F16 Q4_K_M}"
 parts="${ASSAY_AUDIT_PARTS:-formats rope rope-scaled perturb every-check}"
 every_model="${ASSAY_AUDIT_EVERY_MODEL:-llama-small}"
+quick=(--quick)
+[ "${ASSAY_AUDIT_QUICK:-1}" = 0 ] && quick=()
 every_type="${ASSAY_AUDIT_EVERY_TYPE:-Q4_K_M}"
 ladder="${ASSAY_PERTURB_LADDER:-0}"
 # perturb_size KIND TYPE: the sizes of perturbation KIND tried on TYPE, in
@@ -177,7 +182,7 @@ audit() {
         return
     }
     local rc=0
-    "$assay" audit --url "$(cat "$state/url")" --model "$oracle" --out "$dir" --quick \
+    "$assay" audit --url "$(cat "$state/url")" --model "$oracle" --out "$dir" "${quick[@]}" \
         --no-bench "${audit_args[@]}" "$@" >"$dir.log" 2>&1 || rc=$?
     "$here/llama-server-ctl.sh" stop "$state" >/dev/null 2>&1 || true
     echo "$rc"
@@ -407,10 +412,11 @@ if has_part perturb && [ -n "$perturb_types" ]; then
 fi
 
 if has_part every-check; then
-    # Every check, --quick, on one quantized file in llama-server's default
-    # configuration: a correct server must pass each (idle-kv may SKIP:
-    # this llama.cpp exports no KV-cache gauge), none may ERROR, and every
-    # distributional check must have tested "within the budget".
+    # Every check (--quick by default) on one quantized file in
+    # llama-server's default configuration: a correct server must pass each
+    # (idle-kv may SKIP: this llama.cpp exports no KV-cache gauge), none may
+    # ERROR, and every distributional check must have tested "within the
+    # budget".
     file="$(manifest_file "$every_model" "$every_type")"
     dir="$reports/$every_model-$every_type-every-check"
     if [ -z "$file" ]; then
