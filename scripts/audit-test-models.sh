@@ -91,10 +91,10 @@ perturb_model="${ASSAY_AUDIT_PERTURB_MODEL:-llama-hd64}"
 perturb_types="${ASSAY_AUDIT_PERTURB_TYPES-F16 Q4_K_M}"
 parts="${ASSAY_AUDIT_PARTS:-formats rope rope-scaled perturb every-check}"
 every_model="${ASSAY_AUDIT_EVERY_MODEL:-llama-small}"
-quick=(--quick)
-[ "${ASSAY_AUDIT_QUICK:-1}" = 0 ] && quick=()
 every_type="${ASSAY_AUDIT_EVERY_TYPE:-Q4_K_M}"
 ladder="${ASSAY_PERTURB_LADDER:-0}"
+quick=(--quick)
+[ "${ASSAY_AUDIT_QUICK:-1}" = 0 ] && quick=()
 # perturb_size KIND TYPE: the sizes of perturbation KIND tried on TYPE, in
 # order (scale factors, RoPE bases, lower types of output.weight): from
 # ASSAY_PERTURB_<KIND>_<TYPE>, else ASSAY_PERTURB_<KIND>, else one default
