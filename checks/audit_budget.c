@@ -395,13 +395,9 @@ enum assay_status assay_audit_need_budget(struct assay_audit *a)
     snprintf(path, sizeof path, "%s/%s", a->fixtures,
              item != NULL && item->workload != NULL ? item->workload
                                                     : "workloads/audit-logprobs.json");
-    char quick[16] = "";
-    if (item != NULL) {
-        assay_plan_param(item->params, "quick", quick, sizeof quick);
-    }
     struct assay_workload_draw draw = {
         assay_seed_derive(a->p.seed, "audit.numerics-budget") % 1000000007ull + 1,
-        (int32_t)strtol(quick, NULL, 10)};
+        assay_audit_quick_requests(item)};
     struct assay_workload_limits lim = {v, a->model->cfg.n_ctx, 0};
     struct assay_workload *w = NULL;
     struct assay_diag diag;
