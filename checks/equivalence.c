@@ -152,15 +152,16 @@ enum assay_status assay_oracle_memo_rows(struct assay_oracle_memo *m, const int3
     memcpy(e.seq, prompt, sizeof(int32_t) * (size_t)prompt_len);
     memcpy(e.seq + prompt_len, out, sizeof(int32_t) * (size_t)n_out);
     /* The last output token is predicted by the row before it; it never
-     * needs to be fed. */
-    enum assay_status st = assay_oracle_logits(m->oracle, e.seq, len - 1, m->scratch);
+     * needs to be fed. Only the rows from the prompt's last on are wanted. */
+    const int32_t *seq = e.seq;
+    int32_t fed = len - 1, from = prompt_len - 1;
+    enum assay_status st =
+        assay_oracle_logits_batch_from(m->oracle, 1, &seq, &fed, &from, e.rows);
     if (st != ASSAY_OK) {
         assay_free(e.seq);
         assay_free(e.rows);
         return st;
     }
-    memcpy(e.rows, m->scratch + (int64_t)(prompt_len - 1) * m->vocab,
-           sizeof(double) * (size_t)n_out * (size_t)m->vocab);
     m->entries[m->n++] = e;
     *rows = e.rows;
     return ASSAY_OK;
@@ -173,7 +174,7 @@ enum assay_status assay_oracle_memo_prefetch(struct assay_oracle_memo *m, int32_
 {
     enum { BATCH = 64 };
     const int32_t *seqs[BATCH];
-    int32_t lens[BATCH];
+    int32_t lens[BATCH], from[BATCH];
     struct memo_entry pending[BATCH];
     int32_t n_pending = 0, total = 0;
     enum assay_status st = ASSAY_OK;
@@ -196,11 +197,14 @@ enum assay_status assay_oracle_memo_prefetch(struct assay_oracle_memo *m, int32_
         int32_t len = wanted ? prompt_lens[i] + n_outs[i] - 1 : 0;
         /* Run what is pending when this one does not fit, or at the end. */
         if (n_pending > 0 && (i == n || n_pending == BATCH || total + len > m->max_len)) {
-            st = assay_oracle_logits_batch(m->oracle, n_pending, seqs, lens, m->scratch);
-            for (int32_t k = 0, at = 0; k < n_pending; at += lens[k], k++) {
+            for (int32_t k = 0; k < n_pending; k++) {
+                from[k] = pending[k].prompt_len - 1;
+            }
+            st = assay_oracle_logits_batch_from(m->oracle, n_pending, seqs, lens, from, m->scratch);
+            for (int32_t k = 0, at = 0; k < n_pending; at += pending[k].n_out, k++) {
                 struct memo_entry *p = &pending[k];
                 if (st == ASSAY_OK && room_for_one(m)) {
-                    memcpy(p->rows, m->scratch + (int64_t)(at + p->prompt_len - 1) * m->vocab,
+                    memcpy(p->rows, m->scratch + (int64_t)at * m->vocab,
                            sizeof(double) * (size_t)p->n_out * (size_t)m->vocab);
                     m->entries[m->n++] = *p;
                 } else {

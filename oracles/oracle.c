@@ -12,6 +12,7 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <string.h>
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <immintrin.h>
@@ -768,19 +769,26 @@ static bool valid_input(const struct assay_oracle *o, const int32_t *tokens, int
     return true;
 }
 
+/* The logits (n, vocab) of the first n rows of the residual stream
+ * forward() left (each row's logits depend on that row alone). */
+static enum assay_status output_rows(struct assay_oracle *o, int32_t n, double *logits)
+{
+    if (o->model->mapped) {
+        return output_mapped(o, 0, n, logits);
+    }
+    for (int32_t t0 = 0; t0 < n; t0 += ORACLE_BLOCK) {
+        output(o, t0, block_len(t0, n), logits + (int64_t)t0 * o->model->cfg.vocab);
+    }
+    return ASSAY_OK;
+}
+
 /* The logits (n, vocab) of every position of tokens, whose places o->pos
  * holds (forward()). */
 static enum assay_status logits_of(struct assay_oracle *o, const int32_t *tokens, int32_t n,
                                    double *logits)
 {
     enum assay_status st = forward(o, tokens, n, o->pos);
-    if (st != ASSAY_OK || o->model->mapped) {
-        return st != ASSAY_OK ? st : output_mapped(o, 0, n, logits);
-    }
-    for (int32_t t0 = 0; t0 < n; t0 += ORACLE_BLOCK) {
-        output(o, t0, block_len(t0, n), logits + (int64_t)t0 * o->model->cfg.vocab);
-    }
-    return ASSAY_OK;
+    return st != ASSAY_OK ? st : output_rows(o, n, logits);
 }
 
 enum assay_status assay_oracle_logits(struct assay_oracle *o, const int32_t *tokens, int32_t n,
@@ -795,17 +803,19 @@ enum assay_status assay_oracle_logits(struct assay_oracle *o, const int32_t *tok
     return logits_of(o, tokens, n, logits);
 }
 
-enum assay_status assay_oracle_logits_batch(struct assay_oracle *o, int32_t n_seqs,
-                                            const int32_t *const *tokens, const int32_t *lens,
-                                            double *logits)
+/* The sequences of a batch laid end to end in o->toks, their places in
+ * o->pos; their total length, or -1 when the batch is invalid (see
+ * assay_oracle_logits_batch). */
+static int32_t lay_out(struct assay_oracle *o, int32_t n_seqs, const int32_t *const *tokens,
+                       const int32_t *lens, const double *logits)
 {
     if (n_seqs < 1 || tokens == NULL || lens == NULL || logits == NULL) {
-        return ASSAY_ERR_INVALID;
+        return -1;
     }
     int32_t n = 0;
     for (int32_t s = 0; s < n_seqs; s++) {
         if (lens[s] < 1 || lens[s] > o->max_len - n || !valid_input(o, tokens[s], lens[s], logits)) {
-            return ASSAY_ERR_INVALID;
+            return -1;
         }
         for (int32_t t = 0; t < lens[s]; t++) {
             o->toks[n + t] = tokens[s][t];
@@ -813,7 +823,45 @@ enum assay_status assay_oracle_logits_batch(struct assay_oracle *o, int32_t n_se
         }
         n += lens[s];
     }
-    return logits_of(o, o->toks, n, logits);
+    return n;
+}
+
+enum assay_status assay_oracle_logits_batch(struct assay_oracle *o, int32_t n_seqs,
+                                            const int32_t *const *tokens, const int32_t *lens,
+                                            double *logits)
+{
+    int32_t n = lay_out(o, n_seqs, tokens, lens, logits);
+    return n < 0 ? ASSAY_ERR_INVALID : logits_of(o, o->toks, n, logits);
+}
+
+enum assay_status assay_oracle_logits_batch_from(struct assay_oracle *o, int32_t n_seqs,
+                                                 const int32_t *const *tokens,
+                                                 const int32_t *lens, const int32_t *from,
+                                                 double *logits)
+{
+    int32_t n = lay_out(o, n_seqs, tokens, lens, logits);
+    for (int32_t s = 0; n >= 0 && from != NULL && s < n_seqs; s++) {
+        n = from[s] >= 0 && from[s] < lens[s] ? n : -1;
+    }
+    if (n < 0 || from == NULL) {
+        return ASSAY_ERR_INVALID;
+    }
+    enum assay_status st = forward(o, o->toks, n, o->pos);
+    if (st != ASSAY_OK) {
+        return st;
+    }
+    /* The wanted rows of the residual stream moved to its front, in order
+     * (a row never moves back past one still to be read). */
+    const int32_t d = o->model->cfg.d_model;
+    int32_t kept = 0;
+    for (int32_t s = 0, at = 0; s < n_seqs; at += lens[s], s++) {
+        for (int32_t t = at + from[s]; t < at + lens[s]; t++, kept++) {
+            if (t != kept) {
+                memcpy(o->x + (int64_t)kept * d, o->x + (int64_t)t * d, sizeof(double) * (size_t)d);
+            }
+        }
+    }
+    return output_rows(o, kept, logits);
 }
 
 /* The last row of assay_oracle_logits, bit for bit: the same forward pass,

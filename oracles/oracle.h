@@ -119,6 +119,20 @@ enum assay_status assay_oracle_logits_batch(struct assay_oracle *oracle, int32_t
                                             const int32_t *const *tokens, const int32_t *lens,
                                             double *logits);
 
+/*
+ * assay_oracle_logits_batch's rows from[s]..lens[s] of each sequence s
+ * (0 <= from[s] < lens[s]) and no others, packed in the same order, bit
+ * for bit the same doubles: the final norm and output projection run only
+ * on those rows (teacher forcing wants the rows after a prompt; the prompt's
+ * own rows would cost a vocabulary's products each). logits (sum of
+ * lens[s] - from[s], vocab). ASSAY_ERR_INVALID as above or for a from[s]
+ * outside its sequence.
+ */
+enum assay_status assay_oracle_logits_batch_from(struct assay_oracle *oracle, int32_t n_seqs,
+                                                 const int32_t *const *tokens,
+                                                 const int32_t *lens, const int32_t *from,
+                                                 double *logits);
+
 /* The logits of the token following tokens[0..n) (one row of the above). */
 enum assay_status assay_oracle_next_logits(struct assay_oracle *oracle, const int32_t *tokens,
                                            int32_t n, double *logits);

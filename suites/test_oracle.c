@@ -563,7 +563,9 @@ static void test_twins_exact(void **state)
  * pass of its own, bit for bit, with every kernel and one or two threads;
  * lengths that cross the blocks of 32 and the kernels' groups, a sequence
  * of one token, and the qwen2 shape with biases (NEOX RoPE from each
- * sequence's own positions). Bad batches are refused. */
+ * sequence's own positions). The rows from a given row of each sequence on
+ * (assay_oracle_logits_batch_from) are the same doubles, packed. Bad
+ * batches are refused. */
 static void test_batch_matches_alone(void **state)
 {
     (void)state;
@@ -608,12 +610,31 @@ static void test_batch_matches_alone(void **state)
                                 m->cfg.name, assay_oracle_kernel_name(kernels[k]), (int)threads);
                     fail();
                 }
+                /* only the rows from[s] on, packed: the same doubles */
+                static const int32_t from[] = {0, 0, 20, 16, 3};
+                memset(got, 0xff, sizeof *got * (size_t)total * vocab);
+                assert_int_equal(assay_oracle_logits_batch_from(o, N_SEQS, ptrs, lens, from, got),
+                                 ASSAY_OK);
+                for (int32_t s = 0, at = 0, row = 0; s < N_SEQS; at += lens[s], s++) {
+                    for (int32_t t = from[s]; t < lens[s]; t++, row++) {
+                        assert_memory_equal(got + (int64_t)row * vocab,
+                                            want + (int64_t)(at + t) * vocab,
+                                            sizeof *got * (size_t)vocab);
+                    }
+                }
             }
         }
         const int32_t too_long[] = {MAX_LEN, 1}, empty[] = {3, 0};
         assert_int_equal(assay_oracle_logits_batch(o, 2, ptrs, too_long, got), ASSAY_ERR_INVALID);
         assert_int_equal(assay_oracle_logits_batch(o, 2, ptrs, empty, got), ASSAY_ERR_INVALID);
         assert_int_equal(assay_oracle_logits_batch(o, 0, ptrs, lens, got), ASSAY_ERR_INVALID);
+        const int32_t past[] = {0, 1}, below[] = {-1, 0};
+        assert_int_equal(assay_oracle_logits_batch_from(o, 2, ptrs, lens, past, got),
+                         ASSAY_ERR_INVALID);
+        assert_int_equal(assay_oracle_logits_batch_from(o, 2, ptrs, lens, below, got),
+                         ASSAY_ERR_INVALID);
+        assert_int_equal(assay_oracle_logits_batch_from(o, 2, ptrs, lens, NULL, got),
+                         ASSAY_ERR_INVALID);
         int32_t bad[1] = {vocab};
         const int32_t *bad_ptr[1] = {bad};
         const int32_t one[1] = {1};
