@@ -176,6 +176,11 @@
  * model; `assay audit` says so before it starts. */
 #define ASSAY_AUDIT_MIN_CONTEXT 512
 
+/* The fixture of the prompts on which the numerics budget is measured
+ * (short ones: the tie budget is the largest change over these positions,
+ * and more positions would widen it for nothing). */
+#define ASSAY_AUDIT_BUDGET_WORKLOAD "workloads/audit-budget.json"
+
 /*
  * What a server promises about one seed's tokens across runs, which the
  * seeded checks hold it to:

@@ -1,7 +1,7 @@
 /*
  * audit_budget.c - the audit's numerics budget (checks/audit.h): the
  * reference, the bundled engine computing the server's formats, against
- * the oracle on the positions of the logprobs workload's prompts.
+ * the oracle at every position of the budget workload's prompts.
  */
 #include <float.h>
 #include <math.h>
@@ -385,19 +385,15 @@ enum assay_status assay_audit_need_budget(struct assay_audit *a)
     const int32_t v = a->model->cfg.vocab;
     const int32_t n_top = a->p.n_probs < v ? a->p.n_probs : v;
 
-    /* The positions: every prompt position of the logprobs workload, drawn
-     * with a seed of the budget's own, as many requests as the check draws
-     * under --quick in every audit (the full audit's check draws more; its
-     * own positions join the logprob budget, assay_audit_budget_at_check). */
-    const struct assay_plan_item *item =
-        assay_plan_find_in(ASSAY_COMMAND_AUDIT, "audit.equiv.logprobs");
+    /* The positions: every prompt position of the budget's own workload
+     * (short prompts), drawn with a seed of the budget's own. The logprobs
+     * check's positions, which reach the far end of the context, join the
+     * logprob budget as it runs (assay_audit_budget_at_check); the tie
+     * budget stays the one these positions give. */
     char path[1400];
-    snprintf(path, sizeof path, "%s/%s", a->fixtures,
-             item != NULL && item->workload != NULL ? item->workload
-                                                    : "workloads/audit-logprobs.json");
+    snprintf(path, sizeof path, "%s/%s", a->fixtures, ASSAY_AUDIT_BUDGET_WORKLOAD);
     struct assay_workload_draw draw = {
-        assay_seed_derive(a->p.seed, "audit.numerics-budget") % 1000000007ull + 1,
-        assay_audit_quick_requests(item)};
+        assay_seed_derive(a->p.seed, "audit.numerics-budget") % 1000000007ull + 1, 0};
     struct assay_workload_limits lim = {v, a->model->cfg.n_ctx, 0};
     struct assay_workload *w = NULL;
     struct assay_diag diag;

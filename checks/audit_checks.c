@@ -55,8 +55,9 @@ const struct assay_audit_budget *assay_audit_budget_in_force(struct assay_audit 
 
 /* ---- workloads ------------------------------------------------------------ */
 
-/* The request count of a check's --quick draw (audit_internal.h). */
-int32_t assay_audit_quick_requests(const struct assay_plan_item *item)
+/* The request count of item's "quick=N" parameter: how many requests its
+ * workload draws under --quick (0: the file's count; also for NULL). */
+static int32_t quick_requests(const struct assay_plan_item *item)
 {
     char quick[16] = "";
     if (item != NULL) {
@@ -74,7 +75,7 @@ enum assay_status assay_audit_check_workload(const struct assay_audit *a,
     char path[1400];
     snprintf(path, sizeof path, "%s/%s", a->fixtures, item->workload != NULL ? item->workload : "");
     struct assay_workload_draw draw = {assay_seed_derive(a->p.seed, item->name) % 1000000007ull + 1,
-                                       a->p.quick ? assay_audit_quick_requests(item) : 0};
+                                       a->p.quick ? quick_requests(item) : 0};
     struct assay_workload_limits lim = {a->model->cfg.vocab, a->model->cfg.n_ctx, 0};
     struct assay_diag diag;
     assay_diag_clear(&diag);

@@ -76,10 +76,6 @@ static inline double assay_audit_logprob_budget(struct assay_audit *a)
     return assay_audit_budget_in_force(a)->logprob;
 }
 
-/* The request count of item's "quick=N" parameter: how many requests its
- * workload draws under --quick (0: the file's count; also for NULL). */
-int32_t assay_audit_quick_requests(const struct assay_plan_item *item);
-
 /*
  * The generated workload of an audit check: its fixture file (item->workload
  * under the fixtures folder, a "generate" shape; README "Workload files")

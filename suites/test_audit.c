@@ -1069,7 +1069,8 @@ static void test_mustfail(void **state)
 /* The audit's generated workloads are fixture files drawn with the audit's
  * seed: the same file and seed give the same requests, another seed other
  * prompts, quick=N that many requests; a file that lists its requests
- * cannot be drawn again. Every registered audit workload loads. */
+ * cannot be drawn again. Every registered audit workload loads, and so does
+ * the numerics budget's. */
 static void test_audit_workloads(void **state)
 {
     (void)state;
@@ -1118,6 +1119,26 @@ static void test_audit_workloads(void **state)
     assert_int_equal(n_files, 5);
     struct assay_workload *w = NULL;
     struct assay_workload_draw d = {7, 0};
+    /* The logprobs check's positions reach the far end of the context the
+     * audit requires, where a wrong RoPE has grown; the budget's prompts are
+     * short, and every draw of them loads. */
+    assay_test_fixture(assay_plan_find_in(ASSAY_COMMAND_AUDIT, "audit.equiv.logprobs")->workload,
+                       path, sizeof path);
+    assert_int_equal(assay_workload_load(path, &lim, &w, &diag), ASSAY_OK);
+    int32_t longest = 0;
+    for (int32_t r = 0; r < w->n; r++) {
+        longest = w->reqs[r].prompt_len > longest ? w->reqs[r].prompt_len : longest;
+    }
+    assert_true(longest > ASSAY_AUDIT_MIN_CONTEXT * 3 / 4);
+    assay_workload_free(w);
+    assay_test_fixture(ASSAY_AUDIT_BUDGET_WORKLOAD, path, sizeof path);
+    assert_int_equal(assay_workload_load_drawn(path, &lim, &d, &w, &diag), ASSAY_OK);
+    assert_true(w->n >= 8);
+    for (int32_t r = 0; r < w->n; r++) {
+        assert_true(w->reqs[r].prompt_len <= 96);
+    }
+    assay_workload_free(w);
+    w = NULL;
     assay_test_fixture("workloads/prop-trace.json", path, sizeof path);
     assert_int_equal(assay_workload_load_drawn(path, &lim, &d, &w, &diag), ASSAY_ERR_PARSE);
     assert_null(w);
