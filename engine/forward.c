@@ -778,9 +778,7 @@ static void kv_store_f16(const struct assay_forward *f, float *x)
         }
         return;
     }
-    for (int32_t i = 0; i < f->kv_dim; i++) {
-        x[i] = assay_numerics_round_f16(x[i]);
-    }
+    assay_numerics_scale_round_f16(x, x, 1.0f, f->kv_dim);
 }
 
 /* An fp32 dot product of two head vectors, in index order. */
@@ -825,9 +823,7 @@ static void attend_row_f16(const struct assay_forward *f, const struct assay_for
         const float *q = f->qkv + (int64_t)row * f->qkv_dim + (int64_t)h * hd;
         float *o = f->att + (int64_t)row * f->q_dim + (int64_t)h * hd;
         const int64_t head_off = (int64_t)(h / group) * hd;
-        for (int32_t i = 0; i < hd; i++) {
-            q16[i] = assay_numerics_round_f16(q[i]);
-        }
+        assay_numerics_scale_round_f16(q16, q, 1.0f, hd);
         if (f->flash_attn) {
             float sum = 0.0f, max = -INFINITY;
             for (int32_t i = 0; i < hd; i++) {
@@ -844,9 +840,7 @@ static void attend_row_f16(const struct assay_forward *f, const struct assay_for
                     if (f->f16_acc) {
                         assay_numerics_scale_f16acc(acc, ms, hd);
                     } else {
-                        for (int32_t i = 0; i < hd; i++) {
-                            acc[i] = assay_numerics_round_f16(acc[i] * ms);
-                        }
+                        assay_numerics_scale_round_f16(acc, acc, ms, hd);
                     }
                 } else {
                     vs = expf(x - max);
@@ -854,9 +848,7 @@ static void attend_row_f16(const struct assay_forward *f, const struct assay_for
                 if (f->f16_acc) {
                     assay_numerics_mad_f16acc(acc, vj, vs, hd);
                 } else {
-                    for (int32_t i = 0; i < hd; i++) {
-                        acc[i] = assay_numerics_round_f16(acc[i] + vj[i] * vs);
-                    }
+                    assay_numerics_mad_round_f16(acc, vj, vs, hd);
                 }
                 sum = sum * ms + vs;
             }
@@ -878,9 +870,7 @@ static void attend_row_f16(const struct assay_forward *f, const struct assay_for
             sum += sc[j];
         }
         float inv = (float)(1.0 / sum);
-        for (int32_t j = 0; j < n_keys; j++) {
-            sc[j] = assay_numerics_round_f16(sc[j] * inv); /* the fp16 probabilities */
-        }
+        assay_numerics_scale_round_f16(sc, sc, inv, n_keys); /* the fp16 probabilities */
         if (f->f16_acc) {
             /* Each element is ggml_vec_dot_f16 over the keys, all of them
              * in lanes (the cache view is padded with zero probabilities). */

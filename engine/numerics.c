@@ -252,6 +252,8 @@ static void round_q8_k(float *x, int32_t n, int mutant)
     }
 }
 
+static void scale_round(float *y, const float *x, float v, int32_t n);
+
 enum assay_status assay_numerics_round_row(enum assay_act_format fmt, float *x, int32_t n,
                                            int mutant)
 {
@@ -262,9 +264,7 @@ enum assay_status assay_numerics_round_row(enum assay_act_format fmt, float *x, 
     case ASSAY_ACT_FORMAT_F32:
         break;
     case ASSAY_ACT_FORMAT_F16:
-        for (int32_t i = 0; i < n; i++) {
-            x[i] = assay_numerics_round_f16(x[i]);
-        }
+        scale_round(x, x, 1.0f, n);
         break;
     case ASSAY_ACT_FORMAT_BF16:
         for (int32_t i = 0; i < n; i++) {
@@ -497,26 +497,98 @@ float assay_numerics_dot_f16acc_as(const float *x, const float *y, int32_t n,
     return dot_f16acc(x, y, n, simd);
 }
 
+/* ---- rows rounded to fp16 ---------------------------------------------- */
+
+#if defined(__x86_64__) || defined(__i386__)
+/* y[i] = round_f16(y[i] + x[i] * v) for the first n & ~7 elements: fused
+ * (one rounding in fp32, as fmaf) or a product then a sum. */
+__attribute__((target("avx2,fma,f16c"))) static void mad_round_avx2(float *y, const float *x,
+                                                                   float v, int32_t n, bool fused)
+{
+    const __m256 vv = _mm256_set1_ps(v);
+    for (int32_t i = 0; i + 8 <= n; i += 8) {
+        __m256 a = _mm256_loadu_ps(y + i), b = _mm256_loadu_ps(x + i);
+        __m256 r = fused ? _mm256_fmadd_ps(b, vv, a) : _mm256_add_ps(a, _mm256_mul_ps(b, vv));
+        _mm256_storeu_ps(y + i, round8_f16(r));
+    }
+}
+
+/* y[i] = round_f16(x[i] * v) for the first n & ~7 elements (v 1: x itself). */
+__attribute__((target("avx2,f16c"))) static void scale_round_avx2(float *y, const float *x,
+                                                                 float v, int32_t n)
+{
+    const __m256 vv = _mm256_set1_ps(v);
+    for (int32_t i = 0; i + 8 <= n; i += 8) {
+        _mm256_storeu_ps(y + i, round8_f16(_mm256_mul_ps(_mm256_loadu_ps(x + i), vv)));
+    }
+}
+#endif
+
+/* How many leading elements the F16C conversion rounds (the rest: the
+ * generic loop); asked of the CPU once, as sum_f16acc does. The conversion
+ * rounds to nearest even, as f16_bits does, so the bits are the same. */
+static int32_t f16c_count(int32_t n)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    static _Atomic int have = -1;
+    int h = have;
+    if (h < 0) {
+        h = have_avx2_f16c() ? 1 : 0;
+        have = h;
+    }
+    return h ? n & ~7 : 0;
+#else
+    (void)n;
+    return 0;
+#endif
+}
+
+static void mad_round(float *y, const float *x, float v, int32_t n, bool fused)
+{
+    int32_t done = f16c_count(n);
+#if defined(__x86_64__) || defined(__i386__)
+    if (done > 0) {
+        mad_round_avx2(y, x, v, done, fused);
+    }
+#endif
+    for (int32_t i = done; i < n; i++) {
+        y[i] = assay_numerics_round_f16(fused ? fmaf(x[i], v, y[i]) : y[i] + x[i] * v);
+    }
+}
+
+static void scale_round(float *y, const float *x, float v, int32_t n)
+{
+    int32_t done = f16c_count(n);
+#if defined(__x86_64__) || defined(__i386__)
+    if (done > 0) {
+        scale_round_avx2(y, x, v, done);
+    }
+#endif
+    for (int32_t i = done; i < n; i++) {
+        y[i] = assay_numerics_round_f16(x[i] * v);
+    }
+}
+
+void assay_numerics_mad_round_f16(float *y, const float *x, float v, int32_t n)
+{
+    mad_round(y, x, v, n, false);
+}
+
+void assay_numerics_scale_round_f16(float *y, const float *x, float v, int32_t n)
+{
+    scale_round(y, x, v, n);
+}
+
 void assay_numerics_mad_f16acc(float *y, const float *x, float v, int32_t n)
 {
     const int32_t np = n & ~(ASSAY_NUMERICS_F16ACC_LANES - 1);
-    const float v16 = assay_numerics_round_f16(v);
-    for (int32_t i = 0; i < np; i++) {
-        y[i] = assay_numerics_f16acc_fma(y[i], x[i], v16);
-    }
-    for (int32_t i = np; i < n; i++) {
-        y[i] = assay_numerics_round_f16(y[i] + x[i] * v);
-    }
+    mad_round(y, x, assay_numerics_round_f16(v), np, true);
+    mad_round(y + np, x + np, v, n - np, false);
 }
 
 void assay_numerics_scale_f16acc(float *y, float v, int32_t n)
 {
     const int32_t np = n & ~(ASSAY_NUMERICS_F16ACC_LANES - 1);
-    const float v16 = assay_numerics_round_f16(v);
-    for (int32_t i = 0; i < np; i++) {
-        y[i] = assay_numerics_round_f16(y[i] * v16);
-    }
-    for (int32_t i = np; i < n; i++) {
-        y[i] = assay_numerics_round_f16(y[i] * v);
-    }
+    scale_round(y, y, assay_numerics_round_f16(v), np);
+    scale_round(y + np, y + np, v, n - np);
 }

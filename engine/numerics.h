@@ -160,6 +160,14 @@ float assay_numerics_dot_f16acc(const float *x, const float *y, int32_t n);
 float assay_numerics_dot_f16acc_as(const float *x, const float *y, int32_t n,
                                    enum assay_numerics_simd simd);
 
+/* y[i] = round_f16(y[i] + x[i] * v), a product and a sum in fp32 (flash
+ * attention's fp16 accumulator in a build with fp32 lanes), and
+ * y[i] = round_f16(x[i] * v) (y may be x; v 1: x rounded), for i < n: the
+ * values assay_numerics_round_f16 gives element by element, computed eight
+ * at a time where the CPU converts to fp16 itself (F16C). */
+void assay_numerics_mad_round_f16(float *y, const float *x, float v, int32_t n);
+void assay_numerics_scale_round_f16(float *y, const float *x, float v, int32_t n);
+
 /* ggml_vec_mad_f16 and ggml_vec_scale_f16 on y[0..n) in place, as above. */
 void assay_numerics_mad_f16acc(float *y, const float *x, float v, int32_t n);
 void assay_numerics_scale_f16acc(float *y, float v, int32_t n);

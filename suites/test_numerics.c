@@ -365,6 +365,68 @@ static void test_f16acc_mad_scale(void **state)
     assert_true(y[128] == 1.5f + 0x1p-10f && y[191] == 1.5f + 0x1p-10f);
 }
 
+/* The rows rounded to fp16 (eight at a time where the CPU has F16C) give
+ * the element-by-element values bit for bit: a product then a sum (not
+ * fused) for mad, at every length around the vector width, on random
+ * values across the whole range, fp16 subnormals, overflow, NaN and
+ * infinities; and every 65,537th float through the scaled rounding. */
+static void test_f16_rows(void **state)
+{
+    (void)state;
+    float y[80], x[80], want[80];
+    uint64_t s = 777;
+    for (int32_t n = 0; n <= 80; n++) {
+        for (int rep = 0; rep < 40; rep++) {
+            float v = 0.0f;
+            for (int32_t i = 0; i < n; i++) {
+                s = s * 6364136223846793005ull + 1442695040888963407ull;
+                uint32_t a = (uint32_t)(s >> 32), b = (uint32_t)s;
+                /* exponents from fp16's subnormals to beyond its range */
+                y[i] = ldexpf((float)(a & 0xffffff) * 0x1p-24f, (int)(a >> 24) % 44 - 28);
+                x[i] = ldexpf((float)(b & 0xffffff) * 0x1p-24f, (int)(b >> 24) % 20 - 10);
+                y[i] = (b & 0x80000000u) ? -y[i] : y[i];
+            }
+            if (n > 3) {
+                y[1] = NAN;
+                x[2] = INFINITY;
+                y[3] = 70000.0f;
+            }
+            s = s * 6364136223846793005ull + 1442695040888963407ull;
+            v = ldexpf((float)(s >> 40) * 0x1p-24f, (int)(s & 7) - 3);
+            for (int32_t i = 0; i < n; i++) {
+                want[i] = assay_numerics_round_f16(y[i] + x[i] * v);
+            }
+            assay_numerics_mad_round_f16(y, x, v, n);
+            if (n > 0 && memcmp(y, want, sizeof(float) * (size_t)n) != 0) {
+                fail_msg("mad, n %d: a row differs from the element-by-element values", (int)n);
+            }
+            for (int32_t i = 0; i < n; i++) {
+                want[i] = assay_numerics_round_f16(x[i] * v);
+            }
+            assay_numerics_scale_round_f16(y, x, v, n);
+            if (n > 0 && memcmp(y, want, sizeof(float) * (size_t)n) != 0) {
+                fail_msg("scale, n %d: a row differs from the element-by-element values", (int)n);
+            }
+        }
+    }
+    for (uint64_t u = 0; u <= 0xffffffffull; u += 65537 * 8) {
+        float row[8], w[8];
+        for (int k = 0; k < 8; k++) {
+            uint32_t bits = (uint32_t)(u + 65537ull * (uint64_t)k);
+            memcpy(&row[k], &bits, sizeof bits);
+            w[k] = assay_numerics_round_f16(row[k] * 1.0f);
+        }
+        assay_numerics_scale_round_f16(row, row, 1.0f, 8);
+        if (memcmp(row, w, sizeof row) != 0) {
+            fail_msg("rounding the floats from bits 0x%08llx on: the row differs",
+                     (unsigned long long)u);
+        }
+    }
+    print_message("F16C: %s\n", assay_numerics_simd_supported(ASSAY_NUMERICS_SIMD_AVX2)
+                                      ? "the rows were rounded eight at a time"
+                                      : "absent, the rows were rounded element by element");
+}
+
 int main(int argc, char **argv)
 {
     assay_test_init(argc, argv);
@@ -377,6 +439,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_f16acc_reduce_order),
         cmocka_unit_test(test_f16acc_dot_variants),
         cmocka_unit_test(test_f16acc_mad_scale),
+        cmocka_unit_test(test_f16_rows),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
