@@ -869,18 +869,8 @@ enum assay_status assay_oracle_logits_batch_from(struct assay_oracle *o, int32_t
 enum assay_status assay_oracle_next_logits(struct assay_oracle *o, const int32_t *tokens,
                                            int32_t n, double *logits)
 {
-    if (!valid_input(o, tokens, n, logits)) {
-        return ASSAY_ERR_INVALID;
-    }
-    for (int32_t t = 0; t < n; t++) {
-        o->pos[t] = t;
-    }
-    enum assay_status st = forward(o, tokens, n, o->pos);
-    if (st != ASSAY_OK || o->model->mapped) {
-        return st != ASSAY_OK ? st : output_mapped(o, n - 1, 1, logits);
-    }
-    output(o, n - 1, 1, logits);
-    return ASSAY_OK;
+    int32_t from = n - 1;
+    return assay_oracle_logits_batch_from(o, 1, &tokens, &n, &from, logits);
 }
 
 /* ---- the exact processed distribution ---------------------------------- */
