@@ -1,12 +1,20 @@
 /*
  * sha256.c - SHA-256 after FIPS 180-4 (sha256.h): init, update, final and
- * assay_sha256_hex. Hashes weights files (engine/model.c); the unit test
- * checks it against FIPS 180-4's example vectors.
+ * assay_sha256_hex. Hashes weights files (engine/model.c): a model's whole
+ * fp32 data, half a gigabyte for a model of 123M parameters, at every
+ * load. On a CPU with the SHA extensions the compression runs on them
+ * (about six times the portable loop's speed); the unit test checks both
+ * against FIPS 180-4's example vectors and against each other.
  */
 #include "sha256.h"
 
 #include <stdio.h>
 #include <string.h>
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#include <immintrin.h>
+#define SHA256_NI 1
+#endif
 
 static const uint32_t k_round[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
@@ -24,7 +32,7 @@ static uint32_t rotr(uint32_t x, int n)
     return (x >> n) | (x << (32 - n));
 }
 
-static void compress(uint32_t h[8], const uint8_t block[64])
+static void compress(uint32_t h[8], const uint8_t *block)
 {
     uint32_t w[64];
     for (int i = 0; i < 16; i++) {
@@ -63,6 +71,76 @@ static void compress(uint32_t h[8], const uint8_t block[64])
     h[7] += hh;
 }
 
+#ifdef SHA256_NI
+/*
+ * n blocks with the SHA extensions. The state is held as the instructions
+ * want it, ABEF and CDGH (lane 3 first); each sha256rnds2 makes two rounds
+ * and leaves the new ABEF, the old one being the new CDGH, so two calls
+ * a group of four rounds bring the roles back. The schedule's words four
+ * at a time: W[g] from W[g-4] + sigma0 (sha256msg1), + W[g-7..] (the
+ * alignr), + sigma1 (sha256msg2); w[] keeps the last four groups.
+ */
+__attribute__((target("sha,sse4.1,ssse3"))) static void compress_ni(uint32_t h[8],
+                                                                   const uint8_t *blocks,
+                                                                   size_t n)
+{
+    const __m128i bswap = _mm_set_epi64x(0x0c0d0e0f08090a0bLL, 0x0405060700010203LL);
+    __m128i dcba = _mm_shuffle_epi32(_mm_loadu_si128((const __m128i *)&h[0]), 0xB1);
+    __m128i hgfe = _mm_shuffle_epi32(_mm_loadu_si128((const __m128i *)&h[4]), 0x1B);
+    __m128i abef = _mm_alignr_epi8(dcba, hgfe, 8);
+    __m128i cdgh = _mm_blend_epi16(hgfe, dcba, 0xF0);
+    for (; n > 0; n--, blocks += 64) {
+        const __m128i abef0 = abef, cdgh0 = cdgh;
+        __m128i w[4];
+        for (int g = 0; g < 16; g++) {
+            __m128i m;
+            if (g < 4) {
+                m = _mm_shuffle_epi8(_mm_loadu_si128((const __m128i *)(blocks + 16 * g)), bswap);
+            } else {
+                m = _mm_sha256msg1_epu32(w[g & 3], w[(g + 1) & 3]);
+                m = _mm_add_epi32(m, _mm_alignr_epi8(w[(g + 3) & 3], w[(g + 2) & 3], 4));
+                m = _mm_sha256msg2_epu32(m, w[(g + 3) & 3]);
+            }
+            w[g & 3] = m;
+            __m128i k = _mm_add_epi32(m, _mm_loadu_si128((const __m128i *)&k_round[4 * g]));
+            cdgh = _mm_sha256rnds2_epu32(cdgh, abef, k);
+            abef = _mm_sha256rnds2_epu32(abef, cdgh, _mm_shuffle_epi32(k, 0x0E));
+        }
+        abef = _mm_add_epi32(abef, abef0);
+        cdgh = _mm_add_epi32(cdgh, cdgh0);
+    }
+    __m128i feba = _mm_shuffle_epi32(abef, 0x1B);
+    __m128i dchg = _mm_shuffle_epi32(cdgh, 0xB1);
+    _mm_storeu_si128((__m128i *)&h[0], _mm_blend_epi16(feba, dchg, 0xF0));
+    _mm_storeu_si128((__m128i *)&h[4], _mm_alignr_epi8(dchg, feba, 8));
+}
+#endif
+
+/* n whole blocks into ctx's state. */
+static void compress_blocks(struct assay_sha256 *ctx, const uint8_t *blocks, size_t n)
+{
+#ifdef SHA256_NI
+    if (!ctx->portable) {
+        compress_ni(ctx->h, blocks, n);
+        return;
+    }
+#endif
+    for (; n > 0; n--, blocks += 64) {
+        compress(ctx->h, blocks);
+    }
+}
+
+bool assay_sha256_accelerated(void)
+{
+#ifdef SHA256_NI
+    __builtin_cpu_init();
+    return __builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1") &&
+           __builtin_cpu_supports("ssse3");
+#else
+    return false;
+#endif
+}
+
 void assay_sha256_init(struct assay_sha256 *ctx)
 {
     static const uint32_t init[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
@@ -70,26 +148,32 @@ void assay_sha256_init(struct assay_sha256 *ctx)
     memcpy(ctx->h, init, sizeof init);
     ctx->n_bytes = 0;
     ctx->n_block = 0;
+    ctx->portable = !assay_sha256_accelerated();
 }
 
 void assay_sha256_update(struct assay_sha256 *ctx, const void *data, size_t n)
 {
     const uint8_t *p = data;
     ctx->n_bytes += n;
-    while (n > 0) {
-        size_t take = 64 - ctx->n_block;
-        if (take > n) {
-            take = n;
-        }
+    if (ctx->n_block > 0) {
+        size_t take = 64 - ctx->n_block < n ? 64 - ctx->n_block : n;
         memcpy(ctx->block + ctx->n_block, p, take);
         ctx->n_block += take;
         p += take;
         n -= take;
-        if (ctx->n_block == 64) {
-            compress(ctx->h, ctx->block);
-            ctx->n_block = 0;
+        if (ctx->n_block < 64) {
+            return;
         }
+        compress_blocks(ctx, ctx->block, 1);
+        ctx->n_block = 0;
     }
+    if (n >= 64) {
+        compress_blocks(ctx, p, n / 64);
+    }
+    if (n % 64 > 0) {
+        memcpy(ctx->block, p + (n / 64) * 64, n % 64);
+    }
+    ctx->n_block = n % 64;
 }
 
 void assay_sha256_final(struct assay_sha256 *ctx, uint8_t digest[32])

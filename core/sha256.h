@@ -4,6 +4,7 @@
 #ifndef ASSAY_SHA256_H
 #define ASSAY_SHA256_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -12,7 +13,12 @@ struct assay_sha256 {
     uint64_t n_bytes;
     uint8_t block[64];
     size_t n_block;
+    bool portable; /* the portable loop, not the SHA extensions (init sets it
+                      by the CPU; a test may set it after init) */
 };
+
+/* Whether this CPU (and this build) has the SHA extensions init uses. */
+bool assay_sha256_accelerated(void);
 
 void assay_sha256_init(struct assay_sha256 *ctx);
 void assay_sha256_update(struct assay_sha256 *ctx, const void *data, size_t n);

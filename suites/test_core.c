@@ -105,16 +105,62 @@ static void test_sha256_vectors(void **state)
         {"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq",
          "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1"},
     };
-    for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
-        struct assay_sha256 ctx;
-        uint8_t d[32];
-        char hex[65];
-        assay_sha256_init(&ctx);
-        assay_sha256_update(&ctx, v[i].msg, strlen(v[i].msg));
-        assay_sha256_final(&ctx, d);
-        assay_sha256_hex(d, hex);
-        assert_string_equal(hex, v[i].hex);
+    for (int portable = 0; portable < 2; portable++) {
+        for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
+            struct assay_sha256 ctx;
+            uint8_t d[32];
+            char hex[65];
+            assay_sha256_init(&ctx);
+            ctx.portable = ctx.portable || portable;
+            assay_sha256_update(&ctx, v[i].msg, strlen(v[i].msg));
+            assay_sha256_final(&ctx, d);
+            assay_sha256_hex(d, hex);
+            assert_string_equal(hex, v[i].hex);
+        }
     }
+}
+
+/* The SHA extensions' path gives the portable loop's digest for every
+ * length around the block boundaries and for long inputs, fed whole and
+ * in uneven pieces (which cross blocks at every offset). Without the
+ * extensions both runs take the portable loop and the test says so. */
+static void test_sha256_paths(void **state)
+{
+    (void)state;
+    enum { N = 70000 };
+    uint8_t *buf = assay_malloc(N);
+    assert_non_null(buf);
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (int i = 0; i < N; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        buf[i] = (uint8_t)x;
+    }
+    if (!assay_sha256_accelerated()) {
+        print_message("no SHA extensions on this CPU: the portable loop only\n");
+    }
+    const size_t lens[] = {0, 1, 55, 56, 63, 64, 65, 127, 128, 129, 191, 1000, 4096, N - 3, N};
+    for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
+        uint8_t d[2][2][32];
+        for (int portable = 0; portable < 2; portable++) {
+            for (int pieces = 0; pieces < 2; pieces++) {
+                struct assay_sha256 ctx;
+                assay_sha256_init(&ctx);
+                ctx.portable = ctx.portable || portable;
+                if (pieces == 0) {
+                    assay_sha256_update(&ctx, buf, lens[i]);
+                } else {
+                    for (size_t at = 0, step = 1; at < lens[i]; at += step, step = step * 3 % 257) {
+                        assay_sha256_update(&ctx, buf + at, step < lens[i] - at ? step : lens[i] - at);
+                    }
+                }
+                assay_sha256_final(&ctx, d[portable][pieces]);
+            }
+        }
+        assert_memory_equal(d[0][0], d[1][0], 32);
+        assert_memory_equal(d[0][0], d[0][1], 32);
+        assert_memory_equal(d[1][0], d[1][1], 32);
+    }
+    assay_free(buf);
 }
 
 /* The counter-based draws must look uniform and independent: the mean,
@@ -172,6 +218,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_status_strings),  cmocka_unit_test(test_diag_format),
         cmocka_unit_test(test_json_error_offset),
         cmocka_unit_test(test_failing_allocator), cmocka_unit_test(test_sha256_vectors),
+        cmocka_unit_test(test_sha256_paths),
         cmocka_unit_test(test_rng_moments),     cmocka_unit_test(test_seed_derive),
         cmocka_unit_test(test_sgemm_is_openblas),
     };
