@@ -216,6 +216,7 @@ static enum assay_status parse_bundled(const char *args, struct bundled_spec *b,
 struct cache_entry {
     char key[600]; /* what#seed, or a derived draft's near:NOISE@what#seed#draft_seed */
     struct assay_model *model;
+    bool lent; /* assay_model_cache_lend's: not the cache's to free */
 };
 
 struct assay_model_cache {
@@ -235,7 +236,9 @@ void assay_model_cache_free(struct assay_model_cache *c)
         return;
     }
     for (int32_t i = 0; i < c->n; i++) {
-        assay_model_free(c->entries[i].model);
+        if (!c->entries[i].lent) {
+            assay_model_free(c->entries[i].model);
+        }
     }
     assay_free(c->entries);
     assay_free(c);
@@ -252,22 +255,35 @@ static struct assay_model *cache_find(const struct assay_model_cache *c, const c
     return NULL;
 }
 
-/* Keep model under key (the cache owns it from now on, also on failure). */
-static enum assay_status cache_put(struct assay_model_cache *c, const char *key,
-                                   struct assay_model *model)
+/* Room for one more entry: ASSAY_OK or ASSAY_ERR_NOMEM. */
+static enum assay_status cache_reserve(struct assay_model_cache *c)
 {
     if (c->n == c->cap) {
         int32_t cap = c->cap > 0 ? 2 * c->cap : 8;
         struct cache_entry *grown = assay_realloc(c->entries, sizeof *grown * (size_t)cap);
         if (grown == NULL) {
-            assay_model_free(model);
             return ASSAY_ERR_NOMEM;
         }
         c->entries = grown;
         c->cap = cap;
     }
+    return ASSAY_OK;
+}
+
+/* Keep model under key; lent: the caller's, never freed by the cache.
+ * Otherwise the cache owns it from now on, also on failure. */
+static enum assay_status cache_put(struct assay_model_cache *c, const char *key,
+                                   struct assay_model *model, bool lent)
+{
+    if (cache_reserve(c) != ASSAY_OK) {
+        if (!lent) {
+            assay_model_free(model);
+        }
+        return ASSAY_ERR_NOMEM;
+    }
     snprintf(c->entries[c->n].key, sizeof c->entries[c->n].key, "%s", key);
     c->entries[c->n].model = model;
+    c->entries[c->n].lent = lent;
     c->n++;
     return ASSAY_OK;
 }
@@ -288,10 +304,26 @@ static enum assay_status get_model(struct assay_model_cache *c, const char *what
     }
     enum assay_status st = load_model(what, seed, out, diag);
     if (st == ASSAY_OK) {
-        st = cache_put(c, key, *out);
+        st = cache_put(c, key, *out, false);
         *out = st == ASSAY_OK ? *out : NULL;
     }
     return st;
+}
+
+enum assay_status assay_model_cache_lend(struct assay_model_cache *cache, const char *path,
+                                         const struct assay_model *model)
+{
+    if (cache == NULL || path == NULL || model == NULL || model->mapped || !is_path(path)) {
+        return ASSAY_ERR_INVALID;
+    }
+    char key[300];
+    snprintf(key, sizeof key, "%s#0", path);
+    if (cache_find(cache, key) != NULL) {
+        return ASSAY_OK;
+    }
+    /* The engines take their model const; the cast only lets the entry
+     * share the cache's type, and a lent entry is never freed. */
+    return cache_put(cache, key, (struct assay_model *)model, true);
 }
 
 /* draft=near:NOISE: the target's own weights perturbed
@@ -319,7 +351,7 @@ static enum assay_status derive_draft(struct assay_model_cache *c, const struct 
     }
     enum assay_status st = assay_model_derive_draft(model, noise, (uint64_t)b->draft_seed, out);
     if (st == ASSAY_OK) {
-        st = cache_put(c, key, *out);
+        st = cache_put(c, key, *out, false);
         *out = st == ASSAY_OK ? *out : NULL;
     }
     return st;

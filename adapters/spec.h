@@ -36,6 +36,14 @@ struct assay_model_cache;
 enum assay_status assay_model_cache_init(struct assay_model_cache **out);
 void assay_model_cache_free(struct assay_model_cache *cache);
 
+/* Lend cache a model already loaded from the file at path (resident, as a
+ * bundled spec's model= loads it), so that engines whose spec names that
+ * path use it instead of loading the file again. The cache does not free
+ * it: the model must outlive the cache. ASSAY_OK, or ASSAY_ERR_NOMEM;
+ * ASSAY_ERR_INVALID for a NULL argument or a mapped model. */
+enum assay_status assay_model_cache_lend(struct assay_model_cache *cache, const char *path,
+                                         const struct assay_model *model);
+
 /* assay_adapter_open_spec, with models taken from (and added to) cache; a
  * NULL cache behaves like assay_adapter_open_spec. */
 enum assay_status assay_adapter_open_spec_cached(const char *spec, struct assay_model_cache *cache,

@@ -387,6 +387,10 @@ enum assay_status assay_audit_open(const struct assay_audit_params *p, struct as
     if (st == ASSAY_OK) {
         st = assay_model_cache_init(&a->models);
     }
+    if (st == ASSAY_OK && !a->mapped) {
+        /* the bundled engine reads the oracle's copy of the file's weights */
+        st = assay_model_cache_lend(a->models, a->model_path, a->model);
+    }
     if (st == ASSAY_OK && a->engine_off) {
         assay_audit_note(a,
                          "Bundled engine: not run (%s).%s The two-sample test and the benchmark, "
