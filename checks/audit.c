@@ -201,13 +201,13 @@ static int64_t mem_available(void)
     return kb < 0 ? -1 : (int64_t)kb * 1024;
 }
 
-/* The fp32 copies of the weights a resident audit holds: the oracle's, the
- * bundled engine's load and its two layouts (its own product's and
- * OpenBLAS's), the reference's layout, and for a file in integer formats
- * the engine's integer layout (engine/gemmq.h: up to 12 bits a weight,
- * 0.375 of a copy); without the bundled engine, the oracle's and the
- * reference's. */
-#define RESIDENT_COPIES 5.375
+/* The fp32 copies of the weights a resident audit holds: the oracle's
+ * (which the bundled engine reads too), the bundled engine's two layouts
+ * (its own product's and OpenBLAS's), the reference's layout, and for a
+ * file in integer formats the engine's integer layout (engine/gemmq.h: up
+ * to 12 bits a weight, 0.375 of a copy); without the bundled engine, the
+ * oracle's and the reference's. */
+#define RESIDENT_COPIES 4.375
 #define REFERENCE_COPIES 2
 
 /* How the audit holds its weights (assay_audit_weights): set a->mapped and
@@ -246,7 +246,7 @@ static void choose_weights(struct assay_audit *a)
     a->engine_off = true;
     a->mapped = REFERENCE_COPIES * fp32 > 0.8 * avail;
     snprintf(a->engine_off_why, sizeof a->engine_off_why,
-             "%s: with the bundled engine's copy and layouts the weights in fp32 would take "
+             "%s: with the bundled engine's layouts the weights in fp32 would take "
              "about %.1f GiB, more than 80%% of the %.1f GiB available%s%s",
              a->mapped ? "the weights are mapped" : "too little memory",
              RESIDENT_COPIES * fp32 / gib, avail / gib,

@@ -75,7 +75,7 @@ static void usage(FILE *out)
             "                      for bit, batched runs may part where the numerics budget\n"
             "                      can move the draw), bitwise (batch invariance: every run\n"
             "                      bit for bit) or budget (every run up to the budget)\n"
-            "  --weights HOW       resident: decoded to fp32 (about 21.5 bytes a parameter:\n"
+            "  --weights HOW       resident: decoded to fp32 (about 17.5 bytes a parameter:\n"
             "                      the oracle's, the bundled engine's and the reference's);\n"
             "                      mapped: left in the file, a layer decoded at a time by the\n"
             "                      oracle and the reference, and no bundled engine (no\n"
