@@ -167,6 +167,64 @@ static void test_derived_draft(void **state)
     assay_model_free(z);
 }
 
+/* A model lent to the spec cache: an engine whose spec names its path
+ * reads it (the file is gone by then, so a second load would fail), the
+ * cache never frees it, and what cannot be lent is refused. */
+static void test_cache_lend(void **state)
+{
+    (void)state;
+    char path[512], spec[600];
+    assay_test_scratch("engine-lend.gguf", path, sizeof path);
+    struct assay_diag diag;
+    struct assay_model *m = NULL, *mapped = NULL;
+    assert_int_equal(assay_model_save_gguf(g_mini, path, &diag), ASSAY_OK);
+    assert_int_equal(assay_model_load_gguf(&m, path, &diag), ASSAY_OK);
+    assert_int_equal(assay_model_load_gguf_mapped(&mapped, path, &diag), ASSAY_OK);
+    struct assay_model_cache *cache = NULL;
+    assert_int_equal(assay_model_cache_init(&cache), ASSAY_OK);
+    assert_int_equal(assay_model_cache_lend(cache, path, mapped), ASSAY_ERR_INVALID);
+    assert_int_equal(assay_model_cache_lend(cache, "mini", m), ASSAY_ERR_INVALID);
+    assert_int_equal(assay_model_cache_lend(cache, path, NULL), ASSAY_ERR_INVALID);
+    assert_int_equal(assay_model_cache_lend(NULL, path, m), ASSAY_ERR_INVALID);
+    assert_int_equal(assay_model_cache_lend(cache, path, m), ASSAY_OK);
+    assert_int_equal(assay_model_cache_lend(cache, path, m), ASSAY_OK);
+    assay_model_free(mapped);
+    assert_int_equal(remove(path), 0);
+    snprintf(spec, sizeof spec, "bundled:model=%s,kv=paged,block=4", path);
+    struct assay_adapter ad;
+    assert_int_equal(assay_adapter_open_spec_cached(spec, cache, &ad, &diag), ASSAY_OK);
+    int32_t prompt[] = {1, 2, 3};
+    struct assay_request r;
+    memset(&r, 0, sizeof r);
+    r.id = 1;
+    r.prompt = prompt;
+    r.prompt_len = 3;
+    r.max_tokens = 4;
+    r.stop_token = -1;
+    r.sampling = assay_sampling_greedy();
+    assert_int_equal(ad.vt->add_request(ad.self, &r), ASSAY_OK);
+    int32_t tokens = 0;
+    while (ad.vt->has_work(ad.self)) {
+        const struct assay_event *ev = NULL;
+        size_t n = 0;
+        assert_int_equal(ad.vt->step(ad.self, &ev, &n), ASSAY_OK);
+        for (size_t i = 0; i < n; i++) {
+            tokens += ev[i].kind == ASSAY_EVENT_TOKEN;
+        }
+    }
+    assert_int_equal(tokens, 4);
+    assay_adapter_close(&ad);
+    /* Without the lent model the same spec must load the (missing) file. */
+    struct assay_model_cache *empty = NULL;
+    assert_int_equal(assay_model_cache_init(&empty), ASSAY_OK);
+    assert_int_not_equal(assay_adapter_open_spec_cached(spec, empty, &ad, &diag), ASSAY_OK);
+    assay_model_cache_free(empty);
+    assay_model_cache_free(cache);
+    /* still the caller's, whole */
+    assert_string_equal(m->sha256, g_mini->sha256);
+    assay_model_free(m);
+}
+
 /* The initialisation must make the output depend on the whole context: a
  * broken KV cache or a leaking mask must not go unseen. Changing token 2 of
  * a 64-token prompt must move the logits at the last position by at least
@@ -643,6 +701,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_parameter_count),
         cmocka_unit_test(test_init_is_seeded),
         cmocka_unit_test(test_derived_draft),
+        cmocka_unit_test(test_cache_lend),
         cmocka_unit_test(test_output_depends_on_whole_context),
         cmocka_unit_test(test_add_request_rejects_bad_requests),
         cmocka_unit_test(test_abort_returns_blocks),
