@@ -13,6 +13,7 @@
 #include <string.h>
 
 #if defined(__x86_64__) && defined(__GNUC__)
+#include <cpuid.h>
 #include <immintrin.h>
 #define SHA256_NI 1
 #endif
@@ -134,9 +135,14 @@ static void compress_blocks(struct assay_sha256 *ctx, const uint8_t *blocks, siz
 bool assay_sha256_accelerated(void)
 {
 #ifdef SHA256_NI
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("sha") && __builtin_cpu_supports("sse4.1") &&
-           __builtin_cpu_supports("ssse3");
+    /* CPUID directly: not every compiler's __builtin_cpu_supports knows
+     * "sha". Leaf 1: SSSE3 (ECX bit 9), SSE4.1 (bit 19); leaf 7: SHA (EBX
+     * bit 29). */
+    unsigned int a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d) || !(c & (1u << 9)) || !(c & (1u << 19))) {
+        return false;
+    }
+    return __get_cpuid_count(7, 0, &a, &b, &c, &d) && (b & (1u << 29)) != 0;
 #else
     return false;
 #endif
