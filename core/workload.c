@@ -528,13 +528,16 @@ static enum assay_status parse_requests(struct parser *ps, const cJSON *arr,
 /* ---- generated workloads ------------------------------------------------ */
 
 struct length_dist {
-    char kind[16]; /* constant, uniform, lognormal */
+    char kind[16]; /* constant, uniform, stratified, lognormal */
     double a, b;   /* value | min,max | median,sigma */
     int32_t lo, hi;
 };
 
+/* A length distribution at path; "stratified" (uniform, one draw in each
+ * of n equal parts of the range) only where may_stratify: the prompts'
+ * lengths, drawn once per request. */
 static enum assay_status parse_length(struct parser *ps, const cJSON *j, const char *path,
-                                      struct length_dist *d)
+                                      bool may_stratify, struct length_dist *d)
 {
     if (!cJSON_IsObject(j)) {
         return fail(ps, path, "an object {\"dist\": ...}", assay_json_kind_of(j));
@@ -552,7 +555,8 @@ static enum assay_status parse_length(struct parser *ps, const cJSON *j, const c
         st = get_int(ps, j, "value", path, true, 0, 1, 1 << 20, &v);
         d->lo = d->hi = (int32_t)v;
         d->a = (double)v;
-    } else if (strcmp(d->kind, "uniform") == 0 || strcmp(d->kind, "lognormal") == 0) {
+    } else if (strcmp(d->kind, "uniform") == 0 || strcmp(d->kind, "lognormal") == 0 ||
+               (may_stratify && strcmp(d->kind, "stratified") == 0)) {
         st = get_int(ps, j, "min", path, true, 0, 1, 1 << 20, &lo);
         if (st == ASSAY_OK) {
             st = get_int(ps, j, "max", path, true, 0, lo, 1 << 20, &hi);
@@ -568,7 +572,10 @@ static enum assay_status parse_length(struct parser *ps, const cJSON *j, const c
     } else {
         char where[160];
         snprintf(where, sizeof where, "%s.dist", path);
-        return fail(ps, where, "\"constant\", \"uniform\" or \"lognormal\"", d->kind);
+        return fail(ps, where,
+                    may_stratify ? "\"constant\", \"uniform\", \"stratified\" or \"lognormal\""
+                                 : "\"constant\", \"uniform\" or \"lognormal\"",
+                    d->kind);
     }
     return st;
 }
@@ -593,6 +600,10 @@ static int describe_length(char *buf, size_t size, const struct length_dist *d)
     }
     if (strcmp(d->kind, "uniform") == 0) {
         return snprintf(buf, size, "uniform %d..%d", (int)d->lo, (int)d->hi);
+    }
+    if (strcmp(d->kind, "stratified") == 0) {
+        return snprintf(buf, size, "stratified %d..%d (one in each of n equal parts)",
+                        (int)d->lo, (int)d->hi);
     }
     return snprintf(buf, size, "lognormal median %g sigma %g in %d..%d", d->a, d->b, (int)d->lo,
                     (int)d->hi);
@@ -637,7 +648,8 @@ static enum assay_status parse_abort(struct parser *ps, const cJSON *g, const ch
         st = get_num(ps, ab, "fraction", path, true, 0, 0, 1, fraction);
     }
     if (st == ASSAY_OK) {
-        st = parse_length(ps, cJSON_GetObjectItemCaseSensitive(ab, "after"), after_path, after);
+        st = parse_length(ps, cJSON_GetObjectItemCaseSensitive(ab, "after"), after_path, false,
+                          after);
     }
     return st;
 }
@@ -698,11 +710,11 @@ static enum assay_status parse_shape(struct parser *ps, const cJSON *g, struct s
     }
     if (st == ASSAY_OK) {
         st = parse_length(ps, cJSON_GetObjectItemCaseSensitive(g, "prompt_len"),
-                          "generate.prompt_len", &sh->prompt);
+                          "generate.prompt_len", true, &sh->prompt);
     }
     if (st == ASSAY_OK) {
         st = parse_length(ps, cJSON_GetObjectItemCaseSensitive(g, "output_len"),
-                          "generate.output_len", &sh->output);
+                          "generate.output_len", false, &sh->output);
     }
     const cJSON *lg = cJSON_GetObjectItemCaseSensitive(g, "long");
     if (st == ASSAY_OK && lg != NULL) {
@@ -716,7 +728,7 @@ static enum assay_status parse_shape(struct parser *ps, const cJSON *g, struct s
         }
         if (st == ASSAY_OK) {
             st = parse_length(ps, cJSON_GetObjectItemCaseSensitive(lg, "prompt_len"),
-                              "generate.long.prompt_len", &sh->long_prompt);
+                              "generate.long.prompt_len", false, &sh->long_prompt);
         }
     }
     const cJSON *sp = cJSON_GetObjectItemCaseSensitive(g, "shared_prefix");
@@ -834,9 +846,34 @@ static enum assay_status generate(struct parser *ps, const struct shape *sh,
         assay_free(prefix);
         return ASSAY_ERR_NOMEM;
     }
+    /* Stratified prompt lengths: request i draws in part stratum[i] of n
+     * equal parts of the range, the parts dealt in a random order. */
+    const bool stratified = strcmp(sh->prompt.kind, "stratified") == 0;
+    int32_t *stratum = stratified ? assay_calloc((size_t)n, sizeof(int32_t)) : NULL;
+    if (stratified && stratum == NULL) {
+        gsl_rng_free(rng);
+        assay_free(plen);
+        assay_free(olen);
+        assay_free(prefix);
+        assay_free(uses_shared);
+        return ASSAY_ERR_NOMEM;
+    }
+    for (int32_t i = 0; stratified && i < n; i++) {
+        stratum[i] = i;
+    }
+    if (stratified) {
+        gsl_ran_shuffle(rng, stratum, (size_t)n, sizeof(int32_t));
+    }
     for (int32_t i = 0; i < n; i++) {
         bool is_long = sh->long_fraction > 0 && gsl_rng_uniform(rng) < sh->long_fraction;
-        plen[i] = draw_length(is_long ? &sh->long_prompt : &sh->prompt, rng);
+        if (stratified && !is_long) {
+            const double width = (double)(sh->prompt.hi - sh->prompt.lo + 1) / (double)n;
+            int32_t at = (int32_t)floor(((double)stratum[i] + gsl_rng_uniform(rng)) * width);
+            plen[i] = sh->prompt.lo + at;
+            plen[i] = plen[i] > sh->prompt.hi ? sh->prompt.hi : plen[i];
+        } else {
+            plen[i] = draw_length(is_long ? &sh->long_prompt : &sh->prompt, rng);
+        }
         olen[i] = draw_length(&sh->output, rng);
         uses_shared[i] = sh->shared_len > 0 && gsl_rng_uniform(rng) < sh->shared_fraction;
         int32_t fixed = (uses_shared[i] ? (int32_t)sh->shared_len : 0) + (int32_t)sh->group_len;
@@ -974,6 +1011,7 @@ static enum assay_status generate(struct parser *ps, const struct shape *sh,
     assay_free(olen);
     assay_free(prefix);
     assay_free(uses_shared);
+    assay_free(stratum);
     if (st != ASSAY_OK) {
         assay_workload_free(w);
         return st;

@@ -1131,6 +1131,35 @@ static void test_audit_workloads(void **state)
     }
     assert_true(longest > ASSAY_AUDIT_MIN_CONTEXT * 3 / 4);
     assay_workload_free(w);
+    /* ... and spread over their range: one prompt in each of n equal
+     * parts, for the full draw and the quick one. */
+    for (int32_t n = 12; n <= 48; n += 36) {
+        struct assay_workload_draw ds = {9, n};
+        assert_int_equal(assay_workload_load_drawn(path, &lim, &ds, &w, &diag), ASSAY_OK);
+        int32_t len[48];
+        for (int32_t r = 0; r < n; r++) {
+            int32_t k = r;
+            for (; k > 0 && len[k - 1] > w->reqs[r].prompt_len; k--) {
+                len[k] = len[k - 1];
+            }
+            len[k] = w->reqs[r].prompt_len;
+        }
+        const double width = 470.0 / n;
+        for (int32_t k = 0; k < n; k++) {
+            assert_true(len[k] >= 1 + (int32_t)floor(k * width));
+            assert_true(len[k] <= 1 + (int32_t)floor((k + 1) * width));
+        }
+        assay_workload_free(w);
+    }
+    /* Only the prompts' lengths are stratified. */
+    const char *bad = "{\"format\":\"assay-workload\",\"version\":1,\"name\":\"s\","
+                      "\"generate\":{\"seed\":1,\"n\":4,\"prompt_len\":{\"dist\":"
+                      "\"stratified\",\"min\":1,\"max\":9},\"output_len\":{\"dist\":"
+                      "\"stratified\",\"min\":1,\"max\":9}}}";
+    w = NULL;
+    assert_int_equal(assay_workload_parse(bad, strlen(bad), "s.json", &lim, &w, &diag),
+                     ASSAY_ERR_PARSE);
+    assert_string_equal(diag.where, "generate.output_len.dist");
     assay_test_fixture(ASSAY_AUDIT_BUDGET_WORKLOAD, path, sizeof path);
     assert_int_equal(assay_workload_load_drawn(path, &lim, &d, &w, &diag), ASSAY_OK);
     assert_true(w->n >= 8);
