@@ -858,10 +858,10 @@ static enum assay_status generate(struct parser *ps, const struct shape *sh,
         assay_free(uses_shared);
         return ASSAY_ERR_NOMEM;
     }
-    for (int32_t i = 0; stratified && i < n; i++) {
-        stratum[i] = i;
-    }
     if (stratified) {
+        for (int32_t i = 0; i < n; i++) {
+            stratum[i] = i;
+        }
         gsl_ran_shuffle(rng, stratum, (size_t)n, sizeof(int32_t));
     }
     for (int32_t i = 0; i < n; i++) {
