@@ -58,8 +58,10 @@ static struct assay_openai_params params_for(enum assay_openai_api api, char *ur
     /* Long enough that a well-behaved reply on a busy machine (its server
      * thread waiting for a core) is never taken for a stall: 400 ms was
      * seen to, at a load of 8 on 2 cores. The stall cases cost it once,
-     * all at the same time. */
-    p.stall_timeout_ms = (int32_t)(2000 * g_time_scale);
+     * all at the same time. Under valgrind (time scale 40) a misbehaviour
+     * run takes about a second besides that wait, so five times is ample
+     * there; forty times made each run wait 80 s for its stall cases. */
+    p.stall_timeout_ms = (int32_t)(2000 * fmin(g_time_scale, 5.0));
     p.connect_timeout_ms = (int32_t)(2000 * g_time_scale);
     p.n_probs = 2;
     return p;
