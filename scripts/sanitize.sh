@@ -37,7 +37,8 @@
 #     under valgrind), and test_faults (about 5 minutes under valgrind, the
 #     step's longest pole: it fails every allocation in turn, and ASan's
 #     leak checker sees each of those paths in the asan run). The rest
-#     about 4 minutes together, in two groups, one per core.
+#     in two groups, one per core, of about equal length (under 4 minutes
+#     each here).
 #     OPENBLAS_CORETYPE=Haswell, since valgrind cannot run OpenBLAS's AVX-512
 #     kernels.
 set -euo pipefail
@@ -47,8 +48,8 @@ step="${1:-}"
 [ $# -gt 0 ] && shift
 
 ASAN_MUTANTS='^mutants_catalog$|^mutant\.(abort-double-free|evictable-counted-free|prefix-entry-dangling|preempt-resets-boundary|abort-leaks-blocks|admit-ignores-promised|padding-row-nan|spec-rollback-leak|attn-neighbour-leak|chunk-rope-off-by-one|unseeded-steals-seeds)$'
-VALGRIND_A='^(test_gguf|test_model_gguf|test_openai|test_sse|test_stamp|mutants_catalog|test_core|memcheck_verify_property)$'
-VALGRIND_B='^(test_property|test_distributional|test_bench|test_bench_stats)$'
+VALGRIND_A='^(test_gguf|test_model_gguf|test_openai|test_sse|test_stamp|mutants_catalog|test_core|memcheck_verify_property|test_bench|test_bench_stats)$'
+VALGRIND_B='^(test_property|test_distributional)$'
 
 case "$step" in
     asan)
