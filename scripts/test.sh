@@ -21,6 +21,48 @@ if [ $# -gt 0 ]; then
     exit
 fi
 
+# Builds that later steps need, started now in the background at the
+# lowest priority, one after the other in the order the steps need them:
+# llama.cpp's server and tools (the audit label), the fuzz targets (the
+# fuzz label), the sanitizer build (the asan step). On two cores the labels
+# leave cycles idle (a label's last long test, an audit waiting on its
+# server, the hangs a planted bug must run into its time limit); a nice-19
+# build takes those and yields the rest (on a busy core its share is about
+# 1/70 of a test's). Each step waits for its own build first. A build that
+# failed here only loses its head start: the step builds again in the
+# foreground and shows the error as before. Logs:
+# build/test/background/NAME.log.
+background=build/test/background
+rm -rf "$background"
+mkdir -p "$background"
+prebuild() { # NAME COMMAND...: run it at nice 19; NAME.status holds its exit status
+    local name="$1" rc=0
+    shift
+    nice -n 19 "$@" >"$background/$name.log" 2>&1 || rc=$?
+    echo "$rc" >"$background/$name.status"
+}
+# Its own process group (set -m), ended with the script however it ends.
+set -m
+(
+    prebuild llama sh -c 'scripts/build-llama-server.sh && scripts/build-llama-server.sh --quantize &&
+        scripts/build-llama-server.sh --tensors'
+    prebuild fuzz scripts/fuzz.sh build build/test/fuzz
+    prebuild asan sh -c 'cmake --preset asan >/dev/null && cmake --build --preset asan'
+) &
+prebuilds=$!
+set +m
+trap 'kill -- -"$prebuilds" 2>/dev/null || true' EXIT
+# await NAME: block until that background build has ended.
+await() {
+    local start=$SECONDS
+    while [ ! -f "$background/$1.status" ] && kill -0 "$prebuilds" 2>/dev/null; do
+        sleep 1
+    done
+    local rc
+    rc="$(cat "$background/$1.status" 2>/dev/null || echo none)"
+    echo "== background build $1: status $rc, waited $((SECONDS - start)) s"
+}
+
 # Every label that must pass, one after the other, each with its wall time.
 # The calibration, mpi, fuzz and bench labels print figures (their tables)
 # even when they pass; every label's full output is kept in
@@ -29,6 +71,11 @@ status=0
 # portability prints its table of kernel families; its planted bug
 # (labels mutants and portability) runs once, with the mutants.
 for label in unit verify mutants portability calibration mpi audit fuzz bench; do
+    case "$label" in
+    audit) await llama ;;
+    fuzz) await fuzz ;;
+    bench) await asan ;; # a benchmark runs on cores nothing else uses
+    esac
     start=$(date +%s)
     extra=()
     case "$label" in calibration | fuzz | bench | portability | mpi) extra=(--verbose) ;; esac
