@@ -351,9 +351,53 @@ __attribute__((target("avx2,fma,f16c"))) static void lanes_f16acc_avx2(
     }
 }
 
-/* The same with sixteen lanes of AVX-512F at a time. */
-__attribute__((target("avx512f"))) static void lanes_f16acc_avx512(
-    float lanes[ASSAY_NUMERICS_F16ACC_LANES], const float *x, const float *y, int32_t np)
+__attribute__((target("avx2,f16c"))) static __m256 round8_f16(__m256 x)
+{
+    return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+}
+
+__attribute__((target("avx2,f16c"))) static __m128 round4_f16(__m128 x)
+{
+    return _mm_cvtph_ps(_mm_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
+}
+
+/* The last halvings of assay_numerics_f16acc_reduce, lanes 0..15 held as
+ * two vectors of eight: 8, 4, 2, 1. */
+__attribute__((target("avx2,f16c"))) static float reduce16_f16(__m256 lo, __m256 hi)
+{
+    __m256 v = round8_f16(_mm256_add_ps(lo, hi));
+    __m128 x = round4_f16(_mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1)));
+    x = round4_f16(_mm_add_ps(x, _mm_movehl_ps(x, x)));                  /* i + (i + 2) */
+    x = round4_f16(_mm_add_ps(x, _mm_shuffle_ps(x, x, _MM_SHUFFLE(1, 1, 1, 1)))); /* 0 + 1 */
+    return _mm_cvtss_f32(x);
+}
+
+/* assay_numerics_f16acc_reduce with vectors: the same halvings, the same
+ * sums and roundings. */
+__attribute__((target("avx2,f16c"))) static float reduce_f16acc_avx2(
+    float lanes[ASSAY_NUMERICS_F16ACC_LANES])
+{
+    __m256 v[ASSAY_NUMERICS_F16ACC_LANES / 8];
+    for (int32_t l = 0; l < ASSAY_NUMERICS_F16ACC_LANES / 8; l++) {
+        v[l] = _mm256_loadu_ps(lanes + 8 * l);
+    }
+    for (int32_t half = ASSAY_NUMERICS_F16ACC_LANES / 16; half >= 2; half /= 2) {
+        for (int32_t l = 0; l < half; l++) {
+            v[l] = round8_f16(_mm256_add_ps(v[l], v[l + half]));
+        }
+    }
+    return reduce16_f16(v[0], v[1]);
+}
+
+/* The lanes and their sum with sixteen lanes of AVX-512F at a time, the
+ * first halvings kept in those registers (vector l holds lanes 16 l to
+ * 16 l + 15, so halving h pairs vector l with l + h / 16): the same sums
+ * and roundings as the lanes and reduction above, without a trip through
+ * memory, which cost as much as the lanes themselves in an F16 file's
+ * products. */
+__attribute__((target("avx512f,avx2,f16c"))) static float sum_f16acc_avx512(const float *x,
+                                                                          const float *y,
+                                                                          int32_t np)
 {
     __m512 acc[ASSAY_NUMERICS_F16ACC_LANES / 16];
     for (int32_t l = 0; l < ASSAY_NUMERICS_F16ACC_LANES / 16; l++) {
@@ -366,39 +410,14 @@ __attribute__((target("avx512f"))) static void lanes_f16acc_avx512(
             acc[l] = _mm512_cvtph_ps(_mm512_cvtps_ph(s, _MM_FROUND_TO_NEAREST_INT));
         }
     }
-    for (int32_t l = 0; l < ASSAY_NUMERICS_F16ACC_LANES / 16; l++) {
-        _mm512_storeu_ps(lanes + 16 * l, acc[l]);
-    }
-}
-
-__attribute__((target("avx2,f16c"))) static __m256 round8_f16(__m256 x)
-{
-    return _mm256_cvtph_ps(_mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
-}
-
-__attribute__((target("avx2,f16c"))) static __m128 round4_f16(__m128 x)
-{
-    return _mm_cvtph_ps(_mm_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
-}
-
-/* assay_numerics_f16acc_reduce with vectors: the same halvings, the same
- * sums and roundings. */
-__attribute__((target("avx2,f16c"))) static float reduce_f16acc_avx2(
-    float lanes[ASSAY_NUMERICS_F16ACC_LANES])
-{
-    __m256 v[ASSAY_NUMERICS_F16ACC_LANES / 8];
-    for (int32_t l = 0; l < ASSAY_NUMERICS_F16ACC_LANES / 8; l++) {
-        v[l] = _mm256_loadu_ps(lanes + 8 * l);
-    }
-    for (int32_t half = ASSAY_NUMERICS_F16ACC_LANES / 16; half >= 1; half /= 2) {
+    for (int32_t half = ASSAY_NUMERICS_F16ACC_LANES / 32; half >= 1; half /= 2) {
         for (int32_t l = 0; l < half; l++) {
-            v[l] = round8_f16(_mm256_add_ps(v[l], v[l + half]));
+            __m512 s = _mm512_add_ps(acc[l], acc[l + half]);
+            acc[l] = _mm512_cvtph_ps(_mm512_cvtps_ph(s, _MM_FROUND_TO_NEAREST_INT));
         }
     }
-    __m128 x = round4_f16(_mm_add_ps(_mm256_castps256_ps128(v[0]), _mm256_extractf128_ps(v[0], 1)));
-    x = round4_f16(_mm_add_ps(x, _mm_movehl_ps(x, x)));                  /* i + (i + 2) */
-    x = round4_f16(_mm_add_ps(x, _mm_shuffle_ps(x, x, _MM_SHUFFLE(1, 1, 1, 1)))); /* 0 + 1 */
-    return _mm_cvtss_f32(x);
+    __m256 hi = _mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(acc[0]), 1));
+    return reduce16_f16(_mm512_castps512_ps256(acc[0]), hi);
 }
 
 /* AVX2 and FMA as the compiler's CPU model reports them (with the
@@ -453,8 +472,7 @@ static float sum_f16acc(const float *x, const float *y, int32_t np, enum assay_n
                                                 : ASSAY_NUMERICS_SIMD_GENERIC;
     }
     if (simd == ASSAY_NUMERICS_SIMD_AVX512) {
-        lanes_f16acc_avx512(lanes, x, y, np);
-        return reduce_f16acc_avx2(lanes);
+        return sum_f16acc_avx512(x, y, np);
     }
     if (simd == ASSAY_NUMERICS_SIMD_AVX2) {
         lanes_f16acc_avx2(lanes, x, y, np);
