@@ -763,7 +763,8 @@ enum assay_status assay_check_seed_unseeded(const struct assay_adapter *a,
     res->n_checks = N_UNSEEDED * (N_UNSEEDED - 1) / 2;
     snprintf(res->summary, sizeof res->summary,
              "%d unseeded requests with one prompt, %d tokens each at T 1: %d distinct outputs, "
-             "%d identical pairs; all %d identical on a correct engine: p <= %.1e%s",
+             "%d identical pairs (a correct engine gives all %d one first token with a chance "
+             "of at most %.1e)%s",
              N_UNSEEDED, UNSEEDED_TOKENS, (int)distinct, (int)same_pairs, N_UNSEEDED, bound,
              coincidence);
     assay_transcript_free(t);
