@@ -30,7 +30,12 @@ fi
 # in the SCHED_IDLE class takes those and gives the core back the moment a
 # test's thread wakes. (At nice 19 it did not: a distributional planted
 # bug's test took 118 s beside two nice-19 loops, 63 s beside two
-# SCHED_IDLE ones, 46 s alone.) Each step waits for its own build first.
+# SCHED_IDLE ones, 46 s alone.) It is not free even so: the gaps it fills
+# are a test's threads handing work to each other, and each leaves caches
+# cold, so the labels beside it run longer (about 6 minutes in all, against
+# 11 of builds taken out of the foreground: the record
+# docs/measurements/2026-12-07-ci-time-cells.md), and the label times
+# printed are not the labels' own. Each step waits for its own build first.
 # A build that failed here only loses its head start: the step builds
 # again in the foreground and shows the error as before. Logs:
 # build/test/background/NAME.log.
