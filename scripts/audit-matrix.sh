@@ -21,8 +21,9 @@
 #   ASSAY_MATRIX_SEEDS   master seeds (default: 1 2 3; "": only the
 #                        speculative audits)
 #   ASSAY_MATRIX_SPEC    formats audited again with speculative decoding,
-#                        seed 1, the family's draft in F16 (default: Q4_K_M
-#                        F16; none: "")
+#                        the family's draft in F16 (default: Q4_K_M F16;
+#                        none: "")
+#   ASSAY_MATRIX_SPEC_SEEDS  master seeds of those (default: 1 2 3)
 #   ASSAY_MATRIX_QUICK=1 `--quick` audits (the same matrix in about a third)
 #   ASSAY_MATRIX_OUT     where reports go (default: $ASSAY_BUILD/scratch-matrix)
 #   ASSAY_LLAMA_THREADS, ASSAY_LLAMA_NP as llama-server-ctl.sh's
@@ -34,6 +35,7 @@ models="${ASSAY_MATRIX_MODELS:-llama-hd64 qwen2-hd64}"
 types="${ASSAY_MATRIX_TYPES:-F16 BF16 Q8_0 Q4_K_M Q5_K_M Q6_K}"
 seeds="${ASSAY_MATRIX_SEEDS-1 2 3}"
 spec_types="${ASSAY_MATRIX_SPEC-Q4_K_M F16}"
+spec_seeds="${ASSAY_MATRIX_SPEC_SEEDS-1 2 3}"
 reports="${ASSAY_MATRIX_OUT:-$build/scratch-matrix}"
 assay="$build/assay"
 quick=()
@@ -135,9 +137,11 @@ for seed in $seeds; do
         done
     done
 done
-for name in $models; do
-    for type in $spec_types; do
-        audit_one "$name" "$type" 1 yes
+for seed in $spec_seeds; do
+    for name in $models; do
+        for type in $spec_types; do
+            audit_one "$name" "$type" "$seed" yes
+        done
     done
 done
 echo "matrix: $failures audit(s) did not exit 0; table in $table"
