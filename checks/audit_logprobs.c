@@ -223,40 +223,64 @@ struct lp_check {
 
 /* End-of-generation probes: where the oracle's argmax right after a prefix
  * of a prompt is EOS, cut that prompt there (at most 3), so the server's
- * choice at EOS is seen, not hoped for. *n_probes is the number cut.
- * ASSAY_OK, or the oracle's status. */
+ * choice at EOS is seen, not hoped for. The argmax at every prompt
+ * position comes from one scan that keeps no rows (a prompt of 470
+ * tokens would hold 470 rows of the vocabulary's doubles in the memo,
+ * gigabytes on a large vocabulary). *n_probes is the number cut. ASSAY_OK,
+ * or the oracle's status. */
 static enum assay_status cut_prompts_at_eos(struct assay_audit *a, struct assay_workload *w,
                                             int32_t *n_probes)
 {
-    const int32_t v = a->model->cfg.vocab;
-    if (a->p.eos_token >= 0) {
-        assay_audit_prefetch(a, w, NULL, -1);
+    if (a->p.eos_token < 0 || w->n < 1) {
+        return ASSAY_OK;
     }
-    for (int32_t i = 0; i < w->n && *n_probes < 3 && a->p.eos_token >= 0; i++) {
-        struct assay_workload_request *wr = &w->reqs[i];
+    const int32_t **prompts = assay_calloc((size_t)w->n, sizeof *prompts);
+    const int32_t **rest = assay_calloc((size_t)w->n, sizeof *rest);
+    int32_t *ones = assay_calloc((size_t)w->n, sizeof *ones);
+    int32_t *n_rest = assay_calloc((size_t)w->n, sizeof *n_rest);
+    int32_t **best = assay_calloc((size_t)w->n, sizeof *best);
+    int32_t *req = assay_calloc((size_t)w->n, sizeof *req);
+    enum assay_status st = prompts == NULL || rest == NULL || ones == NULL || n_rest == NULL ||
+                                   best == NULL || req == NULL
+                               ? ASSAY_ERR_NOMEM
+                               : ASSAY_OK;
+    int32_t n = 0;
+    for (int32_t i = 0; st == ASSAY_OK && i < w->n; i++) {
+        const struct assay_workload_request *wr = &w->reqs[i];
         if (wr->prompt_len < 2) {
             continue;
         }
-        const double *rows = NULL;
-        enum assay_status st = assay_oracle_memo_rows(a->memo, wr->prompt, 1, wr->prompt + 1,
-                                                      wr->prompt_len - 1, &rows);
-        if (st != ASSAY_OK) {
-            return st;
-        }
-        for (int32_t j = 0; j + 1 < wr->prompt_len; j++) {
-            const double *row = rows + (int64_t)j * v;
-            int32_t best = 0;
-            for (int32_t k = 1; k < v; k++) {
-                best = row[k] > row[best] ? k : best;
-            }
-            if (best == a->p.eos_token) {
-                wr->prompt_len = j + 1; /* the next token's argmax is EOS */
+        /* the prompt's first token, then the rest as the continuation */
+        prompts[n] = wr->prompt;
+        ones[n] = 1;
+        rest[n] = wr->prompt + 1;
+        n_rest[n] = wr->prompt_len - 1;
+        best[n] = assay_malloc(sizeof(int32_t) * (size_t)n_rest[n]);
+        req[n] = i;
+        st = best[n++] == NULL ? ASSAY_ERR_NOMEM : ASSAY_OK;
+    }
+    if (st == ASSAY_OK) {
+        st = assay_oracle_memo_argmax(a->memo, n, prompts, ones, rest, n_rest, best);
+    }
+    for (int32_t k = 0; st == ASSAY_OK && k < n && *n_probes < 3; k++) {
+        for (int32_t j = 0; j < n_rest[k]; j++) {
+            if (best[k][j] == a->p.eos_token) {
+                w->reqs[req[k]].prompt_len = j + 1; /* the next token's argmax is EOS */
                 (*n_probes)++;
                 break;
             }
         }
     }
-    return ASSAY_OK;
+    for (int32_t k = 0; best != NULL && k < n; k++) {
+        assay_free(best[k]);
+    }
+    assay_free(prompts);
+    assay_free(rest);
+    assay_free(ones);
+    assay_free(n_rest);
+    assay_free(best);
+    assay_free(req);
+    return st;
 }
 
 /* The greedy requests through the server, its top logprobs kept in c->s.
@@ -697,7 +721,13 @@ enum assay_status assay_audit_check_logprobs(struct assay_audit *a,
     if (st != ASSAY_OK) {
         return st;
     }
-    int32_t n_probes = 0;
+    int32_t n_probes = 0, p_lo = INT32_MAX, p_hi = 0, o_lo = INT32_MAX, o_hi = 0;
+    for (int32_t i = 0; i < w->n; i++) {
+        p_lo = w->reqs[i].prompt_len < p_lo ? w->reqs[i].prompt_len : p_lo;
+        p_hi = w->reqs[i].prompt_len > p_hi ? w->reqs[i].prompt_len : p_hi;
+        o_lo = w->reqs[i].max_tokens < o_lo ? w->reqs[i].max_tokens : o_lo;
+        o_hi = w->reqs[i].max_tokens > o_hi ? w->reqs[i].max_tokens : o_hi;
+    }
     st = cut_prompts_at_eos(a, w, &n_probes);
     if (st != ASSAY_OK) {
         assay_workload_free(w);
@@ -705,10 +735,11 @@ enum assay_status assay_audit_check_logprobs(struct assay_audit *a,
         return st;
     }
     snprintf(res->workload, sizeof res->workload,
-             "generated: %d greedy requests, prompts 1-96 (%d cut where the oracle's next "
-             "argmax is EOS), outputs 8-32, all at once, no stop token; %d top logprobs per "
+             "generated: %d greedy requests, prompts %d-%d (%d cut where the oracle's next "
+             "argmax is EOS), outputs %d-%d, all at once, no stop token; %d top logprobs per "
              "token",
-             (int)w->n, (int)n_probes, (int)a->p.n_probs);
+             (int)w->n, (int)p_lo, (int)p_hi, (int)n_probes, (int)o_lo, (int)o_hi,
+             (int)a->p.n_probs);
     struct lp_check c = {.a = a, .res = res, .w = w, .worst_req = -1, .worst_pos = -1};
     c.lsm = assay_malloc(sizeof(double) * (size_t)v);
     c.sorted = assay_malloc(sizeof(double) * (size_t)v);

@@ -265,6 +265,96 @@ enum assay_status assay_oracle_memo_greedy(struct assay_oracle_memo *memo, const
     return ASSAY_OK;
 }
 
+static int32_t argmax_d(const double *x, int32_t n)
+{
+    int32_t best = 0;
+    for (int32_t i = 1; i < n; i++) {
+        if (x[i] > x[best]) {
+            best = i;
+        }
+    }
+    return best;
+}
+
+/* The argmax of each of the k pending sequences' rows in m->scratch (as
+ * one batched pass left them) into their argmax arrays. */
+static void scratch_argmax(const struct assay_oracle_memo *m, int32_t k, const int32_t *n_outs,
+                           int32_t *const *dst)
+{
+    int64_t at = 0;
+    for (int32_t j = 0; j < k; j++) {
+        for (int32_t r = 0; r < n_outs[j]; r++, at++) {
+            dst[j][r] = argmax_d(m->scratch + at * m->vocab, m->vocab);
+        }
+    }
+}
+
+enum assay_status assay_oracle_memo_argmax(struct assay_oracle_memo *m, int32_t n,
+                                           const int32_t *const *prompts,
+                                           const int32_t *prompt_lens,
+                                           const int32_t *const *outs, const int32_t *n_outs,
+                                           int32_t *const *argmax)
+{
+    enum { BATCH = 64 };
+    const int32_t *seqs[BATCH];
+    int32_t *joined[BATCH], *dst[BATCH];
+    int32_t lens[BATCH], from[BATCH], outs_k[BATCH];
+    int32_t k = 0, total = 0;
+    enum assay_status st = ASSAY_OK;
+    for (int32_t i = 0; i <= n && st == ASSAY_OK; i++) {
+        int32_t len = 0;
+        if (i < n) {
+            if (prompt_lens[i] < 1 || n_outs[i] < 1 ||
+                prompt_lens[i] + n_outs[i] - 1 > m->max_len) {
+                st = ASSAY_ERR_INVALID;
+                break;
+            }
+            const struct memo_entry *held =
+                find_entry(m, hash_seq(prompts[i], prompt_lens[i], outs[i], n_outs[i]), prompts[i],
+                           prompt_lens[i], outs[i], n_outs[i]);
+            if (held != NULL) {
+                for (int32_t r = 0; r < n_outs[i]; r++) {
+                    argmax[i][r] = argmax_d(held->rows + (int64_t)r * m->vocab, m->vocab);
+                }
+                continue;
+            }
+            len = prompt_lens[i] + n_outs[i] - 1;
+        }
+        /* Run what is pending when this one does not fit, or at the end. */
+        if (k > 0 && (i == n || k == BATCH || total + len > m->max_len)) {
+            st = assay_oracle_logits_batch_from(m->oracle, k, seqs, lens, from, m->scratch);
+            if (st == ASSAY_OK) {
+                scratch_argmax(m, k, outs_k, dst);
+            }
+            for (int32_t j = 0; j < k; j++) {
+                assay_free(joined[j]);
+            }
+            k = 0;
+            total = 0;
+        }
+        if (i == n || st != ASSAY_OK) {
+            continue;
+        }
+        joined[k] = assay_malloc(sizeof(int32_t) * (size_t)(prompt_lens[i] + n_outs[i]));
+        if (joined[k] == NULL) {
+            st = ASSAY_ERR_NOMEM;
+            continue;
+        }
+        memcpy(joined[k], prompts[i], sizeof(int32_t) * (size_t)prompt_lens[i]);
+        memcpy(joined[k] + prompt_lens[i], outs[i], sizeof(int32_t) * (size_t)n_outs[i]);
+        seqs[k] = joined[k];
+        lens[k] = len;
+        from[k] = prompt_lens[i] - 1;
+        outs_k[k] = n_outs[i];
+        dst[k++] = argmax[i];
+        total += len;
+    }
+    for (int32_t j = 0; j < k; j++) { /* what an error left pending */
+        assay_free(joined[j]);
+    }
+    return st;
+}
+
 int32_t assay_oracle_memo_count(const struct assay_oracle_memo *m)
 {
     return m->n;
@@ -644,17 +734,6 @@ bool assay_tie(const double *row, int32_t vocab, int32_t a, int32_t b, double to
         *gap = g;
     }
     return tie;
-}
-
-static int32_t argmax_d(const double *x, int32_t n)
-{
-    int32_t best = 0;
-    for (int32_t i = 1; i < n; i++) {
-        if (x[i] > x[best]) {
-            best = i;
-        }
-    }
-    return best;
 }
 
 /* The greedy requests' tokens as the loop below reads them: at most

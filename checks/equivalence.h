@@ -109,6 +109,22 @@ enum assay_status assay_oracle_memo_prefetch_shared(struct assay_oracle_memo *me
                                                     const int32_t *const *outs,
                                                     const int32_t *n_outs);
 
+/*
+ * The argmax of each of the oracle's rows for n sequences (as
+ * assay_oracle_memo_rows takes them; the lowest id among equal logits)
+ * into argmax[i][0..n_outs[i]), in batched passes that do not keep the
+ * rows: for a scan whose rows are not looked at again, such as every
+ * position of long prompts (each row is vocab doubles). Rows the memo
+ * holds are read from it; the memo is left as it was. Returns ASSAY_OK,
+ * ASSAY_ERR_INVALID for a sequence too long for the memo or empty (its
+ * lookup would be refused too), or the oracle's or an allocation's status.
+ */
+enum assay_status assay_oracle_memo_argmax(struct assay_oracle_memo *memo, int32_t n,
+                                           const int32_t *const *prompts,
+                                           const int32_t *prompt_lens,
+                                           const int32_t *const *outs, const int32_t *n_outs,
+                                           int32_t *const *argmax);
+
 /* The oracle's greedy continuation of prompt: n tokens into out (the
  * argmax of each row, the lowest id among equal logits). */
 enum assay_status assay_oracle_memo_greedy(struct assay_oracle_memo *memo, const int32_t *prompt,

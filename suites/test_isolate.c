@@ -281,6 +281,69 @@ static void test_memo_prefetch(void **state)
     assay_adapter_close(&a);
 }
 
+/* The argmax scan gives each row's argmax as the rows a lookup computes,
+ * for more sequences than fit in one batch, one repeated and one held,
+ * and keeps none of the rows it computed; a sequence too long for the
+ * memo is refused. */
+static void test_memo_argmax(void **state)
+{
+    (void)state;
+    struct assay_adapter a;
+    const struct assay_model *model = open_mini(&a);
+    enum { N = 7, LEN = 24 };
+    struct assay_oracle_memo *alone = NULL, *scan = NULL;
+    assert_int_equal(assay_oracle_memo_init(&alone, model, LEN), ASSAY_OK);
+    assert_int_equal(assay_oracle_memo_init(&scan, model, LEN), ASSAY_OK);
+    int32_t toks[N][LEN + 16], best[N][LEN];
+    const int32_t *prompts[N], *outs[N];
+    int32_t *argmax[N], prompt_lens[N], n_outs[N];
+    for (int32_t i = 0; i < N; i++) {
+        for (int32_t k = 0; k < LEN + 16; k++) {
+            toks[i][k] = (i * 37 + k * 11 + 5) % 256;
+        }
+        prompts[i] = toks[i];
+        prompt_lens[i] = 1 + i;
+        outs[i] = toks[i] + prompt_lens[i];
+        n_outs[i] = 3 + 2 * i;
+        argmax[i] = best[i];
+    }
+    prompts[4] = prompts[1]; /* a repeat */
+    prompt_lens[4] = prompt_lens[1];
+    outs[4] = outs[1];
+    n_outs[4] = n_outs[1];
+    const double *rows = NULL;
+    assert_int_equal(assay_oracle_memo_rows(scan, prompts[2], prompt_lens[2], outs[2], n_outs[2],
+                                            &rows),
+                     ASSAY_OK);
+    assert_int_equal(assay_oracle_memo_argmax(scan, N, prompts, prompt_lens, outs, n_outs, argmax),
+                     ASSAY_OK);
+    assert_int_equal(assay_oracle_memo_count(scan), 1); /* only the one held before */
+    const int32_t vocab = model->cfg.vocab;
+    int32_t n_rows = 0, n_differ = 0;
+    for (int32_t i = 0; i < N; i++) {
+        assert_int_equal(assay_oracle_memo_rows(alone, prompts[i], prompt_lens[i], outs[i],
+                                                n_outs[i], &rows),
+                         ASSAY_OK);
+        for (int32_t r = 0; r < n_outs[i]; r++) {
+            const double *row = rows + (int64_t)r * vocab;
+            int32_t want = 0;
+            for (int32_t k = 1; k < vocab; k++) {
+                want = row[k] > row[want] ? k : want;
+            }
+            assert_int_equal(best[i][r], want);
+            n_differ += r > 0 && best[i][r] != best[i][r - 1];
+            n_rows++;
+        }
+    }
+    assert_true(n_differ > n_rows / 4); /* the rows are not all alike */
+    n_outs[6] = LEN; /* too long for the memo */
+    assert_int_equal(assay_oracle_memo_argmax(scan, N, prompts, prompt_lens, outs, n_outs, argmax),
+                     ASSAY_ERR_INVALID);
+    assay_oracle_memo_free(alone);
+    assay_oracle_memo_free(scan);
+    assay_adapter_close(&a);
+}
+
 int main(int argc, char **argv)
 {
     assay_test_init(argc, argv);
@@ -288,7 +351,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_result_comes_back),    cmocka_unit_test(test_deaths_are_failures),
         cmocka_unit_test(test_hang_is_killed),       cmocka_unit_test(test_earlier_failure_is_kept),
         cmocka_unit_test(test_no_fork_runs_here),    cmocka_unit_test(test_memo_round_trip),
-        cmocka_unit_test(test_memo_prefetch),
+        cmocka_unit_test(test_memo_prefetch),        cmocka_unit_test(test_memo_argmax),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
