@@ -21,10 +21,11 @@
 #include "reports/stamp.h"
 #include "reports/text.h"
 
-/* With --quick the benchmark takes the workload's first this many requests:
- * on a 123M-parameter model the bundled engine decodes a few dozen tokens a
- * second, and the default workload's 48 requests took 9 of a quick audit's
- * 16 minutes (with 24: 7 of 15, README "Auditing a server"). */
+/* With --quick the benchmark takes the workload's first this many requests.
+ * Chosen when the bundled engine decoded a few dozen tokens a second on a
+ * 123M-parameter model (48 requests took 9 of a quick audit's 16 minutes);
+ * reading the file's integer weights, 24 take 74 s of its 7.5 minutes
+ * (docs/guide-audit.md). */
 #define QUICK_BENCH_REQUESTS 24
 #define QUICK_BENCH_STR "24"
 
@@ -56,7 +57,7 @@ static void usage(FILE *out)
             "  --api API           completion (llama.cpp's /completion, default) or v1\n"
             "  --served-model NAME sent as \"model\" (vLLM, SGLang and TGI may need it)\n"
             "  --quick             smaller samples; 2 benchmark runs of the workload's first\n"
-            "                      " QUICK_BENCH_STR " requests (3 minutes on TinyGPT, 15 on a 123M model)\n"
+            "                      " QUICK_BENCH_STR " requests (1 minute on TinyGPT, 8 on a 123M model)\n"
             "  --seed N            master seed (default 1)\n"
             "  --check NAME        run only this check (repeatable; no benchmark then)\n"
             "  --slots N           the server's parallel slots (default 4)\n"
