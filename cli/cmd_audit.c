@@ -25,7 +25,7 @@
  * Chosen when the bundled engine decoded a few dozen tokens a second on a
  * 123M-parameter model (48 requests took 9 of a quick audit's 16 minutes);
  * reading the file's integer weights, 24 take 74 s of its 7.5 minutes
- * (docs/guide-audit.md). */
+ * (docs/measurements/2026-12-07-memo-scan-matrix.md). */
 #define QUICK_BENCH_REQUESTS 24
 #define QUICK_BENCH_STR "24"
 
