@@ -883,23 +883,49 @@ enum assay_status assay_check_seed_pairs(const struct assay_adapter *a,
     if (n_pairs > ((int64_t)1 << 26)) {
         st = ASSAY_ERR_INVALID;
     }
-    for (int64_t i = 0; i < n_pairs && st == ASSAY_OK; i++) {
-        uint64_t s0 = base + 4 * (uint64_t)i;
-        uint64_t s1 = i % 2 == 0 ? s0 + 1 : s0 ^ ((uint64_t)1 << hb);
-        int32_t arrival = 0;
-        r[2 * i] = (struct sreq){prompt, 6, 1, arrival, 1, s0, 1.0, 1.0, 0};
-        r[2 * i + 1] = (struct sreq){prompt, 6, 1, arrival, 1, s1, 1.0, 1.0, 0};
+    /* A pair's two requests go in separate runs of up to PAIR_CHUNK: a run
+     * of the first requests of PAIR_CHUNK pairs, then a run of their second
+     * requests in shuffled order. A server whose logits depend on its batch
+     * or its cache draws the two from different steps, in no common order,
+     * so it cannot make them dependent; where they shared a step they would
+     * draw from one perturbed distribution. And a run holds a bounded number
+     * of live requests: an HTTP adapter's, a server's connections (the
+     * test's fake server 64). at[2i] and at[2i + 1] are the places of pair
+     * i's requests in r. */
+    int64_t *at = st == ASSAY_OK ? assay_malloc(sizeof(int64_t) * (size_t)(2 * n_pairs)) : NULL;
+    st = st != ASSAY_OK || at != NULL ? st : ASSAY_ERR_NOMEM;
+    uint64_t order = assay_seed_derive(seed, "pairs order");
+    for (int64_t b0 = 0; b0 < n_pairs && st == ASSAY_OK; b0 += PAIR_CHUNK) {
+        int64_t m = n_pairs - b0 < PAIR_CHUNK ? n_pairs - b0 : PAIR_CHUNK;
+        int64_t perm[PAIR_CHUNK];
+        for (int64_t k = 0; k < m; k++) {
+            perm[k] = k;
+        }
+        for (int64_t k = m - 1; k > 0; k--) { /* Fisher-Yates */
+            int64_t j = (int64_t)(assay_rng_u01(order, (uint64_t)(b0 + k), 0) * (double)(k + 1));
+            int64_t tmp = perm[k];
+            perm[k] = perm[j];
+            perm[j] = tmp;
+        }
+        for (int64_t k = 0; k < m; k++) {
+            int64_t i = b0 + k, j = b0 + perm[k];
+            uint64_t s0 = base + 4 * (uint64_t)i, u0 = base + 4 * (uint64_t)j;
+            uint64_t s1 = j % 2 == 0 ? u0 + 1 : u0 ^ ((uint64_t)1 << hb);
+            at[2 * i] = 2 * b0 + k;
+            at[2 * j + 1] = 2 * b0 + m + k;
+            r[2 * b0 + k] = (struct sreq){prompt, 6, 1, 0, 1, s0, 1.0, 1.0, 0};
+            r[2 * b0 + m + k] = (struct sreq){prompt, 6, 1, 0, 1, s1, 1.0, 1.0, 0};
+        }
     }
-    /* In runs of PAIR_CHUNK requests arriving together: an HTTP adapter
-     * holds a bounded number of live requests, and a server accepts a
-     * bounded number of connections (the test's fake server 64). */
     int32_t *first = st == ASSAY_OK ? assay_malloc(sizeof(int32_t) * (size_t)(2 * n_pairs)) : NULL;
     st = st != ASSAY_OK || first != NULL ? st : ASSAY_ERR_NOMEM;
     int64_t n_steps = 0;
     char msg[512];
-    for (int64_t c0 = 0; st == ASSAY_OK && res->verdict == ASSAY_VERDICT_PASS && c0 < 2 * n_pairs;
-         c0 += PAIR_CHUNK) {
-        int32_t m = (int32_t)(2 * n_pairs - c0 < PAIR_CHUNK ? 2 * n_pairs - c0 : PAIR_CHUNK);
+    int64_t c0 = 0;
+    while (st == ASSAY_OK && res->verdict == ASSAY_VERDICT_PASS && c0 < 2 * n_pairs) {
+        /* the first or second half of a block of pairs */
+        int64_t b0 = c0 / 2 / PAIR_CHUNK * PAIR_CHUNK;
+        int32_t m = (int32_t)(n_pairs - b0 < PAIR_CHUNK ? n_pairs - b0 : PAIR_CHUNK);
         struct assay_workload *w = NULL;
         struct assay_transcript *t = NULL;
         st = run_sreqs(a, v, model->cfg.n_ctx, opts, r + c0, m, &w, &t);
@@ -916,11 +942,12 @@ enum assay_status assay_check_seed_pairs(const struct assay_adapter *a,
         }
         assay_transcript_free(t);
         assay_workload_free(w);
+        c0 += m;
     }
     int64_t o[PAIR_BINS][PAIR_BINS] = {{0}};
     int64_t n = 0, same_token = 0;
     for (int64_t i = 0; st == ASSAY_OK && res->verdict == ASSAY_VERDICT_PASS && i < n_pairs; i++) {
-        int32_t x = first[2 * i], y = first[2 * i + 1];
+        int32_t x = first[at[2 * i]], y = first[at[2 * i + 1]];
         if (x < 0 || x >= v || y < 0 || y >= v) {
             assay_check_fail(res, "pair %lld: tokens %d and %d, outside the vocabulary of %d",
                              (long long)i, (int)x, (int)y, (int)v);
@@ -944,11 +971,12 @@ enum assay_status assay_check_seed_pairs(const struct assay_adapter *a,
     res->n_steps = n_steps;
     snprintf(res->summary, sizeof res->summary,
              "alpha %.0e n %lld p %.3g min-TV %.4f | %lld pairs (adjacent seeds, and seeds apart "
-             "only in bit %d), first tokens in %d x %d bins: X2 %.1f; %lld pairs drew the same "
-             "token",
+             "only in bit %d; a pair's two requests in separate runs, the second's shuffled), "
+             "first tokens in %d x %d bins: X2 %.1f; %lld pairs drew the same token",
              alpha, (long long)n, res->p_value, res->min_tv, (long long)n_pairs, hb, (int)rows,
              (int)cols, x2, (long long)same_token);
     assay_free(first);
+    assay_free(at);
     assay_free(p);
     assay_free(bin);
     assay_free(r);

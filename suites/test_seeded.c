@@ -22,6 +22,7 @@
 #include "checks/result.h"
 #include "checks/seeded.h"
 #include "checks/stats.h"
+#include "core/rng.h"
 #include "support.h"
 
 enum wrap_mode {
@@ -30,6 +31,9 @@ enum wrap_mode {
     WRAP_REPEAT,  /* the second lone run of a seed: its first token x -> x ^ 1 */
     WRAP_SEED32,  /* seeds cut to their low 32 bits: 0 and 2^32 one stream */
     WRAP_SEED32_BATCHED, /* both of the last two */
+    WRAP_STEP_SHARED,    /* in every other step (by a hash of its count), every
+                            seeded token is token 0: requests that share a step
+                            share their distribution */
 };
 
 struct wrap {
@@ -44,6 +48,7 @@ struct wrap {
         int32_t lone_runs;
     } seen[64];
     int32_t n_seen;
+    uint64_t n_steps;
     struct assay_event ev[4096];
 };
 
@@ -92,6 +97,7 @@ static enum assay_status w_step(void *self, const struct assay_event **ev, size_
     assert_true(*n <= sizeof w->ev / sizeof w->ev[0]);
     /* one request in the engine: a lone run */
     const bool alone = w->n_live == 1;
+    const bool shared = w->mode == WRAP_STEP_SHARED && (assay_mix64(++w->n_steps) & 1) != 0;
     for (size_t i = 0; i < *n; i++) {
         w->ev[i] = in[i];
         struct assay_event *e = &w->ev[i];
@@ -101,6 +107,9 @@ static enum assay_status w_step(void *self, const struct assay_event **ev, size_
         }
         if (k == w->n_live || e->kind != ASSAY_EVENT_TOKEN || w->live[k].seed == UINT64_MAX) {
             continue;
+        }
+        if (shared) {
+            e->token = 0;
         }
         if ((w->mode == WRAP_BATCHED || w->mode == WRAP_SEED32_BATCHED) && !alone) {
             e->token ^= 1;
@@ -334,6 +343,48 @@ static void test_batched_partings(void **state)
     assert_non_null(strstr(r.failure, "not a parting the numerics can make: no numerics"));
 }
 
+/* seed.pairs on the mini model, 1,000 pairs at alpha 1e-6. */
+static void run_pairs(enum wrap_mode mode, struct assay_check_result *res)
+{
+    static struct wrap w;
+    memset(&w, 0, sizeof w);
+    struct assay_diag diag;
+    assay_diag_clear(&diag);
+    assert_int_equal(assay_adapter_open_spec_cached("bundled:model=mini,batch=16", g_cache,
+                                                    &w.inner, &diag),
+                     ASSAY_OK);
+    w.mode = mode;
+    const struct assay_model *mini = NULL;
+    assert_int_equal(assay_model_cache_warm(g_cache, "bundled:model=mini", &mini, &diag),
+                     ASSAY_OK);
+    struct assay_adapter a = {&k_wrap_vt, &w};
+    struct assay_seeded_opts o = assay_seeded_opts_default();
+    assay_check_result_init(res, "seed.pairs", ASSAY_FAMILY_SEEDED);
+    assert_int_equal(assay_check_seed_pairs(&a, mini, 7, &o, 1000, 1e-6, 0.99, res), ASSAY_OK);
+    printf("  %s: %s\n    %s\n", assay_verdict_str(res->verdict), res->summary, res->failure);
+    assay_adapter_close(&w.inner);
+}
+
+/* seed.pairs tests independence, and a server whose logits depend on its
+ * batch makes the two requests of a pair dependent when they share a step
+ * (both draw from the step's distribution). The pair's requests go in
+ * separate runs, the second in shuffled order, so a step shared even to the
+ * extreme (every other step's tokens all one) does not fail a correct
+ * engine; seeds cut to 32 bits still fail, with or without it. */
+static void test_pairs_shared_steps(void **state)
+{
+    (void)state;
+    struct assay_check_result r;
+    run_pairs(WRAP_NONE, &r);
+    assert_int_equal(r.verdict, ASSAY_VERDICT_PASS);
+    run_pairs(WRAP_STEP_SHARED, &r);
+    assert_int_equal(r.verdict, ASSAY_VERDICT_PASS);
+    assert_non_null(strstr(r.summary, "separate runs"));
+    run_pairs(WRAP_SEED32, &r);
+    assert_int_equal(r.verdict, ASSAY_VERDICT_FAIL);
+    assert_non_null(strstr(r.failure, "not independent"));
+}
+
 static void test_lone_repeat(void **state)
 {
     (void)state;
@@ -362,6 +413,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_lone_repeat),
         cmocka_unit_test(test_distinct_seeds),
         cmocka_unit_test(test_chance_of_rows),
+        cmocka_unit_test(test_pairs_shared_steps),
     };
     int failed = cmocka_run_group_tests(tests, NULL, NULL);
     assay_model_cache_free(g_cache);
