@@ -196,20 +196,34 @@ static struct assay_model_cache *g_cache;
 static assay_seed_chance_fn g_chance;
 static void *g_chance_ctx;
 
-static void run(enum wrap_mode mode, assay_seed_explain_fn explain, bool explain_alone,
-                struct assay_check_result *res)
+static struct wrap g_wrap;
+
+/* The bundled mini model (batch 16) wrapped in mode: the adapter to check. */
+static struct assay_adapter open_wrap(enum wrap_mode mode)
 {
-    static struct wrap w;
-    memset(&w, 0, sizeof w);
+    memset(&g_wrap, 0, sizeof g_wrap);
     struct assay_diag diag;
     assay_diag_clear(&diag);
     assert_int_equal(assay_adapter_open_spec_cached("bundled:model=mini,batch=16", g_cache,
-                                                    &w.inner, &diag),
+                                                    &g_wrap.inner, &diag),
                      ASSAY_OK);
-    w.mode = mode;
-    struct assay_adapter a = {&k_wrap_vt, &w};
+    g_wrap.mode = mode;
+    return (struct assay_adapter){&k_wrap_vt, &g_wrap};
+}
+
+/* The end of a run: its verdict printed, the adapter closed. */
+static void close_wrap(const struct assay_check_result *res)
+{
+    printf("  %s: %s\n    %s\n", assay_verdict_str(res->verdict), res->summary, res->failure);
+    assay_adapter_close(&g_wrap.inner);
+}
+
+static void run(enum wrap_mode mode, assay_seed_explain_fn explain, bool explain_alone,
+                struct assay_check_result *res)
+{
+    struct assay_adapter a = open_wrap(mode);
     struct assay_adapter_info info;
-    assay_adapter_get_info(&w.inner, &info);
+    assay_adapter_get_info(&g_wrap.inner, &info);
     struct assay_seeded_opts o = assay_seeded_opts_default();
     o.explain = explain;
     o.explain_ctx = NULL;
@@ -218,8 +232,7 @@ static void run(enum wrap_mode mode, assay_seed_explain_fn explain, bool explain
     o.chance_ctx = g_chance_ctx;
     assay_check_result_init(res, "seed.positions", ASSAY_FAMILY_SEEDED);
     assert_int_equal(assay_check_seed_positions(&a, info.vocab, info.n_ctx, 7, &o, res), ASSAY_OK);
-    printf("  %s: %s\n    %s\n", assay_verdict_str(res->verdict), res->summary, res->failure);
-    assay_adapter_close(&w.inner);
+    close_wrap(res);
 }
 
 /* assay_seed_chance_fn that answers g_fixed_chance whatever it is asked:
@@ -346,23 +359,16 @@ static void test_batched_partings(void **state)
 /* seed.pairs on the mini model, 1,000 pairs at alpha 1e-6. */
 static void run_pairs(enum wrap_mode mode, struct assay_check_result *res)
 {
-    static struct wrap w;
-    memset(&w, 0, sizeof w);
+    struct assay_adapter a = open_wrap(mode);
+    const struct assay_model *mini = NULL;
     struct assay_diag diag;
     assay_diag_clear(&diag);
-    assert_int_equal(assay_adapter_open_spec_cached("bundled:model=mini,batch=16", g_cache,
-                                                    &w.inner, &diag),
-                     ASSAY_OK);
-    w.mode = mode;
-    const struct assay_model *mini = NULL;
     assert_int_equal(assay_model_cache_warm(g_cache, "bundled:model=mini", &mini, &diag),
                      ASSAY_OK);
-    struct assay_adapter a = {&k_wrap_vt, &w};
     struct assay_seeded_opts o = assay_seeded_opts_default();
     assay_check_result_init(res, "seed.pairs", ASSAY_FAMILY_SEEDED);
     assert_int_equal(assay_check_seed_pairs(&a, mini, 7, &o, 1000, 1e-6, 0.99, res), ASSAY_OK);
-    printf("  %s: %s\n    %s\n", assay_verdict_str(res->verdict), res->summary, res->failure);
-    assay_adapter_close(&w.inner);
+    close_wrap(res);
 }
 
 /* seed.pairs tests independence, and a server whose logits depend on its
