@@ -375,8 +375,8 @@ static void run_pairs(enum wrap_mode mode, struct assay_check_result *res)
  * batch makes the two requests of a pair dependent when they share a step
  * (both draw from the step's distribution). The pair's requests go in
  * separate runs, the second in shuffled order, so a step shared even to the
- * extreme (every other step's tokens all one) does not fail a correct
- * engine; seeds cut to 32 bits still fail, with or without it. */
+ * extreme (every other step's tokens all one) does not fail an engine whose
+ * seeds are right; seeds cut to 32 bits still fail. */
 static void test_pairs_shared_steps(void **state)
 {
     (void)state;
