@@ -190,8 +190,9 @@ enum assay_status assay_check_seed_unseeded(const struct assay_adapter *a,
  * (the first requests of 64 pairs, then their partners shuffled), so a
  * server whose logits depend on its batch does not make them dependent.
  * The first tokens, in 4 bins of about equal mass under the oracle's
- * distribution, form a 4 x 4 table of the pair's two tokens; Pearson's test of independence at level
- * alpha, with the smallest departure it detects with probability power.
+ * distribution, form a 4 x 4 table of the pair's two tokens; Pearson's
+ * test of independence at level alpha, with the smallest departure it
+ * detects with probability power.
  */
 enum assay_status assay_check_seed_pairs(const struct assay_adapter *a,
                                          const struct assay_model *model, uint64_t seed,
