@@ -836,6 +836,17 @@ static enum assay_status pair_independence(const int64_t o[PAIR_BINS][PAIR_BINS]
     return st;
 }
 
+/* The seed of pair i's first (member 0) or second request: base + 4i, and
+ * for the second the next seed (i even) or that seed with bit hb flipped. */
+static uint64_t pair_seed(uint64_t base, int hb, int64_t i, int member)
+{
+    uint64_t s0 = base + 4 * (uint64_t)i;
+    if (member == 0) {
+        return s0;
+    }
+    return i % 2 == 0 ? s0 + 1 : s0 ^ ((uint64_t)1 << hb);
+}
+
 enum assay_status assay_check_seed_pairs(const struct assay_adapter *a,
                                          const struct assay_model *model, uint64_t seed,
                                          const struct assay_seeded_opts *opts, int64_t n_pairs,
@@ -909,12 +920,12 @@ enum assay_status assay_check_seed_pairs(const struct assay_adapter *a,
         }
         for (int64_t k = 0; k < m; k++) {
             int64_t i = b0 + k, j = b0 + perm[k];
-            uint64_t s0 = base + 4 * (uint64_t)i, u0 = base + 4 * (uint64_t)j;
-            uint64_t s1 = j % 2 == 0 ? u0 + 1 : u0 ^ ((uint64_t)1 << hb);
             at[2 * i] = 2 * b0 + k;
             at[2 * j + 1] = 2 * b0 + m + k;
-            r[2 * b0 + k] = (struct sreq){prompt, 6, 1, 0, 1, s0, 1.0, 1.0, 0};
-            r[2 * b0 + m + k] = (struct sreq){prompt, 6, 1, 0, 1, s1, 1.0, 1.0, 0};
+            r[2 * b0 + k] =
+                (struct sreq){prompt, 6, 1, 0, 1, pair_seed(base, hb, i, 0), 1.0, 1.0, 0};
+            r[2 * b0 + m + k] =
+                (struct sreq){prompt, 6, 1, 0, 1, pair_seed(base, hb, j, 1), 1.0, 1.0, 0};
         }
     }
     int32_t *first = st == ASSAY_OK ? assay_malloc(sizeof(int32_t) * (size_t)(2 * n_pairs)) : NULL;
